@@ -1,0 +1,78 @@
+"""The one error family of the workbench.
+
+Every error a user can cause names the kernel file and line, shows that line,
+and says in one sentence what to do.
+"""
+from __future__ import annotations
+
+import linecache
+
+
+class TLXWorkbenchError(Exception):
+    """Base class of every error the workbench raises on purpose.
+
+    >>> raise TLXWorkbenchError("SMEM over the limit", file="k.py", line=12, hint="use fewer stages")
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 hint: str | None = None, detail: str | None = None):
+        self.message = message
+        self.file = file
+        self.line = line
+        self.hint = hint
+        # the long form (an MLIR dump, a traceback) only on request: err.detail
+        self.detail = detail
+        super().__init__(self._format())
+
+    @property
+    def source_line(self) -> str | None:
+        if self.file and self.line:
+            text = linecache.getline(self.file, self.line)
+            return text.rstrip("\n") or None
+        return None
+
+    def _format(self) -> str:
+        parts = []
+        if self.file:
+            parts.append(f"{self.file}:{self.line}" if self.line else self.file)
+        parts.append(self.message)
+        text = ": ".join(parts) if len(parts) == 2 else parts[0]
+        src = self.source_line
+        if src is not None:
+            text += f"\n    {self.line:>5} | {src.strip()}"
+        if self.hint:
+            text += f"\n  what to do: {self.hint}"
+        return text
+
+    def _repr_html_(self) -> str:
+        import html
+        src = self.source_line
+        loc = f"{html.escape(self.file or '')}:{self.line}" if self.file else ""
+        out = [f"<div class='tlxwb-error' style='border-left:4px solid #c0392b;padding:4px 8px'>",
+               f"<b>{html.escape(type(self).__name__)}</b> {html.escape(loc)}<br>{html.escape(self.message)}"]
+        if src:
+            out.append(f"<pre style='margin:4px 0'>{self.line:>5} | {html.escape(src.strip())}</pre>")
+        if self.hint:
+            out.append(f"<i>what to do:</i> {html.escape(self.hint)}")
+        out.append("</div>")
+        return "".join(out)
+
+
+class CompileError(TLXWorkbenchError):
+    """The TLX compiler rejected the kernel."""
+
+
+class SimulationError(TLXWorkbenchError):
+    """The simulated kernel did something the hardware would not allow."""
+
+
+class DeadlockError(SimulationError):
+    """Every live task of a simulated CTA is blocked."""
+
+
+class GPUError(TLXWorkbenchError):
+    """A GPU run failed, hung or gave a wrong answer."""
+
+
+class NoGPUError(GPUError):
+    """The operation needs a CUDA GPU and none is present."""

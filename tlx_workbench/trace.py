@@ -1,0 +1,396 @@
+"""One Trace model for simulated and measured runs.
+
+Producers (the simulator, the GPU profiler, Chrome-trace import) build a
+:class:`Trace`; views (timeline, barrier phases, Chrome-trace export, summaries)
+read one. Nothing else passes between them.
+
+Time is a float in ``Trace.time_unit`` ("cycles" for the simulator, "ns" for
+measured runs). A *lane* is one CTA's task replica: ``(cta, task, replica)``.
+
+>>> t = Trace(time_unit="cycles")
+>>> t.add_span(Span(cta=0, task="producer", replica=0, kind="tma", start=0, end=40, name="async_descriptor_load"))
+>>> t.to_chrome()["traceEvents"][0]["ph"]
+'M'
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from typing import Any, Iterable, Iterator
+
+# span kinds, in legend order; views colour by these
+SPAN_KINDS = ("compute", "mma", "tma", "load", "store", "wait", "arrive", "sync", "other")
+# barrier event kinds
+BARRIER_EVENT_KINDS = ("init", "expect", "arrive", "tx", "flip", "wait_begin", "wait_end")
+
+
+@dataclasses.dataclass
+class Span:
+    """An interval of one lane's time, spent on one op or one wait."""
+    cta: int
+    task: str
+    replica: int
+    kind: str
+    start: float
+    end: float
+    name: str = ""
+    line: int | None = None          # kernel source line
+    file: str | None = None
+    barrier: str | None = None       # barrier array name (waits, arrives, expects)
+    slot: int | None = None          # barrier slot or buffer index
+    phase: int | None = None         # the phase waited on / arrived at
+    args: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    @property
+    def lane(self) -> tuple[int, str, int]:
+        return (self.cta, self.task, self.replica)
+
+
+@dataclasses.dataclass
+class BarrierEvent:
+    """Something that happened to one mbarrier slot (or named barrier) at one time.
+
+    kind: init (count=arrive count), expect (bytes), arrive (count), tx (bytes landed
+    by TMA), flip (phase ``phase`` completed), wait_begin / wait_end (a waiter).
+    """
+    cta: int
+    time: float
+    barrier: str
+    slot: int
+    kind: str
+    task: str | None = None
+    replica: int | None = None
+    count: int = 0
+    bytes: int = 0
+    phase: int | None = None
+    line: int | None = None
+    pending_arrivals: int | None = None   # after this event
+    pending_bytes: int | None = None      # after this event
+
+
+@dataclasses.dataclass
+class Counter:
+    """A sampled value over time, e.g. SMEM slots full, or bytes in flight."""
+    name: str
+    time: float
+    value: float
+    cta: int = 0
+
+
+@dataclasses.dataclass
+class Flow:
+    """An arrow from the arrival that completed a phase to a wait it released."""
+    cta: int
+    barrier: str
+    slot: int
+    phase: int
+    time: float                     # when the phase completed
+    src: tuple[int, str, int] | None  # lane of the completing arrival (None: TMA bytes)
+    dst: tuple[int, str, int]       # lane of the released waiter
+    dst_time: float                 # when that waiter resumed
+
+
+@dataclasses.dataclass
+class LaneSummary:
+    cta: int
+    task: str
+    replica: int
+    busy: float
+    waiting: float
+    span: float
+    waiting_by_barrier: dict[str, float]
+    mma: float
+
+    @property
+    def busy_share(self) -> float:
+        return self.busy / self.span if self.span else 0.0
+
+    @property
+    def mma_share(self) -> float:
+        return self.mma / self.span if self.span else 0.0
+
+
+class Trace:
+    """Spans, barrier events and counters of one run, simulated or measured."""
+
+    def __init__(self, spans: Iterable[Span] = (), barrier_events: Iterable[BarrierEvent] = (),
+                 counters: Iterable[Counter] = (), *, time_unit: str = "cycles",
+                 source: str = "sim", meta: dict | None = None):
+        self.spans: list[Span] = list(spans)
+        self.barrier_events: list[BarrierEvent] = list(barrier_events)
+        self.counters: list[Counter] = list(counters)
+        self.time_unit = time_unit
+        self.source = source
+        self.meta: dict[str, Any] = dict(meta or {})
+
+    # -- building -------------------------------------------------------------
+    def add_span(self, span: Span) -> None:
+        self.spans.append(span)
+
+    def add_barrier_event(self, ev: BarrierEvent) -> None:
+        self.barrier_events.append(ev)
+
+    def add_counter(self, c: Counter) -> None:
+        self.counters.append(c)
+
+    # -- queries ---------------------------------------------------------------
+    def lanes(self) -> list[tuple[int, str, int]]:
+        """Every (cta, task, replica) with a span or barrier event, in a stable order."""
+        seen = {s.lane for s in self.spans}
+        seen |= {(e.cta, e.task, e.replica or 0) for e in self.barrier_events if e.task is not None}
+        return sorted(seen, key=lambda l: (l[0], _task_order(l[1]), l[1], l[2]))
+
+    def barrier_slots(self) -> list[tuple[int, str, int]]:
+        """Every (cta, barrier, slot) that has an event."""
+        return sorted({(e.cta, e.barrier, e.slot) for e in self.barrier_events})
+
+    @property
+    def start(self) -> float:
+        times = [s.start for s in self.spans] + [e.time for e in self.barrier_events]
+        return min(times) if times else 0.0
+
+    @property
+    def end(self) -> float:
+        times = [s.end for s in self.spans] + [e.time for e in self.barrier_events]
+        return max(times) if times else 0.0
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+    def spans_of(self, cta: int | None = None, task: str | None = None,
+                 replica: int | None = None, kind: str | None = None) -> Iterator[Span]:
+        for s in self.spans:
+            if ((cta is None or s.cta == cta) and (task is None or s.task == task)
+                    and (replica is None or s.replica == replica) and (kind is None or s.kind == kind)):
+                yield s
+
+    def flows(self) -> list[Flow]:
+        """Arrows from each phase completion to the waits it released.
+
+        A wait on (cta, barrier, slot) for phase p that ends at or after the flip of
+        phase p is released by that flip (the first one at or after its start).
+        """
+        flips = defaultdict(list)
+        for e in self.barrier_events:
+            if e.kind == "flip":
+                flips[(e.cta, e.barrier, e.slot)].append(e)
+        for v in flips.values():
+            v.sort(key=lambda e: e.time)
+        out = []
+        for s in self.spans:
+            if s.kind != "wait" or s.barrier is None or s.slot is None:
+                continue
+            for f in flips.get((s.cta, s.barrier, s.slot), ()):
+                if f.time >= s.start and f.time <= s.end and (s.phase is None or f.phase is None
+                                                              or f.phase == s.phase):
+                    src = (f.cta, f.task, f.replica or 0) if f.task is not None else None
+                    out.append(Flow(s.cta, s.barrier, s.slot, f.phase if f.phase is not None else -1,
+                                    f.time, src, s.lane, s.end))
+                    break
+        return out
+
+    def summary(self) -> list[LaneSummary]:
+        """Per lane: busy time, waiting time (by barrier), MMA time, over the lane's extent."""
+        out = []
+        by_lane: dict[tuple, list[Span]] = defaultdict(list)
+        for s in self.spans:
+            by_lane[s.lane].append(s)
+        for lane in self.lanes():
+            spans = by_lane.get(lane, [])
+            if not spans:
+                continue
+            waiting_by = defaultdict(float)
+            busy = waiting = mma = 0.0
+            for s in spans:
+                if s.kind == "wait":
+                    waiting += s.duration
+                    waiting_by[s.barrier or s.name or "?"] += s.duration
+                else:
+                    busy += s.duration
+                    if s.kind == "mma":
+                        mma += s.duration
+            extent = max(s.end for s in spans) - min(s.start for s in spans)
+            out.append(LaneSummary(lane[0], lane[1], lane[2], busy, waiting, extent, dict(waiting_by), mma))
+        return out
+
+    # -- Chrome trace ------------------------------------------------------------
+    def to_chrome(self) -> dict:
+        """Chrome trace JSON (Perfetto, chrome://tracing): a process per CTA, a thread per lane,
+        flow arrows from completing arrivals to released waits, counters as "C" events.
+        Times are written in µs as Chrome expects: cycles are written 1 cycle = 1 µs, ns as ns/1000.
+        """
+        scale = 1e-3 if self.time_unit == "ns" else 1.0
+        lanes = self.lanes()
+        tid_of = {lane: i + 1 for i, lane in enumerate(lanes)}
+        ev: list[dict] = []
+        for cta in sorted({l[0] for l in lanes}):
+            ev.append({"ph": "M", "name": "process_name", "pid": cta, "args": {"name": f"CTA {cta}"}})
+        for lane, tid in tid_of.items():
+            ev.append({"ph": "M", "name": "thread_name", "pid": lane[0], "tid": tid,
+                       "args": {"name": _lane_name(lane)}})
+            ev.append({"ph": "M", "name": "thread_sort_index", "pid": lane[0], "tid": tid,
+                       "args": {"sort_index": tid}})
+        for s in self.spans:
+            args = {k: v for k, v in (("line", s.line), ("file", s.file), ("barrier", s.barrier),
+                                      ("slot", s.slot), ("phase", s.phase)) if v is not None}
+            args.update(s.args)
+            ev.append({"ph": "X", "name": s.name or s.kind, "cat": s.kind, "pid": s.cta,
+                       "tid": tid_of[s.lane], "ts": s.start * scale, "dur": s.duration * scale,
+                       "args": args})
+        for i, f in enumerate(self.flows()):
+            if f.src is None or f.src not in tid_of:
+                continue
+            name = f"{f.barrier}[{f.slot}] phase {f.phase}"
+            ev.append({"ph": "s", "id": i, "name": name, "cat": "barrier", "pid": f.src[0],
+                       "tid": tid_of[f.src], "ts": f.time * scale})
+            ev.append({"ph": "f", "bp": "e", "id": i, "name": name, "cat": "barrier", "pid": f.dst[0],
+                       "tid": tid_of[f.dst], "ts": f.dst_time * scale})
+        for e in self.barrier_events:
+            if e.kind in ("wait_begin", "wait_end"):
+                continue
+            if e.task is not None and (e.cta, e.task, e.replica or 0) in tid_of:
+                ev.append({"ph": "i", "s": "t", "name": f"{e.kind} {e.barrier}[{e.slot}]", "cat": "barrier",
+                           "pid": e.cta, "tid": tid_of[(e.cta, e.task, e.replica or 0)],
+                           "ts": e.time * scale, "args": _barrier_args(e)})
+            else:
+                ev.append({"ph": "i", "s": "p", "name": f"{e.kind} {e.barrier}[{e.slot}]", "cat": "barrier",
+                           "pid": e.cta, "ts": e.time * scale, "args": _barrier_args(e)})
+        for c in self.counters:
+            ev.append({"ph": "C", "name": c.name, "pid": c.cta, "ts": c.time * scale, "args": {c.name: c.value}})
+        return {"traceEvents": ev, "displayTimeUnit": "ns",
+                "otherData": {"tlx_workbench": {"time_unit": self.time_unit, "source": self.source,
+                                                "meta": _jsonable(self.meta)}}}
+
+    def save(self, path: str) -> str:
+        """Write the Chrome trace JSON to ``path`` (open it in https://ui.perfetto.dev)."""
+        with open(path, "w") as f:
+            json.dump(self.to_chrome(), f)
+        return path
+
+    @classmethod
+    def from_chrome(cls, data: "dict | list | str") -> "Trace":
+        """Read a Chrome trace: one written by :meth:`to_chrome`, or Proton's instrumentation output.
+
+        ``data`` is the parsed JSON, or a path to it. Proton's traces name processes
+        "kernel CoreN CTAk" and threads "warp N ..."; each becomes a lane.
+        """
+        if isinstance(data, str):
+            with open(data) as f:
+                data = json.load(f)
+        events = data["traceEvents"] if isinstance(data, dict) else data
+        other = data.get("otherData", {}).get("tlx_workbench") if isinstance(data, dict) else None
+        ours = other is not None
+        time_unit = other["time_unit"] if ours else "ns"
+        scale = 1.0 if time_unit == "cycles" else 1e3
+        proc_names, thread_names = {}, {}
+        for e in events:
+            if e.get("ph") == "M" and e.get("name") == "process_name":
+                proc_names[e.get("pid")] = e["args"]["name"]
+            elif e.get("ph") == "M" and e.get("name") == "thread_name":
+                thread_names[(e.get("pid"), e.get("tid"))] = e["args"]["name"]
+        pid_to_cta: dict = {}
+
+        def cta_of(pid):
+            if pid not in pid_to_cta:
+                name = str(proc_names.get(pid, pid))
+                num = _trailing_int(name.split("CTA")[-1]) if "CTA" in name else None
+                pid_to_cta[pid] = num if num is not None and ours else (
+                    num if num is not None else (pid if isinstance(pid, int) else len(pid_to_cta)))
+                if not ours and "Core" in name:
+                    # Proton: one process per (SM core, CTA); keep them apart
+                    pid_to_cta[pid] = len(pid_to_cta)
+            return pid_to_cta[pid]
+
+        tr = cls(time_unit=time_unit, source=other["source"] if ours else "gpu",
+                 meta=other.get("meta", {}) if ours else {"imported": "chrome"})
+        for e in events:
+            if e.get("ph") != "X":
+                continue
+            pid, tid = e.get("pid", 0), e.get("tid", 0)
+            lname = thread_names.get((pid, tid), f"tid {tid}")
+            task, replica = _parse_lane_name(lname)
+            args = dict(e.get("args") or {})
+            kind = e.get("cat") if e.get("cat") in SPAN_KINDS else _guess_kind(e.get("name", ""))
+            start = float(e["ts"]) * scale
+            tr.add_span(Span(cta=cta_of(pid), task=task, replica=replica, kind=kind, start=start,
+                             end=start + float(e.get("dur", 0)) * scale, name=e.get("name", ""),
+                             line=args.pop("line", None), file=args.pop("file", None),
+                             barrier=args.pop("barrier", None), slot=args.pop("slot", None),
+                             phase=args.pop("phase", None), args=args))
+        for e in events:
+            if e.get("ph") == "i" and e.get("cat") == "barrier" and ours:
+                a = e.get("args", {})
+                tr.add_barrier_event(BarrierEvent(
+                    cta=cta_of(e.get("pid", 0)), time=float(e["ts"]) * scale, barrier=a.get("barrier", "?"),
+                    slot=a.get("slot", 0), kind=a.get("kind", "arrive"), task=a.get("task"),
+                    replica=a.get("replica"), count=a.get("count", 0), bytes=a.get("bytes", 0),
+                    phase=a.get("phase"), line=a.get("line"), pending_arrivals=a.get("pending_arrivals"),
+                    pending_bytes=a.get("pending_bytes")))
+            elif e.get("ph") == "C":
+                for k, v in (e.get("args") or {}).items():
+                    tr.add_counter(Counter(k, float(e["ts"]) * scale, float(v), cta_of(e.get("pid", 0))))
+        return tr
+
+    @classmethod
+    def load(cls, path: str) -> "Trace":
+        return cls.from_chrome(path)
+
+    def __repr__(self):
+        return (f"Trace({self.source}, {len(self.lanes())} lanes, {len(self.spans)} spans, "
+                f"{len(self.barrier_events)} barrier events, {self.duration:.0f} {self.time_unit})")
+
+
+def _task_order(task: str) -> int:
+    return 0 if task in ("default", "producer") else 1
+
+
+def _lane_name(lane: tuple[int, str, int]) -> str:
+    return f"{lane[1]}[{lane[2]}]"
+
+
+def _parse_lane_name(name: str) -> tuple[str, int]:
+    if name.endswith("]") and "[" in name:
+        task, rep = name[:-1].rsplit("[", 1)
+        if rep.isdigit():
+            return task, int(rep)
+    return name, 0
+
+
+def _trailing_int(s: str) -> int | None:
+    digits = ""
+    for ch in s.strip():
+        if ch.isdigit():
+            digits += ch
+        else:
+            break
+    return int(digits) if digits else None
+
+
+def _guess_kind(name: str) -> str:
+    n = name.lower()
+    for key, kind in (("wait", "wait"), ("dot", "mma"), ("mma", "mma"), ("wgmma", "mma"), ("tma", "tma"),
+                      ("load", "load"), ("store", "store"), ("arrive", "arrive")):
+        if key in n:
+            return kind
+    return "compute"
+
+
+def _barrier_args(e: BarrierEvent) -> dict:
+    d = dataclasses.asdict(e)
+    d.pop("cta")
+    d.pop("time")
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _jsonable(x):
+    try:
+        json.dumps(x)
+        return x
+    except TypeError:
+        return {k: str(v) for k, v in x.items()} if isinstance(x, dict) else str(x)
