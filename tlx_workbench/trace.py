@@ -114,6 +114,59 @@ class LaneSummary:
     def mma_share(self) -> float:
         return self.mma / self.span if self.span else 0.0
 
+    @property
+    def wait_share(self) -> float:
+        return self.waiting / self.span if self.span else 0.0
+
+    @property
+    def name(self) -> str:
+        return f"CTA {self.cta} {_lane_name((self.cta, self.task, self.replica))}"
+
+
+class TraceSummary(list):
+    """The per-lane summary of a trace (a list of :class:`LaneSummary`) with a table repr.
+
+    >>> print(trace.summary())          # doctest: +SKIP
+    lane                  busy   wait   mma  waiting on
+    CTA 0 producer[0]      62%    31%    0%  empty_bars 120
+    """
+    time_unit = "cycles"
+
+    def rows(self) -> list[dict]:
+        out = []
+        for s in self:
+            waits = sorted(s.waiting_by_barrier.items(), key=lambda kv: -kv[1])
+            out.append({"lane": s.name, "busy": s.busy_share, "wait": s.wait_share, "mma": s.mma_share,
+                        "extent": s.span, "waiting_on": waits})
+        return out
+
+    def __str__(self) -> str:
+        lines = [f"{'lane':<26} {'busy':>6} {'wait':>6} {'mma':>6}  waiting on ({self.time_unit})"]
+        for r in self.rows():
+            waits = ", ".join(f"{k} {v:.0f}" for k, v in r["waiting_on"]) or "-"
+            lines.append(f"{r['lane']:<26} {r['busy']:>6.0%} {r['wait']:>6.0%} {r['mma']:>6.0%}  {waits}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        import html
+        head = ("<tr><th style='text-align:left'>lane</th><th>busy</th><th>wait</th><th>MMA</th>"
+                f"<th style='text-align:left'>waiting on ({html.escape(self.time_unit)})</th></tr>")
+        body = []
+        for r in self.rows():
+            waits = ", ".join(f"{html.escape(str(k))} {v:.0f}" for k, v in r["waiting_on"]) or "-"
+            bar = (f"<span style='display:inline-block;width:60px;height:8px;background:#eee'>"
+                   f"<span style='display:inline-block;width:{60 * r['busy']:.0f}px;height:8px;"
+                   f"background:#2e86de'></span><span style='display:inline-block;width:"
+                   f"{60 * r['wait']:.0f}px;height:8px;background:#e74c3c'></span></span>")
+            body.append(f"<tr><td style='text-align:left'>{html.escape(r['lane'])}</td>"
+                        f"<td>{r['busy']:.0%} {bar}</td><td>{r['wait']:.0%}</td><td>{r['mma']:.0%}</td>"
+                        f"<td style='text-align:left'>{waits}</td></tr>")
+        return ("<table class='tlxwb-summary' style='font-family:monospace;font-size:12px'>"
+                + head + "".join(body) + "</table>")
+
 
 class Trace:
     """Spans, barrier events and counters of one run, simulated or measured."""
@@ -187,7 +240,9 @@ class Trace:
             if s.kind != "wait" or s.barrier is None or s.slot is None:
                 continue
             for f in flips.get((s.cta, s.barrier, s.slot), ()):
-                if f.time >= s.start and f.time <= s.end and (s.phase is None or f.phase is None
+                # a hair of slack: a span's end comes back from Chrome JSON as ts + dur
+                eps = 1e-9 * max(1.0, abs(s.end))
+                if f.time >= s.start - eps and f.time <= s.end + eps and (s.phase is None or f.phase is None
                                                               or f.phase == s.phase):
                     src = (f.cta, f.task, f.replica or 0) if f.task is not None else None
                     out.append(Flow(s.cta, s.barrier, s.slot, f.phase if f.phase is not None else -1,
@@ -195,9 +250,16 @@ class Trace:
                     break
         return out
 
-    def summary(self) -> list[LaneSummary]:
-        """Per lane: busy time, waiting time (by barrier), MMA time, over the lane's extent."""
-        out = []
+    def summary(self) -> "TraceSummary":
+        """Per lane: busy time, waiting time (by barrier), MMA time, over the lane's extent.
+
+        A list of :class:`LaneSummary`; prints (and shows in a notebook) as a table.
+
+        >>> trace.summary()[0].busy_share      # doctest: +SKIP
+        0.62
+        """
+        out = TraceSummary()
+        out.time_unit = self.time_unit
         by_lane: dict[tuple, list[Span]] = defaultdict(list)
         for s in self.spans:
             by_lane[s.lane].append(s)
@@ -231,6 +293,7 @@ class Trace:
         ev: list[dict] = []
         for cta in sorted({l[0] for l in lanes}):
             ev.append({"ph": "M", "name": "process_name", "pid": cta, "args": {"name": f"CTA {cta}"}})
+            ev.append({"ph": "M", "name": "process_sort_index", "pid": cta, "args": {"sort_index": cta}})
         for lane, tid in tid_of.items():
             ev.append({"ph": "M", "name": "thread_name", "pid": lane[0], "tid": tid,
                        "args": {"name": _lane_name(lane)}})
@@ -243,17 +306,19 @@ class Trace:
             ev.append({"ph": "X", "name": s.name or s.kind, "cat": s.kind, "pid": s.cta,
                        "tid": tid_of[s.lane], "ts": s.start * scale, "dur": s.duration * scale,
                        "args": args})
+        # Flow arrows as zero-length slices bound by id (flow_out -> flow_in), the form
+        # Proton writes too: Perfetto and chrome://tracing draw the arrow between them
+        # without needing an enclosing slice at exactly the arrow's ends.
         for i, f in enumerate(self.flows()):
             if f.src is None or f.src not in tid_of:
                 continue
             name = f"{f.barrier}[{f.slot}] phase {f.phase}"
-            ev.append({"ph": "s", "id": i, "name": name, "cat": "barrier", "pid": f.src[0],
-                       "tid": tid_of[f.src], "ts": f.time * scale})
-            ev.append({"ph": "f", "bp": "e", "id": i, "name": name, "cat": "barrier", "pid": f.dst[0],
-                       "tid": tid_of[f.dst], "ts": f.dst_time * scale})
+            fargs = {"barrier": f.barrier, "slot": f.slot, "phase": f.phase}
+            ev.append({"ph": "X", "name": name, "cat": "flow", "pid": f.src[0], "tid": tid_of[f.src],
+                       "ts": f.time * scale, "dur": 0, "bind_id": i + 1, "flow_out": True, "args": fargs})
+            ev.append({"ph": "X", "name": name, "cat": "flow", "pid": f.dst[0], "tid": tid_of[f.dst],
+                       "ts": f.dst_time * scale, "dur": 0, "bind_id": i + 1, "flow_in": True, "args": fargs})
         for e in self.barrier_events:
-            if e.kind in ("wait_begin", "wait_end"):
-                continue
             if e.task is not None and (e.cta, e.task, e.replica or 0) in tid_of:
                 ev.append({"ph": "i", "s": "t", "name": f"{e.kind} {e.barrier}[{e.slot}]", "cat": "barrier",
                            "pid": e.cta, "tid": tid_of[(e.cta, e.task, e.replica or 0)],
@@ -277,16 +342,23 @@ class Trace:
     def from_chrome(cls, data: "dict | list | str") -> "Trace":
         """Read a Chrome trace: one written by :meth:`to_chrome`, or Proton's instrumentation output.
 
-        ``data`` is the parsed JSON, or a path to it. Proton's traces name processes
-        "kernel CoreN CTAk" and threads "warp N ..."; each becomes a lane.
+        ``data`` is the parsed JSON, or a path to it. Proton names processes
+        "<kernel> Core<sm> CTA<k>" and threads "warp <w> (line <l>)" (``l`` > 0 only for
+        nested scopes) and writes times in µs at an assumed 1 GHz; each (CTA, warp, line)
+        becomes a lane ``(k, "warp <w>", 0)`` (nested rows: task "warp <w> (line <l>)"),
+        the SM goes to ``span.args["sm"]``, times come back in ns.
+
+        >>> Trace.from_chrome("proton.json").lanes()[:1]     # doctest: +SKIP
+        [(0, 'warp 0', 0)]
         """
-        if isinstance(data, str):
+        if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
             with open(data) as f:
                 data = json.load(f)
         events = data["traceEvents"] if isinstance(data, dict) else data
         other = data.get("otherData", {}).get("tlx_workbench") if isinstance(data, dict) else None
         ours = other is not None
         time_unit = other["time_unit"] if ours else "ns"
+        # our files: cycles written 1:1, ns written as µs; Proton: µs at 1 GHz, i.e. ns = 1000 * ts
         scale = 1.0 if time_unit == "cycles" else 1e3
         proc_names, thread_names = {}, {}
         for e in events:
@@ -296,26 +368,35 @@ class Trace:
                 thread_names[(e.get("pid"), e.get("tid"))] = e["args"]["name"]
         pid_to_cta: dict = {}
 
-        def cta_of(pid):
+        def cta_of(pid) -> int:
             if pid not in pid_to_cta:
                 name = str(proc_names.get(pid, pid))
-                num = _trailing_int(name.split("CTA")[-1]) if "CTA" in name else None
-                pid_to_cta[pid] = num if num is not None and ours else (
-                    num if num is not None else (pid if isinstance(pid, int) else len(pid_to_cta)))
-                if not ours and "Core" in name:
-                    # Proton: one process per (SM core, CTA); keep them apart
-                    pid_to_cta[pid] = len(pid_to_cta)
+                num = _trailing_int(name.rsplit("CTA", 1)[-1]) if "CTA" in name else None
+                if num is None:
+                    num = pid if isinstance(pid, int) else len(pid_to_cta)
+                pid_to_cta[pid] = num
             return pid_to_cta[pid]
 
-        tr = cls(time_unit=time_unit, source=other["source"] if ours else "gpu",
-                 meta=other.get("meta", {}) if ours else {"imported": "chrome"})
+        meta = other.get("meta", {}) if ours else {"imported": "chrome"}
+        tr = cls(time_unit=time_unit, source=other["source"] if ours else "gpu", meta=meta)
         for e in events:
-            if e.get("ph") != "X":
-                continue
+            if e.get("ph") != "X" or e.get("cat") in ("flow", "call_path") or e.get("bind_id") is not None:
+                continue                    # arrows (we rebuild them) and Proton's call-path rows
             pid, tid = e.get("pid", 0), e.get("tid", 0)
-            lname = thread_names.get((pid, tid), f"tid {tid}")
-            task, replica = _parse_lane_name(lname)
             args = dict(e.get("args") or {})
+            lname = thread_names.get((pid, tid), tid if isinstance(tid, str) else f"tid {tid}")
+            proton = _parse_proton_thread(lname) if not ours else None
+            if proton is not None:
+                task, replica = proton
+                args.pop("call_stack", None)
+                sm = _trailing_int(str(pid).rsplit("Core", 1)[-1]) if "Core" in str(pid) else None
+                if sm is not None:
+                    args["sm"] = sm
+                tr.meta.setdefault("assumed_clock_ghz", 1.0)
+                if isinstance(pid, str) and " Core" in pid:
+                    tr.meta.setdefault("kernel", pid.rsplit(" Core", 1)[0])
+            else:
+                task, replica = _parse_lane_name(str(lname))
             kind = e.get("cat") if e.get("cat") in SPAN_KINDS else _guess_kind(e.get("name", ""))
             start = float(e["ts"]) * scale
             tr.add_span(Span(cta=cta_of(pid), task=task, replica=replica, kind=kind, start=start,
@@ -360,6 +441,16 @@ def _parse_lane_name(name: str) -> tuple[str, int]:
         if rep.isdigit():
             return task, int(rep)
     return name, 0
+
+
+def _parse_proton_thread(name: str) -> "tuple[str, int] | None":
+    """Proton's "warp 3 (line 0)" -> ("warp 3", 0); nested rows "warp 3 (line 1)" keep the suffix."""
+    name = str(name)
+    if not name.startswith("warp "):
+        return None
+    base, _, rest = name.partition(" (line ")
+    row = _trailing_int(rest) if rest else 0
+    return (base if not row else f"{base} (line {row})"), 0
 
 
 def _trailing_int(s: str) -> int | None:

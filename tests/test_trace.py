@@ -1,0 +1,155 @@
+"""The Trace model: Chrome-trace round trips, what Perfetto needs, Proton import, flows, summaries."""
+import json
+import math
+import pathlib
+
+import pytest
+
+from tlx_workbench.trace import BarrierEvent, Counter, Span, Trace
+from tlx_workbench.widgets.sample import sample_trace
+
+PROTON = pathlib.Path(__file__).parent / "widgets" / "data" / "proton_instrumentation.json"
+
+
+def _through_json(tr: Trace) -> Trace:
+    # through text, as a file would be: catches anything json cannot carry
+    return Trace.from_chrome(json.loads(json.dumps(tr.to_chrome(), allow_nan=False)))
+
+
+def _key(s: Span):
+    return (s.cta, s.task, s.replica, s.kind, s.name, round(s.start, 6), round(s.end, 6), s.line, s.file,
+            s.barrier, s.slot, s.phase, tuple(sorted(s.args.items())))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_chrome_round_trip_keeps_everything(seed):
+    tr = sample_trace(iters=9, ctas=2, consumers=2, stages=3, seed=seed)
+    back = _through_json(tr)
+    assert back.time_unit == "cycles" and back.source == "sample"
+    assert back.lanes() == tr.lanes()
+    assert sorted(map(_key, back.spans)) == sorted(map(_key, tr.spans))
+    ev = lambda t: sorted((e.cta, round(e.time, 6), e.barrier, e.slot, e.kind, e.task, e.replica, e.count,
+                           e.bytes, e.phase, e.line, e.pending_arrivals, e.pending_bytes)
+                          for e in t.barrier_events)
+    assert ev(back) == ev(tr)
+    assert sorted((c.name, c.time, c.value, c.cta) for c in back.counters) == \
+        sorted((c.name, c.time, c.value, c.cta) for c in tr.counters)
+    fl = lambda t: sorted((f.cta, f.barrier, f.slot, f.phase, round(f.time, 6), str(f.src), f.dst)
+                          for f in t.flows())
+    assert fl(back) == fl(tr) and len(fl(tr)) > 10
+
+
+def test_ns_traces_are_written_in_microseconds_and_read_back_in_ns():
+    tr = Trace(time_unit="ns", source="gpu")
+    tr.add_span(Span(0, "default", 0, "mma", 1500.0, 4000.0, name="wgmma"))
+    doc = tr.to_chrome()
+    x = [e for e in doc["traceEvents"] if e["ph"] == "X"][0]
+    assert (x["ts"], x["dur"]) == (1.5, 2.5)
+    back = Trace.from_chrome(doc)
+    assert back.time_unit == "ns" and (back.spans[0].start, back.spans[0].end) == (1500.0, 4000.0)
+
+
+def test_exported_file_has_what_perfetto_needs(tmp_path):
+    tr = sample_trace(iters=7, ctas=2)
+    path = tr.save(str(tmp_path / "t.json"))
+    doc = json.loads(pathlib.Path(path).read_text())
+    events = doc["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert procs == {0: "CTA 0", 1: "CTA 1"}                      # a process per CTA
+    assert sorted(threads.values()) == sorted(["producer[0]", "consumer[0]", "consumer[1]"] * 2)
+    for e in events:
+        assert isinstance(e["ph"], str) and "pid" in e and "name" in e
+        if e["ph"] == "X":
+            assert isinstance(e["tid"], int) and (e["pid"], e["tid"]) in threads
+            assert math.isfinite(e["ts"]) and e["dur"] >= 0
+        elif e["ph"] == "C":
+            assert all(isinstance(v, (int, float)) for v in e["args"].values())
+        elif e["ph"] == "i":
+            assert e["s"] in ("t", "p", "g")
+        else:
+            assert e["ph"] == "M"
+    # each arrow: one slice that starts it, one that ends it, bound by id
+    outs = {e["bind_id"]: e for e in events if e.get("flow_out")}
+    ins = {e["bind_id"]: e for e in events if e.get("flow_in")}
+    assert outs and set(outs) == set(ins)
+    for i, o in outs.items():
+        assert o["ts"] <= ins[i]["ts"] and o["dur"] == 0
+        assert threads[(ins[i]["pid"], ins[i]["tid"])] in ("producer[0]", "consumer[0]", "consumer[1]")
+    assert any(e["ph"] == "C" and e["name"] == "smem slots full" for e in events)
+    assert Trace.load(path).lanes() == tr.lanes()
+
+
+def test_flows_go_from_the_completing_arrival_to_each_released_wait():
+    tr = sample_trace(iters=10, consumers=2, stages=2, seed=3)
+    flows = tr.flows()
+    blocked = [s for s in tr.spans if s.kind == "wait" and s.end > s.start]
+    assert len(flows) == len(blocked)
+    flips = {(e.barrier, e.slot, e.phase, e.time): e for e in tr.barrier_events if e.kind == "flip"}
+    for f in flows:
+        flip = flips[(f.barrier, f.slot, f.phase, f.time)]
+        if f.barrier == "empty_bars":
+            # the slot is freed by the consumer that arrived last, and it releases the producer
+            (last,) = [e for e in tr.barrier_events if e.kind == "arrive" and e.barrier == "empty_bars"
+                       and e.slot == f.slot and e.time == f.time and e.pending_arrivals == 0]
+            assert f.src == (0, "consumer", last.replica) and f.dst == (0, "producer", 0)
+        else:
+            assert f.src is None and flip.task is None           # TMA bytes completed the phase
+            assert f.dst[1] == "consumer"
+        assert f.dst_time >= f.time
+
+
+def test_a_wait_on_another_phase_is_not_released_by_a_flip():
+    tr = Trace()
+    tr.add_span(Span(0, "consumer", 0, "wait", 0, 100, barrier="bar", slot=0, phase=1))
+    tr.add_barrier_event(BarrierEvent(0, 50, "bar", 0, "flip", task="producer", replica=0, phase=0))
+    assert tr.flows() == []
+    tr.add_barrier_event(BarrierEvent(0, 100, "bar", 0, "flip", task="producer", replica=0, phase=1))
+    (f,) = tr.flows()
+    assert (f.src, f.dst, f.time, f.phase) == ((0, "producer", 0), (0, "consumer", 0), 100, 1)
+
+
+def test_summary_busy_waiting_by_barrier_and_mma_share():
+    tr = Trace()
+    lane = (0, "consumer", 1)
+    tr.add_span(Span(*lane, "wait", 0, 30, barrier="full", slot=0, phase=0))
+    tr.add_span(Span(*lane, "mma", 30, 80, name="wgmma"))
+    tr.add_span(Span(*lane, "wait", 80, 90, barrier="acc_empty", slot=0, phase=0))
+    tr.add_span(Span(*lane, "wait", 90, 100, barrier="full", slot=1, phase=0))
+    tr.add_span(Span(*lane, "store", 100, 120, name="store"))
+    tr.add_span(Span(0, "producer", 0, "tma", 10, 20, name="tma"))
+    summ = tr.summary()
+    by = {(s.task, s.replica): s for s in summ}
+    c = by[("consumer", 1)]
+    assert (c.busy, c.waiting, c.span, c.mma) == (70, 50, 120, 50)
+    assert c.waiting_by_barrier == {"full": 40, "acc_empty": 10}
+    assert c.mma_share == pytest.approx(50 / 120) and c.wait_share == pytest.approx(50 / 120)
+    assert by[("producer", 0)].busy_share == 1.0
+    text = str(summ)
+    assert "CTA 0 consumer[1]" in text and "42%" in text and "full 40" in text
+    html = summ._repr_html_()
+    assert "<table" in html and "consumer[1]" in html and "acc_empty 10" in html
+
+
+def test_proton_instrumentation_trace_imports():
+    tr = Trace.from_chrome(str(PROTON))
+    raw = json.loads(PROTON.read_text())["traceEvents"]
+    assert tr.source == "gpu" and tr.time_unit == "ns" and tr.meta["assumed_clock_ghz"] == 1.0
+    assert tr.meta["kernel"] == "matmul_kernel_tma_ws"
+    # a lane per (CTA, warp); Proton's nested second row keeps its own lane; no call-path or flow slices
+    assert tr.lanes() == [(cta, task, 0) for cta in (0, 1)
+                          for task in ("warp 0", "warp 4", "warp 4 (line 1)", "warp 8", "warp 8 (line 1)")]
+    scopes = [e for e in raw if e["cat"] == "matmul_kernel_tma_ws"]
+    assert len(tr.spans) == len(scopes)
+    first = min((e for e in scopes if e["pid"].endswith("CTA1")), key=lambda e: e["ts"])
+    s = min(tr.spans_of(cta=1), key=lambda s: s.start)
+    assert s.start == pytest.approx(first["ts"] * 1000) and s.duration == pytest.approx(first["dur"] * 1000)
+    assert s.args["sm"] == 17 and "call_stack" not in s.args
+    kinds = {s.name: s.kind for s in tr.spans}
+    assert kinds == {"wait_empty": "wait", "tma_load": "tma", "wait_full": "wait", "wgmma": "mma",
+                     "wgmma_wait": "wait"}
+    warp4 = [x for x in tr.summary() if x.task == "warp 4" and x.cta == 0][0]
+    assert 0.5 < warp4.mma_share < 0.7 and warp4.waiting_by_barrier == {"wait_full": pytest.approx(warp4.waiting)}
+    # and out again: our own export of the imported trace round-trips
+    assert sorted(map(_key, _through_json(tr).spans)) == sorted(map(_key, tr.spans))
