@@ -1,0 +1,36 @@
+"""The workbench's own TLX kernels for Hopper (sm_90), written here.
+
+| name | file | what |
+|---|---|---|
+| ``gemm_pipelined`` | gemm_pipelined.py | cp.async software pipeline, any shape |
+| ``gemm_ws`` | gemm_ws.py | warp-specialized, TMA loader + 2 cooperative wgmma groups, persistent |
+| ``gemm_pingpong`` | gemm_pingpong.py | warp-specialized, 2 wgmma groups alternating whole tiles |
+| ``attention`` | attention.py | flash-attention forward, warp-specialized ping-pong |
+
+Each module has ``matmul``/``attention`` (the launcher), ``launch`` (one explicit
+config), ``CONFIGS`` (autotune space, default first), ``SIM_CONFIGS`` (small, for the
+simulator), ``compile_offline`` and ``SPEC`` (a :class:`KernelSpec`).
+
+>>> from tlx_workbench.kernels import spec
+>>> spec("gemm_ws").configs[0]["BN"]
+256
+"""
+from __future__ import annotations
+
+import importlib
+
+from ._common import KernelSpec
+
+MODULES = {"gemm_pipelined": "gemm_pipelined", "gemm_ws": "gemm_ws", "gemm_pingpong": "gemm_pingpong",
+           "attention": "attention"}
+
+
+def spec(name: str) -> KernelSpec:
+    """The :class:`KernelSpec` of library kernel ``name`` (see ``MODULES``)."""
+    if name not in MODULES:
+        from ..errors import TLXWorkbenchError
+        raise TLXWorkbenchError(f"no library kernel named {name!r}", hint=f"use one of {sorted(MODULES)}")
+    return importlib.import_module(f"{__name__}.{MODULES[name]}").SPEC
+
+
+__all__ = ["KernelSpec", "spec", "MODULES"]

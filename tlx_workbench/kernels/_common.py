@@ -1,0 +1,119 @@
+"""Pieces every kernel of the library shares: the spec record, tile order, host helpers.
+
+Kept free of any one kernel so that each kernel file reads top to bottom on its own.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable
+
+import triton
+import triton.language as tl
+
+from ..errors import TLXWorkbenchError
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelSpec:
+    """What the workbench needs to know about one library kernel.
+
+    ``kernel`` is the ``@triton.jit`` function (not autotuned), ``launch`` the
+    user-facing launcher, ``reference`` a torch function computing the same thing,
+    ``configs`` the autotune space (first entry = the default), ``sim_configs``
+    small configs the CPU simulator can run quickly, ``make_inputs(shape, dtype,
+    device)`` fresh random inputs for ``launch``/``reference``.
+
+    >>> from tlx_workbench.kernels import SPECS
+    >>> SPECS["gemm_ws"].configs[0]["BM"]
+    128
+    """
+    name: str
+    kernel: Any
+    launch: Callable
+    reference: Callable
+    configs: tuple
+    sim_configs: dict
+    make_inputs: Callable
+    flops: Callable
+    arch: int = 90
+    doc: str = ""
+
+
+@triton.jit
+def grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of ``tile_id`` when tiles are walked in column-major bands of
+    GROUP_M rows: consecutive tiles then share A rows and B columns, so a wave of
+    persistent CTAs keeps its working set in L2."""
+    tiles_per_band = GROUP_M * num_pid_n
+    band = tile_id // tiles_per_band
+    band_first_m = band * GROUP_M
+    band_rows = min(num_pid_m - band_first_m, GROUP_M)
+    in_band = tile_id % tiles_per_band
+    return band_first_m + in_band % band_rows, in_band // band_rows
+
+
+@triton.jit
+def ring_slot(counter, DEPTH: tl.constexpr):
+    """Slot index and mbarrier parity of the ``counter``-th use of a DEPTH-deep ring."""
+    return counter % DEPTH, (counter // DEPTH) & 1
+
+
+def torch_alloc(size: int, align: int, stream):
+    """Scratch allocator Triton asks for (device-side descriptors, profiling)."""
+    import torch
+    return torch.empty(size, dtype=torch.int8, device=_device())
+
+
+def _device():
+    return triton.runtime.driver.active.get_active_torch_device()
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count() -> int:
+    import torch
+    return torch.cuda.get_device_properties(0).multi_processor_count
+
+
+TORCH_TO_NAME = {"float16": "fp16", "bfloat16": "bf16"}
+
+
+def check_gemm_operands(kernel_file: str, a, b, *, need_tma: bool):
+    """Shape/dtype/layout checks for ``matmul(a, b)``, as workbench errors."""
+    import torch
+    line = None
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise TLXWorkbenchError(
+            f"matmul needs a (M, K) and b (K, N); got {tuple(a.shape)} and {tuple(b.shape)}",
+            file=kernel_file, line=line, hint="pass 2-D tensors whose inner dimensions agree")
+    if a.dtype != b.dtype or a.dtype not in (torch.float16, torch.bfloat16):
+        raise TLXWorkbenchError(
+            f"matmul supports float16 and bfloat16 operands of one dtype; got {a.dtype} and {b.dtype}",
+            file=kernel_file, line=line, hint="cast both operands with .half() or .bfloat16()")
+    if not (a.is_contiguous() and b.is_contiguous()):
+        raise TLXWorkbenchError(
+            "matmul needs row-major contiguous operands", file=kernel_file, line=line,
+            hint="call .contiguous() on the operands first")
+    if need_tma and (a.shape[1] % 8 or b.shape[1] % 8):
+        raise TLXWorkbenchError(
+            f"TMA needs rows 16-byte aligned: K={a.shape[1]} and N={b.shape[1]} must be multiples of 8",
+            file=kernel_file, line=line,
+            hint="pad K and N to a multiple of 8, or use tlx_workbench.kernels.gemm_pipelined.matmul")
+
+
+def gemm_flops(M, N, K) -> float:
+    return 2.0 * M * N * K
+
+
+def gemm_inputs(shape, dtype, device):
+    """Fresh random (a, b) for a GEMM of ``shape`` = (M, N, K)."""
+    import torch
+    M, N, K = shape
+    a = torch.randn((M, K), dtype=dtype, device=device)
+    b = torch.randn((K, N), dtype=dtype, device=device)
+    return a, b
+
+
+def gemm_reference(a, b):
+    """C = A @ B in float64 on the CPU, cast to A's dtype: the yardstick for every GEMM."""
+    return (a.double().cpu() @ b.double().cpu()).to(a.dtype).to(a.device)

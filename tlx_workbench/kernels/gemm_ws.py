@@ -1,0 +1,260 @@
+"""Hopper warp-specialized GEMM, cooperative form: C = A @ B (fp16 / bf16 in, same out).
+
+Layout of one CTA (persistent: it walks tiles ``pid, pid + #SMs, ...`` in grouped order):
+
+* a loader warp group ("default" task, few registers) streams A and B k-slices
+  with TMA into a STAGES-deep SMEM ring; ``full[s]`` counts the landed bytes,
+  ``empty[s]`` is released by both consumers.
+* two wgmma warp groups split each BM x BN tile by rows (BM/2 each) and share the
+  B slice. Each keeps one wgmma in flight: it issues step k, then waits for step
+  k-1 only, and frees that step's slot, so the tensor core never drains between
+  k-steps.
+* the epilogue goes registers -> SMEM -> TMA store, in EPI_N-wide column strips,
+  and does not wait for the store to finish: the next tile's mainloop runs while
+  the TMA engine drains the strip (we only wait before overwriting a strip buffer).
+
+>>> from tlx_workbench.kernels.gemm_ws import matmul          # on a Hopper GPU
+>>> c = matmul(a, b)                                         # a: (M, K), b: (K, N)
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+import triton.language.extra.tlx as tlx
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from ._common import (KernelSpec, check_gemm_operands, gemm_flops, gemm_inputs, gemm_reference,
+                      grouped_tile, ring_slot, sm_count, torch_alloc)
+
+
+@triton.jit
+def _store_strips(acc, c_desc, c_smem, buf_base, row, col, STRIPS: tl.constexpr,
+                  EPI_BUFS: tl.constexpr, EPI_N: tl.constexpr):
+    """Write ``acc`` (rows x STRIPS*EPI_N, fp32) to C at (row, col) through SMEM + TMA,
+    one EPI_N-wide strip at a time, rotating over EPI_BUFS strip buffers."""
+    # strip j goes to buffer j % EPI_BUFS and the rotation restarts every tile, so it only
+    # stays a true rotation across tiles when EPI_BUFS divides the strip count
+    tl.static_assert(STRIPS % EPI_BUFS == 0, "EPI_BUFS must divide BN // EPI_N")
+    out = acc.to(tlx.dtype_of(c_desc))
+    if STRIPS == 1:
+        tlx.async_descriptor_store_wait(EPI_BUFS - 1)
+        tlx.local_store(c_smem[buf_base], out)
+        tlx.fence("async_shared")
+        tlx.async_descriptor_store(c_desc, c_smem[buf_base], [row, col])
+    else:
+        # split the columns in two halves (recursively: 2 or 4 strips)
+        halves = tl.permute(tl.reshape(out, (out.shape[0], 2, out.shape[1] // 2)), (0, 2, 1))
+        left, right = tl.split(halves)
+        if STRIPS == 2:
+            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
+            tlx.local_store(c_smem[buf_base], left)
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(c_desc, c_smem[buf_base], [row, col])
+            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
+            tlx.local_store(c_smem[buf_base + (1 % EPI_BUFS)], right)
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(c_desc, c_smem[buf_base + (1 % EPI_BUFS)], [row, col + EPI_N])
+        else:
+            tl.static_assert(STRIPS == 4, "EPI_N must be BN, BN/2 or BN/4")
+            q = tl.permute(tl.reshape(left, (out.shape[0], 2, out.shape[1] // 4)), (0, 2, 1))
+            s0, s1 = tl.split(q)
+            q = tl.permute(tl.reshape(right, (out.shape[0], 2, out.shape[1] // 4)), (0, 2, 1))
+            s2, s3 = tl.split(q)
+            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
+            tlx.local_store(c_smem[buf_base], s0)
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(c_desc, c_smem[buf_base], [row, col])
+            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
+            tlx.local_store(c_smem[buf_base + (1 % EPI_BUFS)], s1)
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(c_desc, c_smem[buf_base + (1 % EPI_BUFS)], [row, col + EPI_N])
+            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
+            tlx.local_store(c_smem[buf_base + (2 % EPI_BUFS)], s2)
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(c_desc, c_smem[buf_base + (2 % EPI_BUFS)], [row, col + 2 * EPI_N])
+            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
+            tlx.local_store(c_smem[buf_base + (3 % EPI_BUFS)], s3)
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(c_desc, c_smem[buf_base + (3 % EPI_BUFS)], [row, col + 3 * EPI_N])
+
+
+@triton.jit
+def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
+                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                        GROUP_M: tl.constexpr, STAGES: tl.constexpr,
+                        EPI_N: tl.constexpr, EPI_BUFS: tl.constexpr,
+                        NUM_SMS: tl.constexpr, WARP_BARRIER: tl.constexpr = False,
+                        LOADER_REGS: tl.constexpr = 40, MMA_REGS: tl.constexpr = 232):
+    HALF_M: tl.constexpr = BM // 2
+    STRIPS: tl.constexpr = BN // EPI_N
+    dtype: tl.constexpr = tlx.dtype_of(a_desc)
+
+    # SMEM: the A half-tiles of stage s live at 2*s (rows 0..HALF_M) and 2*s+1
+    a_ring = tlx.local_alloc((HALF_M, BK), dtype, 2 * STAGES)
+    b_ring = tlx.local_alloc((BK, BN), dtype, STAGES)
+    c_strips = tlx.local_alloc((HALF_M, EPI_N), tlx.dtype_of(c_desc), 2 * EPI_BUFS)
+
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    if WARP_BARRIER:
+        # every thread of both consumer groups arrives: no intra-group sync before arriving
+        empty = tlx.alloc_warp_barrier(num_barriers=STAGES, num_warps=4, num_arrivals=2)
+    else:
+        empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    num_tiles = num_pid_m * num_pid_n
+    k_steps = tl.cdiv(K, BK)
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(dtype)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", num_regs=LOADER_REGS):
+            use = 0
+            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+                row = pid_m * BM
+                col = pid_n * BN
+                for k in range(k_steps):
+                    s, parity = ring_slot(use, STAGES)
+                    # a fresh barrier is in phase 0: waiting for parity 1 passes at once
+                    tlx.barrier_wait(empty[s], parity ^ 1)
+                    tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
+                    tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full[s])
+                    tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full[s])
+                    tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full[s])
+                    use += 1
+
+        with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
+            wg = tlx.async_task_replica_id()
+            use = 0
+            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+                # first k-step peeled: it starts the accumulator and has no slot to free yet
+                s, parity = ring_slot(use, STAGES)
+                tlx.barrier_wait(full[s], parity)
+                acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s])
+                prev = s
+                use += 1
+                for k in range(1, k_steps):
+                    s, parity = ring_slot(use, STAGES)
+                    tlx.barrier_wait(full[s], parity)
+                    acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s], acc)
+                    acc = tlx.async_dot_wait(1, acc)    # step k-1 retired: its slot is free
+                    tlx.barrier_arrive(empty[prev])
+                    prev = s
+                    use += 1
+                acc = tlx.async_dot_wait(0, acc)
+                tlx.barrier_arrive(empty[prev])
+                _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, pid_m * BM + wg * HALF_M, pid_n * BN,
+                              STRIPS, EPI_BUFS, EPI_N)
+            tlx.async_descriptor_store_wait(0)
+
+
+def _config(BM, BN, BK, STAGES, EPI_N, GROUP_M=8, EPI_BUFS=2, WARP_BARRIER=False, MMA_REGS=232,
+            LOADER_REGS=40):
+    return dict(BM=BM, BN=BN, BK=BK, STAGES=STAGES, EPI_N=EPI_N, GROUP_M=GROUP_M, EPI_BUFS=EPI_BUFS,
+                WARP_BARRIER=WARP_BARRIER, MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS)
+
+
+def smem_bytes(cfg, elem=2) -> int:
+    """SMEM this config asks for (ring + epilogue strips), to prune configs over 227 KiB."""
+    ring = cfg["STAGES"] * (cfg["BM"] * cfg["BK"] + cfg["BK"] * cfg["BN"]) * elem
+    strips = 2 * cfg["EPI_BUFS"] * (cfg["BM"] // 2) * cfg["EPI_N"] * elem
+    return ring + strips + 1024
+
+
+# the autotune space, best-first on the H200 (the first entry is the default)
+CONFIGS = tuple(c for c in (
+    _config(128, 256, 64, 4, 64),
+    _config(128, 256, 64, 4, 128, EPI_BUFS=1),
+    _config(128, 256, 64, 3, 128),
+    _config(128, 256, 64, 4, 64, WARP_BARRIER=True),
+    _config(256, 128, 64, 4, 64),
+    _config(128, 128, 64, 6, 64),
+) if smem_bytes(c) <= 232448)
+
+# small tiles that the CPU simulator gets through quickly (wgmma needs >= 64 rows per group)
+SIM_CONFIGS = {
+    "tiny": _config(128, 64, 32, 2, 64, GROUP_M=2, EPI_BUFS=1),
+    "two_strips": _config(128, 64, 32, 2, 32, GROUP_M=1, EPI_BUFS=2),
+}
+
+
+def make_descriptors(a, b, c, cfg):
+    """Host TMA descriptors with the block shapes ``cfg`` loads and stores."""
+    M, K = a.shape
+    N = b.shape[1]
+    half = cfg["BM"] // 2
+    return (TensorDescriptor(a, [M, K], [K, 1], [half, cfg["BK"]]),
+            TensorDescriptor(b, [K, N], [N, 1], [cfg["BK"], cfg["BN"]]),
+            TensorDescriptor(c, [M, N], [N, 1], [half, cfg["EPI_N"]]))
+
+
+def launch(a, b, c, cfg, num_sms=None):
+    """Run the kernel once with one explicit config (no tuning). Returns ``c``."""
+    M, K = a.shape
+    N = b.shape[1]
+    num_sms = num_sms or sm_count()
+    tiles = triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"])
+    triton.set_allocator(torch_alloc)
+    a_d, b_d, c_d = make_descriptors(a, b, c, cfg)
+    gemm_ws_coop_kernel[(min(num_sms, tiles),)](a_d, b_d, c_d, M, N, K, NUM_SMS=num_sms,
+                                                num_warps=4, num_stages=0, **cfg)
+    return c
+
+
+_TUNED: dict = {}
+
+
+def matmul(a, b, config=None):
+    """C = A @ B with the cooperative warp-specialized kernel (fp16/bf16, row-major).
+
+    ``config``: one dict of ``CONFIGS``; by default the best config for this
+    (M, N, K, dtype) is found once with ``tune`` and remembered.
+
+    >>> c = matmul(torch.randn(4096, 4096, device="cuda", dtype=torch.float16),
+    ...            torch.randn(4096, 4096, device="cuda", dtype=torch.float16))
+    """
+    import torch
+    check_gemm_operands(__file__, a, b, need_tma=True)
+    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    if config is None:
+        key = (a.shape[0], b.shape[1], a.shape[1], a.dtype)
+        if key not in _TUNED:
+            _TUNED[key] = tune(a, b)[0][0]
+        config = _TUNED[key]
+    return launch(a, b, c, config)
+
+
+def tune(a, b, configs=CONFIGS):
+    """Time every config on (a, b) with do_bench; returns [(config, ms), ...] fastest first."""
+    import torch
+    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+    results = []
+    for cfg in configs:
+        ms = triton.testing.do_bench(lambda: launch(a, b, c, cfg), warmup=25, rep=100)
+        results.append((cfg, ms))
+    return sorted(results, key=lambda r: r[1])
+
+
+SPEC = KernelSpec(name="gemm_ws", kernel=gemm_ws_coop_kernel, launch=matmul, reference=gemm_reference,
+                  configs=CONFIGS, sim_configs=SIM_CONFIGS, make_inputs=gemm_inputs, flops=gemm_flops,
+                  doc=__doc__)
+
+
+def compile_offline(cfg, target="sm_90", dtype="float16", shape=(512, 512, 512)):
+    """Compile (no launch) for ``target`` on any machine; returns Triton's CompiledKernel.
+
+    >>> k = compile_offline(SIM_CONFIGS["tiny"])
+    >>> k.metadata.shared > 0
+    True
+    """
+    import torch
+    from ..target import offline
+    M, N, K = shape
+    dt = getattr(torch, dtype)
+    with offline(target):
+        a, b, c = torch.empty(M, K, dtype=dt), torch.empty(K, N, dtype=dt), torch.empty(M, N, dtype=dt)
+        a_d, b_d, c_d = make_descriptors(a, b, c, cfg)
+        return gemm_ws_coop_kernel.warmup(a_d, b_d, c_d, M, N, K, NUM_SMS=132, grid=(1,),
+                                          num_warps=4, num_stages=0, **cfg)
