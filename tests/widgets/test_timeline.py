@@ -1,0 +1,173 @@
+"""TimelineWidget: data it sends, its static fallback, and what a person sees in Chromium."""
+import re
+
+import numpy as np
+import pytest
+
+from tlx_workbench.trace import Span, Trace
+from tlx_workbench.widgets import TimelineWidget, timeline_svg
+from tlx_workbench.widgets.sample import sample_trace
+from tlx_workbench.widgets.timeline import encode_spans
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return sample_trace(iters=10, ctas=2, consumers=2, stages=3, seed=5)
+
+
+def test_spans_go_over_as_compact_sorted_columns(trace):
+    enc = encode_spans(trace)
+    n = enc["n"]
+    assert n == len(trace.spans)
+    times = np.frombuffer(enc["times"], dtype=np.float64)
+    ints = np.frombuffer(enc["ints"], dtype=np.int32).reshape(7, n)
+    lanes = trace.lanes()
+    for i, k in enumerate(enc["order"]):
+        s = trace.spans[k]
+        assert (times[i], times[n + i]) == (s.start, s.end)
+        assert lanes[ints[0, i]] == s.lane and enc["kinds"][ints[1, i]] == s.kind
+        assert enc["strings"][ints[3, i]] == s.name
+        assert (ints[4, i] >= 0) == (s.barrier is not None)
+        if s.line is not None:
+            src = enc["sources"][ints[2, i]]
+            assert src["line"] == s.line and src["text"].strip().startswith("#")   # sample points at its own comments
+    # sorted by lane then start, which the canvas relies on for its binary search
+    key = list(zip(ints[0], times[:n]))
+    assert key == sorted(key)
+    flows = np.frombuffer(enc["flows"], dtype=np.float64).reshape(-1, 4)
+    assert len(flows) == len(trace.flows())
+
+
+def test_mime_bundle_has_live_view_and_static_fallback(trace):
+    w = TimelineWidget(trace)
+    data, _ = w._repr_mimebundle_()
+    assert WIDGET_MIME in data and "text/html" in data
+    html = data["text/html"]
+    assert "<svg" in html and "<script" not in html
+    for lane in ("producer[0]", "consumer[0]", "consumer[1]"):
+        assert html.count(f">{lane}</text>") == 2           # one per CTA
+    assert "CTA 1 consumer[1]" in html                      # the summary table
+
+
+def test_on_select_gets_the_clicked_span(trace):
+    w = TimelineWidget(trace)
+    got = []
+    w.on_select(got.append)
+    i = next(i for i, k in enumerate(w._order) if trace.spans[k].kind == "mma")
+    w.selected_index = i                     # what the front end does on a click
+    assert got == [trace.spans[w._order[i]]] and w.selected.kind == "mma"
+
+
+def test_static_svg_of_100k_spans_stays_small():
+    big = sample_trace(iters=1400, ctas=8, seed=1)
+    assert len(big.spans) > 95_000
+    svg = timeline_svg(big)
+    assert len(svg) < 2_000_000 and svg.count("<rect class='tlxwb-span") < 30_000
+
+
+# -- in a real browser --------------------------------------------------------------------
+def _pixels(page, color, x0, y0, x1, y1):
+    """How many canvas pixels in a CSS-pixel box have `color` (hex)."""
+    return page.evaluate("""([c, x0, y0, x1, y1]) => {
+        const cv = document.querySelector('canvas'), g = cv.getContext('2d'), r = devicePixelRatio || 1;
+        const d = g.getImageData(x0 * r, y0 * r, (x1 - x0) * r, (y1 - y0) * r).data;
+        const want = [1, 3, 5].map(k => parseInt(c.slice(k, k + 2), 16));
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4) if (Math.abs(d[i] - want[0]) + Math.abs(d[i+1] - want[1]) + Math.abs(d[i+2] - want[2]) < 6) n++;
+        return n; }""", [color, x0, y0, x1, y1])
+
+
+@pytest.mark.browser
+def test_draws_a_lane_per_task_with_its_kinds(show, trace):
+    w = TimelineWidget(trace)
+    page = show(w)
+    info = page.evaluate("() => { const v = tlxwbViews[0].el.tlxwb; return {ys: v.laneY, h: v.laneHeight}; }")
+    width = page.evaluate("() => document.querySelector('canvas').clientWidth")
+    colors = w._colors
+    for lane, y in zip(trace.lanes(), info["ys"]):
+        box = (225, y, width, y + info["h"])
+        if lane[1] == "producer":
+            assert _pixels(page, colors["tma"], *box) > 20 and _pixels(page, colors["mma"], *box) == 0
+        else:
+            assert _pixels(page, colors["mma"], *box) > 500 and _pixels(page, colors["tma"], *box) == 0
+    legend = page.inner_text(".tlxwb-legend")
+    assert all(k in legend for k in ("mma", "tma", "wait", "arrive"))
+
+
+@pytest.mark.browser
+def test_hover_shows_a_tooltip_with_op_barrier_phase_and_line(show, trace):
+    w = TimelineWidget(trace)
+    # a consumer's blocking wait on full_bars in CTA 1
+    i, span = next((i, trace.spans[k]) for i, k in enumerate(w._order)
+                   if trace.spans[k].kind == "wait" and trace.spans[k].cta == 1
+                   and trace.spans[k].task == "consumer" and trace.spans[k].duration > 60)
+    page = show(w)
+    pos = page.evaluate(f"() => tlxwbViews[0].el.tlxwb.locate({i})")
+    box = page.locator("canvas").bounding_box()
+    page.mouse.move(box["x"] + pos["x"], box["y"] + pos["y"])
+    tip = page.locator(".tlxwb-tooltip")
+    tip.wait_for(state="visible")
+    text = tip.inner_text()
+    assert "barrier_wait" in text and "(wait)" in text
+    assert f"full_bars[{span.slot}]" in text and f"phase {span.phase}" in text
+    assert f"CTA 1 consumer[{span.replica}]" in text
+    assert re.search(rf"line {span.line}: #?\s*tlx.barrier_wait\(full_bars\[s\], phase\)", text)
+    assert f"duration {round(span.duration)} cycles" in text
+    page.mouse.move(box["x"] + 5, box["y"] + 5)                     # off the spans: it goes away
+    tip.wait_for(state="hidden")
+
+
+@pytest.mark.browser
+def test_wheel_zooms_and_drag_pans_and_python_hears_the_range(show, trace):
+    page = show(TimelineWidget(trace))
+    canvas = page.locator("canvas")
+    box = canvas.bounding_box()
+    rng = lambda: [float(canvas.get_attribute("data-t0")), float(canvas.get_attribute("data-t1"))]
+    full = rng()
+    x = box["x"] + 600
+    page.mouse.move(x, box["y"] + 80)
+    page.mouse.wheel(0, -600)                                       # zoom in around x
+    page.wait_for_function("() => tlxwbViews[0].model.get('view_range').length === 2")
+    zoomed = rng()
+    assert zoomed[1] - zoomed[0] < 0.6 * (full[1] - full[0])
+    assert full[0] < zoomed[0] < zoomed[1] < full[1]
+    assert page.evaluate("() => tlxwbViews[0].model.get('view_range')") == pytest.approx(zoomed)
+    page.mouse.down()
+    page.mouse.move(x + 200, box["y"] + 80, steps=5)                # drag right: earlier times come in
+    page.mouse.up()
+    panned = rng()
+    assert panned[0] < zoomed[0] and panned[1] - panned[0] == pytest.approx(zoomed[1] - zoomed[0])
+    page.dblclick("canvas", position={"x": 600, "y": 80})
+    assert rng() == pytest.approx(full)
+
+
+@pytest.mark.browser
+def test_click_on_a_span_sends_its_source_line(show, trace):
+    w = TimelineWidget(trace)
+    i, span = next((i, trace.spans[k]) for i, k in enumerate(w._order) if trace.spans[k].kind == "mma"
+                   and trace.spans[k].cta == 0 and trace.spans[k].replica == 1)
+    page = show(w)
+    pos = page.evaluate(f"() => tlxwbViews[0].el.tlxwb.locate({i})")
+    page.locator("canvas").click(position=pos)
+    saved = page.evaluate("() => tlxwbViews[0].model.log.saved.at(-1)")
+    assert saved["selected_line"] == span.line and saved["selected_index"] == i
+    assert saved["selected_file"] == span.file
+    assert f"async_dot at line {span.line}" in page.inner_text(".tlxwb-status")
+    # what the kernel gets back: the same span, through on_select
+    got = []
+    w.on_select(got.append)
+    w.selected_index = saved["selected_index"]
+    assert got[0] is span
+
+
+@pytest.mark.browser
+def test_static_fallback_renders(show_static, trace):
+    data, _ = TimelineWidget(trace)._repr_mimebundle_()
+    page = show_static(data["text/html"])
+    svg = page.locator("svg.tlxwb-timeline-svg")
+    assert svg.bounding_box()["width"] > 800
+    assert page.locator("svg text.tlxwb-lane").count() == len(trace.lanes())
+    assert page.locator("rect.tlxwb-mma").count() > 10
+    assert "CTA 0 producer[0]" in page.inner_text("table.tlxwb-summary")

@@ -1,0 +1,297 @@
+"""TimelineWidget and timeline_svg: a Trace as lanes (CTA -> task/replica) of coloured spans."""
+from __future__ import annotations
+
+import html
+import linecache
+from typing import Callable
+
+import numpy as np
+import traitlets
+
+from ..trace import SPAN_KINDS, Span, Trace
+from ._base import KIND_COLORS, View, esm_source
+
+
+def _lane_label(lane) -> str:
+    return f"{lane[1]}[{lane[2]}]"
+
+
+def _kinds_of(trace: Trace) -> list[str]:
+    extra = sorted({s.kind for s in trace.spans} - set(SPAN_KINDS))
+    return list(SPAN_KINDS) + extra
+
+
+def lane_rows(trace: Trace) -> list[dict]:
+    """One dict per lane with its label and busy / wait / MMA shares (from Trace.summary)."""
+    summ = {(s.cta, s.task, s.replica): s for s in trace.summary()}
+    rows = []
+    for lane in trace.lanes():
+        s = summ.get(lane)
+        rows.append({"cta": lane[0], "task": lane[1], "replica": lane[2], "label": _lane_label(lane),
+                     "busy_share": s.busy_share if s else 0.0, "wait_share": s.wait_share if s else 0.0,
+                     "mma_share": s.mma_share if s else 0.0,
+                     "waits": sorted(s.waiting_by_barrier.items(), key=lambda kv: -kv[1]) if s else []})
+    return rows
+
+
+def encode_spans(trace: Trace) -> dict:
+    """The trace as compact columns for the canvas views (see static/timeline.js).
+
+    Returns the order of spans (sorted by lane, start), Float64 bytes of starts+ends,
+    Int32 bytes of [lane, kind, source, name, barrier, slot, phase] columns, the string
+    and source tables, and Float64 flow rows [src lane, time, dst lane, dst time].
+    """
+    lanes = trace.lanes()
+    lane_ix = {l: i for i, l in enumerate(lanes)}
+    kinds = _kinds_of(trace)
+    kind_ix = {k: i for i, k in enumerate(kinds)}
+    order = sorted(range(len(trace.spans)), key=lambda i: (lane_ix[trace.spans[i].lane], trace.spans[i].start))
+    spans = [trace.spans[i] for i in order]
+    strings: dict[str, int] = {}
+    sources: dict[tuple, int] = {}
+
+    def sid(s):
+        if s is None or s == "":
+            return -1
+        return strings.setdefault(str(s), len(strings))
+
+    def src(sp: Span):
+        if sp.line is None:
+            return -1
+        return sources.setdefault((sp.file or "", int(sp.line)), len(sources))
+
+    n = len(spans)
+    times = np.empty(2 * n, dtype=np.float64)
+    ints = np.full((7, n), -1, dtype=np.int32)
+    for i, sp in enumerate(spans):
+        times[i] = sp.start
+        times[n + i] = sp.end
+        ints[0, i] = lane_ix[sp.lane]
+        ints[1, i] = kind_ix[sp.kind]
+        ints[2, i] = src(sp)
+        ints[3, i] = sid(sp.name)
+        ints[4, i] = sid(sp.barrier)
+        if sp.slot is not None:
+            ints[5, i] = sp.slot
+        if sp.phase is not None:
+            ints[6, i] = sp.phase
+    flows = [(lane_ix.get(f.src, -1) if f.src is not None else -1, f.time, lane_ix[f.dst], f.dst_time)
+             for f in trace.flows() if f.dst in lane_ix]
+    return {
+        "order": order, "n": n, "times": times.tobytes(), "ints": ints.tobytes(),
+        "strings": list(strings), "kinds": kinds, "lanes": lane_rows(trace),
+        "sources": [{"file": f, "line": l, "text": linecache.getline(f, l).rstrip("\n") if f else ""}
+                    for (f, l) in sources],
+        "flows": np.asarray(flows, dtype=np.float64).reshape(-1, 4).tobytes(),
+    }
+
+
+class TimelineWidget(View):
+    """Warp-task timeline of a Trace: lanes by CTA -> task/replica, spans coloured by kind.
+
+    Wheel to zoom, drag to pan, double-click to reset, hover for details; a click on a
+    span selects it and sends its source line to Python (``selected_line``,
+    ``on_select``). Without a live kernel the output shows :func:`timeline_svg`.
+
+    >>> w = TimelineWidget(trace)
+    >>> w.on_select(lambda span: print(span.line))      # doctest: +SKIP
+    """
+
+    _esm = esm_source("timeline")
+    time_unit = traitlets.Unicode("cycles").tag(sync=True)
+    _n = traitlets.Int(0).tag(sync=True)
+    _times = traitlets.Bytes(b"").tag(sync=True)
+    _ints = traitlets.Bytes(b"").tag(sync=True)
+    _flows = traitlets.Bytes(b"").tag(sync=True)
+    _lanes = traitlets.List().tag(sync=True)
+    _kinds = traitlets.List().tag(sync=True)
+    _colors = traitlets.Dict().tag(sync=True)
+    _strings = traitlets.List().tag(sync=True)
+    _sources = traitlets.List().tag(sync=True)
+    view_range = traitlets.List(traitlets.Float(), default_value=[]).tag(sync=True)
+    selected_index = traitlets.Int(None, allow_none=True).tag(sync=True)
+    selected_line = traitlets.Int(None, allow_none=True).tag(sync=True)
+    selected_file = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, trace: Trace, *, title: str | None = None, **kwargs):
+        enc = encode_spans(trace)
+        self.trace = trace
+        self._order = enc["order"]
+        self._callbacks: list[Callable] = []
+        super().__init__(
+            title=title or f"{trace.meta.get('kernel', trace.source)} timeline",
+            time_unit=trace.time_unit, _n=enc["n"], _times=enc["times"], _ints=enc["ints"],
+            _flows=enc["flows"], _lanes=enc["lanes"], _kinds=enc["kinds"],
+            _colors={k: KIND_COLORS.get(k, "#95a5a6") for k in enc["kinds"]},
+            _strings=enc["strings"], _sources=enc["sources"], **kwargs)
+        self.observe(self._fire, names="selected_index")
+
+    @property
+    def selected(self) -> Span | None:
+        """The span last clicked in the view (None before any click)."""
+        i = self.selected_index
+        return self.trace.spans[self._order[i]] if i is not None and 0 <= i < len(self._order) else None
+
+    def on_select(self, callback: Callable[[Span], None]) -> None:
+        """Call ``callback(span)`` whenever a span is clicked in the view.
+
+        >>> w.on_select(lambda s: print(s.name, s.line))     # doctest: +SKIP
+        """
+        self._callbacks.append(callback)
+
+    def _fire(self, change):
+        span = self.selected
+        if span is not None:
+            for cb in list(self._callbacks):
+                cb(span)
+
+    def static_html(self) -> str:
+        return timeline_html(self.trace, title=self.title)
+
+    def __repr__(self) -> str:
+        return f"TimelineWidget({self.trace!r})"
+
+
+# -- the static fallback ---------------------------------------------------------------
+def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: int = 215,
+                 t0: float | None = None, t1: float | None = None) -> str:
+    """The timeline as one self-contained SVG (no script): for reports, nbconvert, GitHub.
+
+    Spans narrower than a pixel are merged per pixel and kind, so a 100k-span trace
+    still makes a small SVG.
+
+    >>> svg = timeline_svg(sample_trace())     # doctest: +SKIP
+    """
+    esc = html.escape
+    lanes = trace.lanes()
+    rows = lane_rows(trace)
+    t0 = trace.start if t0 is None else t0
+    t1 = trace.end if t1 is None else t1
+    if t1 <= t0:
+        t1 = t0 + 1
+    plot_w = width - gutter - 10
+    sx = plot_w / (t1 - t0)
+    axis_h, cta_h = 18, 14
+    ys, y, last = {}, axis_h, None
+    heads = []
+    for lane in lanes:
+        if lane[0] != last:
+            heads.append((lane[0], y))
+            y += cta_h
+            last = lane[0]
+        ys[lane] = y
+        y += lane_height
+    kinds_present = [k for k in _kinds_of(trace) if any(s.kind == k for s in trace.spans)]
+    legend_h = 18
+    height = y + legend_h + 6
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' class='tlxwb-timeline-svg' width='{width}' height='{height}' "
+           f"viewBox='0 0 {width} {height}' font-family='sans-serif' font-size='11'>",
+           f"<rect width='{width}' height='{height}' fill='#fff'/>"]
+    # axis
+    step = _nice_step((t1 - t0) / max(2, plot_w // 90))
+    t = np.ceil(t0 / step) * step
+    while t <= t1:
+        x = gutter + (t - t0) * sx
+        out.append(f"<line x1='{x:.1f}' y1='14' x2='{x:.1f}' y2='{y}' stroke='#e6e6e6'/>"
+                   f"<text x='{x + 2:.1f}' y='11' fill='#555' font-size='10'>{_fmt(t)}</text>")
+        t += step
+    out.append(f"<text x='4' y='11' fill='#888' font-size='10'>{esc(trace.time_unit)}</text>")
+    for cta, hy in heads:
+        out.append(f"<rect x='0' y='{hy}' width='{width}' height='{cta_h}' fill='#f2f4f7'/>"
+                   f"<text x='4' y='{hy + cta_h - 3}' font-weight='bold'>CTA {cta}</text>")
+    for r, lane in zip(rows, lanes):
+        ly = ys[lane]
+        out.append(f"<text class='tlxwb-lane' x='8' y='{ly + lane_height - 5}'>{esc(r['label'])}</text>"
+                   f"<rect x='110' y='{ly + 5}' width='50' height='8' fill='#eee'/>"
+                   f"<rect x='110' y='{ly + 5}' width='{50 * r['busy_share']:.1f}' height='8' fill='{KIND_COLORS['compute']}'/>"
+                   f"<rect x='{110 + 50 * r['busy_share']:.1f}' y='{ly + 5}' width='{50 * r['wait_share']:.1f}' height='8' fill='{KIND_COLORS['wait']}'/>"
+                   f"<text x='164' y='{ly + lane_height - 5}' fill='#666' font-size='10'>"
+                   f"{r['busy_share']:.0%}/{r['wait_share']:.0%}</text>")
+    # Spans wider than 3 px are drawn one by one (with a hover title); narrower ones are
+    # summed per pixel column and each column drawn in its dominant kind, so the SVG stays
+    # small for any number of spans.
+    kind_list = _kinds_of(trace)
+    kind_ix = {k: i for i, k in enumerate(kind_list)}
+    ncol = int(np.ceil(plot_w)) + 1
+    cover: dict = {}
+    wide = []
+    for s in trace.spans:
+        if s.end < t0 or s.start > t1:
+            continue
+        x0 = (max(s.start, t0) - t0) * sx
+        x1 = (min(s.end, t1) - t0) * sx
+        if x1 - x0 >= 3:
+            wide.append((s, x0, x1))
+            continue
+        c = cover.get(s.lane)
+        if c is None:
+            c = cover[s.lane] = np.zeros((len(kind_list), ncol))
+        k = kind_ix[s.kind]
+        a, b = int(x0), int(x1)
+        if a == b:
+            c[k, a] += max(x1 - x0, 0.05)       # zero-length spans still show
+        else:
+            c[k, a] += a + 1 - x0
+            c[k, a + 1:b] += 1
+            if b < ncol:
+                c[k, b] += x1 - b
+    for lane, c in cover.items():
+        ly = ys[lane]
+        tot = c.sum(axis=0)
+        dom = np.where(tot > 0, c.argmax(axis=0), -1)
+        col = 0
+        while col < ncol:
+            k = dom[col]
+            end = col + 1
+            while end < ncol and dom[end] == k:
+                end += 1
+            if k >= 0:
+                out.append(_rect([kind_list[k], gutter + col, gutter + end, None], ly, lane_height))
+            col = end
+    for s, x0, x1 in wide:
+        title = (f"{s.name or s.kind} ({s.kind}) {_fmt(s.start)}-{_fmt(s.end)} {trace.time_unit}"
+                 + (f" {s.barrier}[{s.slot}] phase {s.phase}" if s.barrier else "")
+                 + (f" line {s.line}" if s.line else ""))
+        out.append(_rect([s.kind, gutter + x0, gutter + x1, title], ys[s.lane], lane_height))
+    lx = 8
+    for k in kinds_present:
+        out.append(f"<rect x='{lx}' y='{y + 6}' width='10' height='10' fill='{KIND_COLORS.get(k, '#95a5a6')}'/>"
+                   f"<text x='{lx + 13}' y='{y + 15}'>{esc(k)}</text>")
+        lx += 20 + 7 * len(k)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _rect(cur, ly, h) -> str:
+    kind, x0, x1, title = cur
+    t = f"<title>{html.escape(title)}</title>" if title else ""
+    return (f"<rect class='tlxwb-span tlxwb-{kind}' x='{x0:.1f}' y='{ly + 2}' width='{x1 - x0:.1f}' "
+            f"height='{h - 4}' fill='{KIND_COLORS.get(kind, '#95a5a6')}'>{t}</rect>")
+
+
+def timeline_html(trace: Trace, title: str | None = None) -> str:
+    """Static HTML: a title, the timeline SVG and the per-lane summary table."""
+    head = html.escape(title or f"{trace.meta.get('kernel', trace.source)} timeline")
+    return (f"<div class='tlxwb-static tlxwb-timeline-static'><div style='font:600 12px sans-serif'>{head}"
+            f" <span style='font-weight:normal;color:#666'>{html.escape(repr(trace))}</span></div>"
+            f"{timeline_svg(trace)}{trace.summary()._repr_html_()}</div>")
+
+
+def _nice_step(raw: float) -> float:
+    raw = max(raw, 1e-12)
+    p = 10 ** np.floor(np.log10(raw))
+    for m in (1, 2, 5, 10):
+        if m * p >= raw:
+            return float(m * p)
+    return float(10 * p)
+
+
+def _fmt(v: float) -> str:
+    a = abs(v)
+    if a >= 1e6:
+        return f"{v / 1e6:.{1 if a >= 1e7 else 2}f}M"
+    if a >= 1e4:
+        return f"{v / 1e3:.{0 if a >= 1e5 else 1}f}k"
+    if a >= 100 or float(v).is_integer():
+        return f"{round(v)}"
+    return f"{v:.3g}"
