@@ -56,7 +56,7 @@ def definitions_only(source: str) -> str:
     Launch code and data set-up (``x = torch.randn(...)``, ``kernel[grid](...)``) are left out:
     the worker gets its tensors from the notebook, not by re-running the cell.
 
-    >>> print(definitions_only("import math\\nN = 4\\nx = make()\\ndef f():\\n    return N"))
+    >>> print(definitions_only("import math\\nN = 4\\nx = make()\\ndef f():\\n    return N"), end="")
     import math
     N = 4
     def f():

@@ -1,0 +1,103 @@
+"""run() end to end on the CPU (through the worker process), and NoGPUError without a GPU."""
+import pytest
+import torch
+
+import tlx_workbench as wb
+from tlx_workbench.errors import NoGPUError
+from tlx_workbench.runtime import instrument
+from tlx_workbench.runtime.launch import infer_tile, poisoned_allocations
+
+HOST_CELL = '''
+import torch
+def add_half_written(x, y):
+    out = torch.empty_like(x)
+    out[: x.shape[0] // 2] = x[: x.shape[0] // 2] + y[: x.shape[0] // 2]   # forgets the second half
+    return out
+def add_right(x, y):
+    out = torch.empty_like(x)
+    out.copy_(x + y)
+    return out
+'''
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+@pytest.mark.parametrize("api", ["run", "bench", "profile"])
+def test_without_gpu_the_error_points_to_the_simulator(api):
+    with pytest.raises(NoGPUError) as ei:
+        getattr(wb, api)(torch.add, torch.ones(2), torch.ones(2))
+    assert "simulate" in ei.value.hint and "--sim" in ei.value.hint
+
+
+def test_run_in_worker_poisons_host_allocations_and_maps_unwritten_tiles():
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randn(256, 64, generator=g), torch.randn(256, 64, generator=g)
+    from tlx_workbench.runtime.launch import run
+    bad = run(_named("add_half_written"), x, y, source=HOST_CELL, reference=lambda x, y: x + y,
+              tile=(64, 64), _allow_cpu=True)
+    assert not bad.ok
+    c = bad.comparisons[0]
+    assert c.unwritten_tiles == [(2, 0), (3, 0)]          # rows 128..255 never written: poisoned
+    assert "WRONG" in repr(bad) and "never written" in repr(bad)
+    assert "tlxwb-run" in bad._repr_html_()
+    with pytest.raises(wb.runtime.WrongResultError, match="wrong result"):
+        bad.raise_for_status()
+    good = run(_named("add_right"), x, y, source=HOST_CELL, reference=lambda x, y: x + y, _allow_cpu=True)
+    assert good.ok and good.comparisons[0].rel_error < 1e-6
+    assert torch.equal(good.output, x + y)
+
+
+def _named(name):
+    # the worker finds the function in the shipped source by this name
+    f = lambda *a: None  # noqa: E731
+    f.__name__ = name
+    return f
+
+
+def test_poisoned_allocations_only_inside():
+    with poisoned_allocations():
+        assert torch.isnan(torch.empty(3)).all()
+        assert (torch.empty_like(torch.zeros(2, dtype=torch.int32)) == 0x5A5A5A5A).all()
+    assert torch.empty(0).numel() == 0
+
+
+def test_infer_tile_from_block_constexprs():
+    assert infer_tile({"BM": 128, "BN": 256, "BK": 64}, 2) == (128, 256)
+    assert infer_tile({"BLOCK_SIZE": 1024}, 1) == (1024,)
+    assert infer_tile({"NUM_STAGES": 3}, 2) is None
+
+
+def test_instrument_rewrites_tlx_ops_per_task():
+    src = '''
+@triton.jit
+def k(x_ptr, bars, N: tl.constexpr):
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N):
+                tlx.barrier_wait(bar=tlx.local_view(bars, 0), phase=i & 1)
+                tl.store(x_ptr + i, i)
+        with tlx.async_task(num_warps=4, replicate=2):
+            tlx.barrier_arrive(tlx.local_view(bars, 0))
+'''
+    new, sites, tasks = instrument.instrument_source(src, first_line=10)
+    assert tasks == ["default", "task1"]
+    assert [(s.op, s.kind, s.lane_task, s.line) for s in sites] == [
+        ("barrier_wait", "wait", "default", 16), ("store", "store", "default", 17),
+        ("barrier_arrive", "arrive", "task1", 19)]
+    assert new.count("_wb_clock()") == 6 and "tlx.async_task_replica_id()" in new
+    assert new.splitlines()[0].startswith("def k(_wb_prof, x_ptr")
+
+
+def test_decode_builds_a_gpu_trace_per_cta_and_lane():
+    import numpy as np
+    sites = [instrument.EventSite(0, "barrier_wait", "wait", 20, "default", "full"),
+             instrument.EventSite(1, "async_dot", "mma", 30, "task1")]
+    cap, maxc = 4, 2
+    buf = np.zeros((maxc, 2 * instrument.MAX_REPLICAS, cap, 3), dtype=np.int64)
+    buf[0, 0, 0] = (1, 1000, 1400)                     # default task waits 400 cycles
+    buf[0, instrument.MAX_REPLICAS + 1, 0] = (2, 1100, 1900)   # task1 replica 1: one wgmma
+    tr = instrument.decode(buf.ravel(), sites, ["default", "task1"], capacity=cap, max_ctas=maxc)
+    assert tr.source == "gpu" and tr.time_unit == "cycles"
+    assert tr.lanes() == [(0, "default", 0), (0, "task1", 1)]
+    wait = next(tr.spans_of(kind="wait"))
+    assert (wait.start, wait.end, wait.barrier, wait.line) == (0.0, 400.0, "full", 20)
+    assert next(tr.spans_of(kind="mma")).duration == 800

@@ -1,0 +1,18 @@
+"""GPU runtime: run and verify, benchmark, profile; every launch under a watchdog.
+
+>>> import tlx_workbench as wb
+>>> r = wb.run(add_kernel, x, y, out, n, grid=(n // 1024,), BLOCK_SIZE=1024,
+...            reference=lambda x, y, out, n: x + y)            # doctest: +SKIP
+>>> b = wb.bench(matmul, a, b, flops=2 * M * N * K,
+...              baselines={"cuBLAS": wb.runtime.cublas_matmul(a, b)})   # doctest: +SKIP
+>>> tr = wb.profile(matmul, a, b)                               # doctest: +SKIP
+"""
+from .bench import BenchResult, BenchRow, bench, ceilings, cublas_matmul, torch_sdpa
+from .launch import RunResult, WrongResultError, require_gpu, run
+from .profile import load_proton_trace, profile
+from .verify import Comparison, compare, poison_
+from .watchdog import KernelTimeoutError, WorkerCrashedError, WorkerError, shutdown
+
+__all__ = ["run", "bench", "profile", "RunResult", "BenchResult", "BenchRow", "Comparison", "compare", "poison_",
+           "ceilings", "cublas_matmul", "torch_sdpa", "load_proton_trace", "require_gpu", "shutdown",
+           "KernelTimeoutError", "WorkerCrashedError", "WorkerError", "WrongResultError"]

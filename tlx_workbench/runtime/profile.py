@@ -1,0 +1,115 @@
+"""``profile``: a measured per-warp-group timeline of one launch, as a :class:`Trace`.
+
+The kernel is rewritten by :mod:`.instrument` to read the SM cycle counter around
+each TLX operation (Proton's scopes do not compile inside warp-specialized TLX
+kernels with triton 3.8 + triton-utlx); the launch runs in the watchdog worker.
+A Chrome trace that Proton wrote for a plain kernel imports with
+:func:`load_proton_trace`.
+
+>>> tr = profile(gemm_kernel, a_d, b_d, c_d, M, N, K, grid=(132,), **cfg)   # doctest: +SKIP
+>>> TimelineWidget(tr)                                                     # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from ..errors import GPUError
+from .launch import dispatch, install_launch_hook, is_kernel, launch_name, require_gpu
+from .watchdog import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, report_phase
+
+
+def _kernels_named_by(fn) -> list[tuple[str, object]]:
+    from .transport import _underlying_function
+    f = _underlying_function(fn) or fn
+    code = getattr(f, "__code__", None)
+    if code is None:
+        return []
+    out = []
+    for name in code.co_names:
+        v = f.__globals__.get(name)
+        if v is not None and is_kernel(v):
+            out.append((name, v))
+    return out
+
+
+class _Substitute:
+    """Stands in for a kernel inside a host function: launches the instrumented copy instead."""
+
+    def __init__(self, inst, buf):
+        self.inst, self.buf = inst, buf
+
+    def __getitem__(self, grid):
+        launcher = self.inst.kernel[grid]
+        return lambda *a, **k: launcher(self.buf, *a, **k)
+
+
+def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None):
+    """Worker job: instrument, launch once, return the raw record buffer and the event table."""
+    import torch
+    from .instrument import instrument
+    from .transport import _underlying_function, resolve
+    install_launch_hook()
+    report_phase("compile")
+    fn = resolve(spec)
+    if is_kernel(fn):
+        target = fn
+    else:
+        cands = _kernels_named_by(fn)
+        if kernel_name:
+            cands = [c for c in cands if c[0] == kernel_name]
+        if len(cands) != 1:
+            raise GPUError(f"{launch_name(fn)} launches {len(cands)} kernels that profile could time "
+                           f"({', '.join(n for n, _ in cands) or 'none found'})",
+                           hint="pass kernel='name' of the one to time, or profile the kernel itself with grid=")
+        kernel_name, target = cands[0]
+    if hasattr(target, "configs") and not hasattr(target, "arg_names"):
+        raise GPUError(f"{launch_name(target)} is autotuned; profile times one config",
+                       hint="profile the @triton.jit kernel under the autotuner (kernel.fn) with the config's "
+                            "constexprs as keyword arguments")
+    inst = instrument(target, capacity=capacity, max_ctas=max_ctas)
+    buf = inst.buffer("cuda")
+    if is_kernel(fn):
+        if grid is None:
+            raise GPUError("profile of a kernel needs grid=", hint="pass grid=(n,) as for a launch")
+        inst.kernel[grid](buf, *args, **kwargs)
+    else:
+        g = _underlying_function(fn).__globals__
+        saved = g[kernel_name]
+        g[kernel_name] = _Substitute(inst, buf)
+        try:
+            fn(*args, **kwargs)
+        finally:
+            g[kernel_name] = saved
+    report_phase("run")
+    torch.cuda.synchronize()
+    return dict(buf=buf.cpu().numpy(), sites=inst.sites, tasks=inst.tasks, capacity=capacity, max_ctas=max_ctas,
+                file=inst.file, name=launch_name(target), device=torch.cuda.get_device_name())
+
+
+def profile(fn, *args, grid=None, kernel: str | None = None, capacity: int = 512, max_ctas: int = 4,
+            timeout: float = DEFAULT_TIMEOUT, compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
+            isolate: bool = True, source: str | None = None, **kwargs):
+    """Launch once with per-op cycle-counter records; the measured :class:`Trace` (source "gpu").
+
+    ``fn`` is a ``@triton.jit`` TLX kernel (with ``grid=``) or a host function that
+    launches one (name it with ``kernel=`` when it launches several). Spans are per
+    CTA (the first ``max_ctas``) and per task replica, in SM cycles from the CTA's
+    first record; at most ``capacity`` ops per warp group are kept.
+
+    >>> tr = profile(matmul, a, b)          # doctest: +SKIP
+    >>> tr.summary()[0].busy_share          # doctest: +SKIP
+    """
+    name = launch_name(fn)
+    require_gpu(f"tlx_workbench.profile({name})")
+    from .transport import callable_spec
+    spec = callable_spec(fn, source=source, name=name if source else None) if isolate else ("pickle", fn)
+    r = dispatch(profile_job, dict(spec=spec, args=tuple(args), kwargs=kwargs, grid=grid, capacity=capacity,
+                                   max_ctas=max_ctas, kernel_name=kernel),
+                 isolate=isolate, timeout=timeout, compile_timeout=compile_timeout, what=f"profiling {name}")
+    from .instrument import decode
+    return decode(r["buf"], r["sites"], r["tasks"], capacity=r["capacity"], max_ctas=r["max_ctas"],
+                  file=r["file"], meta={"kernel": r["name"], "device": r["device"]})
+
+
+def load_proton_trace(path: str):
+    """A Chrome trace written by Proton's instrumentation mode, as a :class:`Trace`."""
+    from ..trace import Trace
+    return Trace.from_chrome(path)
