@@ -65,6 +65,12 @@ class TaskInfo:
     warp_start: int                 # first warp id of this task in the CTA
     registers: int | None           # setmaxnreg budget, if any
     line: int | None = None         # source line of the `with tlx.async_task(...)`
+    partition: int | None = None    # index of the TTGIR `partitionN` region; None for default
+    label: str = ""                 # how sites name the task: "default", "task1", "task2[0]" (replicas)
+
+    def __post_init__(self):
+        if not self.label:
+            self.label = self.name
 
 
 @dataclasses.dataclass
@@ -80,6 +86,8 @@ class Allocation:
     offset: int                     # bytes (SMEM) or first column (TMEM), from the compiler's allocation
     size: int                       # bytes (SMEM) or columns (TMEM), all buffers together
     alias_group: int | None = None  # allocations sharing a group reuse the same space
+    row_offset: int = 0             # TMEM: first lane (row) of the allocation
+    size_is_bound: bool = False     # scratch: the IR gives only the start, size is an upper bound
 
     @property
     def buffer_size(self) -> int:
@@ -92,6 +100,7 @@ class BarrierSite:
     task: str | None                # task name, None outside async_tasks
     line: int | None
     args: dict[str, Any] = dataclasses.field(default_factory=dict)  # e.g. {"bytes": 16384}, {"count": 1}
+    ir_line: int | None = None      # the site's line in the final TTGIR
 
 
 @dataclasses.dataclass
@@ -104,3 +113,134 @@ class BarrierInfo:
     sites: list[BarrierSite] = dataclasses.field(default_factory=list)
     # warp barriers: the (num_warps, num_arrivals) they were declared with
     warp_args: dict[str, int] | None = None
+    slot_counts: list[int | None] = dataclasses.field(default_factory=list)  # init count of each slot
+    named_id: int | None = None     # named barriers: the hardware barrier id (0..15)
+
+
+_STAGE_ORDER = ("ttir", "ttgir", "ttgir_alloc", "llir", "ptx", "sass")
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class CompileReport:
+    """What the TLX compiler made of one kernel for one target.
+
+    Stages (``ir("ttir" | "ttgir" | "ttgir_alloc" | "llir" | "ptx" | "sass")``), the cubin,
+    resources, task layout, SMEM/TMEM allocation map, barrier table and a source map.
+
+    >>> r = tlx_workbench.compile(kernel, *args, target="sm_90", BM=128)      # doctest: +SKIP
+    >>> r.resources.smem_bytes, [a.name for a in r.allocations]               # doctest: +SKIP
+    >>> print(r.ir("ptx", line=r.barriers[0].sites[0].line))                  # doctest: +SKIP
+    """
+    kernel: str                       # the kernel function's name
+    target: str                       # "sm_90" | "sm_100"
+    gpu: str                          # the GPU model the limits come from: "H100", "B200", ...
+    arch: int                         # 90 | 100
+    source: SourceInfo
+    signature: dict[str, str]         # parameter -> Triton type ("*fp16", "i32", "tensordesc<...>", "constexpr")
+    constexprs: dict[str, Any]        # constexpr parameter -> value
+    options: dict[str, Any]           # the compile options: num_warps, num_stages, num_ctas, maxnreg, ...
+    stages: dict[str, str]            # "ttir", "ttgir", "ttgir_alloc" (after SMEM/TMEM allocation), "llir", "ptx"
+    cubin: bytes
+    metadata: dict[str, Any]          # the compiled kernel's metadata (shared, num_warps, tmem_size, ...)
+    resources: Resources
+    tasks: list[TaskInfo]
+    allocations: list[Allocation]
+    barriers: list[BarrierInfo]
+    compile_seconds: float            # wall time of triton.compile (0 on an in-memory cache hit: same object)
+    cache_key: str
+    _smap: SourceMap = dataclasses.field(default=None, repr=False)
+    _sass_job: Any = dataclasses.field(default=None, repr=False)
+    _sass: str | None = dataclasses.field(default=None, repr=False)
+
+    # ---- lazily finished pieces --------------------------------------------------------
+    @property
+    def sass(self) -> str:
+        """SASS with source-line annotations (nvdisasm runs in the background after compile)."""
+        if self._sass is None:
+            if self._sass_job is None:
+                self._sass = ""
+            else:
+                try:
+                    self._sass = self._sass_job.result()
+                except Exception as e:  # a missing/failed nvdisasm must not sink the report
+                    self._sass = f"// SASS unavailable: {e}"
+                self._sass_job = None
+                from .sourcemap import add_stage
+                add_stage(self._smap, "sass", self._sass, self.source.first_line, self.last_line)
+        return self._sass
+
+    @property
+    def source_map(self) -> SourceMap:
+        """Kernel line <-> TTIR/TTGIR/LLIR/PTX/SASS lines."""
+        self.sass  # noqa: B018  (completes the SASS part of the map)
+        return self._smap
+
+    @property
+    def last_line(self) -> int:
+        return self.source.first_line + len(self.source.text.splitlines()) - 1
+
+    # ---- convenience ---------------------------------------------------------------------
+    def ir(self, stage: str = "ttgir", line: int | None = None, context: int = 0) -> str:
+        """The text of `stage`; with `line`, only the stage lines kernel line `line` produced
+        (each prefixed with its line number; `context` adds neighbours).
+
+        >>> print(report.ir("ptx", line=183))          # doctest: +SKIP
+        """
+        stage = stage.lower()
+        text = self.sass if stage == "sass" else self.stages.get(stage)
+        if text is None:
+            raise KeyError(f"no stage {stage!r}; stages: {', '.join(s for s in _STAGE_ORDER)}")
+        if line is None:
+            return text
+        want = self.source_map.lines_for(stage, line)
+        lines = text.splitlines()
+        keep = sorted({j for i in want for j in range(i - context, i + context + 1) if 1 <= j <= len(lines)})
+        out, prev = [], None
+        for j in keep:
+            if prev is not None and j != prev + 1:
+                out.append("     ...")
+            out.append(f"{j:>6} | {lines[j - 1]}")
+            prev = j
+        return "\n".join(out)
+
+    def sass_for(self, line: int, context: int = 0) -> str:
+        """The SASS instructions kernel line `line` produced."""
+        return self.ir("sass", line=line, context=context)
+
+    def lines_for(self, stage: str, line: int) -> list[int]:
+        return self.source_map.lines_for(stage, line)
+
+    def source_line(self, stage: str, stage_line: int) -> int | None:
+        """The kernel line a line of `stage` came from."""
+        return self.source_map.source_line(stage, stage_line)
+
+    def allocation(self, name: str) -> Allocation:
+        for a in self.allocations:
+            if a.name == name:
+                return a
+        raise KeyError(f"no allocation {name!r}; allocations: {', '.join(a.name for a in self.allocations)}")
+
+    def barrier(self, name: str) -> BarrierInfo:
+        for b in self.barriers:
+            if b.name == name:
+                return b
+        raise KeyError(f"no barrier {name!r}; barriers: {', '.join(b.name for b in self.barriers)}")
+
+    def task(self, label: str) -> TaskInfo:
+        for t in self.tasks:
+            if t.label == label or t.name == label:
+                return t
+        raise KeyError(f"no task {label!r}; tasks: {', '.join(t.label for t in self.tasks)}")
+
+    # ---- reprs ---------------------------------------------------------------------------
+    def summary(self) -> str:
+        """A plain-text report: resources, tasks, memory map, barriers."""
+        from .text import render_text
+        return render_text(self)
+
+    def __repr__(self) -> str:
+        return self.summary()
+
+    def _repr_html_(self) -> str:
+        from .html import render_html
+        return render_html(self)

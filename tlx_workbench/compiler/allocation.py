@@ -1,0 +1,131 @@
+"""The SMEM/TMEM map, read from the compiler's own allocation.
+
+Offsets are the ``allocation.offset`` (SMEM) and ``tensor_memory_col_offset``
+(TMEM) attributes that Triton's allocation passes put on the post-allocation
+TTGIR (see :func:`artifacts.post_allocation_ttgir`); nothing here re-plans memory.
+Two allocations whose byte ranges overlap share an *alias group*: the compiler
+placed them there because their lifetimes do not overlap (reuse), or because the
+kernel asked for it (``tlx.local_alias`` / ``reuse=``).
+"""
+from __future__ import annotations
+
+import math
+
+from .irtext import IRModule, Op
+from .report import Allocation
+
+_ALLOC_OPS = ("ttg.local_alloc", "ttng.tmem_alloc")
+
+
+def _var_name(op: Op) -> str | None:
+    if op.loc.name:
+        return op.loc.name
+    if op.results:
+        name = op.results[-1].lstrip("%")
+        if not name[:1].isdigit():
+            return name.rstrip("_0123456789") or name
+    return None
+
+
+def _line(op: Op, file: str, first: int, last: int) -> int | None:
+    fr = op.loc.pick(file, first, last)
+    return fr.line if fr is not None and fr.file == file else None
+
+
+def tmem_columns(shape: tuple[int, ...], elem_bits: int, encoding: str) -> int:
+    """Columns one TMEM buffer of `shape` (rows x cols) takes: 32-bit cells, rows up to 128 lanes."""
+    if not shape:
+        return 0
+    cols = shape[-1]
+    rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
+    unpacked = "unpacked = true" in encoding or elem_bits >= 32
+    per_row = cols if unpacked else math.ceil(cols * elem_bits / 32)
+    # rows beyond the 128 lanes fold over into more columns
+    return per_row * max(1, math.ceil(rows / 128))
+
+
+def allocation_map(post: IRModule, pre: IRModule | None, barrier_allocs: set[str], file: str, first: int,
+                   last: int, total_smem: int) -> list[Allocation]:
+    """Every buffer, barrier array and scratch region, ordered by storage then offset.
+
+    `barrier_allocs`: result names of the allocations that ``init_barrier`` initializes.
+    """
+    out: list[Allocation] = []
+    scratch: list[tuple[Op, int]] = []
+    for op in post.ops:
+        if op.name == "ttg.local_alloc":
+            off = op.int_attr("allocation.offset")
+            md = op.result_memdesc
+            if off is None or md is None:
+                continue
+            explicit = not op.operands     # `local_alloc : () -> ...` is the kernel's own tlx.local_alloc
+            is_barrier = bool(set(op.results) & barrier_allocs) or (md.dtype == "i64" and md.shape[-1:] == (1,) and explicit)
+            if explicit and len(md.shape) >= 2:
+                num, shape = md.shape[0], md.shape[1:]
+            else:
+                num, shape = 1, md.shape
+            size = math.prod(md.shape) * md.elem_bits // 8
+            name = _var_name(op) if explicit else None
+            if name is None:
+                users = [u.name for u in post.ops if u.line > op.line and op.results
+                         and any(r in u.operands for r in op.results) and u.scope == op.scope][:1]
+                what = "tma_store" if users and "local_to_global" in users[0] else "staging"
+                ln = _line(op, file, first, last)
+                name = f"{what}@L{ln}" if ln else f"{what}@ttgir{op.line}"
+            out.append(Allocation(
+                name=name, line=_line(op, file, first, last), storage="smem",
+                kind="barrier" if is_barrier else ("buffer" if explicit else "scratch"),
+                shape=tuple(shape), dtype=md.dtype, num_buffers=num, offset=off, size=size))
+        elif op.name == "ttng.tmem_alloc":
+            col = op.int_attr("tensor_memory_col_offset")
+            md = op.result_memdesc
+            if col is None or md is None:
+                continue
+            explicit = not op.operands
+            if explicit and len(md.shape) >= 3:
+                num, shape = md.shape[0], md.shape[1:]
+            else:
+                num, shape = 1, md.shape
+            cols = num * tmem_columns(shape, md.elem_bits, md.encoding)
+            a = Allocation(name=_var_name(op) or f"tmem@{op.line}", line=_line(op, file, first, last),
+                           storage="tmem", kind="buffer", shape=tuple(shape), dtype=md.dtype, num_buffers=num,
+                           offset=col, size=cols, row_offset=op.int_attr("tensor_memory_row_offset") or 0)
+            out.append(a)
+        elif op.name not in ("ttg.warp_specialize", "tt.func"):
+            # (the ws op's offset is the base of its partitions' own allocations, and a
+            # function's is the base of its frame: neither is an allocation of its own)
+            off = op.int_attr("allocation.offset")
+            if off is not None:
+                scratch.append((op, off))
+    # compiler scratch (layout conversions, reductions, ...): the IR records only where it
+    # starts, so its size is bounded by the next allocation that starts above it
+    starts = sorted({a.offset for a in out if a.storage == "smem"} | {o for _, o in scratch} | {total_smem})
+    for op, off in scratch:
+        nxt = next((s for s in starts if s > off), total_smem)
+        a = Allocation(name=op.name.split(".", 1)[-1], line=_line(op, file, first, last), storage="smem",
+                       kind="scratch", shape=(), dtype="i8", num_buffers=1, offset=off, size=max(nxt - off, 0),
+                       size_is_bound=True)
+        out.append(a)
+    _alias_groups(out)
+    out.sort(key=lambda a: (a.storage != "smem", a.offset, -a.size))
+    return out
+
+
+def _alias_groups(allocs: list[Allocation]) -> None:
+    for storage in ("smem", "tmem"):
+        items = sorted((a for a in allocs if a.storage == storage and a.size > 0), key=lambda a: a.offset)
+        group, end, members, gid = None, -1, [], 0
+        for a in items:
+            if a.offset < end:
+                members.append(a)
+                end = max(end, a.offset + a.size)
+                continue
+            if len(members) > 1:
+                gid += 1
+                for m in members:
+                    m.alias_group = gid if storage == "smem" else 1000 + gid
+            members, end = [a], a.offset + a.size
+        if len(members) > 1:
+            gid += 1
+            for m in members:
+                m.alias_group = gid if storage == "smem" else 1000 + gid

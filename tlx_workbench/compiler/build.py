@@ -1,0 +1,84 @@
+"""Assemble a CompileReport from a Triton CompiledKernel."""
+from __future__ import annotations
+
+from typing import Any
+
+from . import artifacts, sourcemap
+from .allocation import allocation_map
+from .barriers import barrier_table
+from .irtext import IRModule
+from .report import CompileReport, Resources, SourceInfo
+from .tasks import task_layout
+
+STAGES = ("ttir", "ttgir", "llir", "ptx")
+
+
+def _plain(v: Any) -> Any:
+    """Constexpr values as plain Python (dtypes and JIT functions by name)."""
+    v = getattr(v, "value", v)
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return type(v)(_plain(x) for x in v)
+    return getattr(v, "__name__", None) or str(v)
+
+
+def build_report(compiled, jit, model, options, src, constexprs: dict, key: str, seconds: float) -> CompileReport:
+    from triton.backends.nvidia.compiler import get_ptx_version_from_options
+
+    asm = compiled.asm
+    stages = {s: asm[s] for s in STAGES if s in asm}
+    cubin = asm.get("cubin", b"")
+    # the slowest piece (nvdisasm), started first so it overlaps the rest
+    sass_job = artifacts.disassemble_async(cubin) if cubin else None
+    meta = compiled.metadata._asdict()
+    meta["target"] = f"sm_{model.arch}"
+
+    source = SourceInfo(file=jit.file_name, first_line=jit.starting_line_number, text="".join(jit.raw_src))
+    first, last = source.first_line, source.first_line + len(jit.raw_src) - 1
+    ptx_version = get_ptx_version_from_options(options, model.arch)
+    post_text = artifacts.post_allocation_ttgir(stages["ttgir"], model.arch, ptx_version)
+    stages["ttgir_alloc"] = post_text
+    pre = IRModule(stages["ttgir"])
+    post = IRModule(post_text)
+
+    layout = task_layout(pre, post, source.text, source.first_line, options.num_warps)
+    barriers, barrier_allocs = barrier_table(pre, layout.label, source.file, first, last)
+    # barrier allocations are named the same in the post-allocation module (same printer)
+    allocations = allocation_map(post, pre, barrier_allocs, source.file, first, last, meta.get("shared") or 0)
+
+    usage = artifacts.resource_usage(cubin) if cubin else {}
+    resources = Resources(
+        smem_bytes=meta.get("shared") or 0,
+        smem_limit=model.smem_per_block,
+        registers=usage.get("REG"),
+        # Triton's own n_spills is the function's local-memory size; cuobjdump's LOCAL is that number
+        spills=usage.get("LOCAL", 0),
+        num_warps=meta.get("num_warps") or options.num_warps,
+        num_ctas=options.num_ctas,
+        tmem_columns=meta.get("tmem_size") or 0,
+        tmem_limit=model.tmem_columns,
+        local_bytes=usage.get("STACK", 0),
+    )
+    smap = sourcemap.build(source.file, first, last, stages)
+    return CompileReport(
+        kernel=jit.__name__,
+        target=f"sm_{model.arch}",
+        gpu=model.name,
+        arch=model.arch,
+        source=source,
+        signature=dict(src.signature),
+        constexprs={k: _plain(v) for k, v in constexprs.items()},
+        options={k: _plain(v) for k, v in options.__dict__.items() if k not in ("extern_libs",)},
+        stages=stages,
+        cubin=cubin,
+        metadata={k: _plain(v) for k, v in meta.items()},
+        resources=resources,
+        tasks=layout.tasks,
+        allocations=allocations,
+        barriers=barriers,
+        compile_seconds=seconds,
+        cache_key=key,
+        _smap=smap,
+        _sass_job=sass_job,
+    )

@@ -1,0 +1,183 @@
+"""Turn whatever the compiler raised into one CompileError at the kernel line that caused it.
+
+Three sources of failure, three ways to find the line:
+- the front end (Python AST -> TTIR) raises ``CompilationError`` with the AST node,
+  whose line is relative to the ``@jit`` function that failed;
+- MLIR passes emit diagnostics ``loc("file":line:col): error: ...`` (captured from
+  the C++ stderr while compiling) and then fail with "PassManager::run failed";
+- ``ptxas`` reports PTX lines, which the PTX's own ``.loc`` directives map back.
+After a successful compile, :func:`check_limits` rejects kernels that exceed the
+target's SMEM / TMEM, naming the largest allocation.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+import tempfile
+
+from ..errors import CompileError
+
+
+@contextlib.contextmanager
+def captured_stderr():
+    """Capture what C++ code writes to fd 2 (MLIR diagnostics) while the block runs.
+
+    Yields a list that holds the captured text once the block is over; the text is
+    also passed on to the real stderr so nothing the compiler says is lost.
+    """
+    out: list[str] = []
+    try:
+        fd = sys.stderr.fileno() if hasattr(sys.stderr, "fileno") else 2
+    except Exception:
+        fd = 2
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield out
+        return
+    tmp = tempfile.TemporaryFile(mode="w+b")
+    try:
+        sys.stderr.flush()
+    except Exception:
+        pass
+    os.dup2(tmp.fileno(), 2)
+    try:
+        yield out
+    finally:
+        try:
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os.dup2(saved, 2)
+        os.close(saved)
+        tmp.seek(0)
+        text = tmp.read().decode(errors="replace")
+        tmp.close()
+        out.append(text)
+        del fd
+
+
+def _jit_functions(jit):
+    """The kernel and the @jit functions its module can see (where a nested error may point)."""
+    from triton.runtime.jit import JITCallable
+    seen = [jit]
+    for v in list(getattr(jit.fn, "__globals__", {}).values()):
+        v = getattr(v, "fn", v) if not isinstance(v, JITCallable) else v
+        if isinstance(v, JITCallable) and v not in seen:
+            seen.append(v)
+    return seen
+
+
+def _clean(msg: str) -> str:
+    msg = (msg or "").strip()
+    m = re.match(r"^(\w+)\((['\"])(.*)\2\)$", msg, re.S)
+    if m:
+        kind, text = m.group(1), m.group(3).replace("\\n", "\n").replace("\\'", "'")
+        return text if kind in ("AssertionError", "CompilationError") else f"{kind}: {text}"
+    return msg
+
+
+def _hint_for(message: str, model) -> str:
+    low = message.lower()
+    if model.arch < 100 and any(k in low for k in ("tmem", "tensor memory", "tcgen05", "tc_gen5", "storage_kind.tmem",
+                                                   "async_dot_scaled", "blackwell")):
+        return (f"this op needs Blackwell tensor memory, which {model.name} (sm_{model.arch}) does not have: "
+                "compile with target='sm_100' or use SMEM + wgmma on Hopper")
+    if "constexpr" in low:
+        return "pass compile-time values as constexprs by name (e.g. BLOCK=128) and check their types"
+    if "is not defined" in low or "undefined" in low:
+        return "define the name, or pass it as a constexpr argument"
+    if "shape" in low or "block" in low:
+        return "check the shapes (block sizes, buffer shapes) at this line"
+    return "fix the kernel at this line"
+
+
+def compile_error(e: BaseException, jit, model, stderr_text: str = "") -> CompileError:
+    """One CompileError for an exception raised by ``triton.compile``."""
+    from triton.compiler.errors import CompilationError
+    chain, x = [], e
+    while x is not None and len(chain) < 16:
+        chain.append(x)
+        x = x.__cause__ or x.__context__
+    front = [c for c in chain if isinstance(c, CompilationError)]
+    if front:
+        return _front_end_error(front, jit, model)
+    text = f"{e}\n{stderr_text}"
+    diag = _mlir_diagnostic(text, jit)
+    if diag is not None:
+        file, line, message = diag
+        return CompileError(message, file=file, line=line, hint=_hint_for(message, model),
+                            detail=stderr_text or str(e))
+    if type(e).__name__ == "PTXASError":
+        first = next((ln.strip() for ln in str(e).splitlines() if "error" in ln.lower() and "ptxas" in ln.lower()),
+                     str(e).splitlines()[0] if str(e) else "ptxas failed")
+        return CompileError(f"ptxas rejected the generated code: {first}", file=jit.file_name,
+                            line=jit.def_file_line_number, hint="simplify or split the kernel; see err.detail",
+                            detail=str(e))
+    message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return CompileError(f"the compiler failed: {message}", file=jit.file_name, line=jit.def_file_line_number,
+                        hint=_hint_for(message, model), detail=(stderr_text + "\n" + str(e)).strip())
+
+
+def _front_end_error(errs, jit, model) -> CompileError:
+    candidates = _jit_functions(jit)
+    # innermost first: the deepest frame whose @jit source we can place in a file
+    for err in reversed(errs):
+        lineno = getattr(err.node, "lineno", None)
+        fn = next((c for c in candidates if c.src == err.src), None)
+        if fn is None or lineno is None:
+            continue
+        message = _clean(err.error_message) or "the kernel does not compile here"
+        line = fn.def_file_line_number + lineno - 1
+        return CompileError(message, file=fn.file_name, line=line, hint=_hint_for(message, model),
+                            detail=str(errs[0]))
+    err = errs[-1]
+    message = _clean(err.error_message) or str(err)
+    return CompileError(message, file=jit.file_name, line=jit.def_file_line_number, hint=_hint_for(message, model),
+                        detail=str(errs[0]))
+
+
+_DIAG_RE = re.compile(r'loc\((?:callsite\()?"([^"]+)":(\d+):(\d+)[^\n]*?:\s*error:\s*(.*)')
+
+
+def _mlir_diagnostic(text: str, jit):
+    """(file, line, message) of the first MLIR error diagnostic, preferring the kernel's file."""
+    found = []
+    for m in _DIAG_RE.finditer(text):
+        found.append((m.group(1), int(m.group(2)), m.group(4).strip()))
+    if not found:
+        m = re.search(r"error:\s*(.*)", text)
+        if m and "PassManager" not in m.group(1):
+            return jit.file_name, jit.def_file_line_number, m.group(1).strip()
+        return None
+    for f in found:
+        if f[0] == jit.file_name:
+            return f
+    return found[0]
+
+
+def check_limits(report) -> None:
+    """Raise CompileError when the kernel cannot launch on the target: SMEM or TMEM over the limit."""
+    res = report.resources
+    if res.smem_limit and res.smem_bytes > res.smem_limit:
+        big = max((a for a in report.allocations if a.storage == "smem"), key=lambda a: a.size, default=None)
+        where = f"; the largest buffer is {big.name!r} ({big.size} B)" if big else ""
+        err = CompileError(
+            f"{report.kernel} needs {res.smem_bytes} B of shared memory, more than the {res.smem_limit} B "
+            f"a CTA can have on {report.gpu}{where}",
+            file=report.source.file, line=big.line if big and big.line else report.source.first_line,
+            hint="use fewer pipeline stages / buffers or smaller blocks",
+            detail=report.summary())
+        err.report = report
+        raise err
+    if res.tmem_limit and res.tmem_columns > res.tmem_limit:
+        big = max((a for a in report.allocations if a.storage == "tmem"), key=lambda a: a.size, default=None)
+        err = CompileError(
+            f"{report.kernel} needs {res.tmem_columns} tensor-memory columns, more than the {res.tmem_limit} "
+            f"of {report.gpu}",
+            file=report.source.file, line=big.line if big and big.line else report.source.first_line,
+            hint="use fewer or narrower TMEM buffers (accumulators)", detail=report.summary())
+        err.report = report
+        raise err

@@ -1,0 +1,167 @@
+"""The HTML rendering of a CompileReport: self-contained (inline CSS and SVG, no
+scripts, no network), so it survives nbconvert, nbval and GitHub's notebook view."""
+from __future__ import annotations
+
+import html
+
+_CSS = """
+.tlxwb-report{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;color:#222;max-width:1100px}
+.tlxwb-report h3{margin:10px 0 4px;font-size:15px}
+.tlxwb-report h4{margin:10px 0 4px;font-size:13px;color:#444}
+.tlxwb-report table{border-collapse:collapse;margin:2px 0 8px}
+.tlxwb-report th,.tlxwb-report td{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top}
+.tlxwb-report th{background:#f3f3f3}
+.tlxwb-report td.num{text-align:right;font-variant-numeric:tabular-nums}
+.tlxwb-report code,.tlxwb-report pre{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
+.tlxwb-report pre{background:#f8f8f8;border:1px solid #eee;padding:6px;overflow:auto;max-height:320px;margin:2px 0}
+.tlxwb-report .bar-ok{color:#27ae60}.tlxwb-report .bar-over{color:#c0392b}
+.tlxwb-report .site{display:inline-block;margin:1px 3px 1px 0;padding:0 4px;border-radius:3px;background:#eef}
+.tlxwb-report .site.wait{background:#fde2e2}.tlxwb-report .site.arrive{background:#e2f5e9}
+.tlxwb-report .site.expect{background:#fff3d6}.tlxwb-report .site.tma_load{background:#e3ecfb}
+"""
+
+_COLORS = {"buffer": "#4e79a7", "barrier": "#e15759", "scratch": "#bab0ac"}
+_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"]
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _pct(n, d) -> str:
+    return f"{100 * n / d:.0f}%" if d else "-"
+
+
+def memory_bar_svg(allocs, total: int, limit: int, storage: str = "smem", width: int = 1000) -> str:
+    """An SVG bar: one rectangle per allocation at its offset, the target's limit marked."""
+    items = [a for a in allocs if a.storage == storage and a.size > 0]
+    span = max(limit, total, max((a.offset + a.size for a in items), default=0), 1)
+    h_lane, top = 18, 16
+    lanes: list[int] = []      # end offset per lane, so aliased allocations stack
+    placed = []
+    for a in sorted(items, key=lambda a: (a.offset, -a.size)):
+        lane = next((i for i, end in enumerate(lanes) if end <= a.offset), None)
+        if lane is None:
+            lanes.append(0)
+            lane = len(lanes) - 1
+        lanes[lane] = a.offset + a.size
+        placed.append((a, lane))
+    height = top + h_lane * max(len(lanes), 1) + 18
+    unit = "B" if storage == "smem" else "cols"
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="{storage} map">',
+           f'<rect x="0" y="{top}" width="{width * total / span:.1f}" height="{h_lane * max(len(lanes), 1)}" '
+           f'fill="#f4f4f4" stroke="#ccc"/>']
+    for i, (a, lane) in enumerate(placed):
+        x = width * a.offset / span
+        w = max(width * a.size / span, 1.5)
+        y = top + lane * h_lane
+        color = _COLORS.get(a.kind, "#888") if a.kind != "buffer" else _PALETTE[i % len(_PALETTE)]
+        label = f"{a.name}: offset {a.offset}, {a.size} {unit}" + (" (alias group %s)" % a.alias_group
+                                                                     if a.alias_group is not None else "")
+        out.append(f'<rect x="{x:.1f}" y="{y + 1}" width="{w:.1f}" height="{h_lane - 2}" fill="{color}" '
+                   f'fill-opacity="0.85" stroke="#fff"><title>{_e(label)}</title></rect>')
+        if w > 40:
+            out.append(f'<text x="{x + 3:.1f}" y="{y + 13}" font-size="11" fill="#fff" '
+                       f'font-family="sans-serif">{_e(a.name[: int(w / 7)])}</text>')
+    lx = width * limit / span
+    out.append(f'<line x1="{lx:.1f}" y1="2" x2="{lx:.1f}" y2="{height - 14}" stroke="#c0392b" stroke-dasharray="4 2"/>')
+    out.append(f'<text x="{min(lx, width - 4):.1f}" y="11" font-size="10" text-anchor="end" fill="#c0392b" '
+               f'font-family="sans-serif">limit {limit} {unit}</text>')
+    out.append(f'<text x="0" y="{height - 3}" font-size="10" fill="#555" font-family="sans-serif">0</text>')
+    out.append(f'<text x="{width * total / span:.1f}" y="{height - 3}" font-size="10" text-anchor="end" '
+               f'fill="#555" font-family="sans-serif">used {total} {unit}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _table(headers, rows, num_cols=()) -> str:
+    out = ["<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in headers) + "</tr>"]
+    for r in rows:
+        out.append("<tr>" + "".join(
+            f'<td class="num">{c}</td>' if i in num_cols else f"<td>{c}</td>" for i, c in enumerate(r)) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _sites(b) -> str:
+    parts = []
+    for s in b.sites:
+        arg = ", ".join(f"{k}={v}" for k, v in s.args.items())
+        parts.append(f'<span class="site {_e(s.op)}" title="{_e(arg)}">{_e(s.op)} '
+                     f'<b>{_e(s.task or "-")}</b> L{_e(s.line or "?")}{(" " + _e(arg)) if arg else ""}</span>')
+    return "".join(parts)
+
+
+def _excerpt(r, line: int, stages=("ttgir", "ptx", "sass"), limit: int = 14) -> str:
+    out = []
+    for st in stages:
+        try:
+            text = r.ir(st, line=line)
+        except KeyError:
+            continue
+        if not text:
+            continue
+        lines = text.splitlines()
+        more = f"\n     ... {len(lines) - limit} more lines" if len(lines) > limit else ""
+        out.append(f"<h4>{_e(st.upper())}</h4><pre>{_e(chr(10).join(lines[:limit]) + more)}</pre>")
+    return "".join(out)
+
+
+def interesting_lines(r, n: int = 3) -> list[int]:
+    """Source lines worth showing IR for: an MMA, a TMA load and a barrier wait, if present."""
+    picks = []
+    keys = ("async_dot(", "tcgen05", "async_descriptor_load(", "barrier_wait(")
+    for key in keys:
+        for i in range(r.source.first_line, r.last_line + 1):
+            if key in r.source.line_text(i) and i not in picks:
+                picks.append(i)
+                break
+    return picks[:n]
+
+
+def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
+    """The report as one self-contained HTML fragment."""
+    res = r.resources
+    over = res.smem_bytes > res.smem_limit
+    parts = [f'<div class="tlxwb-report"><style>{_CSS}</style>',
+             f"<h3>{_e(title or r.kernel)} <small>for {_e(r.target)} ({_e(r.gpu)})</small></h3>",
+             f"<div><code>{_e(r.source.file)}:{r.source.first_line}</code></div>"]
+    rows = [["shared memory", f'<span class="{"bar-over" if over else "bar-ok"}">{res.smem_bytes} B</span> of '
+                              f"{res.smem_limit} B ({_pct(res.smem_bytes, res.smem_limit)})"]]
+    if res.tmem_limit:
+        rows.append(["tensor memory", f"{res.tmem_columns} of {res.tmem_limit} columns "
+                                      f"({_pct(res.tmem_columns, res.tmem_limit)})"])
+    rows += [["registers / thread", _e(res.registers)], ["spills (local bytes)", _e(res.spills)],
+             ["warps (all tasks)", _e(res.num_warps)], ["CTAs per cluster", _e(res.num_ctas)],
+             ["options", _e(", ".join(f"{k}={r.options.get(k)}" for k in ("num_warps", "num_stages", "num_ctas",
+                                                                         "maxnreg")))],
+             ["constexprs", _e(", ".join(f"{k}={v}" for k, v in r.constexprs.items()))],
+             ["compile time", f"{r.compile_seconds:.2f} s"]]
+    parts.append("<h4>Resources</h4>" + _table(["", ""], rows))
+    parts.append("<h4>Tasks</h4>" + _table(
+        ["task", "warps", "first warp", "registers (setmaxnreg)", "line"],
+        [[_e(t.label), t.num_warps, t.warp_start, _e(t.registers if t.registers is not None else "-"),
+          _e(t.line or "-")] for t in r.tasks], num_cols=(1, 2)))
+    if r.allocations:
+        parts.append("<h4>Shared memory map</h4>" + memory_bar_svg(r.allocations, res.smem_bytes, res.smem_limit))
+        if any(a.storage == "tmem" for a in r.allocations):
+            parts.append("<h4>Tensor memory map</h4>" + memory_bar_svg(
+                r.allocations, res.tmem_columns, res.tmem_limit or 512, storage="tmem"))
+        parts.append(_table(
+            ["name", "storage", "kind", "buffers", "shape", "dtype", "offset", "size", "alias group", "line"],
+            [[f"<code>{_e(a.name)}</code>", a.storage, a.kind, a.num_buffers, "×".join(map(str, a.shape)) or "-",
+              a.dtype, a.offset, (f"≤{a.size}" if a.size_is_bound else a.size) if a.storage == "smem"
+              else f"{a.size} cols", _e(a.alias_group if a.alias_group is not None else "-"), _e(a.line or "-")]
+             for a in r.allocations], num_cols=(3, 6, 7)))
+    if r.barriers:
+        parts.append("<h4>Barriers</h4>" + _table(
+            ["name", "kind", "count", "slots", "line", "sites (op, task, line)"],
+            [[f"<code>{_e(b.name)}</code>", b.kind, _e(b.count if b.count is not None else "mixed"), b.slots,
+              _e(b.line or "-"), _sites(b)] for b in r.barriers], num_cols=(2, 3)))
+    if excerpts:
+        for line in interesting_lines(r):
+            parts.append(f"<details><summary>IR for line {line}: <code>{_e(r.source.line_text(line).strip())}"
+                         f"</code></summary>{_excerpt(r, line)}</details>")
+    parts.append("</div>")
+    return "".join(parts)

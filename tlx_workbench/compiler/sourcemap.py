@@ -1,0 +1,169 @@
+"""Kernel source line <-> lines of every IR stage.
+
+Each stage records where its lines came from in its own way: TTIR/TTGIR end ops
+with ``loc(...)``, LLVM IR attaches ``!dbg`` ``DILocation``s, PTX has ``.loc``
+directives, and SASS from ``nvdisasm -gi`` has ``//## File "...", line N``
+comments. Every one of them is read into frames (innermost first, inlining
+included) and mapped to the kernel's own line: the innermost frame inside the
+kernel function, else its call site in the kernel.
+"""
+from __future__ import annotations
+
+import re
+
+from .locations import Frame, Loc, LocTable
+from .report import SourceMap
+
+
+def _mlir_frames(text: str) -> dict[int, Loc]:
+    table = LocTable.from_text(text)
+    out = {}
+    for i, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("#loc") or "loc(" not in line:
+            continue
+        loc = table.of_line(line)
+        if loc.frames:
+            out[i] = loc
+    return out
+
+
+_DILOC_RE = re.compile(r"^(!\d+) = (?:distinct )?!DILocation\((.*)\)\s*$")
+_DISCOPE_RE = re.compile(r"^(!\d+) = (?:distinct )?!(DISubprogram|DILexicalBlock\w*|DIFile)\((.*)\)\s*$")
+
+
+def _llir_frames(text: str) -> dict[int, Loc]:
+    lines = text.splitlines()
+    dilocs: dict[str, tuple[int, int, str, str | None]] = {}
+    scopes: dict[str, tuple[str, str]] = {}
+    for line in lines:
+        if not line.startswith("!"):
+            continue
+        m = _DILOC_RE.match(line)
+        if m:
+            body = m.group(2)
+            ln = re.search(r"line: (\d+)", body)
+            col = re.search(r"column: (\d+)", body)
+            sc = re.search(r"scope: (!\d+)", body)
+            ia = re.search(r"inlinedAt: (!\d+)", body)
+            dilocs[m.group(1)] = (int(ln.group(1)) if ln else 0, int(col.group(1)) if col else 0,
+                                  sc.group(1) if sc else "", ia.group(1) if ia else None)
+            continue
+        m = _DISCOPE_RE.match(line)
+        if m:
+            scopes[m.group(1)] = (m.group(2), m.group(3))
+
+    def file_of(scope: str, depth=0) -> str:
+        kind, body = scopes.get(scope, ("", ""))
+        if kind == "DIFile":
+            fn = re.search(r'filename: "([^"]*)"', body)
+            d = re.search(r'directory: "([^"]*)"', body)
+            if fn:
+                name = fn.group(1)
+                return name if name.startswith("/") or not d else f"{d.group(1)}/{name}"
+            return ""
+        f = re.search(r"file: (!\d+)", body)
+        if f and depth < 16:
+            return file_of(f.group(1), depth + 1)
+        s = re.search(r"scope: (!\d+)", body)
+        return file_of(s.group(1), depth + 1) if s and depth < 16 else ""
+
+    memo: dict[str, tuple[Frame, ...]] = {}
+
+    def frames_of(ref: str, depth=0) -> tuple[Frame, ...]:
+        if ref in memo:
+            return memo[ref]
+        d = dilocs.get(ref)
+        if d is None or depth > 32:
+            return ()
+        line, col, scope, inlined = d
+        fr = (Frame(file_of(scope), line, col),) + (frames_of(inlined, depth + 1) if inlined else ())
+        memo[ref] = fr
+        return fr
+
+    out = {}
+    for i, line in enumerate(lines, start=1):
+        if line.startswith("!") or "!dbg" not in line:
+            continue
+        m = re.search(r"!dbg (!\d+)", line)
+        if m:
+            fr = frames_of(m.group(1))
+            if fr:
+                out[i] = Loc(fr)
+    return out
+
+
+_PTX_FILE_RE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
+_PTX_LOC_RE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)(.*)$")
+
+
+def _ptx_frames(text: str) -> dict[int, Loc]:
+    lines = text.splitlines()
+    files = {}
+    for line in lines:
+        m = _PTX_FILE_RE.match(line)
+        if m:
+            files[m.group(1)] = m.group(2)
+    out = {}
+    cur: Loc | None = None
+    for i, line in enumerate(lines, start=1):
+        m = _PTX_LOC_RE.match(line)
+        if m:
+            frames = [Frame(files.get(m.group(1), ""), int(m.group(2)), int(m.group(3)))]
+            for fid, ln, col in re.findall(r"inlined_at\s+(\d+)\s+(\d+)\s+(\d+)", m.group(4)):
+                frames.append(Frame(files.get(fid, ""), int(ln), int(col)))
+            cur = Loc(tuple(frames))
+            continue
+        s = line.strip()
+        if cur is not None and s and not s.startswith(("//", ".", "$", "{", "}")):
+            out[i] = cur
+        if s.startswith("}") or s.startswith(".section"):
+            cur = None
+    return out
+
+
+_SASS_LINE_RE = re.compile(r'"([^"]*)", line (\d+)')
+
+
+def _sass_frames(text: str) -> dict[int, Loc]:
+    out = {}
+    cur: Loc | None = None
+    for i, line in enumerate(text.splitlines(), start=1):
+        if "//##" in line:
+            frames = tuple(Frame(f, int(ln)) for f, ln in _SASS_LINE_RE.findall(line))
+            cur = Loc(frames) if frames else None
+            continue
+        if cur is not None and re.match(r"^\s*/\*[0-9a-f]{4,}\*/", line):
+            out[i] = cur
+    return out
+
+
+_READERS = {"ttir": _mlir_frames, "ttgir": _mlir_frames, "ttgir_alloc": _mlir_frames, "llir": _llir_frames, "ptx": _ptx_frames,
+            "sass": _sass_frames}
+
+
+def add_stage(smap: SourceMap, stage: str, text: str, first_line: int, last_line: int) -> None:
+    """Fill ``smap.forward[stage]`` / ``smap.backward[stage]`` from one stage's text."""
+    fwd: dict[int, list[int]] = {}
+    bwd: dict[int, int] = {}
+    for stage_line, loc in _READERS[stage](text).items():
+        fr = loc.pick(smap.file, first_line, last_line)
+        if fr is None or fr.file != smap.file:
+            continue
+        bwd[stage_line] = fr.line
+        fwd.setdefault(fr.line, []).append(stage_line)
+    smap.forward[stage] = fwd
+    smap.backward[stage] = bwd
+
+
+def build(file: str, first_line: int, last_line: int, stages: dict[str, str]) -> SourceMap:
+    """A SourceMap for `file` lines first_line..last_line over the given stage texts.
+
+    >>> smap = build("k.py", 1, 3, {"ptx": '.file 1 "k.py"\\n.loc 1 2 0\\nadd.s32 %r1, %r2, 1;'})
+    >>> smap.lines_for("ptx", 2)
+    [3]
+    """
+    smap = SourceMap(file=file)
+    for stage, text in stages.items():
+        if stage in _READERS and isinstance(text, str):
+            add_stage(smap, stage, text, first_line, last_line)
+    return smap

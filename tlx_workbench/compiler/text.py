@@ -1,0 +1,51 @@
+"""The plain-text rendering of a CompileReport (``repr``, terminals, logs)."""
+from __future__ import annotations
+
+
+def _kb(n: int) -> str:
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
+
+
+def _table(headers: list[str], rows: list[list]) -> list[str]:
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    out = ["  " + fmt.format(*headers), "  " + "  ".join("-" * w for w in widths)]
+    out += ["  " + fmt.format(*r) for r in cells]
+    return out
+
+
+def site_summary(sites) -> str:
+    parts = []
+    for s in sites:
+        arg = ",".join(f"{k}={v}" for k, v in s.args.items() if k != "slot")
+        parts.append(f"{s.op}@{s.task or '-'}:L{s.line}" + (f"({arg})" if arg else ""))
+    return " ".join(parts)
+
+
+def render_text(r) -> str:
+    res = r.resources
+    lines = [f"CompileReport {r.kernel} for {r.target} ({r.gpu}), {r.source.file}:{r.source.first_line}"]
+    smem_pct = 100 * res.smem_bytes / res.smem_limit if res.smem_limit else 0
+    lines.append(f"  SMEM {res.smem_bytes} B of {res.smem_limit} B ({smem_pct:.0f}%)"
+                 + (f" | TMEM {res.tmem_columns}/{res.tmem_limit} columns" if res.tmem_limit else "")
+                 + f" | {res.registers} regs/thread | spills {res.spills} B | {res.num_warps} warps"
+                 + (f" | {res.num_ctas} CTAs/cluster" if res.num_ctas > 1 else ""))
+    lines.append("tasks:")
+    lines += _table(["task", "warps", "first warp", "registers", "line"],
+                    [[t.label, t.num_warps, t.warp_start, t.registers if t.registers is not None else "-",
+                      t.line or "-"] for t in r.tasks])
+    if r.allocations:
+        lines.append("memory:")
+        lines += _table(["name", "storage", "kind", "buffers", "shape", "dtype", "offset", "size", "alias", "line"],
+                        [[a.name, a.storage, a.kind, a.num_buffers, "x".join(map(str, a.shape)) or "-", a.dtype,
+                          a.offset, (f"<={a.size}" if a.size_is_bound else a.size)
+                          if a.storage == "smem" else f"{a.size} cols",
+                          a.alias_group if a.alias_group is not None else "-", a.line or "-"]
+                         for a in r.allocations])
+    if r.barriers:
+        lines.append("barriers:")
+        lines += _table(["name", "kind", "count", "slots", "line", "sites"],
+                        [[b.name, b.kind, b.count if b.count is not None else "mixed", b.slots, b.line or "-",
+                          site_summary(b.sites)] for b in r.barriers])
+    return "\n".join(lines)
