@@ -1,0 +1,303 @@
+"""``tlx_workbench.simulate``: run TLX kernels, unchanged, on the CPU."""
+from __future__ import annotations
+
+import html
+import warnings
+
+from ..errors import DeadlockError, SimulationError
+from ..target import offline
+from .engine import raise_deadlock, run_launch
+
+DEFAULT_MAX_STEPS = 2_000_000
+_active: list["Simulation"] = []
+
+
+class SimResult:
+    """What one simulated launch produced.
+
+    ``trace`` (a :class:`~tlx_workbench.trace.Trace` in cycles), ``deadlock`` (a
+    DeadlockReport or None), ``findings`` (races, arrivals past a count, named-barrier
+    count mismatches, schedule divergences), ``stats`` per (task, replica), and the
+    outputs, already written back into the caller's tensors.
+    """
+
+    def __init__(self, run, schedules=None):
+        self.kernel = run.name
+        self.file = run.file
+        self.gpu = run.gpu.name
+        self.seed = run.seed
+        self.grid = run.grid
+        self.ctas = run.ctas_run
+        self.partial = run.partial
+        self.trace = run.trace
+        self.deadlock = run.deadlock
+        self.findings = list(run.findings)
+        self.stats = run.stats
+        self.schedules = schedules or [run.seed]
+        self.value = None
+        self.launches: list[SimResult] = [self]
+
+    @property
+    def races(self):
+        return [f for f in self.findings if f.kind == "race"]
+
+    @property
+    def ok(self) -> bool:
+        return self.deadlock is None and not self.findings
+
+    @property
+    def cycles(self) -> float:
+        return self.trace.duration
+
+    def raise_for_errors(self) -> "SimResult":
+        """Raise DeadlockError / SimulationError when the run found a problem; else return self."""
+        if self.deadlock is not None:
+            d = self.deadlock
+            err = DeadlockError(d.message, file=self.file, line=d.line, hint=d.hint, detail=d.text())
+            err.report = d
+            err.result = self
+            raise err
+        if self.findings:
+            f = self.findings[0]
+            more = f" (and {len(self.findings) - 1} more finding(s))" if len(self.findings) > 1 else ""
+            raise SimulationError(f"{f.kind}: {f.message}{more}", file=self.file, line=f.line,
+                                  hint="see result.findings; order the accesses through a barrier")
+        return self
+
+    def _lines(self):
+        out = [f"SimResult({self.kernel} on {self.gpu}, grid={self.grid}, {len(self.ctas)} CTA(s) simulated"
+               + (" — PARTIAL: other CTAs not computed" if self.partial else "")
+               + f", seed={self.seed}, schedules={len(self.schedules)}, {self.cycles:.0f} cycles)"]
+        if self.deadlock is not None:
+            out.append("  DEADLOCK: " + self.deadlock.text().replace("\n", "\n  "))
+        for f in self.findings:
+            out.append(f"  {f!r}")
+        for (task, rep), st in sorted(self.stats.items()):
+            busy = st["busy"] / max(st["ctas"], 1)
+            wait = st["waiting"] / max(st["ctas"], 1)
+            out.append(f"  {task}[{rep}]: {st['ops']} ops, busy {busy:.0f} / waiting {wait:.0f} cycles per CTA, "
+                       f"mma {st['mma'] / max(st['ctas'], 1):.0f}")
+        if self.ok:
+            out.append("  no deadlock, no races")
+        return out
+
+    def __repr__(self):
+        return "\n".join(self._lines())
+
+    def _repr_html_(self):
+        head = html.escape(self._lines()[0])
+        colour = "#27ae60" if self.ok else "#c0392b"
+        rows = "".join(f"<tr><td>{html.escape(t)}[{r}]</td><td>{st['ops']}</td><td>{st['busy'] / max(st['ctas'], 1):.0f}"
+                       f"</td><td>{st['waiting'] / max(st['ctas'], 1):.0f}</td><td>{st['mma'] / max(st['ctas'], 1):.0f}"
+                       f"</td></tr>" for (t, r), st in sorted(self.stats.items()))
+        body = [f"<div class='tlxwb-simresult' style='border-left:4px solid {colour};padding:4px 8px'>",
+                f"<b>{head}</b>"]
+        if self.deadlock is not None:
+            body.append(self.deadlock._repr_html_())
+        if self.findings:
+            body.append("<ul>" + "".join(f"<li>{html.escape(repr(f))}</li>" for f in self.findings) + "</ul>")
+        body.append("<table><tr><th>task</th><th>ops</th><th>busy/CTA</th><th>waiting/CTA</th><th>mma/CTA</th></tr>"
+                    f"{rows}</table></div>")
+        return "".join(body)
+
+
+def _snapshot(args, kwargs):
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    out = []
+
+    def add(v):
+        if isinstance(v, torch.Tensor):
+            out.append((v, v.clone()))
+        elif isinstance(v, TensorDescriptor):
+            add(v.base)
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                add(x)
+    for v in list(args) + list(kwargs.values()):
+        add(v)
+    return out
+
+
+class Simulation:
+    """The context of :func:`simulate`: launches inside it run on the CPU simulator."""
+
+    def __init__(self, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
+                 on_deadlock="raise"):
+        if on_deadlock not in ("raise", "return"):
+            raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
+        self.gpu = gpu
+        self.seed = int(seed)
+        self.schedules = max(1, int(schedules))
+        self.ctas = ctas
+        self.max_steps = max_steps
+        self.config = config
+        self.on_deadlock = on_deadlock
+        self.results: list[SimResult] = []
+        self._offline = None
+        self._saved = []
+
+    @property
+    def result(self) -> SimResult | None:
+        """The last launch's SimResult."""
+        return self.results[-1] if self.results else None
+
+    # -- entering / leaving -----------------------------------------------------------
+    def __enter__(self):
+        from triton.runtime.autotuner import Autotuner
+        from triton.runtime.jit import JITFunction
+        self._offline = offline(self.gpu).enable()
+        sim = self
+
+        def jit_run(jit_self, *args, grid, warmup=False, **kwargs):
+            if warmup:
+                return None
+            return sim.launch(jit_self, grid, args, kwargs)
+
+        def autotune_run(tuner, *args, **kwargs):
+            return sim.launch_autotuned(tuner, args, kwargs)
+
+        self._saved = [(JITFunction, "run", JITFunction.__dict__.get("run")),
+                       (Autotuner, "run", Autotuner.__dict__.get("run"))]
+        JITFunction.run = jit_run
+        Autotuner.run = autotune_run
+        _active.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        for cls, name, orig in reversed(self._saved):
+            setattr(cls, name, orig)
+        self._saved = []
+        if self in _active:
+            _active.remove(self)
+        if self._offline is not None:
+            self._offline.disable()
+            self._offline = None
+        return False
+
+    # -- launches --------------------------------------------------------------------------
+    def launch_autotuned(self, tuner, args, kwargs):
+        nargs = dict(zip(tuner.arg_names, args))
+        tuner.nargs = nargs
+        config = self._pick_config(tuner, kwargs)
+        tuner.best_config = config
+        if config.pre_hook is not None:
+            config.pre_hook({**nargs, **kwargs, **config.all_kwargs()})
+        return tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+
+    def _pick_config(self, tuner, kwargs):
+        import triton
+        want = self.config
+        if isinstance(want, triton.Config):
+            return want
+        try:
+            configs = tuner.prune_configs(kwargs) if want is None or isinstance(want, int) else tuner.configs
+        except Exception:  # noqa: BLE001 - a pruning hook that needs a GPU: fall back to the declared list
+            configs = tuner.configs
+        if want is None:
+            return configs[0]
+        if isinstance(want, int):
+            return configs[want]
+        for c in tuner.configs:
+            allk = c.all_kwargs()
+            if all(allk.get(k) == v for k, v in dict(want).items()):
+                return c
+        raise SimulationError(f"no autotune config of {tuner.base_fn.__name__} matches config={want!r}",
+                              hint=f"pick one of the {len(tuner.configs)} configs, e.g. "
+                                   f"{tuner.configs[0].all_kwargs()}")
+
+    def launch(self, jitfn, grid, args, kwargs):
+        snap = _snapshot(args, kwargs) if self.schedules > 1 else []
+        first = None
+        outputs0 = None
+        divergent = []
+        seeds = [self.seed + i for i in range(self.schedules)]
+        for i, seed in enumerate(seeds):
+            if i > 0:
+                for t, saved in snap:
+                    t.copy_(saved)
+            run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
+                             max_steps=self.max_steps)
+            if i == 0:
+                first = run
+                outputs0 = [t.clone() for t, _ in snap]
+            else:
+                if run.deadlock is not None and first.deadlock is None:
+                    first.deadlock = run.deadlock
+                for f in run.findings:
+                    if not any(f.kind == g.kind and f.line == g.line and f.other_line == g.other_line
+                               for g in first.findings):
+                        first.findings.append(f)
+                for (t, _), o in zip(snap, outputs0):
+                    if not _same(t, o):
+                        divergent.append(seed)
+                        break
+            if run.deadlock is not None:
+                break
+        if snap and len(seeds) > 1:
+            for (t, _), o in zip(snap, outputs0):
+                t.copy_(o)
+        for seed in divergent:
+            first.finding("schedule-divergence", f"the outputs under schedule seed {seed} differ from seed "
+                                                 f"{self.seed}: the result depends on the interleaving (a race)")
+        res = SimResult(first, seeds[:len(seeds)])
+        res.findings = list(first.findings)
+        self.results.append(res)
+        if res.deadlock is not None and self.on_deadlock == "raise":
+            raise_deadlock(first, res)
+        return None
+
+
+def _same(a, b) -> bool:
+    import torch
+    if a.dtype.is_floating_point:
+        return bool(torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)))
+    return bool(torch.equal(a, b))
+
+
+def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
+             config=None, on_deadlock="raise", **kwargs):
+    """Run TLX kernels on the CPU simulator: a context manager, or a call.
+
+    As a context manager, every launch inside runs simulated, on CPU tensors::
+
+        with simulate(gpu="H200", seed=0) as sim:
+            c = matmul(a, b)              # host code unchanged
+        sim.result.raise_for_errors()
+
+    As a call, on a kernel (needs ``grid``) or on a host function::
+
+        res = simulate(add_kernel, x, y, out, n, BLOCK_SIZE=1024, grid=(4,))
+        res = simulate(matmul, a, b, schedules=20)      # res.value is matmul's return value
+
+    Options: ``gpu`` ("H100", "H200"), ``seed``, ``schedules`` (run N interleavings;
+    outputs that differ are reported), ``ctas`` (program ids to simulate: output is
+    then partial), ``max_steps`` (guard against endless loops), ``config`` (the autotune
+    config to use: a dict of values, an index, or a triton.Config; default the first),
+    ``on_deadlock`` ("raise" a DeadlockError, or "return" the result).
+    """
+    sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
+                     on_deadlock=on_deadlock)
+    if fn is None:
+        if args or kwargs or grid is not None:
+            raise SimulationError("simulate(): arguments given without a kernel or function to run",
+                                  hint="simulate(kernel, *args, grid=...) or `with simulate(...):`")
+        return sim
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import KernelInterface
+    with sim:
+        if isinstance(fn, KernelInterface):
+            if grid is None:
+                raise SimulationError(f"simulate({getattr(fn, '__name__', fn)}): a kernel needs grid=",
+                                      hint="pass grid=(n,) or a callable grid(meta)")
+            fn[grid](*args, **kwargs)
+            value = None
+        else:
+            value = fn(*args, **kwargs)
+    if not sim.results:
+        raise SimulationError(f"{getattr(fn, '__name__', fn)} launched no kernel",
+                              hint="call a @triton.jit kernel inside the function")
+    res = sim.result
+    res.value = value
+    res.launches = list(sim.results)
+    return res

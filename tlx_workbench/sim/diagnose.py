@@ -1,0 +1,149 @@
+"""Deadlock diagnosis: the wait-for graph of a CTA whose live tasks are all blocked."""
+from __future__ import annotations
+
+import dataclasses
+import html
+import linecache
+
+
+@dataclasses.dataclass
+class BlockedTask:
+    lane: tuple                 # (cta, task, replica)
+    kind: str                   # mbarrier | named | join
+    line: int | None
+    barrier: str | None = None  # "bars_full[2]" / "named[1]"
+    phase: int | None = None    # the parity waited on
+    completed: int | None = None  # phases the barrier completed so far
+    missing_arrivals: int | None = None
+    missing_bytes: int | None = None
+    inflight_tma: int = 0
+    arrived: list = dataclasses.field(default_factory=list)     # [(lane, line, count)] this phase
+    expected: list = dataclasses.field(default_factory=list)    # [(task, replica, lines, where it is)]
+    since: float = 0.0
+    reason: str = ""
+
+    def describe(self, file=None) -> str:
+        who = f"{self.lane[1]}[{self.lane[2]}]"
+        if self.kind == "join":
+            return f"{who} waits for its async tasks to finish"
+        src = linecache.getline(file, self.line).strip() if file and self.line else ""
+        head = f"{who} line {self.line}: {src}"
+        if self.kind == "named":
+            return f"{head}\n      waits on {self.barrier}: {self.reason}"
+        lines = [head, f"      waits on {self.barrier} for phase parity {self.phase} to complete "
+                       f"(barrier has completed {self.completed} phase(s); current parity {self.completed & 1})",
+                 f"      missing: {self.missing_arrivals} arrival(s), {self.missing_bytes} transaction byte(s)"
+                 + (f", {self.inflight_tma} TMA load(s) in flight" if self.inflight_tma else "")]
+        if self.reason:
+            lines.append(f"      why: {self.reason}")
+        for task, rep, arr_lines, where in self.expected:
+            lines.append(f"      expected arriver {task}[{rep}] (arrives at line(s) "
+                         f"{', '.join(map(str, sorted(arr_lines)))}): {where}")
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass
+class DeadlockReport:
+    cta: int
+    blocked: list
+    message: str
+    line: int | None
+    hint: str
+    file: str | None = None
+    time: float = 0.0
+
+    @property
+    def edges(self) -> list[tuple]:
+        """Wait-for edges: (waiting lane, barrier, lane expected to arrive)."""
+        out = []
+        for b in self.blocked:
+            for task, rep, _, _ in b.expected:
+                out.append((b.lane, b.barrier, (b.lane[0], task, rep)))
+        return out
+
+    def text(self) -> str:
+        parts = [f"deadlock in CTA {self.cta}: every live task is blocked"]
+        for b in self.blocked:
+            parts.append("  - " + b.describe(self.file))
+        return "\n".join(parts)
+
+    def __str__(self):
+        return self.text()
+
+    def _repr_html_(self):
+        return ("<div class='tlxwb-deadlock' style='border-left:4px solid #c0392b;padding:4px 8px'>"
+                f"<b>Deadlock</b> in CTA {self.cta}<pre>{html.escape(self.text())}</pre>"
+                f"<i>what to do:</i> {html.escape(self.hint)}</div>")
+
+
+def _where(t) -> str:
+    if t.state == "done":
+        return "already finished (it will never arrive again)"
+    info = t.wait_info or {}
+    if info.get("kind") == "mbarrier":
+        return f"itself blocked at line {info['line']} on {info['slot'].name} (parity {info['phase']})"
+    if info.get("kind") == "named":
+        return f"itself blocked at line {info['line']} on named barrier {info['barrier'].id}"
+    if info.get("kind") == "join":
+        return "waiting for its async tasks"
+    return f"at line {t.line}"
+
+
+def deadlock_report(run, cta) -> DeadlockReport:
+    tasks = {(t.name, t.replica): t for t in cta.sched.tasks}
+    blocked = []
+    for t in cta.sched.deadlock:
+        info = t.wait_info or {"kind": "join", "line": None, "since": t.clock}
+        if info["kind"] == "mbarrier":
+            s = info["slot"]
+            arrivers = cta.arrivers.get(s.array.id, {})
+            expected = []
+            for key, lines in sorted(arrivers.items()):
+                if key == (t.name, t.replica):
+                    continue
+                other = tasks.get(key)
+                expected.append((key[0], key[1], lines, _where(other) if other else "unknown"))
+            reason = ""
+            phase = info["phase"]
+            if not arrivers:
+                reason = (f"no task ever arrived on {s.array.name} or announced bytes on it in this run")
+            elif s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma:
+                reason = (f"nothing has arrived in the current phase; every expected arriver is blocked or done "
+                          f"— check the phase passed to barrier_wait (it returns once the parity differs from it)")
+            elif s.pending > 0 and s.arrivals:
+                reason = (f"{len(s.arrivals)} arrival(s) came this phase but the barrier counts "
+                          f"{s.array.arrive_count}: check arrive_count at line {s.array.line} against the "
+                          f"number of barrier_arrive calls per phase")
+            elif s.pending == 0 and s.tx > 0:
+                reason = (f"all arrivals are in but {s.tx} announced byte(s) never landed: "
+                          f"barrier_expect_bytes announced more than the TMA loads bring")
+            elif s.tx < 0:
+                reason = (f"TMA bytes landed without a matching barrier_expect_bytes ({-s.tx} bytes unannounced)")
+            blocked.append(BlockedTask((cta.pid, t.name, t.replica), "mbarrier", info["line"], s.name, phase,
+                                       s.completed, s.pending, s.tx, s.inflight_tma, list(s.arrivals), expected,
+                                       info["since"], reason))
+        elif info["kind"] == "named":
+            nb = info["barrier"]
+            got = nb.arrived
+            reason = (f"{got} of {nb.expected} thread(s) arrived (num_threads={info['count']}); "
+                      f"participants so far: " + ", ".join(f"{p[0][1]}[{p[0][2]}] line {p[1]} ({p[2]} thr)"
+                                                            for p in nb.participants))
+            blocked.append(BlockedTask((cta.pid, t.name, t.replica), "named", info["line"], f"named[{nb.id}]",
+                                       since=info["since"], reason=reason))
+        else:
+            blocked.append(BlockedTask((cta.pid, t.name, t.replica), "join", None, since=info.get("since", 0)))
+    real = [b for b in blocked if b.kind != "join"] or blocked
+    first = real[0]
+    if first.kind == "mbarrier":
+        msg = (f"deadlock in CTA {cta.pid}: {len(real)} task(s) blocked; {first.lane[1]}[{first.lane[2]}] waits on "
+               f"{first.barrier} phase parity {first.phase} (missing {first.missing_arrivals} arrival(s), "
+               f"{first.missing_bytes} byte(s))")
+        hint = first.reason or "check arrive counts, phases and expect_bytes of the barriers in the wait-for graph"
+    else:
+        msg = f"deadlock in CTA {cta.pid}: {len(real)} task(s) blocked on {first.barrier or 'tasks'}"
+        hint = "check num_threads on every side of the named barrier" if first.kind == "named" else \
+            "check the barriers of the blocked tasks"
+    time = max((t.clock for t in cta.sched.tasks), default=0.0)
+    rep = DeadlockReport(cta.pid, real if real is not blocked else blocked, msg + "\n" + "\n".join(
+        "  - " + b.describe(run.file) for b in real), first.line, hint, run.file, time)
+    return rep

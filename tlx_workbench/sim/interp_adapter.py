@@ -1,0 +1,125 @@
+"""Every touch of Triton's *private* interpreter lives here, and nowhere else.
+
+The simulator reuses Triton's interpreter (``triton/runtime/interpreter.py``) for
+all ``tl.*`` ops: its numpy builder, its semantic object, its patching of the
+``tl`` builtins and its conversion of launch arguments. Those names are private
+and change between Triton releases, so they are imported in this one module,
+pinned to :data:`PINNED_TRITON`, and checked by ``tests/sim/test_interp_adapter.py``.
+"""
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+import triton
+import triton.language as tl
+from triton.runtime import interpreter as _interp
+
+# the Triton release this adapter was written against (checked by the tests)
+PINNED_TRITON = "3.8."
+
+TensorHandle = _interp.TensorHandle
+TensorDescHandle = _interp.TensorDescHandle
+InterpreterBuilder = _interp.InterpreterBuilder
+InterpreterOptions = _interp.InterpreterOptions
+#: the interpreter's own semantic singleton; the patched ``tl`` builtins use it
+interpreter_semantic = _interp.interpreter_semantic
+interpreter_builder = _interp.interpreter_builder
+
+# private names this module uses, with what they must be (the tests check each)
+USED_NAMES = {
+    "TensorHandle": "class", "TensorDescHandle": "class", "InterpreterBuilder": "class",
+    "InterpreterOptions": "class", "interpreter_semantic": "object", "interpreter_builder": "object",
+    "_patch_lang": "function", "_implicit_cvt": "function", "_get_np_dtype": "function",
+    "ASTTransformer": "class",
+}
+
+
+def triton_version_ok() -> bool:
+    return triton.__version__.startswith(PINNED_TRITON)
+
+
+def patch_lang(fn):
+    """Patch the ``tl`` builtins visible from ``fn`` to run on numpy; returns a scope with ``.restore()``."""
+    return _interp._patch_lang(fn)
+
+
+def to_kernel_arg(arg):
+    """A launch argument as the interpreter passes it: tensors become pointers, descriptors descriptors."""
+    return _interp._implicit_cvt(arg)
+
+
+def set_grid(dims, idx) -> None:
+    """Tell ``tl.program_id`` / ``tl.num_programs`` which program runs."""
+    interpreter_builder.set_grid_dim(*dims)
+    interpreter_builder.set_grid_idx(*idx)
+
+
+def np_dtype(tl_dtype) -> np.dtype:
+    return np.dtype(_interp._get_np_dtype(tl_dtype))
+
+
+def wrap_assignments(tree: ast.AST) -> ast.AST:
+    """The interpreter's AST pass: ``x = v`` becomes ``x = interpreter_semantic.to_tensor(v, False)``,
+    so Python numbers assigned in a kernel behave as Triton scalars."""
+    return _interp.ASTTransformer().visit(tree)
+
+
+def interpreter_globals() -> dict:
+    """Names the rewritten kernel source refers to (``interpreter_semantic``)."""
+    return {"interpreter_semantic": interpreter_semantic}
+
+
+def new_semantic(builder):
+    """A Triton semantic object over ``builder`` (the way the interpreter builds its own)."""
+    from triton.language.semantic import TritonSemantic
+    return TritonSemantic(builder)
+
+
+def make_tensor(data: np.ndarray, dtype) -> "tl.tensor":
+    """A ``tl.tensor`` holding numpy ``data`` of Triton ``dtype`` (block or scalar)."""
+    handle = TensorHandle(data, dtype.scalar if hasattr(dtype, "scalar") else dtype)
+    if data.ndim == 0 or (data.ndim == 1 and data.size == 1 and not isinstance(dtype, tl.block_type)):
+        return tl.tensor(handle, dtype)
+    return tl.tensor(handle, tl.block_type(dtype, list(data.shape)))
+
+
+def masked_load(ptrs: TensorHandle, mask: np.ndarray, other: TensorHandle) -> TensorHandle:
+    return interpreter_builder.create_masked_load(ptrs, TensorHandle(mask, tl.int1), other, None, None, False)
+
+
+def masked_store(ptrs: TensorHandle, value: TensorHandle, mask: np.ndarray) -> None:
+    interpreter_builder.create_masked_store(ptrs, value, TensorHandle(mask, tl.int1), None, None)
+
+
+def descriptor_pointers(desc: TensorDescHandle, offsets):
+    """(pointers, in-bounds mask) of the block of ``desc`` at ``offsets`` (TMA addressing)."""
+    return desc.materialize_pointers(offsets)
+
+
+def install_access_check(check):
+    """Call ``check(ptrs: np.ndarray[uint64], mask: np.ndarray[bool], itemsize, is_store)`` before every
+    pointer load/store the interpreter makes (its C++ side would otherwise touch wild addresses).
+    Returns a function that removes the hook."""
+    b = interpreter_builder
+    orig_load, orig_store = b.create_masked_load, b.create_masked_store
+
+    def _itemsize(ptrs):
+        ty = ptrs.dtype.element_ty if hasattr(ptrs.dtype, "element_ty") else ptrs.dtype
+        return max(1, ty.primitive_bitwidth // 8)
+
+    def load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+        check(ptrs.data, None if mask is None else mask.data, _itemsize(ptrs), False)
+        return orig_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+
+    def store(ptrs, value, mask, cache_modifier, eviction_policy):
+        check(ptrs.data, None if mask is None else mask.data, _itemsize(ptrs), True)
+        return orig_store(ptrs, value, mask, cache_modifier, eviction_policy)
+
+    b.create_masked_load = load
+    b.create_masked_store = store
+
+    def undo():
+        for n in ("create_masked_load", "create_masked_store"):
+            b.__dict__.pop(n, None)
+    return undo

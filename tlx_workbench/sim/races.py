@@ -1,0 +1,94 @@
+"""Happens-before race detection on SMEM buffers, through barriers (not timing luck).
+
+Every agent that touches SMEM — a task, the TMA engine writing for one barrier slot,
+a task's in-flight wgmma reads, its in-flight TMA stores — has a vector-clock
+component. Releases (arrive, TMA bytes landing, wgmma/store waits retiring) and
+acquires (a passing barrier_wait, a named barrier) move clocks the way the hardware
+orders memory. An access to a buffer slot is a race when the last conflicting
+access to that slot is not ordered before it.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class Access:
+    agent: tuple
+    epoch: int
+    line: int | None
+    lane: tuple
+    what: str
+
+
+@dataclasses.dataclass
+class RaceFinding:
+    kind: str                     # "read-before-landed" | "write-before-release"
+    slot: str
+    message: str
+    line: int | None              # the access that raced
+    other_line: int | None        # the earlier, unordered access
+    lane: tuple | None = None
+    other_lane: tuple | None = None
+    file: str | None = None
+    time: float | None = None
+
+    def __str__(self):
+        return (f"race ({self.kind}) on {self.slot}: {self.message} "
+                f"[line {self.line} vs line {self.other_line}]")
+
+
+class _Slot:
+    __slots__ = ("write", "reads")
+
+    def __init__(self):
+        self.write: Access | None = None
+        self.reads: dict = {}
+
+
+class RaceTracker:
+    def __init__(self, file: str | None):
+        self.file = file
+        self.slots: dict = {}
+        self.findings: list[RaceFinding] = []
+        self._seen: set = set()
+
+    def _slot(self, key) -> _Slot:
+        s = self.slots.get(key)
+        if s is None:
+            s = self.slots[key] = _Slot()
+        return s
+
+    def _report(self, kind, slot_name, msg, acc: Access, other: Access, time):
+        sig = (kind, slot_name.split("[")[0], acc.line, other.line)
+        if sig in self._seen:
+            return
+        self._seen.add(sig)
+        self.findings.append(RaceFinding(kind, slot_name, msg, acc.line, other.line, acc.lane, other.lane,
+                                         self.file, time))
+
+    def read(self, key, slot_name, vc: dict, acc: Access, time=None) -> None:
+        s = self._slot(key)
+        w = s.write
+        if w is not None and w.agent != acc.agent and vc.get(w.agent, -1) < w.epoch:
+            self._report("read-before-landed", slot_name,
+                         f"{acc.what} (line {acc.line}) reads {slot_name} before the {w.what} that fills it "
+                         f"(line {w.line}) is known to have landed: no barrier wait orders them", acc, w, time)
+        s.reads[acc.agent] = acc
+
+    def write(self, key, slot_name, vc: dict, acc: Access, time=None) -> None:
+        s = self._slot(key)
+        for r in s.reads.values():
+            if r.agent != acc.agent and vc.get(r.agent, -1) < r.epoch:
+                self._report("write-before-release", slot_name,
+                             f"{acc.what} (line {acc.line}) overwrites {slot_name} while the {r.what} "
+                             f"(line {r.line}) may still read it: the consumer has not released the buffer",
+                             acc, r, time)
+                break
+        w = s.write
+        if w is not None and w.agent != acc.agent and vc.get(w.agent, -1) < w.epoch and not s.reads:
+            self._report("write-before-release", slot_name,
+                         f"{acc.what} (line {acc.line}) overwrites {slot_name} before the earlier "
+                         f"{w.what} (line {w.line}) is ordered before it", acc, w, time)
+        s.write = acc
+        s.reads = {}

@@ -1,0 +1,234 @@
+"""The deterministic task scheduler of one simulated CTA.
+
+Kernel code is plain Python, so each task (an ``async_task`` body times its
+``replicate``) runs in its own Python thread; a baton lets exactly one of them run
+at a time. At every TLX op the running task calls :meth:`CTAScheduler.step`; the
+scheduler then picks who runs next with a seeded RNG among the runnable tasks and
+the pending asynchronous completions (TMA bytes landing). A task that must wait
+(barrier, named barrier) registers a predicate and is skipped until it holds.
+When no task can run and nothing asynchronous is pending, that is a deadlock: the
+scheduler stops every task and hands the blocked set to the diagnosis — it never hangs.
+"""
+from __future__ import annotations
+
+import _thread
+import random
+import sys
+import threading
+
+
+class Abort(BaseException):
+    """Unwinds a task thread when the CTA is stopped (deadlock, error elsewhere)."""
+
+
+class StepLimit(Exception):
+    pass
+
+
+class Task:
+    """One lane: (task name, replica) of one CTA, with its own clock and its own thread."""
+
+    def __init__(self, sched: "CTAScheduler", name: str, replica: int, num_warps: int, fn, line: int | None):
+        self.sched = sched
+        self.name = name
+        self.replica = replica
+        self.num_warps = num_warps
+        self.fn = fn
+        self.def_line = line
+        self.baton = _thread.allocate_lock()
+        self.baton.acquire()
+        self.state = "ready"            # ready | blocked | done
+        self.wait_pred = None
+        self.wait_info = None           # what the deadlock report says about this wait
+        self.clock = 0.0
+        self.line = line
+        self.vc: dict = {("task", name, replica): 0}
+        self.stats = {"ops": 0, "busy": 0.0, "waiting": 0.0, "mma": 0.0}
+        self.wgmma = []                 # in-flight wgmma: [(end_time, agent epoch)]
+        self.wgmma_epoch = 0
+        self.tma_store_groups = []      # outstanding TMA stores: [(end_time, reads)]
+        self.cp_async_uncommitted = []
+        self.cp_async_groups = []
+        self.children: list[Task] = []
+        self.parent: Task | None = None
+
+    @property
+    def lane(self):
+        return (self.sched.cta, self.name, self.replica)
+
+    @property
+    def key(self):
+        return ("task", self.name, self.replica)
+
+    @property
+    def threads(self) -> int:
+        return self.num_warps * 32
+
+    def tick(self) -> None:
+        """Advance this task's own component of its vector clock (after a release)."""
+        self.vc[self.key] = self.vc.get(self.key, 0) + 1
+
+    def __repr__(self):
+        return f"{self.name}[{self.replica}]"
+
+
+class AsyncOp:
+    """Something the hardware completes on its own (a TMA load landing)."""
+
+    def __init__(self, complete, desc: str, ready=lambda: True):
+        self.complete = complete
+        self.desc = desc
+        self.ready = ready
+
+
+class CTAScheduler:
+    def __init__(self, cta: int, seed: int, max_steps: int):
+        self.cta = cta
+        self.rng = random.Random(seed)
+        self.max_steps = max_steps
+        self.steps = 0
+        self.tasks: list[Task] = []
+        self.pending: list[AsyncOp] = []
+        self.current: Task | None = None
+        self.aborting = False
+        self.error: BaseException | None = None
+        self.error_tb = None
+        self.deadlock: list[Task] | None = None
+        self._finished = _thread.allocate_lock()
+        self._finished.acquire()
+
+    # -- running ----------------------------------------------------------------------
+    def run(self, name: str, fn, num_warps: int, line=None) -> None:
+        """Run ``fn`` (the kernel body for this CTA) as task ``name`` and everything it spawns."""
+        root = self.new_task(name, 0, num_warps, fn, line)
+        self._start(root)
+        self.current = root
+        root.baton.release()
+        self._finished.acquire()      # released when every task is done (or stopped)
+
+    def new_task(self, name, replica, num_warps, fn, line) -> Task:
+        t = Task(self, name, replica, num_warps, fn, line)
+        self.tasks.append(t)
+        return t
+
+    def _start(self, t: Task) -> None:
+        th = threading.Thread(target=self._thread_main, args=(t,), daemon=True,
+                              name=f"tlxsim-cta{self.cta}-{t.name}{t.replica}")
+        th.start()
+
+    def spawn(self, parent: Task, children: list[Task]) -> None:
+        """Start child tasks (they wait for the baton); the parent keeps running."""
+        for c in children:
+            c.parent = parent
+            c.vc = dict(parent.vc)
+            c.vc[c.key] = 0
+            c.clock = parent.clock
+            parent.children.append(c)
+            self._start(c)
+
+    def _thread_main(self, t: Task) -> None:
+        t.baton.acquire()
+        try:
+            if self.aborting:
+                raise Abort()
+            t.fn(t)
+        except Abort:
+            pass
+        except BaseException as e:  # noqa: BLE001 - handed to the launcher with its traceback
+            if self.error is None:
+                self.error = e
+                self.error_tb = sys.exc_info()[2]
+                self.error_task = t
+            self.aborting = True
+        t.state = "done"
+        self._pass_baton(t)
+
+    def _runnable(self, t: Task) -> bool:
+        if t.state == "ready":
+            return True
+        if t.state == "blocked" and t.wait_pred():
+            return True
+        return False
+
+    def _pick(self):
+        """The next task to run, or None. Completes asynchronous ops picked on the way."""
+        while True:
+            if self.aborting:
+                for t in self.tasks:
+                    if t.state != "done" and t is not self.current:
+                        return t
+                return None
+            cands = [t for t in self.tasks if t.state != "done" and self._runnable(t)]
+            ops = [op for op in self.pending if op.ready()]
+            n = len(cands) + len(ops)
+            if n == 0:
+                live = [t for t in self.tasks if t.state != "done"]
+                if live:
+                    self.deadlock = live
+                    self.aborting = True
+                    continue
+                return None
+            i = self.rng.randrange(n) if n > 1 else 0
+            if i < len(cands):
+                return cands[i]
+            op = ops[i - len(cands)]
+            self.pending.remove(op)
+            op.complete()
+
+    def _pass_baton(self, me: Task) -> None:
+        nxt = self._pick()
+        if nxt is None:
+            self.current = None
+            self._finished.release()
+            return
+        self.current = nxt
+        nxt.baton.release()
+
+    def step(self, me: Task) -> None:
+        """A scheduling point: maybe let another task (or a TMA completion) go first."""
+        self.steps += 1
+        if self.steps > self.max_steps:
+            raise StepLimit()
+        if self.aborting:
+            raise Abort()
+        nxt = self._pick()
+        if nxt is me or nxt is None:
+            if self.aborting:
+                raise Abort()
+            if nxt is None:
+                return
+            if me.state == "blocked":
+                me.state = "ready"
+            return
+        self.current = nxt
+        nxt.baton.release()
+        me.baton.acquire()
+        if self.aborting:
+            raise Abort()
+        self.current = me
+
+    def block(self, me: Task, pred, info) -> None:
+        """Wait until ``pred()`` holds, letting others run; ``info`` describes the wait for a deadlock report."""
+        if pred():
+            return
+        me.state = "blocked"
+        me.wait_pred = pred
+        me.wait_info = info
+        while True:
+            self.step(me)
+            if me.state == "blocked" and pred():
+                break
+            if me.state == "ready":
+                break
+        me.state = "ready"
+        me.wait_pred = None
+        me.wait_info = None
+
+    def add_async(self, op: AsyncOp) -> None:
+        self.pending.append(op)
+
+    def drain_async(self) -> None:
+        """Complete every pending asynchronous op (at the end of the CTA)."""
+        while self.pending:
+            op = self.pending.pop(0)
+            op.complete()

@@ -1,0 +1,477 @@
+"""What each TLX op *means* on the CPU: the builder the TLX builtins run on while simulating.
+
+TLX ops are Triton builtins: ``tlx.barrier_wait(bar, p)`` is declared once in the
+``tlx`` package and calls ``_semantic.builder.create_barrier_wait(...)``. Triton's
+interpreter is "just another builder" for ``tl.*``; this module is another builder
+for TLX: :class:`SimBuilder` extends the interpreter's numpy builder with the
+``create_*`` methods TLX's frontend calls, each delegating to the current
+:class:`~tlx_workbench.sim.cta.CTA`. The TLX builtins themselves are not
+re-declared: :func:`patch_tlx` rebinds each one, for the duration of a simulation,
+to call the original with ``_semantic`` = a semantic over :class:`SimBuilder`.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+import numpy as np
+import triton.language as tl
+
+from ..errors import SimulationError, TLXWorkbenchError
+from . import interp_adapter as ia
+from .barriers import MBarrierArray, MBarrierSlot
+from .memory import SmemAlloc, SmemView
+from .scheduler import Abort, StepLimit
+
+_state = types.SimpleNamespace(cta=None, run=None)
+
+
+def current_cta():
+    return _state.cta
+
+
+def _int(h) -> int:
+    if isinstance(h, ia.TensorHandle):
+        return int(np.asarray(h.data).reshape(-1)[0])
+    if isinstance(h, tl.constexpr):
+        return int(h.value)
+    return int(h)
+
+
+def _pred(h) -> bool:
+    return True if h is None else bool(np.asarray(h.data).reshape(-1)[0])
+
+
+def _view(h, op):
+    if isinstance(h, SmemAlloc):
+        return SmemView(h)
+    if isinstance(h, SmemView):
+        return h
+    raise TypeError(f"{op} expects an SMEM buffer (from tlx.local_alloc / local_view), got {type(h).__name__}")
+
+
+class _TLXBuilder(ia.InterpreterBuilder):
+    """The interpreter's numpy builder plus the ``create_*`` ops of TLX's own frontend (``tlx`` package)."""
+
+    def __init__(self, arch: str = "sm90", num_warps: int = 4):
+        super().__init__()
+        import dataclasses
+        base = dataclasses.asdict(ia.InterpreterOptions())
+        base.update(arch=arch, num_warps=num_warps)
+        self.options = types.SimpleNamespace(**base)
+
+    @property
+    def cta(self):
+        return _state.cta
+
+    # -- layouts: the CPU has none; keep handles unchanged ----------------------------------
+    def make_swizzled_shared_encoding_attr(self, *a):
+        return None
+
+    def make_nv_mma_shared_encoding_attr(self, *a):
+        return None
+
+    def make_nv_mma_encoding_attr(self, *a):
+        return None
+
+    def make_dot_operand_encoding_attr(self, *a):
+        return None
+
+    def make_tensor_memory_encoding_attr(self, *a):
+        return None
+
+    def create_require_layout(self, h, layout):
+        return h
+
+    def create_release_layout(self, h):
+        return h
+
+    # -- memory ------------------------------------------------------------------------------
+    def create_local_alloc(self, full_shape, elem_ty, layout, alias=None, shared_buffer=None):
+        num, *shape = [int(x) for x in full_shape]
+        return self.cta.local_alloc(shape, elem_ty, ia.np_dtype(elem_ty), num, alias)
+
+    def create_memdesc_subview(self, h, idx):
+        i = _int(idx)
+        if isinstance(h, SmemAlloc):
+            return SmemView(h).subview(i)
+        return h.subview(i)
+
+    def create_memdesc_subslice(self, h, offsets, shape):
+        return _view(h, "local_slice").subslice([_int(o) for o in offsets], [_int(s) for s in shape])
+
+    def create_memdesc_trans(self, h, dims):
+        return _view(h, "local_trans").transposed(dims)
+
+    def create_memdesc_reinterpret(self, h, elem_ty, shape):
+        return _view(h, "local_reinterpret").reinterpreted(ia.np_dtype(elem_ty), [int(s) for s in shape], elem_ty)
+
+    def create_local_load(self, h, token=None):
+        v = _view(h, "local_load")
+        return ia.TensorHandle(self.cta.smem_read(v), v.tl_dtype)
+
+    def create_local_store(self, h, value):
+        v = _view(h, "local_store")
+        data = np.asarray(value.data).astype(v.array.dtype, copy=False)
+        self.cta.smem_write(v, data)
+        return None
+
+    def create_fence_async_shared(self, cluster=False):
+        return None
+
+    def create_threadfence(self, *a):
+        return None
+
+    def create_cluster_barrier(self):
+        return None
+
+    # -- mbarriers -------------------------------------------------------------------------------
+    def create_alloc_barriers(self, num, arrive_count, layout):
+        return self.cta.alloc_barriers(int(num), int(arrive_count))
+
+    def create_barrier_expect(self, bar, size, pred):
+        if _pred(pred):
+            self.cta.expect(bar, int(size))
+
+    def create_barrier_wait(self, bar, phase, pred):
+        if _pred(pred):
+            self.cta.wait(bar, _int(phase))
+
+    def create_barrier_arrive(self, bar, count):
+        self.cta.arrive(bar, int(count), per_thread=False)
+
+    def create_warp_barrier_arrive(self, bar, count):
+        self.cta.arrive(bar, int(count), per_thread=True)
+
+    def create_named_barrier_wait(self, bar, count):
+        self.cta.named_barrier(_int(bar), _int(count), wait=True)
+
+    def create_named_barrier_arrive(self, bar, count):
+        self.cta.named_barrier(_int(bar), _int(count), wait=False)
+
+    # -- TMA ----------------------------------------------------------------------------------------
+    def create_async_TMA_load(self, multicast, desc, offsets, bar, pred, result, cache, evict, is_volatile):
+        if not _pred(pred):
+            return
+        if multicast:
+            raise NotImplementedError("multicast TMA (clusters of several CTAs)")
+        view = _view(result, "async_descriptor_load")
+        block = ia.interpreter_builder.create_descriptor_load(desc, offsets, None, None)
+        nbytes = int(np.prod(desc.block_shape)) * (desc.base.dtype.element_ty.primitive_bitwidth // 8)
+        self.cta.tma_load(view, np.asarray(block.data), bar, nbytes)
+
+    def create_async_TMA_prefetch(self, *a):
+        return None
+
+    def create_async_TMA_store(self, desc, offsets, source, evict):
+        view = _view(source, "async_descriptor_store")
+        np_dt = ia.np_dtype(desc.base.dtype.element_ty)
+
+        def write(arr):
+            if arr.size != int(np.prod(desc.block_shape)):
+                raise ValueError(f"async_descriptor_store: buffer {list(arr.shape)} does not match the "
+                                 f"descriptor block {list(desc.block_shape)}")
+            val = ia.TensorHandle(arr.reshape(desc.block_shape).astype(np_dt, copy=False),
+                                  desc.base.dtype.element_ty)
+            ia.interpreter_builder.create_descriptor_store(desc, val, offsets)
+
+        self.cta.tma_store(view, write)
+
+    def create_async_TMA_store_wait(self, pendings):
+        self.cta.tma_store_wait(int(pendings))
+
+    # -- cp.async -------------------------------------------------------------------------------------
+    def create_async_load(self, src, result, mask, other, cache, evict, is_volatile, bulk_size=None,
+                          barrier=None, bulk=False):
+        view = _view(result, "async_load")
+        if bulk:
+            raise NotImplementedError("async_load(bulk=True)")
+        if mask is None:
+            mask = ia.TensorHandle(np.ones(src.data.shape, dtype=bool), tl.int1)
+        if other is None:
+            other = ia.TensorHandle(np.zeros(src.data.shape, dtype=ia.np_dtype(src.dtype.element_ty)),
+                                    src.dtype.element_ty)
+        val = ia.interpreter_builder.create_masked_load(src, mask, other, None, None, False)
+        self.cta.cp_async(view, np.asarray(val.data))
+        return None
+
+    def create_async_commit_group(self, handles):
+        self.cta.cp_async_commit()
+        return None
+
+    def create_async_wait(self, handles, pendings):
+        self.cta.cp_async_wait(int(pendings))
+        return None
+
+    # -- wgmma ------------------------------------------------------------------------------------------
+    def create_warp_group_dot(self, a, b, acc, input_precision, max_num_imprecise_acc, is_async):
+        bv = _view(b, "async_dot B")
+        if isinstance(a, (SmemAlloc, SmemView)):
+            av = _view(a, "async_dot A")
+            a_fn = lambda: ia.TensorHandle(av.array.copy(), av.tl_dtype)  # noqa: E731
+            m, k = av.array.shape
+            in_bits = av.tl_dtype.primitive_bitwidth
+        else:
+            av = a
+            a_fn = lambda: a  # noqa: E731
+            m, k = a.data.shape
+            in_bits = a.get_element_ty().primitive_bitwidth
+        n = bv.array.shape[1]
+
+        def compute():
+            bh = ia.TensorHandle(bv.array.copy(), bv.tl_dtype)
+            return ia.interpreter_builder.create_dot(a_fn(), bh, acc, input_precision, max_num_imprecise_acc)
+
+        return self.cta.wgmma(av, bv, compute, m, n, k, in_bits)
+
+    def create_warp_group_dot_wait(self, handles, pendings):
+        self.cta.wgmma_wait(int(pendings))
+        return list(handles)
+
+    # -- ids, clock, cluster ------------------------------------------------------------------------------
+    def create_thread_id(self, axis):
+        return ia.TensorHandle(np.array([0], dtype=np.int32), tl.int32)
+
+    def create_clock64(self):
+        t = self.cta.task
+        return ia.TensorHandle(np.array([int(t.clock)], dtype=np.int64), tl.int64)
+
+    def create_cluster_cta_rank(self):
+        return ia.TensorHandle(np.array([0], dtype=np.int32), tl.int32)
+
+    def create_cluster_size_1d(self):
+        return ia.TensorHandle(np.array([1], dtype=np.int32), tl.int32)
+
+
+class UTLXBuilderOps:
+    """The ``utlx_*`` builder calls of the uTLX plugin frontend (``triton.language.extra.tlx`` from
+    ``triton-utlx``): every op takes one list of handles, constants as int32 handles."""
+
+    def utlx_local_alloc(self, args):
+        carrier, *dims, _target = args
+        num, *shape = [_int(d) for d in dims]
+        return self.cta.local_alloc(shape, carrier.dtype, ia.np_dtype(carrier.dtype), num, None)
+
+    def utlx_local_alias(self, args):
+        reuse, carrier, *rest = args
+        dims = rest[:-1] if len(rest) > 0 and not hasattr(carrier, "data") else rest[:-1]
+        num, *shape = [_int(d) for d in dims]
+        return self.cta.local_alloc(shape, carrier.dtype, ia.np_dtype(carrier.dtype), num, reuse)
+
+    def utlx_local_view(self, args):
+        return self.create_memdesc_subview(args[0], args[1])
+
+    def utlx_memdesc_subslice(self, args):
+        h, *vals = args
+        n = len(vals) // 2
+        return self.create_memdesc_subslice(h, vals[:n], vals[n:])
+
+    def utlx_local_load(self, args):
+        return self.create_local_load(args[0])
+
+    def utlx_local_store(self, args):
+        return self.create_local_store(args[0], args[1])
+
+    def utlx_alloc_barriers(self, args):
+        return self.cta.alloc_barriers(_int(args[0]), _int(args[1]))
+
+    def utlx_barrier_expect(self, args):
+        return self.create_barrier_expect(args[0], _int(args[1]), args[2])
+
+    def utlx_barrier_wait(self, args):
+        return self.create_barrier_wait(args[0], args[1], args[2])
+
+    def utlx_barrier_arrive(self, args):
+        return self.create_barrier_arrive(args[0], _int(args[1]))
+
+    def utlx_warp_barrier_arrive(self, args):
+        return self.create_warp_barrier_arrive(args[0], _int(args[1]))
+
+    def utlx_named_barrier_wait(self, args):
+        return self.create_named_barrier_wait(args[0], args[1])
+
+    def utlx_named_barrier_arrive(self, args):
+        return self.create_named_barrier_arrive(args[0], args[1])
+
+    def utlx_match_tensor_desc_layout(self, args):
+        return None
+
+    def utlx_require_nv_mma_shared_layout(self, args):
+        return args[0]
+
+    def utlx_require_nv_mma_layout(self, args):
+        return args[1]
+
+    def utlx_require_dot_operand_layout(self, args):
+        return args[0]
+
+    def utlx_release_layout(self, args):
+        return args[0]
+
+    def utlx_require_with_layout_carrier(self, args):
+        return args[0]
+
+    def create_async_tma_copy_global_to_local(self, desc, offsets, bar, result, pred, multicast, *rest):
+        return self.create_async_TMA_load([] if not multicast else [1], desc, offsets, bar, pred, result,
+                                          None, None, False)
+
+    def create_async_tma_copy_local_to_global(self, desc, offsets, source, *rest):
+        return self.create_async_TMA_store(desc, offsets, source, None)
+
+    def create_async_tma_store_wait(self, pendings, read_only=False):
+        return self.create_async_TMA_store_wait(pendings)
+
+    def create_async_tma_reduce(self, *a):
+        raise NotImplementedError("async_descriptor_store with store_reduce")
+
+    def utlx_async_tma_prefetch(self, args):
+        return None
+
+    def create_warpgroup_mma(self, a, b, acc, use_acc, precision, max_num_imprecise_acc, is_async):
+        if use_acc is not None and not _pred(use_acc):
+            acc = ia.TensorHandle(np.zeros_like(acc.data), acc.dtype)
+        return self.create_warp_group_dot(a, b, acc, precision, max_num_imprecise_acc, is_async)
+
+    def utlx_warp_group_dot_wait(self, args):
+        self.cta.wgmma_wait(_int(args[1]))
+        return args[0]
+
+    def utlx_async_load(self, args):
+        src, result, *rest = args
+        use_bulk = _int(rest[-1])
+        if use_bulk:
+            raise NotImplementedError("async_load(bulk=True)")
+        mask = rest[0] if len(rest) >= 2 else None
+        other = rest[1] if len(rest) >= 3 else None
+        self.create_async_load(src, result, mask, other, None, None, False)
+        return ia.TensorHandle(np.zeros(1, dtype=np.int32), tl.int32)
+
+    def utlx_async_commit_group(self, handles):
+        self.cta.cp_async_commit()
+        return ia.TensorHandle(np.zeros(1, dtype=np.int32), tl.int32)
+
+    def utlx_async_wait_group(self, args):
+        self.cta.cp_async_wait(_int(args[0]))
+        return ia.TensorHandle(np.zeros(1, dtype=np.int32), tl.int32)
+
+    def utlx_fence(self, args):
+        return None
+
+    def utlx_thread_id(self, args):
+        return self.create_thread_id(_int(args[0]))
+
+    def utlx_clock64(self, args):
+        return self.create_clock64()
+
+    def utlx_cluster_cta_rank(self, args):
+        return self.create_cluster_cta_rank()
+
+    def utlx_cluster_size_1d(self, args):
+        return self.create_cluster_size_1d()
+
+
+class SimBuilder(UTLXBuilderOps, _TLXBuilder):
+    """The interpreter's numpy builder plus TLX's builder ops (both TLX frontends), with CPU meanings."""
+
+
+# TLX builtins whose meaning is not a builder call: replaced while simulating
+def _async_task_replica_id(_semantic=None):
+    return tl.constexpr(_state.cta.task.replica)
+
+
+OVERRIDES = {"async_task_replica_id": _async_task_replica_id}
+
+# ops the CPU simulator does not model (Blackwell TMEM/tcgen05, clusters, CLC)
+UNSUPPORTED = {"tmem_copy", "tcgen05_commit", "async_dot_scaled", "remote_view", "remote_shmem_store",
+               "async_remote_shmem_store", "_clc_issue", "_clc_query", "clc_create_context", "clc_producer",
+               "clc_consumer", "_alloc_clc_responses", "stoch_round", "vote_ballot_sync",
+               "allocate_tensor_descriptor", "reinterpret_tensor_descriptor", "storage_alias_spec"}
+
+
+def _frontends():
+    """The TLX frontend packages installed: uTLX (``triton.language.extra.tlx``) and Meta's ``tlx``."""
+    out = []
+    for name in ("utlx_plugin", "tlx"):
+        try:
+            out.append(__import__(name))
+        except ImportError:
+            pass
+    return out
+
+
+def _tlx_modules():
+    mods = []
+    try:
+        import triton.language.extra.tlx as tlx_alias
+        mods.append(tlx_alias)
+    except ImportError:
+        pass
+    for pkg in _frontends():
+        mods.append(pkg)
+        for sub in ("barrier", "mem_ops", "mma_ops", "utility", "async_task_utils", "warp_ops", "dynamic_launch"):
+            m = getattr(pkg, sub, None)
+            if isinstance(m, types.ModuleType):
+                mods.append(m)
+    return list({id(m): m for m in mods}.values())
+
+
+def _wrap(name, member, semantic):
+    def op(*args, **kwargs):
+        kwargs.pop("_semantic", None)
+        kwargs.pop("_builder", None)
+        try:
+            if name in OVERRIDES:
+                return OVERRIDES[name](*args, **kwargs)
+            if name in UNSUPPORTED:
+                raise NotImplementedError(name)
+            return member(*args, _semantic=semantic, **kwargs)
+        except (TLXWorkbenchError, Abort, StepLimit):
+            raise
+        except NotImplementedError as e:
+            from .cta import kernel_frame_line
+            file, line = kernel_frame_line()
+            raise SimulationError(f"tlx.{name}: the CPU simulator does not model {e or name} yet",
+                                  file=file, line=line,
+                                  hint="simulate a Hopper kernel without it, or run on a GPU") from None
+        except Exception as e:  # noqa: BLE001 - becomes one error naming the op and the kernel line
+            from .cta import kernel_frame_line
+            file, line = kernel_frame_line()
+            raise SimulationError(f"tlx.{name} failed: {type(e).__name__}: {e}", file=file, line=line,
+                                  hint="check this op's arguments (shapes, dtypes, buffer indices)") from e
+    op.__name__ = name
+    op.__wrapped__ = member
+    return op
+
+
+def patch_tlx(semantic):
+    """Rebind every TLX builtin to run on ``semantic``; returns a function that undoes it."""
+    changes = []
+    wrapped: dict = {}
+    for mod in _tlx_modules():
+        for name, member in list(vars(mod).items()):
+            if not (callable(member) and tl.core.is_builtin(member)):
+                continue
+            if member not in wrapped:
+                wrapped[member] = _wrap(name, member, semantic)
+            changes.append((mod, name, member))
+            setattr(mod, name, wrapped[member])
+
+    # methods declared as builtins on TLX value classes (buffered_tensor.__getitem__, ...)
+    classes = {c for pkg in _frontends() for c in vars(pkg.types).values() if isinstance(c, type)}
+    for cls in classes:
+        for name, member in list(vars(cls).items()):
+            if callable(member) and tl.core.is_builtin(member):
+                if member not in wrapped:
+                    wrapped[member] = _wrap(name, member, semantic)
+                changes.append((cls, name, member))
+                setattr(cls, name, wrapped[member])
+
+    def undo():
+        for mod, name, member in reversed(changes):
+            setattr(mod, name, member)
+    return undo
+
+
+def builtin_names() -> list[str]:
+    import triton.language.extra.tlx as tlx_mod
+    return sorted(n for n, m in vars(tlx_mod).items() if callable(m) and tl.core.is_builtin(m))
