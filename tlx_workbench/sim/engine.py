@@ -159,7 +159,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     kargs = {}
     for name, v in bound.items():
         if name in constexpr_names:
-            kargs[name] = v if isinstance(v, tl.constexpr) else tl.constexpr(v)
+            # as Triton's interpreter does: constexprs are passed as plain Python values
+            kargs[name] = v.value if isinstance(v, tl.constexpr) else v
         else:
             try:
                 kargs[name] = ia.to_kernel_arg(v)

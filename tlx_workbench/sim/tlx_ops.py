@@ -30,6 +30,17 @@ def current_cta():
     return _state.cta
 
 
+class _Handle(ia.TensorHandle):
+    """A value handle the uTLX frontend can check (``checked_handle`` calls ``.id()``)."""
+
+    def id(self):
+        return 1
+
+
+def _scalar(value, dtype=tl.int32):
+    return _Handle(np.array([value], dtype=ia.np_dtype(dtype)), dtype)
+
+
 def _int(h) -> int:
     if isinstance(h, ia.TensorHandle):
         return int(np.asarray(h.data).reshape(-1)[0])
@@ -230,17 +241,17 @@ class _TLXBuilder(ia.InterpreterBuilder):
 
     # -- ids, clock, cluster ------------------------------------------------------------------------------
     def create_thread_id(self, axis):
-        return ia.TensorHandle(np.array([0], dtype=np.int32), tl.int32)
+        return _scalar(0)
 
     def create_clock64(self):
         t = self.cta.task
-        return ia.TensorHandle(np.array([int(t.clock)], dtype=np.int64), tl.int64)
+        return _scalar(int(t.clock), tl.int64)
 
     def create_cluster_cta_rank(self):
-        return ia.TensorHandle(np.array([0], dtype=np.int32), tl.int32)
+        return _scalar(0)
 
     def create_cluster_size_1d(self):
-        return ia.TensorHandle(np.array([1], dtype=np.int32), tl.int32)
+        return _scalar(1)
 
 
 class UTLXBuilderOps:
@@ -344,15 +355,15 @@ class UTLXBuilderOps:
         mask = rest[0] if len(rest) >= 2 else None
         other = rest[1] if len(rest) >= 3 else None
         self.create_async_load(src, result, mask, other, None, None, False)
-        return ia.TensorHandle(np.zeros(1, dtype=np.int32), tl.int32)
+        return _scalar(0)
 
     def utlx_async_commit_group(self, handles):
         self.cta.cp_async_commit()
-        return ia.TensorHandle(np.zeros(1, dtype=np.int32), tl.int32)
+        return _scalar(0)
 
     def utlx_async_wait_group(self, args):
         self.cta.cp_async_wait(_int(args[0]))
-        return ia.TensorHandle(np.zeros(1, dtype=np.int32), tl.int32)
+        return _scalar(0)
 
     def utlx_fence(self, args):
         return None
