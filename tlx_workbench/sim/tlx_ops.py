@@ -426,10 +426,17 @@ def _tlx_modules():
     return list({id(m): m for m in mods}.values())
 
 
+def _cx(v):
+    return tl.constexpr(v) if isinstance(v, (bool, int, float, str)) else v
+
+
 def _wrap(name, member, semantic):
     def op(*args, **kwargs):
         kwargs.pop("_semantic", None)
         kwargs.pop("_builder", None)
+        # the code generator hands Python literals to builtins as constexprs; so do we
+        args = [_cx(a) for a in args]
+        kwargs = {k: _cx(v) for k, v in kwargs.items()}
         try:
             if name in OVERRIDES:
                 return OVERRIDES[name](*args, **kwargs)
