@@ -3,12 +3,14 @@
 Live widgets (their static rendering rides along in the mime bundle):
     TimelineWidget(trace), BarrierPhaseWidget(trace), MemoryMapWidget(report), IRExplorer(report)
 Static renderers, for reports and reprs:
-    timeline_svg(trace), timeline_html(trace)
+    timeline_svg(trace), timeline_html(trace), barrier_svg(trace)
 
 >>> from tlx_workbench.widgets import TimelineWidget
 >>> TimelineWidget(trace)        # doctest: +SKIP
 """
 from ._base import KIND_COLORS, View, standalone_html
 from .timeline import TimelineWidget, timeline_html, timeline_svg
+from .barriers import BarrierPhaseWidget, barrier_svg
 
-__all__ = ["KIND_COLORS", "View", "standalone_html", "TimelineWidget", "timeline_svg", "timeline_html"]
+__all__ = ["KIND_COLORS", "View", "standalone_html", "TimelineWidget", "timeline_svg", "timeline_html",
+           "BarrierPhaseWidget", "barrier_svg"]
