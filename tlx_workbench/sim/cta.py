@@ -61,6 +61,7 @@ class CTA:
         self.tma_agents: dict = {}
         self.arrivers: dict = {}      # barrier array id -> {lane: set(lines)} over the run
         self.waiters: dict = {}       # barrier array id -> {lane: set(lines)}
+        self.passed: dict = {}        # (barrier array id, task, replica) -> waits passed
 
     # -- plumbing ------------------------------------------------------------------------
     @property
@@ -183,6 +184,8 @@ class CTA:
         info = {"kind": "mbarrier", "slot": slot, "phase": phase, "line": line, "since": start}
         self.sched.block(t, lambda: slot.can_pass(phase), info)
         vc_join(t.vc, slot.vc_done)
+        key = (slot.array.id, t.name, t.replica)
+        self.passed[key] = self.passed.get(key, 0) + 1
         if slot.completed and slot.last_flip_time + self.cost.wake > t.clock:
             t.clock = max(t.clock, slot.last_flip_time + self.cost.wake)
         else:

@@ -105,8 +105,16 @@ def deadlock_report(run, cta) -> DeadlockReport:
                 expected.append((key[0], key[1], lines, _where(other) if other else "unknown"))
             reason = ""
             phase = info["phase"]
-            if not arrivers:
-                reason = (f"no task ever arrived on {s.array.name} or announced bytes on it in this run")
+            passed = cta.passed.get((s.array.id, t.name, t.replica), 0)
+            if not arrivers and passed == 0 and s.completed == 0 and (phase & 1) == 0:
+                reason = (f"waits for phase parity 0 of a barrier that has not completed any phase, and nothing "
+                          f"has arrived on {s.array.name}: a wait on a fresh barrier with phase 0 blocks until the "
+                          f"first phase completes — a task waiting for a free buffer must start with phase 1 "
+                          f"(p ^ 1); check the phase passed to barrier_wait")
+            elif not arrivers:
+                reason = (f"no task ever arrived on {s.array.name} or announced bytes on it in this run: a "
+                          f"barrier_arrive on it is missing (dropped?), so after {passed} passing wait(s) this "
+                          f"one can never complete")
             elif s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma:
                 reason = (f"nothing has arrived in the current phase; every expected arriver is blocked or done "
                           f"— check the phase passed to barrier_wait (it returns once the parity differs from it)")

@@ -1,0 +1,25 @@
+import importlib.util
+import pathlib
+
+import pytest
+
+import tlx_workbench as wb
+
+TUTORIALS = pathlib.Path(__import__("tlx").__file__).parent / "tutorials"
+_loaded = {}
+
+
+def load_tutorial(name):
+    """Import a TLX wheel tutorial, unchanged, by path (its module-level code asks the driver for the GPU)."""
+    if name not in _loaded:
+        with wb.offline("H100"):
+            spec = importlib.util.spec_from_file_location("tlxtut_" + name.replace("-", "_"), TUTORIALS / f"{name}.py")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        _loaded[name] = mod
+    return _loaded[name]
+
+
+@pytest.fixture
+def tutorial():
+    return load_tutorial

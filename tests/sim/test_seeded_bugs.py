@@ -1,0 +1,122 @@
+"""Seeded protocol bugs: each gives the right deadlock or race diagnosis, naming the right lines, fast."""
+import pathlib
+import sys
+
+import pytest
+import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+import tlx_workbench as wb
+from tlx_workbench.sim import simulate
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import sim_seeded_kernels as sk  # noqa: E402
+
+SRC = pathlib.Path(sk.__file__).read_text().splitlines()
+BM, BK, STAGES, N_TILES = 64, 32, 2, 6
+
+
+def line_of(text, nth=0):
+    hits = [i + 1 for i, l in enumerate(SRC) if text in l]
+    return hits[nth]
+
+
+def run_copy(bug, **kw):
+    torch.manual_seed(0)
+    x = torch.randn(N_TILES * BM, BK, dtype=torch.float16)
+    out = torch.zeros_like(x)
+    desc = TensorDescriptor(x, shape=list(x.shape), strides=[BK, 1], block_shape=[BM, BK])
+    res = simulate(sk.copy_pipeline, desc, out, N_TILES, BM=BM, BK=BK, STAGES=STAGES, BUG=bug, grid=(1,),
+                   on_deadlock="return", **kw)
+    return res, x, out
+
+
+def test_correct_pipeline_copies_and_is_clean():
+    res, x, out = run_copy("", schedules=5)
+    assert torch.equal(out, x)
+    assert res.ok, res
+    res.raise_for_errors()
+
+
+def test_wrong_arrive_count_deadlocks_on_the_empty_barrier():
+    res, _, _ = run_copy("arrive_count")
+    d = res.deadlock
+    assert d is not None
+    prod = next(b for b in d.blocked if b.lane[1] == "default")
+    assert prod.barrier.startswith("empty[")
+    assert prod.line == line_of("tlx.barrier_wait(empty[s], p ^ 1)")
+    assert prod.missing_arrivals == 1 and prod.missing_bytes == 0
+    assert "arrive_count" in prod.reason and f"line {line_of('arrive_count=2')}" in prod.reason
+    # the consumer is the expected arriver, itself stuck on `full`
+    assert any(e[0] == "task1" for e in prod.expected)
+    with pytest.raises(wb.DeadlockError) as ei:
+        res.raise_for_errors()
+    assert ei.value.line == prod.line
+
+
+def test_wrong_phase_deadlocks_at_once_and_says_check_the_phase():
+    res, _, _ = run_copy("phase")
+    d = res.deadlock
+    assert d is not None
+    prod = next(b for b in d.blocked if b.lane[1] == "default")
+    assert prod.line == line_of("# BUG: the first wait")
+    assert prod.phase == 0 and prod.completed == 0
+    assert "phase" in prod.reason
+    cons = next(b for b in d.blocked if b.lane[1] == "task1")
+    assert cons.barrier == "full[0]"
+
+
+def test_dropped_arrive_deadlocks_after_the_pipeline_fills():
+    res, _, _ = run_copy("dropped_arrive")
+    d = res.deadlock
+    prod = next(b for b in d.blocked if b.lane[1] == "default")
+    assert prod.barrier == "empty[0]" and prod.phase == 0
+    assert "no task ever arrived" in prod.reason
+
+
+def test_wrong_expect_bytes_leaves_bytes_missing():
+    res, _, _ = run_copy("expect_bytes")
+    d = res.deadlock
+    cons = next(b for b in d.blocked if b.lane[1] == "task1")
+    assert cons.barrier == "full[0]"
+    assert cons.missing_arrivals == 0 and cons.missing_bytes == BM * BK * 2
+    assert "bytes" in cons.reason
+    assert cons.line == line_of("tlx.barrier_wait(full[s], p)")
+
+
+def test_early_release_is_a_race_naming_both_lines():
+    res, _, _ = run_copy("early_release")
+    assert res.deadlock is None
+    races = res.races
+    assert races, res
+    load_line = line_of("x = tlx.local_load(bufs[s])")
+    tma_line = line_of("tlx.async_descriptor_load(in_desc")
+    assert any({r.line, r.other_line} == {load_line, tma_line} for r in races), races
+    with pytest.raises(wb.SimulationError):
+        res.raise_for_errors()
+
+
+def test_deadlock_raises_by_default_with_the_wait_for_graph():
+    torch.manual_seed(0)
+    x = torch.randn(N_TILES * BM, BK, dtype=torch.float16)
+    desc = TensorDescriptor(x, shape=list(x.shape), strides=[BK, 1], block_shape=[BM, BK])
+    with pytest.raises(wb.DeadlockError) as ei:
+        simulate(sk.copy_pipeline, desc, torch.zeros_like(x), N_TILES, BM=BM, BK=BK, STAGES=STAGES,
+                 BUG="arrive_count", grid=(1,))
+    text = str(ei.value) + ei.value.detail
+    assert "empty[" in text and "missing" in text
+    assert ei.value.result.trace.spans            # the partial trace is kept
+
+
+def test_named_barrier_orders_the_handoff():
+    out = torch.zeros(128)
+    res = simulate(sk.named_barrier_handoff, out, BLOCK=128, COUNT=256, grid=(1,), schedules=4)
+    assert torch.equal(out, torch.arange(128, dtype=torch.float32) * 2)
+    assert res.ok, res
+
+
+def test_named_barrier_count_mismatch_is_reported():
+    out = torch.zeros(128)
+    res = simulate(sk.named_barrier_handoff, out, BLOCK=128, COUNT=128, grid=(1,), schedules=4,
+                   on_deadlock="return")
+    assert not res.ok
