@@ -91,18 +91,21 @@ def allocation_map(post: IRModule, pre: IRModule | None, barrier_allocs: set[str
                            storage="tmem", kind="buffer", shape=tuple(shape), dtype=md.dtype, num_buffers=num,
                            offset=col, size=cols, row_offset=op.int_attr("tensor_memory_row_offset") or 0)
             out.append(a)
-        elif op.name not in ("ttg.warp_specialize", "tt.func"):
-            # (the ws op's offset is the base of its partitions' own allocations, and a
-            # function's is the base of its frame: neither is an allocation of its own)
+        elif op.name != "tt.func":   # a function's offset is the base of its frame, not an allocation
             off = op.int_attr("allocation.offset")
             if off is not None:
                 scratch.append((op, off))
+    # the ws op's offset is where its captured values live and, above them, its partitions'
+    # own allocations: only when no partition allocation starts there is it a region of its own
+    own_starts = {a.offset for a in out if a.storage == "smem"}
+    scratch = [(op, off) for op, off in scratch if op.name != "ttg.warp_specialize" or off not in own_starts]
     # compiler scratch (layout conversions, reductions, ...): the IR records only where it
     # starts, so its size is bounded by the next allocation that starts above it
     starts = sorted({a.offset for a in out if a.storage == "smem"} | {o for _, o in scratch} | {total_smem})
     for op, off in scratch:
         nxt = next((s for s in starts if s > off), total_smem)
-        a = Allocation(name=op.name.split(".", 1)[-1], line=_line(op, file, first, last), storage="smem",
+        label = "warp_specialize captures" if op.name == "ttg.warp_specialize" else op.name.split(".", 1)[-1]
+        a = Allocation(name=label, line=_line(op, file, first, last), storage="smem",
                        kind="scratch", shape=(), dtype="i8", num_buffers=1, offset=off, size=max(nxt - off, 0),
                        size_is_bound=True)
         out.append(a)

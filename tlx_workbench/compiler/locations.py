@@ -30,18 +30,24 @@ class Loc:
     name: str | None = None
 
     def pick(self, file: str | None = None, first: int | None = None, last: int | None = None) -> Frame | None:
-        """The frame a user thinks of: the innermost one inside `file` lines first..last,
-        else the innermost in `file`, else the outermost (the kernel's own call site)."""
+        """The frame a user thinks of: the innermost one in `file` (the kernel's file, so an
+        inlined @jit helper of that file keeps its own line), else the outermost call site.
+        `first`/`last` (the kernel's line range) break ties in favour of the kernel body."""
         if not self.frames:
             return None
         if file is not None:
-            for f in self.frames:
-                if f.file == file and (first is None or first <= f.line <= (last if last is not None else f.line)):
-                    return f
-            for f in self.frames:
-                if f.file == file:
-                    return f
+            in_file = [f for f in self.frames if f.file == file]
+            if in_file:
+                return in_file[0]
         return self.frames[-1]
+
+    def lines_in(self, file: str) -> list[int]:
+        """Every line of `file` on the inlining chain, innermost first."""
+        out = []
+        for f in self.frames:
+            if f.file == file and f.line not in out:
+                out.append(f.line)
+        return out
 
 
 UNKNOWN = Loc()
@@ -154,15 +160,12 @@ class LocTable:
     @classmethod
     def from_text(cls, text: str) -> "LocTable":
         defs = {}
-        # the definitions sit at the end of the module; scanning from the end stops early
-        for line in reversed(text.splitlines()):
-            if not line.startswith("#loc"):
-                if line.strip() and not line.startswith("#"):
-                    break
-                continue
-            m = _DEF_RE.match(line)
-            if m:
-                defs[m.group(1)] = m.group(2)
+        # definitions sit at the end of the module, and some (those attributes refer to) at the top
+        for line in text.splitlines():
+            if line.startswith("#loc"):
+                m = _DEF_RE.match(line)
+                if m:
+                    defs[m.group(1)] = m.group(2)
         return cls(defs)
 
     def resolve(self, ref: str) -> Loc:

@@ -146,11 +146,14 @@ def add_stage(smap: SourceMap, stage: str, text: str, first_line: int, last_line
     fwd: dict[int, list[int]] = {}
     bwd: dict[int, int] = {}
     for stage_line, loc in _READERS[stage](text).items():
-        fr = loc.pick(smap.file, first_line, last_line)
-        if fr is None or fr.file != smap.file:
+        lines = loc.lines_in(smap.file)
+        if not lines:
             continue
-        bwd[stage_line] = fr.line
-        fwd.setdefault(fr.line, []).append(stage_line)
+        # back: the innermost line (a helper's own line); forth: every line on the inlining
+        # chain, so the kernel's call of a helper also shows the helper's code
+        bwd[stage_line] = lines[0]
+        for ln in lines:
+            fwd.setdefault(ln, []).append(stage_line)
     smap.forward[stage] = fwd
     smap.backward[stage] = bwd
 

@@ -26,7 +26,23 @@ class _TaskStmt:
     replicate: int
 
 
-def _async_task_statements(source: str, first_line: int) -> list[_TaskStmt]:
+def _eval(node, env: dict):
+    """The value of a constexpr expression such as ``NUM_MMA_WARPS // NUM_MMA_GROUPS``."""
+    import operator
+    ops = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+           ast.Mod: operator.mod, ast.Div: operator.truediv}
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        v = env.get(node.id)
+        return getattr(v, "value", v)
+    if isinstance(node, ast.BinOp) and type(node.op) in ops:
+        a, b = _eval(node.left, env), _eval(node.right, env)
+        return ops[type(node.op)](a, b) if isinstance(a, int) and isinstance(b, int) else None
+    return None
+
+
+def _async_task_statements(source: str, first_line: int, env: dict) -> list[_TaskStmt]:
     try:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
@@ -46,8 +62,9 @@ def _async_task_statements(source: str, first_line: int) -> list[_TaskStmt]:
             default = any(isinstance(a, ast.Constant) and a.value == "default" for a in call.args)
             rep = 1
             for kw in call.keywords:
-                if kw.arg == "replicate" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, int):
-                    rep = kw.value.value
+                if kw.arg == "replicate":
+                    v = _eval(kw.value, env)
+                    rep = v if isinstance(v, int) and v > 0 else 1
             out.append(_TaskStmt(node.lineno + first_line - 1, default, rep))
     out.sort(key=lambda t: t.line)
     return out
@@ -78,53 +95,65 @@ class TaskLayout:
         return t.label
 
 
-def task_layout(pre: IRModule, post: IRModule | None, source: str, first_line: int, default_warps: int) -> TaskLayout:
+def task_layout(pre: IRModule, post: IRModule | None, source: str, first_line: int, default_warps: int,
+                constexprs: dict | None = None) -> TaskLayout:
+    """Tasks from the final TTGIR (`pre`) and the post-allocation TTGIR (`post`): the latter
+    has the compiler's last word on warps, first warps and register budgets, including any
+    partition it added to pad the CTA to whole warp groups (reported as ``pad``)."""
     if not pre.warp_specializes:
         t = TaskInfo(name="default", replica=0, num_warps=default_warps, warp_start=0, registers=None)
         return TaskLayout([t], {}, False)
     ws = pre.warp_specializes[0]
-    post_ws_text = ""
-    if post is not None and post.warp_specializes and post.warp_specializes[0].op is not None:
-        post_ws_text = post.warp_specializes[0].op.text
+    post_ws = post.warp_specializes[0] if post is not None and post.warp_specializes else None
+    post_ws_text = post_ws.op.text if post_ws is not None and post_ws.op is not None else ""
+    parts = post_ws.partitions if post_ws is not None and len(post_ws.partitions) >= len(ws.partitions) \
+        else ws.partitions
     starts = _int_array(post_ws_text, "warpGroupStartIds") or []
     actual = _int_array(post_ws_text, "actualRegisters")
     requested = _int_array(post_ws_text, "requestedRegisters")
     regs = actual if actual is not None else requested
-    n_parts = len(ws.partitions)
+    n_parts = len(parts)
 
-    stmts = _async_task_statements(source, first_line)
+    stmts = _async_task_statements(source, first_line, constexprs or {})
     default_stmt = next((s for s in stmts if s.default), None)
     others = [s for s in stmts if not s.default]
-    # partitions follow the non-default async_task statements in order, `replicate` each
+    # the kernel's partitions follow its non-default async_task statements in order, `replicate` each
     assign: list[tuple[str, int, int | None]] = []
     for k, s in enumerate(others, start=1):
         for r in range(s.replicate):
             assign.append((f"task{k}", r, s.line))
-    if len(assign) != n_parts:
-        assign = [(f"partition{i}", 0, None) for i in range(n_parts)]
+    if len(assign) != len(ws.partitions):
+        assign = [(f"partition{i}", 0, None) for i in range(len(ws.partitions))]
     replicated = {name for name, r, _ in assign if r > 0}
 
     def reg_for(i_part: int | None) -> int | None:
         if regs is None:
             return None
-        # the arrays list the default region first when they cover it
+        # actualRegisters lists the default region first; requestedRegisters only the partitions
         if len(regs) == n_parts + 1:
-            return regs[0] if i_part is None else regs[i_part + 1]
-        if len(regs) == n_parts and i_part is not None:
-            return regs[i_part]
-        return None
+            v = regs[0] if i_part is None else regs[i_part + 1]
+        elif len(regs) == n_parts and i_part is not None:
+            v = regs[i_part]
+        else:
+            return None
+        # setmaxnreg takes 24..256: the lowering clamps a larger leftover budget to 256
+        return min(v, 256)
 
     tasks = []
     d = TaskInfo(name="default", replica=0, num_warps=default_warps, warp_start=0, registers=reg_for(None),
                  line=default_stmt.line if default_stmt else None, partition=None, label="default")
     tasks.append(d)
     by_partition = {"default": d}
-    for p in ws.partitions:
-        name, rep, line = assign[p.index] if p.index < len(assign) else (f"partition{p.index}", 0, None)
-        label = f"{name}[{rep}]" if name in replicated else name
+    for p in parts:
+        if p.index < len(assign):
+            name, rep, line = assign[p.index]
+            label = f"{name}[{rep}]" if name in replicated else name
+        else:  # added by the compiler: idle warps that make the CTA whole warp groups
+            name, rep, line, label = "pad", 0, None, f"pad{p.index - len(assign)}" if n_parts - len(assign) > 1 else "pad"
         t = TaskInfo(name=name, replica=rep, num_warps=p.num_warps,
                      warp_start=starts[p.index] if p.index < len(starts) else -1,
                      registers=reg_for(p.index), line=line, partition=p.index, label=label)
         tasks.append(t)
         by_partition[p.index] = t
+    tasks[1:] = sorted(tasks[1:], key=lambda t: (t.warp_start, t.partition))
     return TaskLayout(tasks, by_partition, True)
