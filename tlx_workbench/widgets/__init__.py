@@ -3,7 +3,7 @@
 Live widgets (their static rendering rides along in the mime bundle):
     TimelineWidget(trace), BarrierPhaseWidget(trace), MemoryMapWidget(report), IRExplorer(report)
 Static renderers, for reports and reprs:
-    timeline_svg(trace), timeline_html(trace), barrier_svg(trace), memory_map_svg(report)
+    timeline_svg(trace), timeline_html(trace), barrier_svg(trace), memory_map_svg(report), ir_html(report)
 
 >>> from tlx_workbench.widgets import TimelineWidget
 >>> TimelineWidget(trace)        # doctest: +SKIP
@@ -12,7 +12,9 @@ from ._base import KIND_COLORS, View, standalone_html
 from .timeline import TimelineWidget, timeline_html, timeline_svg
 from .barriers import BarrierPhaseWidget, barrier_svg
 from .memory_map import MemoryMapWidget, memory_map_svg, memory_map_table
+from .ir_explorer import IRExplorer, ir_html
 
 __all__ = ["KIND_COLORS", "View", "standalone_html", "TimelineWidget", "timeline_svg", "timeline_html",
            "BarrierPhaseWidget", "barrier_svg",
-           "MemoryMapWidget", "memory_map_svg", "memory_map_table"]
+           "MemoryMapWidget", "memory_map_svg", "memory_map_table",
+           "IRExplorer", "ir_html"]
