@@ -7,9 +7,9 @@
 ...              baselines={"cuBLAS": wb.runtime.cublas_matmul(a, b)})   # doctest: +SKIP
 >>> tr = wb.profile(matmul, a, b)                               # doctest: +SKIP
 """
-from .bench import BenchResult, BenchRow, bench, ceilings, cublas_matmul, torch_sdpa
+from .benchmark import BenchResult, BenchRow, bench, ceilings, cublas_matmul, torch_sdpa
 from .launch import RunResult, WrongResultError, require_gpu, run
-from .profile import load_proton_trace, profile
+from .profiling import load_proton_trace, profile
 from .verify import Comparison, compare, poison_
 from .watchdog import KernelTimeoutError, WorkerCrashedError, WorkerError, shutdown
 
