@@ -59,6 +59,7 @@ class CTA:
         self.tma_free = 0.0     # when this CTA's TMA bandwidth share is next free
         self.tc_free = 0.0      # when the tensor cores are next free
         self.tma_agents: dict = {}
+        self.in_async_op = False      # inside a TLX op that reads/writes global memory itself
         self.arrivers: dict = {}      # barrier array id -> {lane: set(lines)} over the run
         self.waiters: dict = {}       # barrier array id -> {lane: set(lines)}
         self.passed: dict = {}        # (barrier array id, task, replica) -> waits passed
@@ -354,6 +355,20 @@ class CTA:
         start = t.clock
         t.clock += self.cost.smem_cycles(dst.nbytes)
         self.span(t, "store", start, t.clock, what, line, args={"buffer": view.slot_name})
+
+    # -- tl.load / tl.store / descriptor load+store (the interpreter runs them; we charge their time) ----
+    def global_access(self, nbytes: int, is_store: bool):
+        t = self.task
+        if t is None or self.in_async_op:
+            return
+        file, line = self.where()
+        start = t.clock
+        xfer_start = max(start, self.tma_free)
+        self.tma_free = xfer_start + self.cost.tma_transfer(nbytes)
+        # a load's data is needed at once (latency exposed); a store retires in the background
+        t.clock = (self.tma_free + self.cost.tma_latency) if not is_store else start + self.cost.issue
+        self.span(t, "store" if is_store else "load", start, t.clock, "tl.store" if is_store else "tl.load", line,
+                  args={"bytes": nbytes})
 
     # -- wgmma ------------------------------------------------------------------------------------
     def wgmma(self, a, b: SmemView, compute, m, n, k, in_bits):

@@ -127,6 +127,9 @@ def _access_checker(run: LaunchRun, ranges):
         if mask is not None:
             m = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).reshape(-1)
             p = p[m]
+        cta = _state.cta
+        if cta is not None:
+            cta.global_access(int(p.size) * itemsize, is_store)
         if p.size == 0:
             return
         ok = np.zeros(p.shape, dtype=bool)

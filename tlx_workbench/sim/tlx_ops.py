@@ -167,7 +167,11 @@ class _TLXBuilder(ia.InterpreterBuilder):
         if multicast:
             raise NotImplementedError("multicast TMA (clusters of several CTAs)")
         view = _view(result, "async_descriptor_load")
-        block = ia.interpreter_builder.create_descriptor_load(desc, offsets, None, None)
+        self.cta.in_async_op = True
+        try:
+            block = ia.interpreter_builder.create_descriptor_load(desc, offsets, None, None)
+        finally:
+            self.cta.in_async_op = False
         nbytes = int(np.prod(desc.block_shape)) * (desc.base.dtype.element_ty.primitive_bitwidth // 8)
         self.cta.tma_load(view, np.asarray(block.data), bar, nbytes)
 
@@ -184,7 +188,11 @@ class _TLXBuilder(ia.InterpreterBuilder):
                                  f"descriptor block {list(desc.block_shape)}")
             val = ia.TensorHandle(arr.reshape(desc.block_shape).astype(np_dt, copy=False),
                                   desc.base.dtype.element_ty)
-            ia.interpreter_builder.create_descriptor_store(desc, val, offsets)
+            self.cta.in_async_op = True
+            try:
+                ia.interpreter_builder.create_descriptor_store(desc, val, offsets)
+            finally:
+                self.cta.in_async_op = False
 
         self.cta.tma_store(view, write)
 
@@ -202,7 +210,11 @@ class _TLXBuilder(ia.InterpreterBuilder):
         if other is None:
             other = ia.TensorHandle(np.zeros(src.data.shape, dtype=ia.np_dtype(src.dtype.element_ty)),
                                     src.dtype.element_ty)
-        val = ia.interpreter_builder.create_masked_load(src, mask, other, None, None, False)
+        self.cta.in_async_op = True
+        try:
+            val = ia.interpreter_builder.create_masked_load(src, mask, other, None, None, False)
+        finally:
+            self.cta.in_async_op = False
         self.cta.cp_async(view, np.asarray(val.data))
         return None
 

@@ -1,0 +1,67 @@
+"""Fail loudly when Triton's private interpreter (or the TLX frontend) changes under the simulator."""
+import inspect
+
+import triton
+from triton.runtime import interpreter
+
+from tlx_workbench.sim import interp_adapter as ia
+from tlx_workbench.sim import tlx_ops
+
+
+def test_triton_version_is_the_pinned_one():
+    assert triton.__version__.startswith(ia.PINNED_TRITON), (
+        f"the simulator's interpreter adapter is pinned to triton {ia.PINNED_TRITON}x, found {triton.__version__}: "
+        "re-check every name in interp_adapter.USED_NAMES")
+
+
+def test_private_names_exist_with_the_expected_kind():
+    for name, kind in ia.USED_NAMES.items():
+        assert hasattr(interpreter, name), f"triton.runtime.interpreter.{name} is gone"
+        obj = getattr(interpreter, name)
+        if kind == "class":
+            assert inspect.isclass(obj), name
+        elif kind == "function":
+            assert inspect.isfunction(obj), name
+
+
+def test_signatures_the_adapter_calls():
+    sig = lambda f: list(inspect.signature(f).parameters)  # noqa: E731
+    B = interpreter.InterpreterBuilder
+    assert sig(B.create_masked_load) == ["self", "ptrs", "mask", "other", "cache_modifier", "eviction_policy",
+                                         "is_volatile"]
+    assert sig(B.create_masked_store) == ["self", "ptrs", "value", "mask", "cache_modifier", "eviction_policy"]
+    assert sig(B.create_descriptor_load)[:3] == ["self", "desc", "indices"]
+    assert sig(B.create_descriptor_store) == ["self", "desc", "value", "indices"]
+    assert sig(B.create_dot) == ["self", "a", "b", "d", "input_precision", "max_num_imprecise_acc"]
+    assert sig(B.set_grid_idx) == ["self", "x", "y", "z"]
+    assert sig(interpreter.TensorDescHandle.materialize_pointers) == ["self", "offsets"]
+    assert sig(interpreter._patch_lang) == ["fn"]
+    assert hasattr(interpreter.ASTTransformer, "visit_Assign")
+
+
+def test_every_tlx_builder_call_of_the_frontend_is_implemented():
+    """Each ``builder.utlx_*`` the uTLX frontend calls has a simulator meaning (or is listed unsupported)."""
+    import re
+    import utlx_plugin
+    import pathlib
+    called = set()
+    for f in pathlib.Path(utlx_plugin.__file__).parent.glob("*.py"):
+        called |= set(re.findall(r"builder\.(utlx_[a-z0-9_]+)", f.read_text()))
+    missing = {c for c in called if not hasattr(tlx_ops.SimBuilder, c)}
+    # Blackwell / cluster / AMD ops the Hopper simulator does not model
+    allowed = {"utlx_local_alloc_tmem", "utlx_tmem_load", "utlx_tmem_store", "utlx_tmem_subslice",
+               "utlx_require_tensor_memory_layout", "utlx_require_tensor_memory_scales_layout",
+               "utlx_map_to_remote_buffer", "utlx_remote_shmem_store", "utlx_async_remote_shmem_store",
+               "utlx_alloc_clc_responses", "utlx_async_clc_try_cancel", "utlx_clc_query", "utlx_storage_alias_spec",
+               "utlx_storage_alias_local_alloc", "utlx_set_buffer_overlap", "utlx_reuse_group",
+               "utlx_global_scratch_alloc", "utlx_vote_ballot_sync", "utlx_fp_to_fp_with_rbits", "utlx_async_store"}
+    assert missing <= allowed, f"uTLX builder calls with no simulator meaning: {sorted(missing - allowed)}"
+
+
+def test_patching_is_undone():
+    import triton.language.extra.tlx as tlx
+    before = tlx.barrier_wait
+    undo = tlx_ops.patch_tlx(ia.new_semantic(tlx_ops.SimBuilder()))
+    assert tlx.barrier_wait is not before
+    undo()
+    assert tlx.barrier_wait is before
