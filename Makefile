@@ -16,5 +16,7 @@ install: $(BIN)/tlx-workbench
 demo: install
 	$(BIN)/tlx-workbench demo
 
+# the browser tests drive Debian's Chromium (Playwright never downloads a browser here)
 test: install
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
 	$(BIN)/python -m pytest -q -rs
