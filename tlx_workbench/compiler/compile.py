@@ -183,8 +183,13 @@ def _bind(kernel: _Kernel, model: GPUModel, args, constexprs: dict, opts: dict, 
     try:
         bound, specialization, options = binder(*args, **kw, **opts)
     except TypeError as e:
-        raise _bad_arg(jit, f"cannot bind the arguments: {e}",
-                       "pass every kernel parameter, positionally or by name (constexprs by name)") from e
+        import re
+        missing = re.findall(r"'(\w+)'", str(e)) if "missing" in str(e) else []
+        if missing:
+            raise _bad_arg(jit, f"{jit.__name__} needs a value for {', '.join(missing)}",
+                           f"pass {', '.join(m + '=...' for m in missing)} to compile() (or the arguments in order)") from None
+        raise _bad_arg(jit, f"cannot bind the arguments: {str(e).replace('dynamic_func()', jit.__name__ + '()')}",
+                       "pass every kernel parameter, positionally or by name (constexprs by name)") from None
     options, sig, consts, attrs = jit._pack_args(backend, {**kw, **opts}, bound, specialization, options)
     return ASTSource(jit, sig, consts, attrs), options, {n: bound[n] for n in names if sig[n] == "constexpr"}
 
@@ -293,13 +298,20 @@ def compile(kernel, *args, target: "str | GPUModel" = "sm_90", num_warps: int | 
             hit = _CACHE.get(key)
         if hit is not None:
             return hit
-        from .diagnose import compile_error
+        from .diagnose import captured_output, compile_error, replay
+        import triton
         t0 = time.perf_counter()
-        try:
-            import triton
-            compiled = triton.compile(src, target=model.gpu_target(), options=options.__dict__)
-        except Exception as e:
-            raise compile_error(e, jit, model) from None
+        failure = None
+        # native code prints diagnostics (and, on failure, the whole module) to fds 1/2:
+        # keep that for err.detail instead of flooding the notebook
+        with captured_output() as printed:
+            try:
+                compiled = triton.compile(src, target=model.gpu_target(), options=options.__dict__)
+            except Exception as e:
+                failure = e
+        if failure is not None:
+            raise compile_error(failure, jit, model, printed) from None
+        replay(printed)
         seconds = time.perf_counter() - t0
         from .build import build_report
         report = build_report(compiled, jit, model, options, src, bound_constexprs, key, seconds)

@@ -12,6 +12,7 @@ target's SMEM / TMEM, naming the largest allocation.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
 import sys
@@ -21,42 +22,62 @@ from ..errors import CompileError
 
 
 @contextlib.contextmanager
-def captured_stderr():
-    """Capture what C++ code writes to fd 2 (MLIR diagnostics) while the block runs.
-
-    Yields a list that holds the captured text once the block is over; the text is
-    also passed on to the real stderr so nothing the compiler says is lost.
-    """
-    out: list[str] = []
+def captured_output():
+    """Capture what native code writes to fds 1 and 2 (MLIR diagnostics, IR dumps on failure)
+    while the block runs; yields a dict that holds {"stdout": ..., "stderr": ...} afterwards."""
+    out: dict[str, str] = {}
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    saved, tmps = {}, {}
     try:
-        fd = sys.stderr.fileno() if hasattr(sys.stderr, "fileno") else 2
-    except Exception:
-        fd = 2
-    try:
-        saved = os.dup(2)
-    except OSError:
+        for fd in (1, 2):
+            saved[fd] = os.dup(fd)
+            tmps[fd] = tempfile.TemporaryFile(mode="w+b")
+            os.dup2(tmps[fd].fileno(), fd)
+    except OSError:   # no real fds (some embedded interpreters): capture nothing
+        for fd, keep in saved.items():
+            os.dup2(keep, fd)
+            os.close(keep)
         yield out
         return
-    tmp = tempfile.TemporaryFile(mode="w+b")
-    try:
-        sys.stderr.flush()
-    except Exception:
-        pass
-    os.dup2(tmp.fileno(), 2)
+    # native code may also print through Python's sys.stdout (pybind's py::print), which in
+    # Jupyter and pytest is not fd 1: swap the Python streams as well
+    py_out, py_err = io.StringIO(), io.StringIO()
+    real_out, real_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = py_out, py_err
     try:
         yield out
     finally:
-        try:
-            sys.stderr.flush()
-        except Exception:
-            pass
-        os.dup2(saved, 2)
-        os.close(saved)
-        tmp.seek(0)
-        text = tmp.read().decode(errors="replace")
-        tmp.close()
-        out.append(text)
-        del fd
+        sys.stdout, sys.stderr = real_out, real_err
+        _flush_c_streams()
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            os.dup2(saved[fd], fd)
+            os.close(saved[fd])
+            tmps[fd].seek(0)
+            out[name] = tmps[fd].read().decode(errors="replace")
+            tmps[fd].close()
+        out["stdout"] = py_out.getvalue() + out["stdout"]
+        out["stderr"] = py_err.getvalue() + out["stderr"]
+
+
+def _flush_c_streams() -> None:
+    """Flush C stdio buffers, so what native code printed lands in the capture, not after it."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).fflush(None)
+    except Exception:
+        pass
+
+
+def replay(captured: dict) -> None:
+    """Pass captured compiler output on to Python's streams (so a notebook shows warnings)."""
+    if captured.get("stdout"):
+        sys.stdout.write(captured["stdout"])
+    if captured.get("stderr"):
+        sys.stderr.write(captured["stderr"])
 
 
 def _jit_functions(jit):
@@ -85,17 +106,27 @@ def _hint_for(message: str, model) -> str:
                                                    "async_dot_scaled", "blackwell")):
         return (f"this op needs Blackwell tensor memory, which {model.name} (sm_{model.arch}) does not have: "
                 "compile with target='sm_100' or use SMEM + wgmma on Hopper")
-    if "constexpr" in low:
-        return "pass compile-time values as constexprs by name (e.g. BLOCK=128) and check their types"
-    if "is not defined" in low or "undefined" in low:
-        return "define the name, or pass it as a constexpr argument"
+    if "power of 2" in low or "power of two" in low:
+        return "use a power-of-two value here (block sizes and tensor shapes must be powers of 2)"
+    if "descriptor" in low and ("block" in low or "shape" in low or "elements" in low):
+        return ("make the TensorDescriptor's block_shape match the SMEM buffer (set it in the host code or the "
+                "config's pre_hook)")
     if "shape" in low or "block" in low:
         return "check the shapes (block sizes, buffer shapes) at this line"
+    if "is not defined" in low or "undefined" in low:
+        return "define the name, or pass it as a constexpr argument"
+    if "constexpr" in low:
+        return "pass compile-time values as constexprs by name (e.g. BLOCK=128) and check their types"
     return "fix the kernel at this line"
 
 
-def compile_error(e: BaseException, jit, model, stderr_text: str = "") -> CompileError:
-    """One CompileError for an exception raised by ``triton.compile``."""
+def compile_error(e: BaseException, jit, model, output: "dict | str" = "") -> CompileError:
+    """One CompileError for an exception raised by ``triton.compile``; `output` is what the
+    compiler printed meanwhile (diagnostics first, IR dumps after), kept in ``.detail``."""
+    if isinstance(output, dict):
+        stderr_text = (output.get("stderr", "") + "\n" + output.get("stdout", "")).strip()
+    else:
+        stderr_text = output
     from triton.compiler.errors import CompilationError
     chain, x = [], e
     while x is not None and len(chain) < 16:
@@ -139,14 +170,18 @@ def _front_end_error(errs, jit, model) -> CompileError:
                         detail=str(errs[0]))
 
 
-_DIAG_RE = re.compile(r'loc\((?:callsite\()?"([^"]+)":(\d+):(\d+)[^\n]*?:\s*error:\s*(.*)')
+# `file:line:col: error: msg` (MLIR's printed diagnostic) or `loc("file":line:col): error: msg`
+_DIAG_RE = re.compile(r'(?:^|\n)\s*(?:loc\((?:callsite\()?"([^"]+)":(\d+):(\d+)[^\n]*?|([^\s:"][^:\n]*):(\d+):(\d+)):'
+                      r'\s*error:\s*(.*)')
 
 
 def _mlir_diagnostic(text: str, jit):
     """(file, line, message) of the first MLIR error diagnostic, preferring the kernel's file."""
     found = []
     for m in _DIAG_RE.finditer(text):
-        found.append((m.group(1), int(m.group(2)), m.group(4).strip()))
+        file = m.group(1) or m.group(4)
+        line = m.group(2) or m.group(5)
+        found.append((file.strip(), int(line), m.group(7).strip()))
     if not found:
         m = re.search(r"error:\s*(.*)", text)
         if m and "PassManager" not in m.group(1):
