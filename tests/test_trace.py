@@ -153,3 +153,10 @@ def test_proton_instrumentation_trace_imports():
     assert 0.5 < warp4.mma_share < 0.7 and warp4.waiting_by_barrier == {"wait_full": pytest.approx(warp4.waiting)}
     # and out again: our own export of the imported trace round-trips
     assert sorted(map(_key, _through_json(tr).spans)) == sorted(map(_key, tr.spans))
+
+
+def test_trace_shows_as_a_static_timeline_with_its_summary():
+    tr = sample_trace(iters=5, ctas=1)
+    html = tr._repr_html_()
+    assert "<svg" in html and "<script" not in html and "tlxwb-summary" in html
+    assert html.count("class='tlxwb-lane'") == len(tr.lanes())

@@ -422,6 +422,11 @@ class Trace:
     def load(cls, path: str) -> "Trace":
         return cls.from_chrome(path)
 
+    def _repr_html_(self) -> str:
+        """Static timeline + per-lane summary (for live views: tlx_workbench.widgets.TimelineWidget)."""
+        from .widgets.timeline import timeline_html
+        return timeline_html(self)
+
     def __repr__(self):
         return (f"Trace({self.source}, {len(self.lanes())} lanes, {len(self.spans)} spans, "
                 f"{len(self.barrier_events)} barrier events, {self.duration:.0f} {self.time_unit})")
