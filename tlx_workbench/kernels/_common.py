@@ -96,9 +96,9 @@ def check_gemm_operands(kernel_file: str, a, b, *, need_tma: bool):
             hint="call .contiguous() on the operands first")
     if need_tma and (a.shape[1] % 8 or b.shape[1] % 8):
         raise TLXWorkbenchError(
-            f"TMA needs rows 16-byte aligned: K={a.shape[1]} and N={b.shape[1]} must be multiples of 8",
+            f"TMA and cp.async need rows 16-byte aligned: K={a.shape[1]} and N={b.shape[1]} must be multiples of 8",
             file=kernel_file, line=line,
-            hint="pad K and N to a multiple of 8, or use tlx_workbench.kernels.gemm_pipelined.matmul")
+            hint="pad K and N to a multiple of 8 (or use torch.matmul for such shapes)")
 
 
 def gemm_flops(M, N, K) -> float:

@@ -125,6 +125,7 @@ CONFIGS = tuple(c for c in (
     _config(128, 128, 64, 5, 64, EPI_BUFS=2),
     _config(64, 256, 64, 4, 128),
     _config(128, 128, 64, 6, 64, WARP_BARRIER=True),
+    _config(128, 128, 64, 5, 64, EPI_BUFS=2, WARP_BARRIER=True),
 ) if smem_bytes(c) <= 232448)
 
 SIM_CONFIGS = {

@@ -5,7 +5,8 @@ in flight with ``cp.async`` (``tlx.async_load``), one commit group per slice; at
 k it waits until slice k has landed (``async_load_wait_group(STAGES-2)``), issues the
 wgmma for it, waits for the wgmma of step k-1 only, and refills the slot that step
 just freed. Loads are masked, so any M, N, K works (no TMA alignment rules): this is
-the fallback for shapes the TMA kernels refuse.
+simple to read; its one shape rule is that rows are 16-byte aligned (K and N
+multiples of 8), as cp.async has no 2-byte form.
 
 >>> from tlx_workbench.kernels.gemm_pipelined import matmul    # on a Hopper GPU
 >>> c = matmul(a, b)
@@ -35,6 +36,13 @@ def _issue_slice(a_ptr, b_ptr, a_buf, b_buf, rows, cols, ks, k0, M, N, K,
 def gemm_pipelined_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
                           BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                           GROUP_M: tl.constexpr, STAGES: tl.constexpr):
+    # cp.async moves 4, 8 or 16 bytes per thread: promise Triton 16-byte rows (the launcher
+    # checks K % 8 == N % 8 == 0), else it falls back to 2-byte copies that do not exist
+    # (written as (x // 8) * 8, which Triton's alignment analysis can see through)
+    K = (K // 8) * 8
+    N = (N // 8) * 8
+    stride_am = (stride_am // 8) * 8
+    stride_bk = (stride_bk // 8) * 8
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
     pid_m, pid_n = grouped_tile(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
@@ -102,12 +110,12 @@ _TUNED: dict = {}
 
 
 def matmul(a, b, config=None):
-    """C = A @ B with the software-pipelined kernel; any M, N, K (fp16/bf16, row-major).
+    """C = A @ B with the software-pipelined kernel; any M, K and N multiples of 8 (fp16/bf16).
 
     >>> c = matmul(a, b)     # a: (M, K), b: (K, N) on a Hopper GPU
     """
     import torch
-    check_gemm_operands(__file__, a, b, need_tma=False)
+    check_gemm_operands(__file__, a, b, need_tma=True)
     c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
     if config is None:
         key = (a.shape[0], b.shape[1], a.shape[1], a.dtype)

@@ -169,6 +169,8 @@ CONFIGS = tuple(c for c in (
     _config(128, 256, 64, 4, 128, EPI_BUFS=1),
     _config(128, 256, 64, 3, 128),
     _config(128, 256, 64, 4, 64, WARP_BARRIER=True),
+    _config(128, 256, 64, 3, 128, GROUP_M=16),
+    _config(128, 256, 64, 4, 64, MMA_REGS=240, LOADER_REGS=24),
     _config(256, 128, 64, 4, 64),
     _config(128, 128, 64, 6, 64),
 ) if smem_bytes(c) <= 232448)

@@ -1,0 +1,215 @@
+"""Attention forward on the H200: our TLX kernel vs torch SDPA vs TLX's tutorial kernels.
+
+One run: (a) correctness against float64 at many shapes (D 64/128, causal or not,
+fp16/bf16, ragged N), poisoned outputs; (b) config sweep at the benchmark shapes;
+(c) side by side (do_bench medians, two rounds): ours (best config), SDPA (default
+backend, and cuDNN's), the tutorials unchanged through their own launchers;
+(d) attention.json + attention.md.
+
+    python benchmarks/attention.py --out /tmp/attn_out        # on a Hopper GPU
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from _harness import (bench_ms, device_line, load_tutorial, md_table, rel_error, try_call,  # noqa: E402
+                      write_outputs)
+
+BENCH = [((4, 32, 4096, 128), False), ((2, 32, 8192, 128), False),
+         ((4, 32, 4096, 128), True), ((2, 32, 8192, 128), True), ((4, 32, 4096, 64), False)]
+CHECK = [(1, 2, 128, 64), (2, 3, 256, 128), (1, 2, 200, 64), (2, 2, 1000, 128), (1, 1, 77, 128),
+         (1, 4, 1024, 64), (1, 1, 4096, 128), (1, 2, 130, 128)]
+TOL = {"float16": 3e-3, "bfloat16": 2e-2}
+
+
+def ref64(q, k, v, causal, sm_scale):
+    """float64 attention on the GPU (fast enough for the check shapes)."""
+    import torch
+    qd, kd, vd = q.double(), k.double(), v.double()
+    s = (qd @ kd.transpose(-1, -2)) * sm_scale
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ vd
+
+
+def check(log):
+    import torch
+    from tlx_workbench.kernels import attention as A
+    rows = []
+    for dname in ("float16", "bfloat16"):
+        dt = getattr(torch, dname)
+        for shape in CHECK:
+            for causal in (False, True):
+                for ci, cfg in enumerate(A.CONFIGS):
+                    if not fits(cfg, shape[-1]) or (ci > 0 and (shape not in CHECK[:3] or dname != "float16")):
+                        continue
+                    q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
+                    o = torch.full_like(q, float("nan"))
+                    scale = 1.0 / math.sqrt(shape[-1])
+                    got = try_call(f"attn cfg{ci} {shape} causal={causal} {dname}",
+                                   lambda: A.launch(q, k, v, o, causal, scale, cfg), log)
+                    err = float("inf") if got is None else rel_error(o, ref64(q, k, v, causal, scale))
+                    ok = err <= TOL[dname]
+                    rows.append(dict(config=ci, dtype=dname, shape=str(shape), causal=causal, rel_err=err,
+                                     ok="ok" if ok else "FAIL"))
+                    if not ok:
+                        print(f"  FAIL cfg{ci} {shape} causal={causal} {dname}: {err:.3g}", flush=True)
+    return rows
+
+
+def fits(cfg, D, elem=2):
+    smem = (cfg["BM"] * D + 2 * cfg["NUM_BUFS"] * cfg["BN"] * D) * elem + 1024
+    return smem <= 232448
+
+
+def flops(shape, causal):
+    Z, H, N, D = shape
+    return 4.0 * Z * H * N * N * D / (2 if causal else 1)
+
+
+def sweep(log):
+    import torch
+    from tlx_workbench.kernels import attention as A
+    rows, best = [], {}
+    for shape, causal in BENCH:
+        for dname in ("float16", "bfloat16"):
+            dt = getattr(torch, dname)
+            q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
+            o = torch.empty_like(q)
+            scale = 1.0 / math.sqrt(shape[-1])
+            for ci, cfg in enumerate(A.CONFIGS):
+                if not fits(cfg, shape[-1]):
+                    continue
+                ms = try_call(f"sweep cfg{ci} {shape} {causal} {dname}",
+                              lambda: bench_ms(lambda: A.launch(q, k, v, o, causal, scale, cfg), 25, 100), log)
+                if ms is None:
+                    continue
+                rows.append(dict(config=ci, shape=str(shape), causal=causal, dtype=dname, ms=ms,
+                                 tflops=flops(shape, causal) / ms * 1e-9, cfg=str(cfg)))
+                key = (shape, causal, dname)
+                if key not in best or ms < best[key][1]:
+                    best[key] = (cfg, ms)
+            if (shape, causal, dname) in best:
+                print(f"  swept {shape} causal={causal} {dname}: "
+                      f"{flops(shape, causal) / best[(shape, causal, dname)][1] * 1e-9:.0f} TFLOP/s", flush=True)
+    return rows, best
+
+
+def tutorial_subjects(log):
+    subj = {}
+    pp = try_call("import hopper_fa_ws_pipelined_pingpong",
+                  lambda: load_tutorial("hopper_fa_ws_pipelined_pingpong"), log)
+    if pp is not None:
+        subj["tlx_tut_fa_pingpong"] = pp.attention
+    pers = try_call("import hopper_fa_ws_pipelined_pingpong_persistent",
+                    lambda: load_tutorial("hopper_fa_ws_pipelined_pingpong_persistent"), log)
+    if pers is not None:
+        subj["tlx_tut_fa_pingpong_persistent"] = pers.attention
+    return subj
+
+
+def compare(best, log, rounds=2):
+    import torch
+    import triton
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from tlx_workbench.kernels import attention as A
+    from tlx_workbench.kernels._common import torch_alloc
+    F = torch.nn.functional
+    tut = tutorial_subjects(log)
+    rows = []
+    for shape, causal in BENCH:
+        for dname in ("float16", "bfloat16"):
+            dt = getattr(torch, dname)
+            q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
+            scale = 1.0 / math.sqrt(shape[-1])
+            o = torch.empty_like(q)
+
+            def cudnn():
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+            def flash():
+                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+            subj = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
+                    "sdpa_flash": flash, "sdpa_cudnn": cudnn}
+            if (shape, causal, dname) in best:
+                cfg = best[(shape, causal, dname)][0]
+                subj["ours"] = lambda: A.launch(q, k, v, o, causal, scale, cfg)
+            if not causal and dname == "float16":
+                for name, f in tut.items():
+                    subj[name] = (lambda f: lambda: f(q, k, v, scale))(f)
+            ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+            times = {n: [] for n in subj}
+            errs = {}
+            for r in range(rounds):
+                for name, fn in subj.items():
+                    if r == 0:
+                        out = try_call(f"run {name} {shape} {causal} {dname}", fn, log)
+                        errs[name] = float("inf") if out is None else rel_error(out, ref)
+                        triton.set_allocator(torch_alloc)
+                    if errs[name] == float("inf"):
+                        continue
+                    ms = try_call(f"bench {name} {shape}", lambda: bench_ms(fn), log)
+                    if ms is not None:
+                        times[name].append(ms)
+            base = min(times["sdpa"]) if times["sdpa"] else float("nan")
+            for name, ts in times.items():
+                if not ts:
+                    rows.append(dict(shape=str(shape), causal=causal, dtype=dname, kernel=name, tflops=0.0,
+                                     vs_sdpa=0.0, rounds="failed", err_vs_sdpa=errs.get(name)))
+                    continue
+                ms = min(ts)
+                rows.append(dict(shape=str(shape), causal=causal, dtype=dname, kernel=name, ms=ms,
+                                 tflops=flops(shape, causal) / ms * 1e-9, vs_sdpa=base / ms,
+                                 rounds=" / ".join(f"{flops(shape, causal) / t * 1e-9:.0f}" for t in ts),
+                                 err_vs_sdpa=errs[name]))
+            print(md_table([r for r in rows if r["shape"] == str(shape) and r["causal"] == causal
+                            and r["dtype"] == dname],
+                           ["shape", "causal", "dtype", "kernel", "tflops", "vs_sdpa", "rounds"]), flush=True)
+    return rows
+
+
+def main(out_dir, do_check=True):
+    import torch
+    import triton
+    from tlx_workbench.kernels._common import torch_alloc
+    torch.manual_seed(0)
+    triton.set_allocator(torch_alloc)
+    log = []
+    payload = {"device": device_line(), "errors": log}
+    md = [f"# Attention forward on {payload['device']}\n"]
+    if do_check:
+        rows = check(log)
+        payload["check"] = rows
+        bad = [r for r in rows if r["ok"] != "ok"]
+        md.append(f"## correctness: {len(rows) - len(bad)}/{len(rows)} ok\n")
+        md.append(md_table(bad, ["config", "dtype", "shape", "causal", "rel_err"]))
+        print(md[-2], flush=True)
+    srows, best = sweep(log)
+    payload["sweep"] = srows
+    md.append("## config sweep\n" + md_table(srows, ["config", "shape", "causal", "dtype", "tflops", "cfg"]))
+    crows = compare(best, log)
+    payload["compare"] = crows
+    md.append("## side by side\n" + md_table(crows, ["shape", "causal", "dtype", "kernel", "tflops", "vs_sdpa",
+                                                     "rounds", "err_vs_sdpa"]))
+    if log:
+        md.append("## errors\n" + "\n".join(f"- {e['what']}: {e['error']}" for e in log))
+    write_outputs(out_dir, "attention", payload, "\n".join(md))
+    return payload
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
+    p.add_argument("--no-check", action="store_true")
+    args = p.parse_args()
+    main(args.out, do_check=not args.no_check)

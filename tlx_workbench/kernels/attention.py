@@ -1,0 +1,328 @@
+"""Flash-attention forward for Hopper, warp-specialized, ping-pong: O = softmax(Q K^T * scale) V.
+
+One CTA owns BM = 128 query rows of one (batch, head):
+
+* a loader warp group brings Q once (two 64-row halves) and then streams K_j, V_j
+  with TMA through a NUM_BUFS-deep ring (``*_full`` count landed bytes, ``*_empty``
+  need both consumer groups).
+* two consumer warp groups own 64 query rows each. Inside a group, the two GEMMs
+  of a step are issued together: S_j = Q K_j^T and O += P_{j-1} V_{j-1}; the
+  softmax of S_j (row max, exp2, row sum) then runs while the P V wgmma is still in
+  flight, and O is rescaled only after it retires.
+* between the groups, two named barriers pass a "GEMM turn" back and forth: a
+  group issues its two wgmmas only in its turn, so while group 0 does softmax on
+  the CUDA cores, group 1's GEMMs own the tensor core, and the other way round.
+* causal: the KV loop stops at the diagonal; only the last BM/BN blocks (and the
+  ragged tail of N) pay for the mask.
+
+Shapes: q, k, v (Z, H, N, D), D in {64, 128}, fp16 or bf16, any N.
+
+>>> from tlx_workbench.kernels.attention import attention      # on a Hopper GPU
+>>> o = attention(q, k, v, causal=True)
+"""
+from __future__ import annotations
+
+import math
+
+import triton
+import triton.language as tl
+import triton.language.extra.tlx as tlx
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from ..errors import TLXWorkbenchError
+from ._common import KernelSpec, torch_alloc
+
+TURN_0 = tl.constexpr(14)
+TURN_1 = tl.constexpr(15)
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def _wait_turn(wg):
+    if wg == 0:
+        tlx.named_barrier_wait(TURN_0, 256)
+    else:
+        tlx.named_barrier_wait(TURN_1, 256)
+
+
+@triton.jit
+def _pass_turn(wg):
+    if wg == 0:
+        tlx.named_barrier_arrive(TURN_1, 256)
+    else:
+        tlx.named_barrier_arrive(TURN_0, 256)
+
+
+@triton.jit
+def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
+                    MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr):
+    """One block of the streaming softmax in base 2. Returns (p, m_new, l_new, alpha)."""
+    if MASK:
+        cols = col0 + tl.arange(0, BN)
+        keep = cols[None, :] < N_CTX
+        if CAUSAL:
+            keep = keep & (cols[None, :] <= rows[:, None])
+        qk = tl.where(keep, qk, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_new = l_i * alpha + tl.sum(p, 1)
+    return p, m_new, l_new, alpha
+
+
+@triton.jit
+def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
+             p, m_i, l_i, acc, qk_scale, rows, N_CTX,
+             MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
+             DTYPE: tl.constexpr):
+    """Step j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in this group's turn, softmax of S_j
+    under the P V wgmma, then rescale O. Returns the new (p, m_i, l_i, acc)."""
+    kb = j % NUM_BUFS
+    vb = (j - 1) % NUM_BUFS
+    tlx.barrier_wait(k_full[kb], (j // NUM_BUFS) & 1)
+    tlx.barrier_wait(v_full[vb], ((j - 1) // NUM_BUFS) & 1)
+    _wait_turn(wg)
+    qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[kb]))
+    acc = tlx.async_dot(p.to(DTYPE), v_tiles[vb], acc)
+    _pass_turn(wg)
+    qk = tlx.async_dot_wait(1, qk)          # S_j ready (P V may still run)
+    tlx.barrier_arrive(k_empty[kb])
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, j * BN, N_CTX, MASK, CAUSAL, BN)
+    acc = tlx.async_dot_wait(0, acc)
+    tlx.barrier_arrive(v_empty[vb])
+    acc = acc * alpha[:, None]
+    return p, m_i, l_i, acc
+
+
+@triton.jit
+def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, o_ptr,
+                         HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                         NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
+                         LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240):
+    HALF: tl.constexpr = BM // 2
+    dtype: tl.constexpr = tlx.dtype_of(desc_q)
+    tl.static_assert(BM % BN == 0, "BM must be a multiple of BN")
+
+    q_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2)
+    k_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
+    v_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
+    q_full = tlx.alloc_barriers(num_barriers=2, arrive_count=1)
+    k_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
+    v_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
+    k_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=2)
+    v_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=2)
+
+    # heavy (long causal) query blocks first, so the tail of the grid is short blocks
+    if CAUSAL:
+        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        start_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    head_row = bh * N_CTX               # first row of this (batch, head) in the 2-D views
+    if CAUSAL:
+        kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
+    else:
+        kv_end = N_CTX
+    n_blocks = tl.cdiv(kv_end, BN)
+    # blocks before n_plain need no mask (fully below the diagonal and inside N)
+    if CAUSAL:
+        n_plain = tl.minimum(start_m * BM, N_CTX) // BN
+    else:
+        n_plain = N_CTX // BN
+    TILE_BYTES: tl.constexpr = BN * HEAD_DIM * tlx.size_of(dtype)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", num_regs=LOADER_REGS):
+            for h in tl.static_range(2):
+                tlx.barrier_expect_bytes(q_full[h], HALF * HEAD_DIM * tlx.size_of(dtype))
+                tlx.async_descriptor_load(desc_q, q_tiles[h], [head_row + start_m * BM + h * HALF, 0], q_full[h])
+            for j in range(n_blocks):
+                b = j % NUM_BUFS
+                parity = (j // NUM_BUFS) & 1
+                tlx.barrier_wait(k_empty[b], parity ^ 1)
+                tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
+                tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + j * BN, 0], k_full[b])
+                tlx.barrier_wait(v_empty[b], parity ^ 1)
+                tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
+                tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + j * BN, 0], v_full[b])
+
+        with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
+            wg = tlx.async_task_replica_id()
+            qk_scale = sm_scale * LOG2E
+            rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
+            m_i = tl.full([HALF], float("-inf"), tl.float32)
+            l_i = tl.zeros([HALF], tl.float32)
+            q_tile = q_tiles[wg]
+            if wg == 1:
+                tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn
+            tlx.barrier_wait(q_full[wg], 0)
+
+            # block 0: S_0 alone (nothing to multiply with V yet)
+            tlx.barrier_wait(k_full[0], 0)
+            _wait_turn(wg)
+            qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[0]))
+            _pass_turn(wg)
+            qk = tlx.async_dot_wait(0, qk)
+            tlx.barrier_arrive(k_empty[0])
+            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
+                                                 CAUSAL or not EVEN_M, CAUSAL, BN)
+            acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+
+            for j in range(1, tl.maximum(n_plain, 1)):
+                p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
+                                            j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
+                                            False, CAUSAL, BN, NUM_BUFS, dtype)
+            for j in range(tl.maximum(n_plain, 1), n_blocks):
+                p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
+                                            j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
+                                            True, CAUSAL, BN, NUM_BUFS, dtype)
+
+            # last P V
+            last = n_blocks - 1
+            vb = last % NUM_BUFS
+            tlx.barrier_wait(v_full[vb], (last // NUM_BUFS) & 1)
+            acc = tlx.async_dot(p.to(dtype), v_tiles[vb], acc)
+            acc = tlx.async_dot_wait(0, acc)
+            tlx.barrier_arrive(v_empty[vb])
+
+            out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
+            if EVEN_M:
+                # Q's tile is dead now (its last wgmma retired): reuse it as the store buffer
+                tlx.local_store(q_tile, out)
+                tlx.fence("async_shared")
+                tlx.async_descriptor_store(desc_o, q_tile, [head_row + start_m * BM + wg * HALF, 0])
+                tlx.async_descriptor_store_wait(0)
+            else:
+                cols = tl.arange(0, HEAD_DIM)
+                ptrs = o_ptr + (head_row + rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+                tl.store(ptrs, out, mask=(rows < N_CTX)[:, None])
+
+
+def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240):
+    return dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
+
+
+CONFIGS = (
+    _config(128, 2),
+    _config(128, 3),
+    _config(64, 3),
+    _config(128, 2, LOADER_REGS=40, MMA_REGS=232),
+)
+
+SIM_CONFIGS = {
+    "tiny": _config(64, 2),
+    "blocks_of_32": _config(32, 2),
+}
+
+
+def _descriptors(q, k, v, o, cfg):
+    Z, H, N, D = q.shape
+    rows = Z * H * N
+    half = cfg["BM"] // 2
+    return (TensorDescriptor(q, [rows, D], [D, 1], [half, D]),
+            TensorDescriptor(k, [rows, D], [D, 1], [cfg["BN"], D]),
+            TensorDescriptor(v, [rows, D], [D, 1], [cfg["BN"], D]),
+            TensorDescriptor(o, [rows, D], [D, 1], [half, D]))
+
+
+def _check(q, k, v):
+    import torch
+    if not (q.shape == k.shape == v.shape) or q.ndim != 4:
+        raise TLXWorkbenchError(f"attention needs q, k, v of one shape (Z, H, N, D); got "
+                                f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}", file=__file__,
+                                hint="self-attention only: give q, k and v the same shape")
+    if q.shape[-1] not in (64, 128):
+        raise TLXWorkbenchError(f"head dim {q.shape[-1]} is not supported", file=__file__,
+                                hint="use D = 64 or 128")
+    if q.dtype not in (torch.float16, torch.bfloat16) or not (q.dtype == k.dtype == v.dtype):
+        raise TLXWorkbenchError(f"attention needs fp16 or bf16 q, k, v of one dtype; got {q.dtype}",
+                                file=__file__, hint="cast with .half() or .bfloat16()")
+    if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
+        raise TLXWorkbenchError("attention needs contiguous q, k, v", file=__file__,
+                                hint="call .contiguous() first (e.g. after a transpose)")
+
+
+def launch(q, k, v, o, causal, sm_scale, cfg):
+    """Run once with one explicit config; writes and returns ``o``."""
+    Z, H, N, D = q.shape
+    triton.set_allocator(torch_alloc)
+    dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
+    grid = (triton.cdiv(N, cfg["BM"]), Z * H)
+    attention_fwd_kernel[grid](sm_scale, Z, H, N, dq, dk, dv, do, o, HEAD_DIM=D, CAUSAL=causal,
+                               EVEN_M=(N % cfg["BM"] == 0), num_warps=4, num_stages=0, **cfg)
+    return o
+
+
+_TUNED: dict = {}
+
+
+def attention(q, k, v, causal=False, sm_scale=None, config=None):
+    """softmax(q k^T * sm_scale [+ causal mask]) v for q, k, v of shape (Z, H, N, D).
+
+    >>> o = attention(q, k, v, causal=True)        # fp16/bf16 on a Hopper GPU, D in {64, 128}
+    """
+    import torch
+    _check(q, k, v)
+    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    o = torch.empty_like(q)
+    if config is None:
+        key = (tuple(q.shape), q.dtype, bool(causal))
+        if key not in _TUNED:
+            _TUNED[key] = tune(q, k, v, causal, sm_scale)[0][0]
+        config = _TUNED[key]
+    return launch(q, k, v, o, causal, sm_scale, config)
+
+
+def tune(q, k, v, causal, sm_scale, configs=CONFIGS):
+    """Time every config; returns [(config, ms), ...] fastest first."""
+    import torch
+    o = torch.empty_like(q)
+    res = [(c, triton.testing.do_bench(lambda: launch(q, k, v, o, causal, sm_scale, c), warmup=25, rep=100))
+           for c in configs]
+    return sorted(res, key=lambda r: r[1])
+
+
+def reference(q, k, v, causal=False, sm_scale=None):
+    """The same function in float64 on the CPU, cast back to q's dtype."""
+    import torch
+    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    qd, kd, vd = (t.detach().double().cpu() for t in (q, k, v))
+    s = (qd @ kd.transpose(-1, -2)) * sm_scale
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return (torch.softmax(s, dim=-1) @ vd).to(q.dtype).to(q.device)
+
+
+def make_inputs(shape, dtype, device):
+    """Fresh random (q, k, v) of ``shape`` = (Z, H, N, D)."""
+    import torch
+    return tuple(torch.randn(shape, dtype=dtype, device=device) for _ in range(3))
+
+
+def flops(Z, H, N, D, causal=False):
+    """Forward FLOPs (two GEMMs); half of it when causal."""
+    f = 4.0 * Z * H * N * N * D
+    return f / 2 if causal else f
+
+
+def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128), causal=False):
+    """Compile (no launch) for ``target`` on any machine; returns Triton's CompiledKernel.
+
+    >>> compile_offline(SIM_CONFIGS["tiny"]).metadata.shared > 0
+    True
+    """
+    import torch
+    from ..target import offline
+    Z, H, N, D = shape
+    dt = getattr(torch, dtype)
+    with offline(target):
+        q, k, v, o = (torch.empty(shape, dtype=dt) for _ in range(4))
+        dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
+        return attention_fwd_kernel.warmup(0.1, Z, H, N, dq, dk, dv, do, o, HEAD_DIM=D, CAUSAL=causal,
+                                           EVEN_M=(N % cfg["BM"] == 0), grid=(1,), num_warps=4,
+                                           num_stages=0, **cfg)
+
+
+SPEC = KernelSpec(name="attention", kernel=attention_fwd_kernel, launch=attention, reference=reference,
+                  configs=CONFIGS, sim_configs=SIM_CONFIGS, make_inputs=make_inputs, flops=flops, doc=__doc__)
