@@ -1,9 +1,16 @@
 import os
+import sys
 import pathlib
 
 import pytest
 
 TUTORIALS = pathlib.Path(__import__("tlx").__file__).parent / "tutorials"
+
+# Test folders keep their helper modules (kernels, fixtures data) beside the tests and
+# import them by name; under --import-mode=importlib that needs the folders on sys.path.
+for _d in sorted(pathlib.Path(__file__).parent.iterdir()):
+    if _d.is_dir() and not _d.name.startswith(("_", ".")) and str(_d) not in sys.path:
+        sys.path.insert(0, str(_d))
 
 
 def _gpu_reason():
