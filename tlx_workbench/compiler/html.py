@@ -109,10 +109,17 @@ def _excerpt(r, line: int, stages=("ttgir", "ptx", "sass"), limit: int = 14) -> 
 
 
 def interesting_lines(r, n: int = 3) -> list[int]:
-    """Source lines worth showing IR for: an MMA, a TMA load and a barrier wait, if present."""
-    picks = []
-    keys = ("async_dot(", "tcgen05", "async_descriptor_load(", "barrier_wait(")
-    for key in keys:
+    """Source lines worth showing IR for: an MMA, a TMA load and a barrier wait, taken from the
+    barrier table (so lines inside inlined @jit helpers count), else found by keyword."""
+    picks: list[int] = []
+    sites = [s for b in r.barriers for s in b.sites if s.line]
+    for op in ("mma_commit", "tma_load", "wait"):
+        line = next((s.line for s in sites if s.op == op), None)
+        if line and line not in picks:
+            picks.append(line)
+    for key in ("async_dot(", "async_descriptor_load(", "barrier_wait("):
+        if len(picks) >= n:
+            break
         for i in range(r.source.first_line, r.last_line + 1):
             if key in r.source.line_text(i) and i not in picks:
                 picks.append(i)
@@ -126,7 +133,7 @@ def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
     over = res.smem_bytes > res.smem_limit
     parts = [f'<div class="tlxwb-report"><style>{_CSS}</style>',
              f"<h3>{_e(title or r.kernel)} <small>for {_e(r.target)} ({_e(r.gpu)})</small></h3>",
-             f"<div><code>{_e(r.source.file)}:{r.source.first_line}</code></div>"]
+             f"<div><code>{_e(r.kernel)}</code> in <code>{_e(r.source.file)}:{r.source.first_line}</code></div>"]
     rows = [["shared memory", f'<span class="{"bar-over" if over else "bar-ok"}">{res.smem_bytes} B</span> of '
                               f"{res.smem_limit} B ({_pct(res.smem_bytes, res.smem_limit)})"]]
     if res.tmem_limit:
@@ -160,8 +167,10 @@ def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
             [[f"<code>{_e(b.name)}</code>", b.kind, _e(b.count if b.count is not None else "mixed"), b.slots,
               _e(b.line or "-"), _sites(b)] for b in r.barriers], num_cols=(2, 3)))
     if excerpts:
+        import linecache
         for line in interesting_lines(r):
-            parts.append(f"<details><summary>IR for line {line}: <code>{_e(r.source.line_text(line).strip())}"
-                         f"</code></summary>{_excerpt(r, line)}</details>")
+            parts.append(f"<details><summary>IR for line {line}: <code>"
+                         f"{_e(linecache.getline(r.source.file, line).strip())}</code></summary>"
+                         f"{_excerpt(r, line)}</details>")
     parts.append("</div>")
     return "".join(parts)

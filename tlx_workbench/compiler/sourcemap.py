@@ -105,8 +105,17 @@ def _ptx_frames(text: str) -> dict[int, Loc]:
             files[m.group(1)] = m.group(2)
     out = {}
     cur: Loc | None = None
+    in_asm = False
     for i, line in enumerate(lines, start=1):
+        if "// begin inline asm" in line:
+            in_asm = True
+        elif "// end inline asm" in line:
+            in_asm = False
         m = _PTX_LOC_RE.match(line)
+        if m and in_asm:
+            # LLVM interleaves stray .loc lines into multi-line inline asm (an mbarrier wait
+            # loop); the asm belongs to the op whose .loc came before it
+            continue
         if m:
             frames = [Frame(files.get(m.group(1), ""), int(m.group(2)), int(m.group(3)))]
             for fid, ln, col in re.findall(r"inlined_at\s+(\d+)\s+(\d+)\s+(\d+)", m.group(4)):
@@ -116,7 +125,7 @@ def _ptx_frames(text: str) -> dict[int, Loc]:
         s = line.strip()
         if cur is not None and s and not s.startswith(("//", ".", "$", "{", "}")):
             out[i] = cur
-        if s.startswith("}") or s.startswith(".section"):
+        if (s.startswith("}") and not in_asm and line.startswith("}")) or s.startswith(".section"):
             cur = None
     return out
 
