@@ -3,6 +3,7 @@ scripts, no network), so it survives nbconvert, nbval and GitHub's notebook view
 from __future__ import annotations
 
 import html
+import re
 
 _CSS = """
 .tlxwb-report{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;color:#222;max-width:1100px}
@@ -93,18 +94,36 @@ def _sites(b) -> str:
     return "".join(parts)
 
 
+_KEY_INSTR = re.compile(r"wgmma|tcgen05|mbarrier|cp\.async|HGMMA|UTC\w*MMA|SYNCS|UTMA\w*|tc_gen5|warp_group_dot|"
+                        r"barrier|tma|setmaxnreg|bar\.sync", re.I)
+
+
 def _excerpt(r, line: int, stages=("ttgir", "ptx", "sass"), limit: int = 14) -> str:
+    """Each stage's lines for source `line`; when there are many, the ones that say most
+    (MMAs, barriers, TMA) come first."""
     out = []
     for st in stages:
         try:
             text = r.ir(st, line=line)
         except KeyError:
             continue
-        if not text:
+        rows = [ln for ln in text.splitlines() if not ln.strip().startswith("...")]
+        if not rows:
             continue
-        lines = text.splitlines()
-        more = f"\n     ... {len(lines) - limit} more lines" if len(lines) > limit else ""
-        out.append(f"<h4>{_e(st.upper())}</h4><pre>{_e(chr(10).join(lines[:limit]) + more)}</pre>")
+        if len(rows) > limit:
+            key = [i for i, ln in enumerate(rows) if _KEY_INSTR.search(ln)][:limit]
+            rest = [i for i in range(len(rows)) if i not in key][:max(0, limit - len(key))]
+            keep = sorted(key + rest)
+        else:
+            keep = list(range(len(rows)))
+        shown, prev = [], None
+        for i in keep:
+            if prev is not None and i != prev + 1:
+                shown.append("     ...")
+            shown.append(rows[i])
+            prev = i
+        more = f"\n     ... {len(rows) - len(keep)} more lines" if len(rows) > len(keep) else ""
+        out.append(f"<h4>{_e(st.upper())}</h4><pre>{_e(chr(10).join(shown) + more)}</pre>")
     return "".join(out)
 
 
