@@ -101,3 +101,14 @@ def test_decode_builds_a_gpu_trace_per_cta_and_lane():
     wait = next(tr.spans_of(kind="wait"))
     assert (wait.start, wait.end, wait.barrier, wait.line) == (0.0, 400.0, "full", 20)
     assert next(tr.spans_of(kind="mma")).duration == 800
+
+
+def test_timeline_png_of_a_measured_trace(tmp_path):
+    from tlx_workbench.runtime.profiling import timeline_png
+    from tlx_workbench.trace import Span, Trace
+    tr = Trace(time_unit="cycles", source="gpu")
+    tr.add_span(Span(0, "default", 0, "tma", 0, 100, name="async_descriptor_load"))
+    tr.add_span(Span(0, "task1", 0, "wait", 0, 120, name="barrier_wait"))
+    tr.add_span(Span(0, "task1", 0, "mma", 120, 400, name="async_dot"))
+    png = timeline_png(tr, str(tmp_path / "t.png"))
+    assert png[:4] == b"\x89PNG" and (tmp_path / "t.png").stat().st_size == len(png)

@@ -311,7 +311,8 @@ def run(fn, *args, reference=None, grid=None, outputs=None, tile=None, tol=None,
         require_gpu(f"tlx_workbench.run({name})")
     kernel = fn if is_kernel(fn) else None
     refs, ref_dtype = compute_reference(reference, args)
-    poison_pos = output_positions(kernel, args, outputs) if kernel is not None else []
+    # a host function's outputs are what it returns, or the arguments ``outputs`` names
+    poison_pos = output_positions(fn, args, outputs) if (kernel is not None or outputs is not None) else []
     from .transport import callable_spec
     # in this process the object itself serves ("pickle" specs resolve to the object unchanged)
     spec = callable_spec(fn, source=source, name=name if source else None) if isolate else ("pickle", fn)
@@ -319,9 +320,9 @@ def run(fn, *args, reference=None, grid=None, outputs=None, tile=None, tol=None,
                    poison_alloc=kernel is None)
     value, wall = dispatch(launch_job, payload, isolate=isolate, timeout=timeout,
                            compile_timeout=compile_timeout, what=f"{name} (one launch)")
-    if kernel is not None:
+    if kernel is not None or (poison_pos and value is None):
         outs = [_tensor_of(args[i]) for i in poison_pos]
-        names = kernel_arg_names(kernel)
+        names = kernel_arg_names(fn)
         out_names = [names[i] if i < len(names) else f"arg{i}" for i in poison_pos]
     else:
         vals = list(value) if isinstance(value, (list, tuple)) else ([] if value is None else [value])

@@ -113,3 +113,41 @@ def load_proton_trace(path: str):
     """A Chrome trace written by Proton's instrumentation mode, as a :class:`Trace`."""
     from ..trace import Trace
     return Trace.from_chrome(path)
+
+
+def timeline_png(trace, path: str | None = None, *, cta: int = 0, title: str | None = None) -> bytes:
+    """A static PNG (matplotlib) of one CTA's lanes of ``trace``: one row per warp group, spans coloured by kind.
+
+    For reports and files (benchmarks/, READMEs); the live view is ``widgets.TimelineWidget``.
+    """
+    import io
+
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+    colours = {"compute": "#95a5a6", "mma": "#2980b9", "tma": "#27ae60", "load": "#16a085", "store": "#8e44ad",
+               "wait": "#e74c3c", "arrive": "#f39c12", "sync": "#d35400", "other": "#bdc3c7"}
+    lanes = [l for l in trace.lanes() if l[0] == cta]
+    fig, ax = plt.subplots(figsize=(11, 0.6 + 0.45 * max(1, len(lanes))), dpi=110)
+    for row, lane in enumerate(lanes):
+        by_kind: dict = {}
+        for s in trace.spans_of(cta=lane[0], task=lane[1], replica=lane[2]):
+            by_kind.setdefault(s.kind, []).append((s.start, max(s.duration, 1.0)))
+        for kind, bars in by_kind.items():
+            ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=colours.get(kind, "#7f8c8d"), label=kind)
+    ax.set_yticks(range(len(lanes)), [f"{t}[{r}]" for _, t, r in lanes])
+    ax.invert_yaxis()
+    ax.set_xlabel(f"{trace.time_unit} (from the CTA's first record)")
+    handles, labels = ax.get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    ax.legend(uniq.values(), uniq.keys(), loc="upper right", fontsize=7, ncol=len(uniq))
+    ax.set_title(title or f"{trace.meta.get('kernel', 'kernel')}: CTA {cta}, measured ({trace.source})")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    data = buf.getvalue()
+    if path:
+        with open(path, "wb") as f:
+            f.write(data)
+    return data

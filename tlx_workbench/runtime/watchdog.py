@@ -212,10 +212,15 @@ class Worker:
             try:
                 kind, value = self._conn.recv()
             except (EOFError, OSError):
-                code = self._proc.exitcode if self._proc is not None else None
+                # the pipe closes a moment before the process is reaped: wait for its exit code
+                self._proc.join(5.0)
+                code = self._proc.exitcode
                 self.kill()
-                raise WorkerCrashedError(f"the GPU worker process died (exit code {code}) while running {what}",
-                                         file=file, line=line, hint="run it under the simulator to diagnose")
+                raise WorkerCrashedError(
+                    f"the GPU worker process died (exit code {code}) while running {what}; "
+                    f"your notebook and its variables are intact", file=file, line=line,
+                    hint="an illegal memory access or a driver error ends the worker: check the kernel's masks "
+                         "and offsets, or run it under the simulator")
             if kind == "phase":
                 phase = value
                 deadline = time.monotonic() + (compile_timeout if value == "compile" else timeout)
