@@ -76,8 +76,10 @@ class DeadlockReport:
                 f"<i>what to do:</i> {html.escape(self.hint)}</div>")
 
 
-def _where(t) -> str:
-    if t.state == "done":
+def _where(t, stuck=()) -> str:
+    # tasks of a deadlock are aborted (state "done") before the report is built: ask the
+    # deadlock set, not the state, whether a task finished on its own
+    if t.state == "done" and t not in stuck:
         return "already finished (it will never arrive again)"
     info = t.wait_info or {}
     if info.get("kind") == "mbarrier":
@@ -102,19 +104,26 @@ def deadlock_report(run, cta) -> DeadlockReport:
                 if key == (t.name, t.replica):
                     continue
                 other = tasks.get(key)
-                expected.append((key[0], key[1], lines, _where(other) if other else "unknown"))
+                expected.append((key[0], key[1], lines,
+                                 _where(other, cta.sched.deadlock) if other else "unknown"))
             reason = ""
             phase = info["phase"]
             passed = cta.passed.get((s.array.id, t.name, t.replica), 0)
             if not arrivers and passed == 0 and s.completed == 0 and (phase & 1) == 0:
                 reason = (f"waits for phase parity 0 of a barrier that has not completed any phase, and nothing "
                           f"has arrived on {s.array.name}: a wait on a fresh barrier with phase 0 blocks until the "
-                          f"first phase completes — a task waiting for a free buffer must start with phase 1 "
-                          f"(p ^ 1); check the phase passed to barrier_wait")
+                          f"first phase completes — if this task waits for a free buffer (one a consumer "
+                          f"releases), it must start with phase 1 (p ^ 1); if it waits for data, the task that "
+                          f"fills it is stuck: check the phase passed to barrier_wait")
             elif not arrivers:
                 reason = (f"no task ever arrived on {s.array.name} or announced bytes on it in this run: a "
                           f"barrier_arrive on it is missing (dropped?), so after {passed} passing wait(s) this "
                           f"one can never complete")
+            elif (s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma and expected
+                  and all(tasks.get((e[0], e[1])) in cta.sched.deadlock for e in expected)):
+                reason = ("nothing has arrived in the current phase because every task that arrives here is "
+                          "itself blocked (a cycle in the wait-for graph): this wait is a consequence — fix "
+                          "the other blocked task's wait first")
             elif s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma:
                 reason = (f"nothing has arrived in the current phase; every expected arriver is blocked or done "
                           f"— check the phase passed to barrier_wait (it returns once the parity differs from it)")
