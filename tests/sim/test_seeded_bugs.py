@@ -49,6 +49,8 @@ def test_wrong_arrive_count_deadlocks_on_the_empty_barrier():
     assert "arrive_count" in prod.reason and f"line {line_of('arrive_count=2')}" in prod.reason
     # the consumer is the expected arriver, itself stuck on `full`
     assert any(e[0] == "task1" for e in prod.expected)
+    # ... and described as blocked where it is, not as finished
+    assert any(e[0] == "task1" and "blocked at line" in e[3] for e in prod.expected)
     with pytest.raises(wb.DeadlockError) as ei:
         res.raise_for_errors()
     assert ei.value.line == prod.line
