@@ -112,3 +112,21 @@ def test_timeline_png_of_a_measured_trace(tmp_path):
     tr.add_span(Span(0, "task1", 0, "mma", 120, 400, name="async_dot"))
     png = timeline_png(tr, str(tmp_path / "t.png"))
     assert png[:4] == b"\x89PNG" and (tmp_path / "t.png").stat().st_size == len(png)
+
+
+def test_instrumented_ws_gemm_compiles_offline_for_hopper():
+    # the clock64 records must not break the compile of a real warp-specialized kernel
+    from tlx_workbench.kernels import gemm_ws
+    from tlx_workbench.target import offline
+    cfg = gemm_ws.SIM_CONFIGS["tiny"]
+    inst = instrument.instrument(gemm_ws.gemm_ws_coop_kernel, capacity=64, max_ctas=2)
+    assert inst.tasks == ["default", "task1"]
+    assert {"wait", "tma", "mma", "arrive"} <= {s.kind for s in inst.sites}
+    M = N = K = 256
+    with offline("sm_90"):
+        a, b, c = (torch.empty(M, K, dtype=torch.float16), torch.empty(K, N, dtype=torch.float16),
+                   torch.empty(M, N, dtype=torch.float16))
+        a_d, b_d, c_d = gemm_ws.make_descriptors(a, b, c, cfg)
+        k = inst.kernel.warmup(inst.buffer("cpu"), a_d, b_d, c_d, M, N, K, NUM_SMS=132, grid=(1,),
+                               num_warps=4, num_stages=0, **cfg)
+    assert "clock64" in k.asm["ptx"]
