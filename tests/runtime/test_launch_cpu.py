@@ -130,3 +130,19 @@ def test_instrumented_ws_gemm_compiles_offline_for_hopper():
         k = inst.kernel.warmup(inst.buffer("cpu"), a_d, b_d, c_d, M, N, K, NUM_SMS=132, grid=(1,),
                                num_warps=4, num_stages=0, **cfg)
     assert "clock64" in k.asm["ptx"]
+
+
+def test_host_function_outputs_named_are_poisoned_and_checked_in_place():
+    cell = ("def add_into(x, y, out):\n"
+            "    out[:64] = x[:64] + y[:64]      # the last 64 rows are never written\n")
+    g = torch.Generator().manual_seed(9)
+    x, y = torch.randn(128, 32, generator=g), torch.randn(128, 32, generator=g)
+    out = x + y                                   # already right: only poisoning exposes the bug
+    from tlx_workbench.runtime.launch import run
+    ns = {}
+    exec(cell, ns)                                # the notebook's own copy of the function
+    r = run(ns["add_into"], x, y, out, source=cell, outputs=("out",), reference=lambda x, y, out: x + y,
+            tile=(64, 32), _allow_cpu=True)
+    assert not r.ok and r.comparisons[0].name == "out"
+    assert r.comparisons[0].unwritten_tiles == [(1, 0)]
+    assert torch.isnan(out[64:]).all()            # the worker wrote the caller's own tensor
