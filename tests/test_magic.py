@@ -72,6 +72,17 @@ def test_help_lists_the_options(shell):
         assert opt in doc, opt
 
 
+def test_dash_dash_help_prints_usage_and_runs_nothing(shell):
+    with capture_output() as cap:
+        shell.run_cell("%%tlx --help\nran_anyway = 1\n")
+    assert "%tlx [--target TARGET]" in cap.stdout and "--knobs" in cap.stdout
+    assert "ran_anyway" not in shell.user_ns
+    for magic in ("tlx_bench", "tlx_profile", "tlx_show", "tlx_config"):
+        with capture_output() as cap:
+            shell.run_line_magic(magic, "--help")
+        assert f"%{magic}" in cap.stdout
+
+
 def test_sim_check_keeps_the_result_and_defines_the_kernel(shell):
     with capture_output() as cap:
         shell.run_cell_magic("tlx", '--sim --check --outputs z --ref "lambda x, y, z, a, b, c, n: x + y" -o r',

@@ -538,6 +538,15 @@ def _unquote(args):
     return args
 
 
+def _help(magic, line: str) -> bool:
+    """``--help`` / ``-h``: print the magic's usage (magic_arguments builds it into the docstring)."""
+    tokens = line.split()
+    if "--help" in tokens or "-h" in tokens:
+        print(inspect.getdoc(magic) or "")
+        return True
+    return False
+
+
 def _display(obj) -> None:
     from IPython.display import display
     display(obj)
@@ -632,6 +641,8 @@ class TLXMagics(Magics):
         the launch: it is simulated (``--sim``) or run on the GPU (``--gpu``), checked,
         benchmarked, profiled and shown as the options ask.
         """
+        if _help(self.tlx, line):
+            return None
         try:
             args = _unquote(parse_argstring(self.tlx, line))
         except Exception as e:  # argparse errors: show them, keep going
@@ -714,6 +725,8 @@ class TLXMagics(Magics):
     @line_magic
     def tlx_bench(self, line):
         """Benchmark one launch expression on the GPU: ``%tlx_bench matmul(a, b) --flops 2*M*N*K``."""
+        if _help(self.tlx_bench, line):
+            return None
         try:
             args = _unquote(parse_argstring(self.tlx_bench, line))
             launch = parse_launch(" ".join(args.expr), self._ns())
@@ -739,6 +752,8 @@ class TLXMagics(Magics):
     @line_magic
     def tlx_profile(self, line):
         """A timeline of one launch: measured on the GPU, simulated without one (or with --sim)."""
+        if _help(self.tlx_profile, line):
+            return None
         try:
             args = _unquote(parse_argstring(self.tlx_profile, line))
             mode = "sim" if args.sim else self.settings["mode"]
@@ -767,6 +782,8 @@ class TLXMagics(Magics):
     @line_magic
     def tlx_show(self, line):
         """Show a result object with its best view: ``%tlx_show trace``."""
+        if _help(self.tlx_show, line):
+            return None
         try:
             args = _unquote(parse_argstring(self.tlx_show, line))
             obj = self._eval(args.obj, "the object")
@@ -788,6 +805,8 @@ class TLXMagics(Magics):
     @line_magic
     def tlx_config(self, line):
         """Session defaults for the TLX magics; with no option, show them."""
+        if _help(self.tlx_config, line):
+            return None
         try:
             args = _unquote(parse_argstring(self.tlx_config, line))
         except BaseException as e:  # noqa: BLE001
