@@ -120,3 +120,25 @@ def test_magic_on_gpu_check_bench_profile():
 
 def triton_cdiv(a, b):
     return -(-a // b)
+
+
+def test_magic_hung_kernel_is_stopped_and_diagnosed_by_the_simulator():
+    from IPython.core.interactiveshell import InteractiveShell
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "tlx_magic")
+    sh.user_ns.update(out=torch.zeros(1, device="cuda"), survivor=torch.arange(10, device="cuda"))
+    cell = ('import triton\nimport triton.language as tl\nimport triton.language.extra.tlx as tlx\n\n'
+            '@triton.jit\ndef nb_handshake(out_ptr, ARRIVE_COUNT: tl.constexpr):\n'
+            '    bars = tlx.alloc_barriers(num_barriers=1, arrive_count=ARRIVE_COUNT)\n'
+            '    with tlx.async_tasks():\n'
+            '        with tlx.async_task("default"):\n'
+            '            tlx.barrier_wait(tlx.local_view(bars, 0), 0)\n'
+            '            tl.store(out_ptr, 1.0)\n'
+            '        with tlx.async_task(num_warps=4):\n'
+            '            tlx.barrier_arrive(tlx.local_view(bars, 0))\n'
+            'nb_handshake[(1,)](out, ARRIVE_COUNT=2)\n')
+    sh.run_cell_magic("tlx", "--gpu --timeout 5 -o h", cell)
+    r = sh.user_ns["h"]
+    assert type(r.errors[0]).__name__ == "KernelTimeoutError"
+    assert r.sim is not None and r.sim.deadlock is not None      # the simulator's wait-for graph
+    assert int(sh.user_ns["survivor"].sum()) == 45               # the notebook's GPU state lives on
