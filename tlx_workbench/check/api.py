@@ -1,0 +1,135 @@
+"""``check``: run the barrier-protocol rules on a kernel, a launch or a CompileReport."""
+from __future__ import annotations
+
+from ..errors import CompileError, TLXWorkbenchError
+from .facts import slot_facts
+from .findings import CheckResult
+from .rules import ALL_RULES, Context, shape_finding_from_error, sim_findings
+
+_OPTION_KEYS = ("num_warps", "num_stages", "ctas_per_cga", "num_ctas", "maxnreg", "ir_override", "pre_hook")
+_SIM_TARGETS = ("sm_90", "H100", "H200")
+
+
+def _is_kernel(obj) -> bool:
+    from triton.runtime.jit import KernelInterface
+    return isinstance(obj, KernelInterface)
+
+
+def _is_report(obj) -> bool:
+    from ..compiler.report import CompileReport
+    return isinstance(obj, CompileReport)
+
+
+def _compile_kwargs(kwargs: dict) -> dict:
+    """A launch's kwargs as compile() takes them: constexprs plus num_warps/num_stages/ctas_per_cga."""
+    out = {k: v for k, v in kwargs.items() if k not in _OPTION_KEYS}
+    for k in ("num_warps", "num_stages", "ctas_per_cga"):
+        if kwargs.get(k) is not None:
+            out[k] = kwargs[k]
+    n = kwargs.get("num_ctas")
+    if n and n > 1 and "ctas_per_cga" not in out:
+        out["ctas_per_cga"] = (n, 1, 1)
+    return out
+
+
+def record_launch(fn, args, kwargs, *, run: bool, gpu="H200", seed=0, config=None, ctas=None):
+    """(jitfn, args, kwargs, SimResult | None) of the first kernel the host function `fn` launches.
+
+    With ``run`` the launch is simulated (outputs written back, trace kept); without, it is only
+    captured (nothing runs).
+    """
+    from ..sim.api import Simulation
+
+    class _Recording(Simulation):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            self.captured = []
+
+        def launch(self, jitfn, grid, largs, lkwargs):
+            self.captured.append((jitfn, tuple(largs), dict(lkwargs), grid))
+            if not run:
+                raise _Captured
+            return super().launch(jitfn, grid, largs, lkwargs)
+
+    sim = _Recording(gpu=gpu, seed=seed, config=config, ctas=ctas, on_deadlock="return")
+    value = None
+    with sim:
+        try:
+            value = fn(*args, **kwargs)
+        except _Captured:
+            pass
+    if not sim.captured:
+        raise TLXWorkbenchError(f"{getattr(fn, '__name__', fn)} launched no kernel",
+                                hint="pass a host function that launches a TLX kernel, or the kernel itself")
+    jitfn, largs, lkwargs, grid = sim.captured[0]
+    res = sim.results[0] if (run and sim.results) else None
+    if res is not None:
+        res.value = value
+    return jitfn, largs, lkwargs, res
+
+
+class _Captured(Exception):
+    pass
+
+
+def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True, grid=None, config=None,
+          gpu: str = "H200", seed: int = 0, ctas=None, **constexprs) -> CheckResult:
+    """Check a TLX kernel's barrier protocol; findings carry the exact line and the exact fix.
+
+    Pass a kernel with example arguments (as for ``compile``; ``grid=`` for the simulator run,
+    default one program), a host function with its arguments (its first kernel launch is
+    compiled and simulated), or a CompileReport (static rules only). Per-phase rules read
+    a short simulator run (Hopper targets, ``simulate=True``).
+
+    >>> import tlx_workbench as wb
+    >>> res = wb.check(mod.matmul, a, b)                      # doctest: +SKIP
+    >>> res.ok, [(f.rule_id, f.line, f.fix) for f in res]     # doctest: +SKIP
+    """
+    notes = []
+    sim_res = None
+    obj = kernel_or_launch
+    if _is_report(obj):
+        report = obj
+        notes.append("static rules only: pass the kernel or launch (not its CompileReport) for per-phase facts")
+    else:
+        can_sim = simulate and str(target) in _SIM_TARGETS
+        if simulate and not can_sim:
+            notes.append(f"the simulator runs Hopper kernels only: {target} is checked statically")
+        try:
+            if _is_kernel(obj):
+                report = _compile(obj, args, target, config, constexprs)
+                if can_sim:
+                    from ..sim import simulate as _simulate
+                    sim_res = _simulate(obj, *args, grid=grid or (1,), gpu=gpu, seed=seed, ctas=ctas, config=config,
+                                        on_deadlock="return", **constexprs)
+            else:
+                jitfn, largs, lkwargs, sim_res = record_launch(obj, args, constexprs, run=can_sim, gpu=gpu,
+                                                               seed=seed, config=config, ctas=ctas)
+                report = _compile(jitfn, largs, target, None, _compile_kwargs(lkwargs))
+        except _ShapeRejected as e:
+            return CheckResult([e.finding], kernel=getattr(obj, "__name__", str(obj)),
+                               notes=["the compiler rejected the kernel; fix this first"])
+    ctx = Context(report, slot_facts(sim_res.trace) if sim_res is not None else None)
+    findings = []
+    for rule in ALL_RULES:
+        findings.extend(rule(ctx))
+    findings.extend(sim_findings(report.source.file, sim_res))
+    if sim_res is not None and sim_res.partial:
+        notes.append(f"simulated CTA(s) {list(sim_res.ctas)} only")
+    return CheckResult(findings, kernel=report.kernel, notes=notes, report=report, sim=sim_res)
+
+
+class _ShapeRejected(Exception):
+    def __init__(self, finding):
+        self.finding = finding
+
+
+def _compile(kernel, args, target, config, kwargs):
+    from ..compiler import compile as _compile_kernel
+    try:
+        return _compile_kernel(kernel, *args, target=target, config=config, **kwargs)
+    except CompileError as e:
+        f = shape_finding_from_error(e)
+        if f is not None:
+            raise _ShapeRejected(f) from e
+        raise
