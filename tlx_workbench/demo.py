@@ -79,7 +79,7 @@ def blackwell_case():
 
 def _report_section(key: str, title: str) -> Section:
     def render(ctx: DemoContext) -> str:
-        return render_html(ctx.reports[key], excerpts=True, title=title)
+        return render_html(ctx.reports[key], excerpts=True)
     return Section(title, render)
 
 

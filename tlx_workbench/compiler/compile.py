@@ -62,8 +62,8 @@ def _resolve(kernel, config) -> _Kernel:
     if isinstance(config, Config):
         out.config = config
     elif config is not None:
-        configs = list(getattr(autotuner, "configs", []) or [])
         if isinstance(config, int):
+            configs = getattr(autotuner, "configs", None) or []
             if not 0 <= config < len(configs):
                 raise _bad_arg(out.jit, f"config index {config} is out of range: the kernel has {len(configs)} configs",
                                "pass an index below the number of configs, or a triton.Config")

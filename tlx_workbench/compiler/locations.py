@@ -53,6 +53,9 @@ class Loc:
 UNKNOWN = Loc()
 
 _DEF_RE = re.compile(r"^(#loc\d*)\s*=\s*loc\((.*)\)\s*$")
+_FILE_RE = re.compile(r'^"([^"]*)":(\d+):(\d+)$')
+_NAMED_REF_RE = re.compile(r'^"([^"]*)"\((#loc\d*)\)$')
+_CALLSITE_RE = re.compile(r"^callsite\((#loc\d*) at (#loc\d*)\)$")
 
 
 class _Parser:
@@ -173,15 +176,35 @@ class LocTable:
         if loc is None:
             body = self._defs.get(ref)
             self._memo[ref] = UNKNOWN  # guards against cycles
-            loc = _Parser(body, self).parse() if body is not None else UNKNOWN
+            loc = self._parse_body(body) if body is not None else UNKNOWN
             self._memo[ref] = loc
         return loc
 
+    def _parse_body(self, body: str) -> Loc:
+        # the forms Triton prints nearly always, by regex; anything else by the full parser
+        m = _FILE_RE.match(body)
+        if m:
+            return Loc((Frame(m.group(1), int(m.group(2)), int(m.group(3))),))
+        m = _NAMED_REF_RE.match(body)
+        if m:
+            child = self.resolve(m.group(2))
+            return Loc(child.frames, m.group(1))
+        m = _CALLSITE_RE.match(body)
+        if m:
+            callee, caller = self.resolve(m.group(1)), self.resolve(m.group(2))
+            return Loc(callee.frames + caller.frames, callee.name or caller.name)
+        if body == "unknown":
+            return UNKNOWN
+        return _Parser(body, self).parse()
+
     def parse(self, body: str) -> Loc:
         """Resolve the inside of an inline ``loc(...)``."""
-        if body.startswith("#loc") and body in self._defs:
+        if body.startswith("#loc"):
             return self.resolve(body)
-        return _Parser(body, self).parse()
+        loc = self._memo.get(body)
+        if loc is None:
+            loc = self._memo[body] = self._parse_body(body)
+        return loc
 
     def of_line(self, line: str) -> Loc:
         """The location that ends an IR line, UNKNOWN if it has none."""
