@@ -102,8 +102,32 @@ def watchdog():
     res["watchdog_next_run"] = {"ok": ok.ok, "seconds_incl_new_worker": time.perf_counter() - t}
 
 
+def proton():
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "runtime"))
+    import gpu_kernels
+    n = 1 << 22
+    x, y = rand(n, dtype=torch.float32, seed=40), rand(n, dtype=torch.float32, seed=41)
+    z = torch.zeros_like(x)
+    for method in ("proton", "clock"):
+        try:
+            tr = wb.profile(gpu_kernels.plain_add, x, y, z, n, grid=(n // 1024,), BLOCK=1024, method=method)
+            res[f"plain_add_{method}"] = {"meta": tr.meta, "spans": len(tr.spans), "lanes": len(tr.lanes())}
+        except Exception as e:
+            res[f"plain_add_{method}"] = f"{type(e).__name__}: {str(e)[:400]}"
+    try:   # does Proton still fail inside a warp-specialized TLX kernel?
+        M = 1024
+        a, b = rand(M, M, seed=5), rand(M, M, seed=6)
+        c = torch.zeros(M, M, device="cuda", dtype=torch.float16)
+        tr = wb.profile(gemm_ws.launch, a, b, c, gemm_ws.CONFIGS[0], kernel="gemm_ws_coop_kernel", method="proton")
+        res["gemm_ws_proton"] = {"meta": tr.meta, "spans": len(tr.spans)}
+    except Exception as e:
+        res["gemm_ws_proton"] = f"{type(e).__name__}: {str(e)[:400]}"
+
+
 def main():
-    for name, fn in (("gemm", gemm), ("profile", profile_gemm), ("attention", attention), ("watchdog", watchdog)):
+    for name, fn in (("gemm", gemm), ("profile", profile_gemm), ("attention", attention), ("watchdog", watchdog),
+                     ("proton", proton)):
         step(name, fn)
     wb.runtime.shutdown()
     (OUT / "runtime_gpu.json").write_text(json.dumps(res, indent=1, default=str))

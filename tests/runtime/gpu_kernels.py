@@ -36,3 +36,13 @@ def handshake(out_ptr, ARRIVE_COUNT: tl.constexpr):
             tl.store(out_ptr, 1.0)
         with tlx.async_task(num_warps=4):
             tlx.barrier_arrive(tlx.local_view(bars, 0))
+
+
+@triton.jit
+def plain_add(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    """No async tasks: the kind of kernel Proton's instrumentation handles."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    y = tl.load(y_ptr + offs, mask=m)
+    tl.store(z_ptr + offs, x + y, mask=m)

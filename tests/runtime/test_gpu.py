@@ -142,3 +142,16 @@ def test_magic_hung_kernel_is_stopped_and_diagnosed_by_the_simulator():
     assert type(r.errors[0]).__name__ == "KernelTimeoutError"
     assert r.sim is not None and r.sim.deadlock is not None      # the simulator's wait-for graph
     assert int(sh.user_ns["survivor"].sum()) == 45               # the notebook's GPU state lives on
+
+
+def test_profile_plain_kernel_prefers_proton(kernels):
+    n = 1 << 20
+    x, y = _rand(n, seed=30), _rand(n, seed=31)
+    z = torch.zeros(n, device="cuda")
+    tr = wb.profile(kernels.plain_add, x, y, z, n, grid=(n // 1024,), BLOCK=1024)
+    print("plain_add recorder:", tr.meta)
+    assert tr.meta["recorder"] in ("proton", "clock64")
+    if tr.meta["recorder"] == "clock64":
+        assert "proton_error" in tr.meta          # auto fell back, and says why
+    assert {"load", "store"} <= {s.kind for s in tr.spans}
+    torch.testing.assert_close(z, x + y)

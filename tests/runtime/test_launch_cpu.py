@@ -146,3 +146,22 @@ def test_host_function_outputs_named_are_poisoned_and_checked_in_place():
     assert not r.ok and r.comparisons[0].name == "out"
     assert r.comparisons[0].unwritten_tiles == [(1, 0)]
     assert torch.isnan(out[64:]).all()            # the worker wrote the caller's own tensor
+
+
+def test_proton_mode_scopes_and_their_trace_map_back_to_ops():
+    from tlx_workbench.runtime.profiling import _trace_from_proton
+    src = "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n" \
+          "    x = tl.load(x_ptr + offs)\n    tl.store(x_ptr + offs, x + 1)\n"
+    new, sites, tasks = instrument.instrument_source(src, first_line=1, mode="proton")
+    assert "pl.enter_scope('load@4#0')" in new and "pl.exit_scope('store@5#1')" in new
+    assert "_wb_prof" not in new
+    # what Proton's instrumentation writes: one process per (core, CTA), one thread per warp, µs at 1 GHz
+    chrome = {"traceEvents": [
+        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "kernel Core0 CTA0"}},
+        {"ph": "M", "name": "thread_name", "pid": 0, "tid": 1, "args": {"name": "warp 0 (line 0)"}},
+        {"ph": "X", "name": "load@4#0", "pid": 0, "tid": 1, "ts": 0.0, "dur": 0.5},
+        {"ph": "X", "name": "store@5#1", "pid": 0, "tid": 1, "ts": 0.5, "dur": 0.25}]}
+    tr = _trace_from_proton(dict(chrome=chrome, sites=sites, file="k.py"), {"kernel": "k"})
+    assert tr.meta["recorder"] == "proton" and tr.time_unit == "cycles"
+    assert [(s.name, s.kind, s.line) for s in tr.spans] == [("load", "load", 4), ("store", "store", 5)]
+    assert [s.duration for s in tr.spans] == [500.0, 250.0]

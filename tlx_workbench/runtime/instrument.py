@@ -119,12 +119,15 @@ def _is_async_tasks(item) -> bool:
 
 
 class _Rewriter:
-    def __init__(self, first_line: int):
+    def __init__(self, first_line: int, mode: str = "clock"):
         self.first_line = first_line
+        self.mode = mode            # "clock": cycle-counter records; "proton": Proton scopes
         self.sites: list[EventSite] = []
         self.tasks: list[str] = []
 
     def prologue(self, task_idx: int, replicated: bool) -> list[ast.stmt]:
+        if self.mode == "proton":
+            return []
         replica = "tlx.async_task_replica_id()" if replicated else "0"
         src = (f"_wb_pid = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)\n"
                f"_wb_lim = tl.where(_wb_pid < _WB_MAXC, _WB_CAP, 0)\n"
@@ -146,6 +149,11 @@ class _Rewriter:
                     barrier = ast.unparse(arg)
                 site = EventSite(len(self.sites), op, OPS[op], self.first_line + stmt.lineno - 1, task, barrier)
                 self.sites.append(site)
+                if self.mode == "proton":
+                    scope = proton_scope_name(site)
+                    out += (ast.parse(f"pl.enter_scope({scope!r})").body + [stmt]
+                            + ast.parse(f"pl.exit_scope({scope!r})").body)
+                    continue
                 pre = ast.parse("_wb_t0 = _wb_clock()").body
                 post = ast.parse(f"_wb_t1 = _wb_clock()\n"
                                  f"_wb_rec({PARAM}, _wb_base, _wb_n, _wb_lim, {site.id}, _wb_t0, _wb_t1)\n"
@@ -197,13 +205,23 @@ def _uses_async_tasks(fdef) -> bool:
     return any(isinstance(n, ast.With) and any(_is_async_tasks(it) for it in n.items) for n in ast.walk(fdef))
 
 
-def instrument_source(source: str, first_line: int = 1) -> tuple[str, list[EventSite], list[str]]:
-    """Rewrite one kernel's ``def`` source; returns (new source, event sites, task names)."""
+def proton_scope_name(site: EventSite) -> str:
+    """The Proton scope name of one op site: ``barrier_wait@120#3`` (op, source line, site id)."""
+    return f"{site.op}@{site.line}#{site.id}"
+
+
+def instrument_source(source: str, first_line: int = 1, mode: str = "clock") -> tuple[str, list[EventSite], list[str]]:
+    """Rewrite one kernel's ``def`` source; returns (new source, event sites, task names).
+
+    ``mode="clock"`` adds the record buffer parameter and cycle-counter records;
+    ``mode="proton"`` brackets the same ops with ``pl.enter_scope``/``pl.exit_scope``.
+    """
     tree = ast.parse(textwrap.dedent(source))
     fdef = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
     fdef.decorator_list = []
-    fdef.args.args.insert(0, ast.arg(arg=PARAM))
-    rw = _Rewriter(first_line)
+    if mode == "clock":
+        fdef.args.args.insert(0, ast.arg(arg=PARAM))
+    rw = _Rewriter(first_line, mode)
     if _uses_async_tasks(fdef):
         fdef.body = rw.stmts(fdef.body, None)
     else:
@@ -213,8 +231,11 @@ def instrument_source(source: str, first_line: int = 1) -> tuple[str, list[Event
     return ast.unparse(tree), rw.sites, rw.tasks
 
 
-def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4) -> Instrumented:
-    """An instrumented copy of ``kernel`` (a ``@triton.jit`` TLX kernel); see the module docstring."""
+def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "clock") -> Instrumented:
+    """An instrumented copy of ``kernel`` (a ``@triton.jit`` TLX kernel); see the module docstring.
+
+    ``mode="proton"`` gives a copy with Proton scopes instead (launched without the buffer).
+    """
     import triton
     import triton.language as tl
     from .transport import _underlying_function
@@ -228,18 +249,21 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4) -> Instrumente
         raise GPUError(f"cannot read the source of {func.__name__}: {e}",
                        hint="define the kernel in a file or a notebook cell") from None
     file = func.__code__.co_filename
-    new_src, sites, tasks = instrument_source("".join(lines), first)
+    new_src, sites, tasks = instrument_source("".join(lines), first, mode)
     if not sites:
         raise GPUError(f"{func.__name__} has no TLX operation to time", file=file, line=first,
                        hint="profile records barrier waits/arrives, TMA loads/stores, async_dot and stores")
     lanes = max(1, len(tasks)) * MAX_REPLICAS
-    header = (f"_WB_CAP = tl.constexpr({capacity})\n_WB_MAXC = tl.constexpr({max_ctas})\n"
-              f"_WB_LANES = tl.constexpr({lanes})\n")
-    body = header + _RECORD_SRC + "\n\n@triton.jit\n" + new_src + "\n"
+    if mode == "proton":
+        body = "\n\n@triton.jit\n" + new_src + "\n"
+    else:
+        header = (f"_WB_CAP = tl.constexpr({capacity})\n_WB_MAXC = tl.constexpr({max_ctas})\n"
+                  f"_WB_LANES = tl.constexpr({lanes})\n")
+        body = header + _RECORD_SRC + "\n\n@triton.jit\n" + new_src + "\n"
     digest = hashlib.sha1(body.encode()).hexdigest()[:16]
     from .transport import _CACHE_DIR
     os.makedirs(_CACHE_DIR, exist_ok=True)
-    path = os.path.join(_CACHE_DIR, f"instrumented_{func.__name__}_{digest}.py")
+    path = os.path.join(_CACHE_DIR, f"instrumented_{mode}_{func.__name__}_{digest}.py")
     if not os.path.exists(path):
         with open(path + ".tmp", "w") as f:
             f.write(body)
@@ -247,6 +271,9 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4) -> Instrumente
     ns = dict(func.__globals__)
     import triton.language.extra.tlx as tlx
     ns.update(triton=triton, tl=tl, tlx=tlx, __file__=path, __name__=f"tlxwb_instrumented_{digest}")
+    if mode == "proton":
+        import triton.profiler.language as pl
+        ns["pl"] = pl
     exec(compile(body, path, "exec"), ns)
     return Instrumented(ns[func.__name__], body, sites, tasks, capacity, max_ctas, file)
 

@@ -33,80 +33,178 @@ def _kernels_named_by(fn) -> list[tuple[str, object]]:
 class _Substitute:
     """Stands in for a kernel inside a host function: launches the instrumented copy instead."""
 
-    def __init__(self, inst, buf):
-        self.inst, self.buf = inst, buf
+    def __init__(self, inst, prefix=()):
+        self.inst, self.prefix = inst, tuple(prefix)
 
     def __getitem__(self, grid):
         launcher = self.inst.kernel[grid]
-        return lambda *a, **k: launcher(self.buf, *a, **k)
+        return lambda *a, **k: launcher(*self.prefix, *a, **k)
 
 
-def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None):
-    """Worker job: instrument, launch once, return the raw record buffer and the event table."""
+def _target_kernel(fn, kernel_name):
+    if is_kernel(fn):
+        return fn, None
+    cands = _kernels_named_by(fn)
+    if kernel_name:
+        cands = [c for c in cands if c[0] == kernel_name]
+    if len(cands) != 1:
+        raise GPUError(f"{launch_name(fn)} launches {len(cands)} kernels that profile could time "
+                       f"({', '.join(n for n, _ in cands) or 'none found'})",
+                       hint="pass kernel='name' of the one to time, or profile the kernel itself with grid=")
+    name, target = cands[0]
+    return target, name
+
+
+def _launch(fn, inst, prefix, grid, args, kwargs, kernel_name):
+    """Launch ``fn`` once with the instrumented copy standing in for its kernel."""
+    from .transport import _underlying_function
+    if is_kernel(fn):
+        if grid is None:
+            raise GPUError("profile of a kernel needs grid=", hint="pass grid=(n,) as for a launch")
+        inst.kernel[grid](*prefix, *args, **kwargs)
+        return
+    g = _underlying_function(fn).__globals__
+    saved = g[kernel_name]
+    g[kernel_name] = _Substitute(inst, prefix)
+    try:
+        fn(*args, **kwargs)
+    finally:
+        g[kernel_name] = saved
+
+
+def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, method="clock"):
+    """Worker job: instrument, launch once, return the raw records (clock) or Proton's Chrome trace."""
     import torch
     from .instrument import instrument
-    from .transport import _underlying_function, resolve
+    from .transport import resolve
     install_launch_hook()
     report_phase("compile")
     fn = resolve(spec)
-    if is_kernel(fn):
-        target = fn
-    else:
-        cands = _kernels_named_by(fn)
-        if kernel_name:
-            cands = [c for c in cands if c[0] == kernel_name]
-        if len(cands) != 1:
-            raise GPUError(f"{launch_name(fn)} launches {len(cands)} kernels that profile could time "
-                           f"({', '.join(n for n, _ in cands) or 'none found'})",
-                           hint="pass kernel='name' of the one to time, or profile the kernel itself with grid=")
-        kernel_name, target = cands[0]
+    target, kernel_name = _target_kernel(fn, kernel_name)
     if hasattr(target, "configs") and not hasattr(target, "arg_names"):
         raise GPUError(f"{launch_name(target)} is autotuned; profile times one config",
                        hint="profile the @triton.jit kernel under the autotuner (kernel.fn) with the config's "
                             "constexprs as keyword arguments")
+    if method == "proton":
+        return _proton_job(fn, target, kernel_name, grid, args, kwargs)
     inst = instrument(target, capacity=capacity, max_ctas=max_ctas)
     buf = inst.buffer("cuda")
-    if is_kernel(fn):
-        if grid is None:
-            raise GPUError("profile of a kernel needs grid=", hint="pass grid=(n,) as for a launch")
-        inst.kernel[grid](buf, *args, **kwargs)
-    else:
-        g = _underlying_function(fn).__globals__
-        saved = g[kernel_name]
-        g[kernel_name] = _Substitute(inst, buf)
-        try:
-            fn(*args, **kwargs)
-        finally:
-            g[kernel_name] = saved
+    _launch(fn, inst, (buf,), grid, args, kwargs, kernel_name)
     report_phase("run")
     torch.cuda.synchronize()
     return dict(buf=buf.cpu().numpy(), sites=inst.sites, tasks=inst.tasks, capacity=capacity, max_ctas=max_ctas,
-                file=inst.file, name=launch_name(target), device=torch.cuda.get_device_name())
+                file=inst.file, name=launch_name(target), device=torch.cuda.get_device_name(), method="clock")
 
 
-def profile(fn, *args, grid=None, kernel: str | None = None, capacity: int = 512, max_ctas: int = 4,
-            timeout: float = DEFAULT_TIMEOUT, compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
+def _proton_job(fn, target, kernel_name, grid, args, kwargs):
+    import glob
+    import json
+    import os
+    import tempfile
+
+    import torch
+    import triton.profiler as proton
+    import triton.profiler.language as pl
+
+    from .instrument import instrument
+    inst = instrument(target, mode="proton")
+    base = os.path.join(tempfile.mkdtemp(prefix="tlxwb_proton_"), "trace")
+    pl.enable_semantic("triton")
+    proton.start(base, data="trace", backend="instrumentation")
+    try:
+        _launch(fn, inst, (), grid, args, kwargs, kernel_name)
+        report_phase("run")
+        torch.cuda.synchronize()
+    finally:
+        proton.finalize()
+    files = sorted(glob.glob(base + "*"))
+    if not files:
+        raise GPUError("Proton wrote no trace", hint="use method='clock'")
+    with open(files[0]) as f:
+        chrome = json.load(f)
+    return dict(chrome=chrome, sites=inst.sites, tasks=inst.tasks, file=inst.file, name=launch_name(target),
+                device=torch.cuda.get_device_name(), method="proton")
+
+
+def _source_uses_async_tasks(fn, kernel_name) -> bool:
+    import inspect
+
+    from .transport import _underlying_function
+    try:
+        target = fn if is_kernel(fn) else dict(_kernels_named_by(fn)).get(kernel_name) if kernel_name else \
+            (_kernels_named_by(fn)[0][1] if len(_kernels_named_by(fn)) == 1 else None)
+        return target is not None and "async_tasks" in inspect.getsource(_underlying_function(target))
+    except (OSError, TypeError):
+        return False
+
+
+def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto", capacity: int = 512,
+            max_ctas: int = 4, timeout: float = DEFAULT_TIMEOUT, compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
             isolate: bool = True, source: str | None = None, **kwargs):
-    """Launch once with per-op cycle-counter records; the measured :class:`Trace` (source "gpu").
+    """Launch once with per-op timing records; the measured :class:`Trace` (source "gpu").
 
     ``fn`` is a ``@triton.jit`` TLX kernel (with ``grid=``) or a host function that
-    launches one (name it with ``kernel=`` when it launches several). Spans are per
-    CTA (the first ``max_ctas``) and per task replica, in SM cycles from the CTA's
-    first record; at most ``capacity`` ops per warp group are kept.
+    launches one (name it with ``kernel=`` when it launches several). ``method``:
+    ``"proton"`` (Proton instrumentation scopes around each TLX op), ``"clock"``
+    (cycle-counter records, per CTA (the first ``max_ctas``) and task replica, at most
+    ``capacity`` ops per warp group), or ``"auto"``: Proton where it compiles, else
+    clock (warp-specialized kernels go straight to clock: Proton's scopes fail to
+    compile inside them with triton 3.8 + triton-utlx). ``trace.meta["recorder"]``
+    says which one ran.
 
     >>> tr = profile(matmul, a, b)          # doctest: +SKIP
     >>> tr.summary()[0].busy_share          # doctest: +SKIP
     """
+    from .watchdog import KernelTimeoutError
     name = launch_name(fn)
     require_gpu(f"tlx_workbench.profile({name})")
     from .transport import callable_spec
     spec = callable_spec(fn, source=source, name=name if source else None) if isolate else ("pickle", fn)
-    r = dispatch(profile_job, dict(spec=spec, args=tuple(args), kwargs=kwargs, grid=grid, capacity=capacity,
-                                   max_ctas=max_ctas, kernel_name=kernel),
-                 isolate=isolate, timeout=timeout, compile_timeout=compile_timeout, what=f"profiling {name}")
+    notes = {}
+    first = method
+    if method == "auto":
+        if _source_uses_async_tasks(fn, kernel):
+            first = "clock"
+            notes["proton"] = "skipped: Proton scopes do not compile inside warp-specialized TLX kernels"
+        else:
+            first = "proton"
+    payload = dict(spec=spec, args=tuple(args), kwargs=kwargs, grid=grid, capacity=capacity, max_ctas=max_ctas,
+                   kernel_name=kernel)
+    try:
+        r = dispatch(profile_job, dict(payload, method=first), isolate=isolate, timeout=timeout,
+                     compile_timeout=compile_timeout, what=f"profiling {name}")
+    except KernelTimeoutError:
+        raise
+    except Exception as e:
+        if method != "auto" or first != "proton":
+            raise
+        notes["proton_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        r = dispatch(profile_job, dict(payload, method="clock"), isolate=isolate, timeout=timeout,
+                     compile_timeout=compile_timeout, what=f"profiling {name}")
+    meta = {"kernel": r["name"], "device": r["device"], **notes}
+    if r["method"] == "proton":
+        return _trace_from_proton(r, meta)
     from .instrument import decode
     return decode(r["buf"], r["sites"], r["tasks"], capacity=r["capacity"], max_ctas=r["max_ctas"],
-                  file=r["file"], meta={"kernel": r["name"], "device": r["device"]})
+                  file=r["file"], meta=meta)
+
+
+def _trace_from_proton(r, meta):
+    """Proton's Chrome trace -> Trace; scope names map back to the op sites (kind, source line)."""
+    from ..trace import Trace
+    from .instrument import proton_scope_name
+    tr = Trace.from_chrome(r["chrome"])
+    by_scope = {proton_scope_name(s): s for s in r["sites"]}
+    for span in tr.spans:
+        site = by_scope.get(span.name)
+        if site is not None:
+            span.kind, span.line, span.file, span.barrier = site.kind, site.line, r["file"], site.barrier
+            span.name = site.op
+    # Proton writes cycles as µs at an assumed 1 GHz; from_chrome turned them into "ns" = cycles
+    tr.time_unit = "cycles"
+    tr.source = "gpu"
+    tr.meta.update(meta, recorder="proton")
+    return tr
 
 
 def load_proton_trace(path: str):
