@@ -1,0 +1,48 @@
+"""Our kernels against float64 on fresh random inputs, poisoned outputs, many shapes (ragged too)."""
+import math
+
+import pytest
+import torch
+
+from tlx_workbench.kernels import attention, gemm_pingpong, gemm_pipelined, gemm_ws
+
+pytestmark = pytest.mark.gpu
+TOL = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
+SHAPES = [(512, 512, 512), (1000, 1032, 520), (64, 264, 40), (136, 3000, 776), (1, 8, 8)]
+
+
+def _rel(out, ref):
+    assert torch.isfinite(out).all(), "some output elements were never written"
+    return float((out.double() - ref).norm() / ref.norm())
+
+
+@pytest.mark.parametrize("mod", [gemm_ws, gemm_pingpong, gemm_pipelined], ids=lambda m: m.__name__.rsplit(".")[-1])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_gemm_matches_float64(mod, dtype, shape):
+    M, N, K = shape
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
+    mod.launch(a, b, c, mod.CONFIGS[0])
+    assert _rel(c, a.double() @ b.double()) < TOL[dtype]
+
+
+def test_gemm_autotuning_launcher():
+    a = torch.randn(768, 520, device="cuda", dtype=torch.float16)
+    b = torch.randn(520, 1024, device="cuda", dtype=torch.float16)
+    assert _rel(gemm_ws.matmul(a, b), a.double() @ b.double()) < TOL[torch.float16]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("shape", [(2, 3, 256, 128), (1, 2, 200, 64), (1, 1, 1000, 128), (2, 2, 128, 64)], ids=str)
+def test_attention_matches_float64(shape, causal, dtype):
+    q, k, v = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    scale = 1 / math.sqrt(shape[-1])
+    attention.launch(q, k, v, o, causal, scale, attention.CONFIGS[0])
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    if causal:
+        s = s.masked_fill(torch.ones(shape[2], shape[2], dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    assert _rel(o, torch.softmax(s, -1) @ v.double()) < TOL[dtype] * 1.5
