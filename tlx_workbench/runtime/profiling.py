@@ -179,6 +179,13 @@ def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto
         if method != "auto" or first != "proton":
             raise
         notes["proton_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+    finally:
+        if first == "proton" and isolate:
+            # Proton's session and semantic switches are process-wide: later compiles in the
+            # same worker must not be instrumented, so the next job gets a fresh worker
+            from .watchdog import shutdown
+            shutdown()
+    if "proton_error" in notes:
         r = dispatch(profile_job, dict(payload, method="clock"), isolate=isolate, timeout=timeout,
                      compile_timeout=compile_timeout, what=f"profiling {name}")
     meta = {"kernel": r["name"], "device": r["device"], **notes}
