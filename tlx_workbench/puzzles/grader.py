@@ -248,8 +248,9 @@ def _add_cost(result: GradeResult, p, kernel) -> None:
     if errors:
         f = errors[0]
         result.passed = False
-        result.message = f"the barrier-protocol checker objects: {getattr(f, 'message', f)}"
-        result.hint = getattr(f, "hint", "") or ""
+        result.message = (f"the barrier-protocol checker objects ({getattr(f, 'rule_id', 'rule')}): "
+                          f"{getattr(f, 'message', f)}")
+        result.hint = getattr(f, "fix", "") or getattr(f, "hint", "") or ""
         result.line = getattr(f, "line", None)
 
 
