@@ -92,6 +92,7 @@ def test_sim_check_keeps_the_result_and_defines_the_kernel(shell):
     assert "ws_add" in shell.user_ns                      # defined in the notebook like a normal cell
     assert r.sim is not None and r.sim.ok
     assert r.check and r.check[0].ok, r
+    assert r.findings is not None and r.findings.ok      # the barrier-protocol checker ran: nothing to say
     x, y = shell.user_ns["x"], shell.user_ns["y"]
     torch.testing.assert_close(shell.user_ns["z"], x + y)
     assert isinstance(r.trace, wb.Trace)
@@ -125,9 +126,10 @@ def test_exception_in_cell_is_a_clean_error_and_earlier_definitions_stay(shell):
 def test_deadlock_shows_the_simulator_diagnosis(shell):
     # two arrivals expected, one comes: the consumer waits forever
     with capture_output() as cap:
-        shell.run_cell_magic("tlx", "--sim -o r", HANDSHAKE_CELL + "handshake[(1,)](z, ARRIVE_COUNT=2)\n")
+        shell.run_cell_magic("tlx", "--sim --check -o r", HANDSHAKE_CELL + "handshake[(1,)](z, ARRIVE_COUNT=2)\n")
     r = shell.user_ns["r"]
     assert not r.ok and r.errors and type(r.errors[0]).__name__ == "DeadlockError"
+    assert r.findings is not None and not r.findings.ok      # the checker names the protocol error too
     assert "DeadlockError" in _html(cap)
     assert shell.user_ns["n"] == 1000
 

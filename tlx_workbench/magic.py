@@ -193,7 +193,7 @@ class CellResult:
     def ok(self) -> bool:
         if self.errors:
             return False
-        parts = [p.ok for p in (self.sim, self.run) if p is not None and hasattr(p, "ok")]
+        parts = [p.ok for p in (self.sim, self.run, self.findings) if p is not None and hasattr(p, "ok")]
         parts += [c.ok for c in (self.check or [])]
         return all(parts)
 
@@ -393,8 +393,9 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
     res.constexprs = {k: v for k, v in kwargs.items() if not hasattr(v, "shape")}
     model = "H200" if target in ("sm_90", "H200", "H100") else target
 
-    # compile (offline) when a static view is wanted
-    if {"report", "memory", "ir"} & set(show) or (check and _has_checker()):
+    # compile (offline) when a static view is wanted, or for the static checker on the GPU path
+    checker = _has_checker() if check else False
+    if {"report", "memory", "ir"} & set(show) or (checker and mode == "gpu"):
         try:
             k, cargs, ckw = capture_kernel_launch(launch, kwargs) if not launch.is_kernel else \
                 (launch.fn, launch.args, kwargs)
@@ -404,15 +405,23 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
         except TLXWorkbenchError as e:
             res.errors.append(e)
             return res
-    if check and _has_checker():
+    if checker:
+        # the function, not wb.check: once imported, the package attribute is the subpackage
+        from .check import check as _check
         try:
-            res.findings = wb.check(res.report) if res.report is not None else None
+            if mode == "sim":
+                # the checker's per-phase rules read its own short simulator run of this launch
+                res.findings = _check(launch.fn, *launch.args, target=target, grid=launch.grid, gpu=model,
+                                        seed=seed, **kwargs)
+            elif res.report is not None:
+                # GPU tensors do not go through the simulator: the static rules only
+                res.findings = _check(res.report)
         except TLXWorkbenchError as e:
             res.errors.append(e)
-        except Exception as e:  # the checker's own signature may differ while it is young
-            res.notes.append(f"barrier-protocol check could not run: {e}")
+        except Exception as e:  # a checker problem must not hide the run
+            res.notes.append(f"barrier-protocol check could not run: {type(e).__name__}: {e}")
     elif check:
-        res.notes.append("tlx_workbench.check is not available yet: only the outputs are checked")
+        res.notes.append("tlx_workbench.check is not available: only the outputs are checked")
 
     if mode == "sim":
         _evaluate_sim(res, launch, kwargs, check=check, reference=reference, outputs=outputs, model=model,
@@ -449,10 +458,9 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
 
 def _has_checker() -> bool:
     try:
-        import tlx_workbench as wb
-        wb.check  # noqa: B018
+        from .check import check  # noqa: F401
         return True
-    except (ImportError, AttributeError):
+    except ImportError:
         return False
 
 
