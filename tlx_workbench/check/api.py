@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..errors import CompileError, TLXWorkbenchError
 from .facts import slot_facts
 from .findings import CheckResult
-from .rules import ALL_RULES, Context, shape_finding_from_error, sim_findings
+from .rules import ALL_RULES, Context, cta_source_rules, shape_finding_from_error, sim_findings
 
 _OPTION_KEYS = ("num_warps", "num_stages", "ctas_per_cga", "num_ctas", "maxnreg", "ir_override", "pre_hook")
 _SIM_TARGETS = ("sm_90", "H100", "H200")
@@ -109,14 +109,54 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
         except _ShapeRejected as e:
             return CheckResult([e.finding], kernel=getattr(obj, "__name__", str(obj)),
                                notes=["the compiler rejected the kernel; fix this first"])
+        except CompileError as e:
+            # uTLX cannot build every cluster kernel yet (remote arrivals); the source rules still apply
+            jit = _jit_of(obj)
+            n = _num_ctas(constexprs, config)
+            if jit is None or n < 2:
+                raise
+            names = {**_config_kwargs(config), **constexprs}
+            found = list(cta_source_rules(jit.fn.__code__.co_filename, jit.fn.__name__, names, n))
+            return CheckResult(found, kernel=jit.fn.__name__,
+                               notes=[f"static source rules only: the compiler could not build the kernel "
+                                      f"({e.message.splitlines()[0][:200]})"])
     ctx = Context(report, slot_facts(sim_res.trace) if sim_res is not None else None)
     findings = []
     for rule in ALL_RULES:
         findings.extend(rule(ctx))
+    names = dict(report.constexprs)
+    findings.extend(cta_source_rules(report.source.file, report.kernel, names, ctx.num_ctas))
     findings.extend(sim_findings(report.source.file, sim_res))
     if sim_res is not None and sim_res.partial:
         notes.append(f"simulated CTA(s) {list(sim_res.ctas)} only")
     return CheckResult(findings, kernel=report.kernel, notes=notes, report=report, sim=sim_res)
+
+
+def _jit_of(obj):
+    from triton.runtime.jit import JITFunction
+    for _ in range(8):
+        if isinstance(obj, JITFunction):
+            return obj
+        obj = getattr(obj, "fn", None)
+        if obj is None:
+            return None
+    return None
+
+
+def _config_kwargs(config) -> dict:
+    if config is None:
+        return {}
+    if isinstance(config, dict):
+        return dict(config)
+    return dict(getattr(config, "kwargs", {}) or {})
+
+
+def _num_ctas(kwargs: dict, config) -> int:
+    cpc = kwargs.get("ctas_per_cga") or getattr(config, "ctas_per_cga", None) or \
+        (config.get("ctas_per_cga") if isinstance(config, dict) else None)
+    if cpc:
+        return int(cpc[0])
+    return int(kwargs.get("num_ctas") or _config_kwargs(config).get("NUM_CTAS") or 1)
 
 
 class _ShapeRejected(Exception):

@@ -5,6 +5,7 @@ exact line and the exact fix.
 """
 from __future__ import annotations
 
+import ast
 import re
 from collections import defaultdict
 
@@ -48,6 +49,13 @@ class Context:
     def alloc_call(self, b):
         return self.sf.call_at(b.line, "alloc_barriers", "alloc_warp_barrier") if b.line else None
 
+    def is_warp(self, b) -> bool:
+        """A warp barrier: the IR says so only at a per-thread arrive; the allocation says so always."""
+        if b.kind == "warp":
+            return True
+        call = self.alloc_call(b)
+        return call is not None and call.name == "alloc_warp_barrier"
+
     def at(self, *lines) -> list[tuple[str, int]]:
         seen = []
         for n in lines:
@@ -83,7 +91,7 @@ def count_rules(ctx: Context):
             continue
         r = roles(b)
         call = ctx.alloc_call(b)
-        if b.kind == "warp" and r & {"tma", "mma"}:
+        if ctx.is_warp(b) and r & {"tma", "mma"}:
             yield _warp_on_tma(ctx, b, call, r)
             continue
         slots = [sf for (name, _), lst in ctx.facts.items() if name == b.name for sf in lst]
@@ -114,7 +122,7 @@ def _dynamic_count(ctx, b, call, r, slots):
     need: dict[int, list] = defaultdict(list)
     for sf in slots:
         req = sf.required_count()
-        if req is not None:
+        if req:   # 0: nothing arrived at all (a deadlock elsewhere stopped the run first)
             need[req].append(sf)
     if not need or set(need) == {declared}:
         return
@@ -136,7 +144,7 @@ def _dynamic_count(ctx, b, call, r, slots):
     if arrivals:
         who.append(_lanes_text(ctx, arrivals, "arrives"))
     who_text = "; ".join(who)
-    if b.kind == "warp":
+    if ctx.is_warp(b):
         lanes = list(sf.arrivals)
         warps = {ctx.warps_of(lane_label(l, ctx.tasks)) for l in lanes}
         nw = warps.pop() if len(warps) == 1 else None
@@ -174,7 +182,7 @@ def _static_count(ctx, b, call, r):
                       f" and completed by TMA bytes; each expect is one arrival, so arrive_count={b.count} waits "
                       f"for arrivals that never come", ctx.at(b.line, *(s.line for s in expects[:1])),
                       f"{fix_call} at line {b.line}: one barrier_expect_bytes per phase", barrier=b.name)
-    elif b.kind == "warp" and arrive_sites:
+    elif ctx.is_warp(b) and arrive_sites:
         # per-thread arrivals per phase, assuming each arriving task replica reaches each site once
         labels = sorted({s.task for s in arrive_sites})
         per_task_sites = {l: len({s.line for s in arrive_sites if s.task == l}) for l in labels}
@@ -216,7 +224,7 @@ def bytes_rules(ctx: Context):
             fix_call = f"barrier_expect_bytes(..., {got})"
         slots = sorted({s.slot for s in sfs})
         effect = ("the phase never completes" if want > got else
-                  "the phase completes before all bytes land (or never, once the count goes negative)")
+                  "the extra bytes take the pending count below zero, so the phase never completes")
         yield Finding("tma-expect-bytes", "error",
                       f"barrier_expect_bytes announces {want} bytes per phase on {name} (slots {slots}) but the TMA "
                       f"loads that signal it land {got} ({per_load or 'none'}): {effect}",
@@ -273,8 +281,11 @@ def _named_threads(ctx, b, lines):
         detail = "; ".join(f"{n} at line(s) {', '.join(map(str, sorted(set(ls))))}" for n, ls in sorted(counts.items()))
         yield Finding("named-barrier-threads", "error",
                       f"named barrier {b.named_id}: wait and arrive disagree on num_threads ({detail}); every side "
-                      f"of one barrier must pass the same total", ctx.at(*lines),
-                      f"num_threads={want} at every wait and arrive of barrier {b.named_id}: {plist}")
+                      f"of one barrier must pass the same total",
+                      ctx.at(*sorted({l for n, ls in counts.items() if n != want for l in ls}), *lines),
+                      f"num_threads={want} at line(s) "
+                      f"{', '.join(str(l) for n, ls in sorted(counts.items()) if n != want for l in sorted(set(ls)))}"
+                      f" (every wait and arrive of barrier {b.named_id} passes {want}): {plist}")
     elif counts and want:
         (n, ls), = counts.items()
         if n != want and n % 32 == 0:
@@ -333,88 +344,167 @@ def shape_finding_from_error(err) -> Finding | None:
     return Finding("async-dot-shape", "error", text, [(err.file, err.line)] if err.file else [], fix)
 
 
-# ---- 2-CTA (cluster) rules ----------------------------------------------------------------
-def cta_rules(ctx: Context):
-    n = ctx.num_ctas
-    sf = ctx.sf
-    rank_names = set()
-    for c in sf.calls:
-        if c.name == "cluster_cta_rank":
-            st = sf.statement_of(c.node)
-            if st is not None:
-                node = st[0][st[1]]
-                for t in getattr(node, "targets", []):
-                    if hasattr(t, "id"):
-                        rank_names.add(t.id)
-    for b in ctx.report.barriers:
-        if b.kind == "named":
+# ---- 2-CTA (cluster) rules: read from the source (uTLX cannot build remote arrivals yet) ----
+def live(sf, node, names: dict) -> bool:
+    """False when `node` sits in a branch a constexpr ``if`` removes for these constexpr values."""
+    for test, in_body in sf.enclosing_ifs(node):
+        v = evaluate(test, names)
+        if v is not None and bool(v) != in_body:
+            return False
+    return True
+
+
+def _kernel_def(sf, name: str):
+    for node in ast.walk(sf.tree):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    return None
+
+
+def _assignments(fn) -> dict[str, list]:
+    out: dict[str, list] = defaultdict(list)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out[t.id].append(node)
+    return out
+
+
+def _root(expr, assigns, depth=0) -> str | None:
+    """The barrier array a barrier expression views: bars[0], tlx.local_view(bars, i), a name bound to one."""
+    if depth > 8 or expr is None:
+        return None
+    if isinstance(expr, ast.Subscript):
+        return _root(expr.value, assigns, depth + 1)
+    if isinstance(expr, ast.Call) and expr.args and getattr(expr.func, "attr", None) in ("local_view", "subslice"):
+        return _root(expr.args[0], assigns, depth + 1)
+    if isinstance(expr, ast.Name):
+        defs = assigns.get(expr.id, [])
+        for d in defs:
+            v = d.value
+            if isinstance(v, ast.Call) and getattr(v.func, "attr", None) in ("alloc_barriers", "alloc_warp_barrier"):
+                return expr.id
+        if defs:
+            return _root(defs[-1].value, assigns, depth + 1)
+        return expr.id
+    return None
+
+
+def _arg(call, name, pos):
+    for kw in call.node.keywords:
+        if kw.arg == name:
+            return kw.value
+    return call.node.args[pos] if pos < len(call.node.args) else None
+
+
+def cta_source_rules(file: str, kernel: str, names: dict, num_ctas: int):
+    """2-CTA leader rules over the kernel's source: expect only in the leader for two_ctas TMA loads;
+    arrive_count=NUM_CTAS for software arrivals sent to rank 0."""
+    if num_ctas < 2:
+        return
+    sf = source_file(file)
+    fn = _kernel_def(sf, kernel)
+    if fn is None:
+        return
+    assigns = _assignments(fn)
+    calls = [c for c in sf.calls if fn.lineno <= c.line <= fn.end_lineno and live(sf, c.node, names)]
+    live_nodes = {id(c.node) for c in calls}
+    allocs = {}
+    for name, defs in assigns.items():
+        for d in defs:
+            v = d.value
+            if isinstance(v, ast.Call) and getattr(v.func, "attr", None) in ("alloc_barriers", "alloc_warp_barrier") \
+                    and id(v) in live_nodes:
+                allocs[name] = next(c for c in calls if c.node is v)
+    rank_names = {t.id for d in ast.walk(fn) if isinstance(d, ast.Assign) and isinstance(d.value, ast.Call)
+                  and getattr(d.value.func, "attr", None) == "cluster_cta_rank" for t in d.targets
+                  if isinstance(t, ast.Name)}
+    at = lambda *ls: [(file, l) for l in ls if l]  # noqa: E731
+
+    two_cta_bars: dict[str, int] = {}
+    for c in calls:
+        if c.name == "async_descriptor_load" and evaluate(c.kwarg("two_ctas"), names):
+            root = _root(_arg(c, "barrier", 3), assigns)
+            if root:
+                two_cta_bars.setdefault(root, c.line)
+    for c in calls:
+        if c.name != "barrier_expect_bytes":
             continue
-        call = ctx.alloc_call(b)
-        # a TMA load with two_ctas=True arms the leader's barrier: the leader alone expects
-        two_cta_loads = []
-        for s in b.sites:
-            if s.op == "tma_load" and s.line:
-                c = sf.call_at(s.line, "async_descriptor_load")
-                if c is not None and evaluate(c.kwarg("two_ctas"), ctx.names):
-                    two_cta_loads.append(s)
-        if two_cta_loads and n > 1:
-            for s in (s for s in b.sites if s.op == "expect" and s.line):
-                c = sf.call_at(s.line, "barrier_expect_bytes")
-                guards = sf.enclosing_ifs(c.node) if c is not None else []
-                pred = c.kwarg("pred", 2) if c is not None else None
-                led = any(("leader" in t or "rank" in t) and body for t, body in guards) or \
-                    (pred is not None and ("leader" in pred or "rank" in pred))
-                if not led:
-                    yield Finding("cta-leader-expect", "error",
-                                  f"barrier_expect_bytes on {b.name} runs in every CTA, but the two_ctas TMA load at "
-                                  f"line {two_cta_loads[0].line} signals the leader's barrier: the peer's expect "
-                                  f"arms a barrier nobody completes", ctx.at(s.line, two_cta_loads[0].line),
-                                  f"put the barrier_expect_bytes at line {s.line} under `if is_leader:` "
-                                  f"(is_leader = tlx.cluster_cta_rank() == 0)", barrier=b.name)
-            if b.count not in (None, 1) and not any(s.op == "arrive" for s in b.sites):
-                yield Finding("cta-leader-expect", "error",
-                              f"{b.name} is armed by the leader's barrier_expect_bytes only: arrive_count must be 1, "
-                              f"not {b.count}", ctx.at(b.line),
-                              f"{with_kwargs(sf, call, set_kw={'arrive_count': 1}) if call else 'arrive_count=1'} "
-                              f"at line {b.line}", barrier=b.name)
-        # software arrivals sent to the leader: every CTA of the cluster arrives
-        to_leader = []
-        for s in b.sites:
-            if s.op != "arrive" or not s.line:
-                continue
-            c = sf.call_at(s.line, "barrier_arrive")
-            expr = c.kwarg("remote_cta_rank", 2) if c is not None else None
-            if expr is None or n < 2:
-                continue
-            vals = {evaluate(expr, {**ctx.names, **{r: rank for r in rank_names}}) for rank in range(n)}
-            if vals == {0}:
-                to_leader.append(s)
-        if to_leader:
-            per_cta = len({s.line for s in to_leader if s.task == to_leader[0].task})
-            want = n * per_cta
-            if b.count is not None and b.count != want:
-                fix_call = with_kwargs(sf, call, set_kw={"arrive_count": want}) if call else f"arrive_count={want}"
-                yield Finding("cta-remote-count", "error",
-                              f"{b.name} receives barrier_arrive(..., remote_cta_rank=0) from all {n} CTAs of the "
-                              f"cluster (line {to_leader[0].line}) but has arrive_count={b.count}",
-                              ctx.at(b.line, to_leader[0].line),
-                              f"{fix_call} at line {b.line}: NUM_CTAS={n} CTAs arrive on the leader's barrier "
-                              f"once per phase", barrier=b.name)
+        root = _root(_arg(c, "bar", 0), assigns)
+        if root not in two_cta_bars:
+            continue
+        guards = sf.enclosing_ifs(c.node)
+        pred = c.kwarg("pred", 2)
+        led = any(body and ("leader" in t or any(r in t for r in rank_names)) for t, body in guards) or \
+            (pred is not None and ("leader" in pred or any(r in pred for r in rank_names)))
+        if not led:
+            yield Finding("cta-leader-expect", "error",
+                          f"barrier_expect_bytes on {root} runs in every CTA of the {num_ctas}-CTA cluster, but the "
+                          f"two_ctas TMA load at line {two_cta_loads_line(two_cta_bars, root)} completes the leader's "
+                          f"barrier: only the leader may arm it (the peer's expect is never completed)",
+                          at(c.line, two_cta_bars[root]),
+                          f"put the barrier_expect_bytes at line {c.line} under `if is_leader:` "
+                          f"(is_leader = tlx.cluster_cta_rank() == 0), and keep arrive_count=1", barrier=root)
+    for root, line in two_cta_bars.items():
+        call = allocs.get(root)
+        count = evaluate(call.kwarg("arrive_count", 1), names) if call else None
+        if call is not None and call.kwarg("arrive_count", 1) is None:
+            count = 1
+        if count not in (None, 1):
+            yield Finding("cta-leader-expect", "error",
+                          f"{root} is armed by the leader's barrier_expect_bytes alone: arrive_count must be 1, "
+                          f"not {count}", at(call.line),
+                          f"{with_kwargs(sf, call, set_kw={'arrive_count': 1})} at line {call.line}", barrier=root)
+    to_leader: dict[str, list] = defaultdict(list)
+    for c in calls:
+        if c.name != "barrier_arrive":
+            continue
+        expr = c.kwarg("remote_cta_rank", 2)
+        if expr is None:
+            continue
+        vals = {evaluate(expr, {**names, **{r: rank for r in rank_names}}) for rank in range(num_ctas)}
+        if vals == {0}:
+            root = _root(_arg(c, "bar", 0), assigns)
+            if root:
+                to_leader[root].append(c)
+    for root, sites in to_leader.items():
+        call = allocs.get(root)
+        if call is None:
+            continue
+        count = evaluate(call.kwarg("arrive_count", 1), names) if call.kwarg("arrive_count", 1) else 1
+        want = num_ctas * len({c.line for c in sites})
+        if count is not None and count != want:
+            yield Finding("cta-remote-count", "error",
+                          f"{root} receives barrier_arrive(..., remote_cta_rank=0) from all {num_ctas} CTAs of the "
+                          f"cluster (line {sites[0].line}) but has arrive_count={count}: the leader passes before "
+                          f"the peer arrives", at(call.line, sites[0].line),
+                          f"{with_kwargs(sf, call, set_kw={'arrive_count': want})} at line {call.line}: "
+                          f"NUM_CTAS={num_ctas} CTAs arrive on the leader's barrier once per phase", barrier=root)
+
+
+def two_cta_loads_line(bars, root):
+    return bars.get(root)
 
 
 def sim_findings(ctx_file: str, sim) -> list[Finding]:
     """The simulator's own diagnoses (deadlock, races, arrivals past a count) as findings."""
-    out = []
+    out: list[Finding] = []
     if sim is None:
         return out
+    seen = set()
     d = sim.deadlock
     if d is not None:
         out.append(Finding("deadlock", "error", d.message, [(ctx_file, d.line)] if d.line else [],
                            d.hint or "", barrier=None))
     for f in sim.findings:
+        key = (f.kind, f.message, f.line, f.other_line)
+        if key in seen:
+            continue
+        seen.add(key)
         out.append(Finding(f.kind, "error", f.message, [(ctx_file, l) for l in (f.line, f.other_line) if l],
                            "order the accesses through a barrier" if f.kind == "race" else ""))
     return out
 
 
-ALL_RULES = (count_rules, bytes_rules, named_rules, mma_rules, cta_rules)
+ALL_RULES = (count_rules, bytes_rules, named_rules, mma_rules)

@@ -1,0 +1,305 @@
+"""Small TLX kernels with one seeded barrier-protocol mistake each.
+
+The line with the mistake carries a `# SEED: <rule-id>` comment; the tests expect that
+rule's finding at that line. `ws_copy_ok` is the same protocol without a mistake.
+Pattern of the WS kernels: a TMA producer (default task) fills a STAGES-deep ring of
+BLOCK x BLOCK tiles; two consumer replicas each read every tile and write it to their own
+half of `out`, then release the slot.
+"""
+import triton
+import triton.language as tl
+import triton.language.extra.tlx as tlx
+
+
+@triton.jit
+def ws_copy_ok(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = r * N_TILES * BLOCK + i * BLOCK + offs
+                tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def ws_copy_full_count(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)  # SEED: tma-full-count
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = r * N_TILES * BLOCK + i * BLOCK + offs
+                tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def ws_copy_expect_bytes(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK)  # SEED: tma-expect-bytes
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = r * N_TILES * BLOCK + i * BLOCK + offs
+                tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def ws_copy_release_count(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)  # SEED: release-count
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = r * N_TILES * BLOCK + i * BLOCK + offs
+                tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def ws_copy_warp_count(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_warp_barrier(num_barriers=STAGES, num_warps=4)  # SEED: warp-barrier-count
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = r * N_TILES * BLOCK + i * BLOCK + offs
+                tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def ws_copy_warp_on_tma(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_warp_barrier(num_barriers=STAGES, num_warps=1)  # SEED: warp-barrier-on-tma
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = r * N_TILES * BLOCK + i * BLOCK + offs
+                tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def _ordered_store(out_ptr, x, rows, offs, r, BLOCK: tl.constexpr, BAR: tl.constexpr, ARRIVE: tl.constexpr,
+                   WAIT: tl.constexpr):
+    # replica 1 stores only after replica 0 has (a named barrier orders the two stores)
+    if r == 0:
+        tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+        tlx.named_barrier_arrive(BAR, ARRIVE)
+    else:
+        tlx.named_barrier_wait(BAR, WAIT)
+        tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def ws_copy_named(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr, BAR: tl.constexpr,
+                  ARRIVE: tl.constexpr, WAIT: tl.constexpr):
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                _ordered_store(out_ptr, x, i * BLOCK + offs, offs, r, BLOCK, BAR, ARRIVE, WAIT)
+
+
+@triton.jit
+def ws_copy_named_reserved(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = i * BLOCK + offs
+                if r == 0:
+                    tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+                    tlx.named_barrier_arrive(3, 256)  # SEED: named-barrier-id
+                else:
+                    tlx.named_barrier_wait(3, 256)
+                    tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def ws_copy_named_threads(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = i * BLOCK + offs
+                if r == 0:
+                    tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+                    tlx.named_barrier_arrive(9, 256)
+                else:
+                    tlx.named_barrier_wait(9, 128)  # SEED: named-barrier-threads
+                    tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def small_dot(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    a = tlx.local_alloc((BM, BK), tl.float16, 1)
+    b = tlx.local_alloc((BK, BN), tl.float16, 1)
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    tlx.local_store(tlx.local_view(a, 0), tl.load(a_ptr + rm[:, None] * BK + rk[None, :]))
+    tlx.local_store(tlx.local_view(b, 0), tl.load(b_ptr + rk[:, None] * BN + rn[None, :]))
+    tlx.fence_async_shared()
+    acc = tl.zeros((BM, BN), tl.float32)
+    acc = tlx.async_dot(tlx.local_view(a, 0), tlx.local_view(b, 0), acc)  # SEED: async-dot-shape
+    acc = tlx.async_dot_wait(0, acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@triton.jit
+def cluster_pair(x_desc, out_ptr, BLOCK: tl.constexpr, LEADER_ONLY: tl.constexpr, READY_COUNT: tl.constexpr):
+    # both CTAs of a 2-CTA cluster load their tile with a 2-CTA TMA; each tells the leader it is done
+    rank = tlx.cluster_cta_rank()
+    is_leader = rank == 0
+    buf = tlx.local_alloc((BLOCK, BLOCK), tl.float16, 1)
+    full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    ready = tlx.alloc_barriers(num_barriers=1, arrive_count=READY_COUNT)  # SEED: cta-remote-count
+    if LEADER_ONLY:
+        if is_leader:
+            tlx.barrier_expect_bytes(full[0], BLOCK * BLOCK * 2)
+    else:
+        tlx.barrier_expect_bytes(full[0], BLOCK * BLOCK * 2)  # SEED: cta-leader-expect
+    tlx.async_descriptor_load(x_desc, buf[0], [rank * BLOCK, 0], full[0], two_ctas=True)
+    tlx.barrier_wait(full[0], 0, pred=is_leader)
+    tlx.barrier_arrive(ready[0], 1, remote_cta_rank=0)
+    tlx.barrier_wait(ready[0], 0, pred=is_leader)
+    offs = tl.arange(0, BLOCK)
+    x = tlx.local_load(buf[0])
+    tl.store(out_ptr + (rank * BLOCK + offs[:, None]) * BLOCK + offs[None, :], x)
