@@ -210,3 +210,17 @@ def test_show_and_bench_line_magics(shell):
         with capture_output() as cap:
             shell.run_line_magic("tlx_bench", LAUNCH.strip())
         assert "NoGPUError" in _html(cap) and "--sim" in _html(cap)
+
+
+def test_every_view_option_in_sim_mode_for_blackwell(shell):
+    shell.run_cell_magic("tlx", "--sim --target sm_100 --report --memory --ir --timeline --barriers --bench "
+                                "--profile --seed 3 -o r", ADD_CELL + LAUNCH)
+    r = shell.user_ns["r"]
+    assert not r.errors, r.errors
+    assert r.report.target == "sm_100" and r.report.arch == 100
+    assert r.sim is not None and r.sim.seed == 3
+    assert any("cost model" in n for n in r.notes) and any("--bench needs a GPU" in n for n in r.notes)
+    assert set(r.show) == {"report", "memory", "ir", "timeline", "barriers"}
+    html = r._repr_html_()
+    assert "not available" not in html          # every view rendered (widgets' static HTML)
+    assert len(html) > 2000

@@ -391,7 +391,12 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
                                      "host function that keyword")
         kwargs.update(constexprs)
     res.constexprs = {k: v for k, v in kwargs.items() if not hasattr(v, "shape")}
-    model = "H200" if target in ("sm_90", "H200", "H100") else target
+    from .target import gpu_model
+    model = "H200" if gpu_model(target).arch == 90 else gpu_model(target).name
+    if mode == "sim" and gpu_model(target).arch != 90:
+        # the simulator models Hopper; a Blackwell target still compiles for sm_100 above
+        res.notes.append(f"the simulator models Hopper: the run uses the H200 cost model, the compile {target}")
+        model = "H200"
 
     # compile (offline) when a static view is wanted, or for the static checker on the GPU path
     checker = _has_checker() if check else False
