@@ -12,7 +12,9 @@ import re
 import subprocess
 import tempfile
 
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="tlxwb-sass")
+# two pools, so a quick tool run never queues behind disassemblies of earlier compiles
+_SASS_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlxwb-sass")  # one core at most
+_QUICK_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="tlxwb-tools")
 
 
 def post_allocation_ttgir(ttgir: str, arch: int, ptx_version: int | None = None) -> str:
@@ -84,7 +86,11 @@ def disassemble(cubin: bytes) -> str:
 def disassemble_async(cubin: bytes) -> "concurrent.futures.Future[str]":
     """Start :func:`disassemble` in the background (nvdisasm takes ~0.3 s, more than the
     rest of the report together); the report waits for it only when SASS is asked for."""
-    return _POOL.submit(disassemble, cubin)
+    return _SASS_POOL.submit(disassemble, cubin)
+
+
+def resource_usage_async(cubin: bytes) -> "concurrent.futures.Future[dict[str, int]]":
+    return _QUICK_POOL.submit(resource_usage, cubin)
 
 
 def resource_usage(cubin: bytes) -> dict[str, int]:

@@ -29,6 +29,8 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
     asm = compiled.asm
     stages = {s: asm[s] for s in STAGES if s in asm}
     cubin = asm.get("cubin", b"")
+    # cuobjdump is a process start (~5 ms): let it run while the Python analyses do
+    usage_job = artifacts.resource_usage_async(cubin) if cubin else None
     meta = compiled.metadata._asdict()
     meta["target"] = f"sm_{model.arch}"
 
@@ -46,7 +48,10 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
     # barrier allocations are named the same in the post-allocation module (same printer)
     allocations = allocation_map(post, pre, barrier_allocs, source.file, first, last, meta.get("shared") or 0)
 
-    usage = artifacts.resource_usage(cubin) if cubin else {}
+    try:
+        usage = usage_job.result() if usage_job is not None else {}
+    except Exception:   # a missing tool leaves registers unknown, not the report unmade
+        usage = {}
     resources = Resources(
         smem_bytes=meta.get("shared") or 0,
         smem_limit=model.smem_per_block,
