@@ -237,8 +237,8 @@ def _add_cost(result: GradeResult, p, kernel) -> None:
     result.report = report
     result.smem_bytes = report.resources.smem_bytes
     try:
-        check = wb.check
-    except (ImportError, AttributeError):
+        from ..check import check
+    except ImportError:
         return
     try:
         findings = check(report)
