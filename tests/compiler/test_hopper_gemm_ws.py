@@ -126,3 +126,22 @@ def test_reprs(report):
     assert "<svg" in html and "bars_full_a" in html
     # self-contained: nothing fetched from anywhere
     assert "<script" not in html and "src=\"http" not in html and "href=\"http" not in html
+
+
+def test_warp_barriers_count_threads(mod):
+    r = wb.compile(mod.matmul_kernel_tlx_ws, *_args(), config=_config(mod, USE_WARP_BARRIER=True), target="sm_90")
+    empty_a, empty_b = r.barrier("bars_empty_a"), r.barrier("bars_empty_b")
+    assert empty_a.kind == empty_b.kind == "warp" and r.barrier("bars_full_a").kind == "mbarrier"
+    # alloc_warp_barrier(num_warps=4[, num_arrivals=NUM_MMA_GROUPS]): count = warps * 32 * arrivals
+    assert empty_a.warp_args == {"threads": 128, "num_warps": 4, "num_arrivals": 1} and empty_a.count == 128
+    assert empty_b.warp_args == {"threads": 4 * 32 * GROUPS, "num_warps": 4, "num_arrivals": GROUPS}
+    assert all(s.args.get("per_thread") for s in empty_b.sites if s.op == "arrive")
+
+
+def test_cluster_of_two_ctas_is_a_clear_error_on_upstream_triton(mod):
+    # uTLX cannot address a peer CTA's SMEM (no mapa on upstream Triton): one error, at the kernel line
+    cfg = _config(mod, NUM_CTAS=2)
+    cfg.ctas_per_cga = (2, 1, 1)
+    with pytest.raises(wb.CompileError) as e:
+        wb.compile(mod.matmul_kernel_tlx_ws, *_args(), config=cfg, target="sm_90")
+    assert e.value.file.endswith("hopper_gemm_ws.py") and "barrier_arrive" in e.value.source_line

@@ -35,7 +35,8 @@ def _line(op: Op, file: str, first: int, last: int) -> int | None:
     return fr.line if fr is not None and fr.file == file else None
 
 
-def barrier_table(m: IRModule, task_label, file: str, first: int, last: int) -> tuple[list[BarrierInfo], set[str]]:
+def barrier_table(m: IRModule, task_label, file: str, first: int, last: int,
+                  constexprs: dict | None = None) -> tuple[list[BarrierInfo], set[str]]:
     """(barriers, names of the barrier allocations) for one TTGIR module.
 
     `task_label(op.task)` turns "default" / a partition index into the report's task name.
@@ -112,7 +113,7 @@ def barrier_table(m: IRModule, task_label, file: str, first: int, last: int) -> 
     # warp barriers: arrive count is per thread (num_warps * 32 * num_arrivals)
     for info in by_alloc.values():
         if info.kind == "warp" and info.count:
-            info.warp_args = {"threads": info.count}
+            info.warp_args = {"threads": info.count, **_warp_barrier_args(file, info.line, constexprs or {})}
 
     named = _named_barriers(m, task_label, file, first, last)
     return list(by_alloc.values()) + named, {r for a in alloc_ops.values() for r in a.results}
@@ -139,3 +140,33 @@ def _named_barriers(m: IRModule, task_label, file, first, last) -> list[BarrierI
         if info.line is None:
             info.line = _line(op, file, first, last)
     return sorted(out.values(), key=lambda b: (b.named_id is None, b.named_id or 0))
+
+
+def _warp_barrier_args(file: str, line: int | None, env: dict) -> dict[str, int]:
+    """num_warps / num_arrivals of the ``tlx.alloc_warp_barrier(...)`` call at `line` (defaults 1)."""
+    import ast
+    import linecache
+    from .tasks import _eval
+    if not line:
+        return {}
+    # the call may span lines: parse from `line` until the text is a complete statement
+    text = ""
+    for ln in range(line, line + 12):
+        text += linecache.getline(file, ln).strip() + " "
+        try:
+            tree = ast.parse(text.strip())
+            break
+        except SyntaxError:
+            continue
+    else:
+        return {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "alloc_warp_barrier":
+            out = {"num_warps": 1, "num_arrivals": 1}
+            for kw in node.keywords:
+                if kw.arg in out:
+                    v = _eval(kw.value, env)
+                    if isinstance(v, int):
+                        out[kw.arg] = v
+            return out
+    return {}

@@ -44,7 +44,8 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
 
     layout = task_layout(pre, post, source.text, source.first_line, options.num_warps,
                          {k: getattr(v, "value", v) for k, v in constexprs.items()})
-    barriers, barrier_allocs = barrier_table(pre, layout.label, source.file, first, last)
+    env = {k: getattr(v, "value", v) for k, v in constexprs.items()}
+    barriers, barrier_allocs = barrier_table(pre, layout.label, source.file, first, last, env)
     # barrier allocations are named the same in the post-allocation module (same printer)
     allocations = allocation_map(post, pre, barrier_allocs, source.file, first, last, meta.get("shared") or 0)
 
