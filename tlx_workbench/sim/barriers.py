@@ -30,6 +30,8 @@ class MBarrierArray:
         self.line = line
         self.arrive_count = int(arrive_count)
         self.slots = [MBarrierSlot(self, i) for i in range(int(num))]
+        self.cta = None             # the CTA whose SMEM holds it (set by the CTA)
+        self.ordinal = None         # its place among that CTA's barrier allocations (same in every CTA)
 
     def subview(self, idx: int) -> "MBarrierSlot":
         if not 0 <= idx < len(self.slots):

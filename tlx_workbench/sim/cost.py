@@ -1,6 +1,7 @@
 """Cycle costs of simulated ops, per GPU model.
 
-Every figure is an estimate for a Hopper SM, with where it comes from. The model is
+Every figure is an estimate for a Hopper SM (B200 shares them unless noted), with where it comes from;
+per-GPU rates (DRAM bandwidth, tensor-core flops, TMEM) come from ``tlx_workbench.target.GPU_MODELS``. The model is
 deliberately simple — per-CTA shared resources (the TMA engine's bandwidth share and
 the tensor cores) plus fixed latencies — so a trace shows the *shape* of a pipeline
 (who waits on whom, where the tensor cores idle), not exact cycle counts.
@@ -33,6 +34,12 @@ class CostModel:
     # generic register-level work between TLX ops (tl.* arithmetic): per element, 4 warps x 32 lanes
     # retire about 128 simple ops per cycle per warp group
     elems_per_cycle: float = 128.0
+    # extra latency of a DSMEM access (remote mbarrier arrive, st.shared::cluster, cluster barrier): the
+    # SM-to-SM network costs about as much as an L2 hit, ~200 cycles (Luo et al. measure ~180 on H800)
+    remote_extra: float = 200.0
+    # tcgen05.ld/st between TMEM and registers: 128 lanes x 32 bit per cycle per warp group = 512 B/cycle
+    # (Blackwell tuning guide: TMEM reads are 4x the SMEM bandwidth)
+    tmem_bytes_per_cycle: float = 512.0
 
     @property
     def dram_bytes_per_cycle_per_sm(self) -> float:
@@ -54,6 +61,9 @@ class CostModel:
 
     def smem_cycles(self, nbytes: int) -> float:
         return nbytes / self.smem_bytes_per_cycle
+
+    def tmem_cycles(self, nbytes: int) -> float:
+        return nbytes / self.tmem_bytes_per_cycle
 
 
 def cost_model(gpu) -> CostModel:

@@ -1,4 +1,8 @@
-"""Deadlock diagnosis: the wait-for graph of a CTA whose live tasks are all blocked."""
+"""Deadlock diagnosis: the wait-for graph of CTAs (one, or a cluster's) whose live tasks are all blocked.
+
+Lanes are (cta, task, replica); an expected arriver may live in another CTA of the cluster
+(a remote ``barrier_arrive``, a leader's 2-CTA MMA commit, a 2-CTA TMA load signalling the
+leader), and the reasons name those cross-CTA rules when they are what went wrong."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,14 +22,20 @@ class BlockedTask:
     missing_bytes: int | None = None
     inflight_tma: int = 0
     arrived: list = dataclasses.field(default_factory=list)     # [(lane, line, count)] this phase
-    expected: list = dataclasses.field(default_factory=list)    # [(task, replica, lines, where it is)]
+    expected: list = dataclasses.field(default_factory=list)    # [(task, replica, lines, where it is, cta)]
     since: float = 0.0
     reason: str = ""
+    multi: bool = False         # several CTAs in the graph: name the CTA of each lane
 
     def describe(self, file=None) -> str:
         who = f"{self.lane[1]}[{self.lane[2]}]"
+        if self.multi:
+            who = f"CTA {self.lane[0]} {who}"
         if self.kind == "join":
             return f"{who} waits for its async tasks to finish"
+        if self.kind in ("remote", "cluster"):
+            src = linecache.getline(file, self.line).strip() if file and self.line else ""
+            return f"{who} line {self.line}: {src}\n      {self.reason}"
         src = linecache.getline(file, self.line).strip() if file and self.line else ""
         head = f"{who} line {self.line}: {src}"
         if self.kind == "named":
@@ -36,8 +46,9 @@ class BlockedTask:
                  + (f", {self.inflight_tma} TMA load(s) in flight" if self.inflight_tma else "")]
         if self.reason:
             lines.append(f"      why: {self.reason}")
-        for task, rep, arr_lines, where in self.expected:
-            lines.append(f"      expected arriver {task}[{rep}] (arrives at line(s) "
+        for task, rep, arr_lines, where, cta in self.expected:
+            in_cta = f"CTA {cta} " if self.multi else ""
+            lines.append(f"      expected arriver {in_cta}{task}[{rep}] (arrives at line(s) "
                          f"{', '.join(map(str, sorted(arr_lines)))}): {where}")
         return "\n".join(lines)
 
@@ -57,12 +68,15 @@ class DeadlockReport:
         """Wait-for edges: (waiting lane, barrier, lane expected to arrive)."""
         out = []
         for b in self.blocked:
-            for task, rep, _, _ in b.expected:
-                out.append((b.lane, b.barrier, (b.lane[0], task, rep)))
+            for task, rep, _, _, cta in b.expected:
+                out.append((b.lane, b.barrier, (cta, task, rep)))
         return out
 
+    ctas: list = dataclasses.field(default_factory=list)   # every CTA simulated together (a cluster)
+
     def text(self) -> str:
-        parts = [f"deadlock in CTA {self.cta}: every live task is blocked"]
+        where = f"CTA {self.cta}" if len(self.ctas) <= 1 else f"the cluster of CTAs {self.ctas}"
+        parts = [f"deadlock in {where}: every live task is blocked"]
         for b in self.blocked:
             parts.append("  - " + b.describe(self.file))
         return "\n".join(parts)
@@ -72,7 +86,7 @@ class DeadlockReport:
 
     def _repr_html_(self):
         return ("<div class='tlxwb-deadlock' style='border-left:4px solid #c0392b;padding:4px 8px'>"
-                f"<b>Deadlock</b> in CTA {self.cta}<pre>{html.escape(self.text())}</pre>"
+                f"<b>Deadlock</b> in CTA {self.cta if len(self.ctas) <= 1 else self.ctas}<pre>{html.escape(self.text())}</pre>"
                 f"<i>what to do:</i> {html.escape(self.hint)}</div>")
 
 
@@ -91,76 +105,110 @@ def _where(t, stuck=()) -> str:
     return f"at line {t.line}"
 
 
-def deadlock_report(run, cta) -> DeadlockReport:
-    tasks = {(t.name, t.replica): t for t in cta.sched.tasks}
+def deadlock_report(run, group) -> DeadlockReport:
+    tasks = {(t.pid, t.name, t.replica): t for t in group.sched.tasks}
+    pids = sorted({c.pid for c in group.ctas})
+    multi = len(pids) > 1
     blocked = []
-    for t in cta.sched.deadlock:
+    for t in group.sched.deadlock:
         info = t.wait_info or {"kind": "join", "line": None, "since": t.clock}
+        lane = (t.pid, t.name, t.replica)
         if info["kind"] == "mbarrier":
             s = info["slot"]
-            arrivers = cta.arrivers.get(s.array.id, {})
+            arrivers = group.arrivers.get(s.array.id, {})
             expected = []
             for key, lines in sorted(arrivers.items()):
-                if key == (t.name, t.replica):
+                if key == lane:
                     continue
                 other = tasks.get(key)
-                expected.append((key[0], key[1], lines,
-                                 _where(other, cta.sched.deadlock) if other else "unknown"))
-            reason = ""
+                expected.append((key[1], key[2], lines, _where(other, group.sched.deadlock) if other else "unknown",
+                                 key[0]))
             phase = info["phase"]
-            passed = cta.passed.get((s.array.id, t.name, t.replica), 0)
-            if not arrivers and passed == 0 and s.completed == 0 and (phase & 1) == 0:
-                reason = (f"waits for phase parity 0 of a barrier that has not completed any phase, and nothing "
-                          f"has arrived on {s.array.name}: a wait on a fresh barrier with phase 0 blocks until the "
-                          f"first phase completes — if this task waits for a free buffer (one a consumer "
-                          f"releases), it must start with phase 1 (p ^ 1); if it waits for data, the task that "
-                          f"fills it is stuck: check the phase passed to barrier_wait")
-            elif not arrivers:
-                reason = (f"no task ever arrived on {s.array.name} or announced bytes on it in this run: a "
-                          f"barrier_arrive on it is missing (dropped?), so after {passed} passing wait(s) this "
-                          f"one can never complete")
-            elif (s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma and expected
-                  and all(tasks.get((e[0], e[1])) in cta.sched.deadlock for e in expected)):
-                reason = ("nothing has arrived in the current phase because every task that arrives here is "
-                          "itself blocked (a cycle in the wait-for graph): this wait is a consequence — fix "
-                          "the other blocked task's wait first")
-            elif s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma:
-                reason = (f"nothing has arrived in the current phase; every expected arriver is blocked or done "
-                          f"— check the phase passed to barrier_wait (it returns once the parity differs from it)")
-            elif s.pending > 0 and s.arrivals:
-                reason = (f"{len(s.arrivals)} arrival(s) came this phase but the barrier counts "
-                          f"{s.array.arrive_count}: check arrive_count at line {s.array.line} against the "
-                          f"number of barrier_arrive calls per phase")
-            elif s.pending == 0 and s.tx > 0:
-                reason = (f"all arrivals are in but {s.tx} announced byte(s) never landed: "
-                          f"barrier_expect_bytes announced more than the TMA loads bring")
-            elif s.tx < 0:
-                reason = (f"TMA bytes landed without a matching barrier_expect_bytes ({-s.tx} bytes unannounced)")
-            blocked.append(BlockedTask((cta.pid, t.name, t.replica), "mbarrier", info["line"], s.name, phase,
+            passed = group.passed.get((s.array.id, t.pid, t.name, t.replica), 0)
+            stuck_all = bool(expected) and all(tasks.get((e[4], e[0], e[1])) in group.sched.deadlock
+                                               for e in expected)
+            reason = _cluster_reason(s, group) or _reason(s, arrivers, passed, phase, stuck_all)
+            blocked.append(BlockedTask(lane, "mbarrier", info["line"], s.name, phase,
                                        s.completed, s.pending, s.tx, s.inflight_tma, list(s.arrivals), expected,
-                                       info["since"], reason))
+                                       info["since"], reason, multi))
         elif info["kind"] == "named":
             nb = info["barrier"]
             got = nb.arrived
             reason = (f"{got} of {nb.expected} thread(s) arrived (num_threads={info['count']}); "
                       f"participants so far: " + ", ".join(f"{p[0][1]}[{p[0][2]}] line {p[1]} ({p[2]} thr)"
                                                             for p in nb.participants))
-            blocked.append(BlockedTask((cta.pid, t.name, t.replica), "named", info["line"], f"named[{nb.id}]",
-                                       since=info["since"], reason=reason))
+            blocked.append(BlockedTask(lane, "named", info["line"], f"named[{nb.id}]",
+                                       since=info["since"], reason=reason, multi=multi))
+        elif info["kind"] == "remote":
+            blocked.append(BlockedTask(lane, "remote", info["line"], None, since=info["since"], multi=multi,
+                                       reason=f"waits for {info['what']} (a remote arrive, 2-CTA MMA or multicast "
+                                              f"names a buffer or barrier the peer CTA never allocated)"))
+        elif info["kind"] == "cluster":
+            blocked.append(BlockedTask(lane, "cluster", info["line"], "cluster", since=info["since"], multi=multi,
+                                       reason="waits in cluster_barrier for every CTA of the cluster; some task "
+                                              "of the cluster is blocked elsewhere and never arrives"))
         else:
-            blocked.append(BlockedTask((cta.pid, t.name, t.replica), "join", None, since=info.get("since", 0)))
+            blocked.append(BlockedTask(lane, "join", None, since=info.get("since", 0), multi=multi))
     real = [b for b in blocked if b.kind != "join"] or blocked
     first = real[0]
+    where = f"CTA {first.lane[0]}" if not multi else f"the cluster of CTAs {pids}"
+    who = f"{first.lane[1]}[{first.lane[2]}]" if not multi else f"CTA {first.lane[0]} {first.lane[1]}[{first.lane[2]}]"
     if first.kind == "mbarrier":
-        msg = (f"deadlock in CTA {cta.pid}: {len(real)} task(s) blocked; {first.lane[1]}[{first.lane[2]}] waits on "
+        msg = (f"deadlock in {where}: {len(real)} task(s) blocked; {who} waits on "
                f"{first.barrier} phase parity {first.phase} (missing {first.missing_arrivals} arrival(s), "
                f"{first.missing_bytes} byte(s))")
         hint = first.reason or "check arrive counts, phases and expect_bytes of the barriers in the wait-for graph"
     else:
-        msg = f"deadlock in CTA {cta.pid}: {len(real)} task(s) blocked on {first.barrier or 'tasks'}"
-        hint = "check num_threads on every side of the named barrier" if first.kind == "named" else \
-            "check the barriers of the blocked tasks"
-    time = max((t.clock for t in cta.sched.tasks), default=0.0)
-    rep = DeadlockReport(cta.pid, real if real is not blocked else blocked, msg + "\n" + "\n".join(
-        "  - " + b.describe(run.file) for b in real), first.line, hint, run.file, time)
+        msg = f"deadlock in {where}: {len(real)} task(s) blocked on {first.barrier or 'tasks'}"
+        hint = ("check num_threads on every side of the named barrier" if first.kind == "named" else
+                first.reason or "check the barriers of the blocked tasks")
+    time = max((t.clock for t in group.sched.tasks), default=0.0)
+    rep = DeadlockReport(first.lane[0], real if real is not blocked else blocked, msg + "\n" + "\n".join(
+        "  - " + b.describe(run.file) for b in real), first.line, hint, run.file, time, pids)
     return rep
+
+
+def _reason(s, arrivers, passed, phase, stuck_all=False) -> str:
+    if not arrivers and passed == 0 and s.completed == 0 and (phase & 1) == 0:
+        return (f"waits for phase parity 0 of a barrier that has not completed any phase, and nothing "
+                f"has arrived on {s.array.name}: a wait on a fresh barrier with phase 0 blocks until the "
+                f"first phase completes — if this task waits for a free buffer (one a consumer "
+                f"releases), it must start with phase 1 (p ^ 1); if it waits for data, the task that "
+                f"fills it is stuck: check the phase passed to barrier_wait")
+    if not arrivers:
+        return (f"no task ever arrived on {s.array.name} or announced bytes on it in this run: a "
+                f"barrier_arrive on it is missing (dropped?), so after {passed} passing wait(s) this "
+                f"one can never complete")
+    if s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma and stuck_all:
+        return ("nothing has arrived in the current phase because every task that arrives here is "
+                "itself blocked (a cycle in the wait-for graph): this wait is a consequence — fix "
+                "the other blocked task's wait first")
+    if s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma:
+        return (f"nothing has arrived in the current phase; every expected arriver is blocked or done "
+                f"— check the phase passed to barrier_wait (it returns once the parity differs from it)")
+    if s.pending > 0 and s.arrivals:
+        return (f"{len(s.arrivals)} arrival(s) came this phase but the barrier counts "
+                f"{s.array.arrive_count}: check arrive_count at line {s.array.line} against the "
+                f"number of barrier_arrive calls per phase")
+    if s.pending == 0 and s.tx > 0:
+        return (f"all arrivals are in but {s.tx} announced byte(s) never landed: "
+                f"barrier_expect_bytes announced more than the TMA loads bring")
+    if s.tx < 0:
+        return f"TMA bytes landed without a matching barrier_expect_bytes ({-s.tx} bytes unannounced)"
+    return ""
+
+
+def _cluster_reason(s, group) -> str:
+    """The 2-CTA / cluster rules, when the blocked barrier breaks one of them."""
+    owner = s.array.cta
+    if owner is None or len(owner.cluster) < 2:
+        return ""
+    # arrivals this phase from other CTAs (remote arrivals, a leader's commit)
+    remote = {a[0][0] for a in s.arrivals if a[0] is not None and a[0][0] != owner.pid}
+    local = {a[0][0] for a in s.arrivals if a[0] is not None and a[0][0] == owner.pid}
+    if s.tx > 0 and s.pending == 0 and owner.rank % 2 == 1 and not s.inflight_tma:
+        return (f"{s.tx} byte(s) expected on {s.name} of CTA {owner.pid} (cluster rank {owner.rank}), a 2-CTA "
+                f"peer: two_ctas TMA loads signal the LEADER's barrier (rank {owner.rank & ~1}), so bytes "
+                f"announced on the peer never land — only the leader calls barrier_expect_bytes, for the "
+                f"bytes of both CTAs (its barrier has arrive_count 1)")
+    return ""

@@ -1,8 +1,8 @@
 """One simulated launch: bind arguments, patch the builtins, run every CTA under its scheduler."""
 from __future__ import annotations
 
+import collections
 import inspect
-import itertools
 import traceback
 import warnings
 
@@ -14,7 +14,7 @@ from ..trace import Trace
 from . import interp_adapter as ia
 from . import rewrite
 from .cost import cost_model
-from .cta import CTA, kernel_frame_line
+from .cta import CTA, SimGroup, kernel_frame_line
 from .diagnose import deadlock_report
 from .scheduler import StepLimit
 from .tlx_ops import SimBuilder, _state, patch_tlx
@@ -75,6 +75,20 @@ class LaunchRun:
         self.ctas_run: list[int] = []
         self.stats: dict = {}
         self.partial = False
+        self.cluster_dims = (1, 1, 1)
+        self.clc_queue = collections.deque()
+        self.clc_log: list = []       # (stealing CTA, first CTA of the stolen cluster)
+
+    def clc_steal(self, cta):
+        """CLC try_cancel: take the next cluster that has not started; its first CTA's x id, or None."""
+        if not self.clc_queue:
+            self.clc_log.append((cta.pid, None))
+            return None
+        cl = self.clc_queue.popleft()
+        idx, pid, _ = cl[0]
+        self.ctas_stolen = getattr(self, "ctas_stolen", []) + [m[1] for m in cl]
+        self.clc_log.append((cta.pid, pid))
+        return idx[0]
 
     def finding(self, kind, message, line=None, lane=None, other_line=None):
         self.findings.append(Finding(kind, message, line, lane, other_line, self.file))
@@ -145,18 +159,75 @@ def _access_checker(run: LaunchRun, ranges):
     return check
 
 
-def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_steps=2_000_000) -> LaunchRun:
+def _clusters(g, cga):
+    """The launch's CTAs grouped by cluster: [[(grid index, linear pid, cluster rank), ...], ...], in launch order
+    (cluster ids x-fastest, like CTA ids)."""
+    out = {}
+    for z in range(g[2]):
+        for y in range(g[1]):
+            for x in range(g[0]):
+                cid = (x // cga[0], y // cga[1], z // cga[2])
+                rank = (x % cga[0]) + cga[0] * ((y % cga[1]) + cga[1] * (z % cga[2]))
+                out.setdefault(cid, []).append(((x, y, z), x + g[0] * (y + g[1] * z), rank))
+    order = sorted(out, key=lambda c: (c[2], c[1], c[0]))
+    return [sorted(out[c], key=lambda m: m[2]) for c in order]
+
+
+def _cluster_id(idx, cga, g):
+    nx, ny = g[0] // cga[0], g[1] // cga[1]
+    return idx[0] // cga[0] + nx * (idx[1] // cga[1] + ny * (idx[2] // cga[2]))
+
+
+def _finish_group(run, group, max_steps):
+    """Fold one group's tasks into the launch: stats, races, errors, deadlock."""
+    sched = group.sched
+    for t in sched.tasks:
+        st = run.stats.setdefault((t.name, t.replica), {"ctas": 0, "ops": 0, "busy": 0.0, "waiting": 0.0,
+                                                         "mma": 0.0, "cycles": 0.0})
+        st["ctas"] += 1
+        st["ops"] += t.stats["ops"]
+        st["busy"] += t.stats["busy"]
+        st["waiting"] += t.stats["waiting"]
+        st["mma"] += t.stats["mma"]
+        st["cycles"] = max(st["cycles"], t.clock)
+    for r in group.races.findings:
+        run.findings.append(Finding("race", f"CTA {r.lane[0]}: {r.message}", r.line, r.lane, r.other_line,
+                                    run.file))
+    if sched.error is not None:
+        e = sched.error
+        if isinstance(e, StepLimit):
+            t = sched.error_task
+            raise SimulationError(
+                f"{run.name}: CTA {t.pid} did not finish within max_steps={max_steps} scheduling steps "
+                f"(last at line {t.line} in {t})", file=run.file, line=t.line,
+                hint="a loop that never ends, or a spin on a value no task changes; raise max_steps "
+                     "for big shapes")
+        if isinstance(e, TLXWorkbenchError):
+            raise e
+        raise _user_error(run, e, sched.error_tb)
+    if sched.deadlock:
+        run.deadlock = deadlock_report(run, group)
+        return
+    sched.drain_async()
+
+
+def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_steps=2_000_000,
+               resident=None) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors)."""
     from triton.runtime.jit import JITFunction
     bound, opts = _bind(jitfn, args, kwargs)
     num_warps = int(opts.get("num_warps") or 4)
     cga = opts.get("ctas_per_cga") or opts.get("cluster_dims")
-    if (cga and int(np.prod(cga)) > 1) or int(opts.get("num_ctas") or 1) > 1:
-        raise SimulationError(f"{jitfn.fn.__name__}: launched with CTA clusters ({cga or opts.get('num_ctas')}); "
-                              f"the CPU simulator models one CTA at a time",
-                              file=inspect.getsourcefile(jitfn.fn), line=jitfn.fn.__code__.co_firstlineno,
-                              hint="simulate a config with one CTA per cluster (e.g. NUM_CTAS=1)")
+    if int(opts.get("num_ctas") or 1) > 1 and not cga:
+        raise SimulationError(f"{jitfn.fn.__name__}: launched with num_ctas={opts.get('num_ctas')} (one program split "
+                              f"over a cluster by the compiler); the simulator runs TLX clusters (ctas_per_cga), "
+                              f"where each CTA runs the kernel", file=inspect.getsourcefile(jitfn.fn),
+                              line=jitfn.fn.__code__.co_firstlineno,
+                              hint="launch with ctas_per_cga=(n, 1, 1) (the grid then counts CTAs), or num_ctas=1")
+    cga = tuple(int(x) for x in (cga or (1, 1, 1)))
+    cga = cga + (1,) * (3 - len(cga))
     run = LaunchRun(jitfn, grid, gpu, seed, ctas, max_steps, num_warps)
+    run.cluster_dims = cga
     ranges = _memory_ranges(bound.values())
     constexpr_names = {p.name for p in jitfn.params if p.is_constexpr}
     kargs = {}
@@ -178,17 +249,28 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     g = g + (1,) * (3 - len(g))
     run.grid = g
     total = g[0] * g[1] * g[2]
-    pids = list(itertools.product(range(g[0]), range(g[1]), range(g[2])))
-    linear = [x + g[0] * (y + g[1] * z) for x, y, z in pids]
+    if any(gi % ci for gi, ci in zip(g, cga)):
+        raise SimulationError(f"{run.name}: grid {g} is not a whole number of clusters of {cga} CTAs (ctas_per_cga)",
+                              file=run.file, line=jitfn.fn.__code__.co_firstlineno,
+                              hint="with ctas_per_cga the grid counts CTAs: make each grid dimension a multiple "
+                                   "of the cluster's")
+    clusters = _clusters(g, cga)
     if ctas is not None:
         wanted = set(ctas if isinstance(ctas, (list, tuple, set, range)) else [ctas])
-        keep = [(p, lin) for p, lin in zip(pids, linear) if lin in wanted]
-        if len(keep) < total:
+        keep = [c for c in clusters if any(lin in wanted for _, lin, _ in c)]
+        kept = sum(len(c) for c in keep)
+        if kept < total:
             run.partial = True
-            warnings.warn(f"tlx_workbench.simulate: only {len(keep)} of {total} CTAs of {run.name} are simulated "
+            warnings.warn(f"tlx_workbench.simulate: only {kept} of {total} CTAs of {run.name} are simulated "
                           f"(ctas={sorted(wanted)}); outputs written by the other CTAs are NOT computed",
                           stacklevel=3)
-        pids, linear = [k[0] for k in keep], [k[1] for k in keep]
+        clusters = keep
+    # clusters run one after another; a kernel that steals work with CLC gets `resident` clusters at once,
+    # so tiles spread over the simulated CTAs as the seeded interleaving decides
+    if resident is None:
+        resident = 2 if "clc_" in (getattr(jitfn, "src", "") or "") else 1
+    run.clc_queue = collections.deque(clusters)
+    run.clc_log = []
 
     semantic = ia.new_semantic(SimBuilder(arch=f"sm{run.gpu.arch}", num_warps=num_warps))
     kernel = rewrite.rewrite(jitfn.fn, _run_tasks)
@@ -199,41 +281,30 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     undo_check = ia.install_access_check(_access_checker(run, ranges))
     saved_call = JITFunction.__call__
     JITFunction.__call__ = _jit_call
-    try:
-        for (x, y, z), pid in zip(pids, linear):
-            ia.set_grid(g, (x, y, z))
-            cta = CTA(run, pid, (x, y, z), seed * 1_000_003 + pid)
+
+    def on_resume(task):
+        cta = task.cta
+        if cta is not None and _state.cta is not cta:
             _state.cta = cta
-            run.ctas_run.append(pid)
-            cta.sched.run("default", lambda task: kernel(**kargs), num_warps)
-            for t in cta.sched.tasks:
-                st = run.stats.setdefault((t.name, t.replica), {"ctas": 0, "ops": 0, "busy": 0.0, "waiting": 0.0,
-                                                                 "mma": 0.0, "cycles": 0.0})
-                st["ctas"] += 1
-                st["ops"] += t.stats["ops"]
-                st["busy"] += t.stats["busy"]
-                st["waiting"] += t.stats["waiting"]
-                st["mma"] += t.stats["mma"]
-                st["cycles"] = max(st["cycles"], t.clock)
-            for r in cta.races.findings:
-                run.findings.append(Finding("race", f"CTA {pid}: {r.message}", r.line, r.lane, r.other_line,
-                                            run.file))
-            if cta.sched.error is not None:
-                e = cta.sched.error
-                if isinstance(e, StepLimit):
-                    t = cta.sched.error_task
-                    raise SimulationError(
-                        f"{run.name}: CTA {pid} did not finish within max_steps={max_steps} scheduling steps "
-                        f"(last at line {t.line} in {t})", file=run.file, line=t.line,
-                        hint="a loop that never ends, or a spin on a value no task changes; raise max_steps "
-                             "for big shapes")
-                if isinstance(e, TLXWorkbenchError):
-                    raise e
-                raise _user_error(run, e, cta.sched.error_tb)
-            if cta.sched.deadlock:
-                run.deadlock = deadlock_report(run, cta)
-                break
-            cta.sched.drain_async()
+            ia.set_grid(g, cta.grid_idx)
+
+    try:
+        while run.clc_queue and run.deadlock is None:
+            batch = [run.clc_queue.popleft() for _ in range(min(max(1, int(resident)), len(run.clc_queue)))]
+            first = batch[0][0][1]
+            group = SimGroup(run, first, seed * 1_000_003 + first, on_resume)
+            for cl in batch:
+                members = []
+                cid = _cluster_id(cl[0][0], cga, g)
+                for idx, pid, rank in cl:
+                    members.append(CTA(run, pid, idx, group, rank, None, cid))
+                for c in members:
+                    c.cluster = members
+                run.ctas_run.extend(c.pid for c in members)
+            _state.cta = group.ctas[0]
+            ia.set_grid(g, group.ctas[0].grid_idx)
+            group.sched.run("default", lambda task: kernel(**kargs), num_warps, ctas=group.ctas)
+            _finish_group(run, group, max_steps)
     finally:
         JITFunction.__call__ = saved_call
         undo_check()

@@ -16,8 +16,12 @@ _ids = itertools.count()
 class SmemAlloc:
     """The buffers of one ``tlx.local_alloc(shape, dtype, num)``: a numpy array [num, *shape]."""
 
-    def __init__(self, shape, tl_dtype, np_dtype, num, name, line):
+    def __init__(self, shape, tl_dtype, np_dtype, num, name, line, storage="smem"):
         self.id = next(_ids)
+        self.storage = storage                # "smem" or "tmem"
+        self.cta = None                       # the CTA that allocated it (set by the CTA)
+        self.ordinal = None                   # its place in that CTA's allocation order: the same buffer
+        #                                       in another CTA of the cluster has the same ordinal
         self.shape = list(shape)
         self.num = int(num)
         self.tl_dtype = tl_dtype
@@ -30,8 +34,18 @@ class SmemAlloc:
     def nbytes(self) -> int:
         return int(self.data.nbytes)
 
+    @property
+    def tmem_columns(self) -> int:
+        """32-bit TMEM columns this allocation takes: 128 lanes hold the rows, a row's bytes fill columns."""
+        if self.storage != "tmem":
+            return 0
+        rows = self.shape[0] if len(self.shape) >= 2 else 1
+        row_bytes = int(np.prod(self.shape[1:] or [1])) * self.np_dtype.itemsize
+        per_buffer = -(-rows // 128) * max(1, -(-row_bytes // 4))
+        return per_buffer * self.num
+
     def __repr__(self):
-        return f"SmemAlloc({self.name}, {self.num}x{self.shape} {self.tl_dtype})"
+        return f"SmemAlloc({self.name}, {self.num}x{self.shape} {self.tl_dtype}{', TMEM' if self.storage == 'tmem' else ''})"
 
 
 class SmemView:
@@ -103,6 +117,14 @@ class SmemView:
     @property
     def nbytes(self) -> int:
         return int(self.array.nbytes)
+
+    @property
+    def storage(self) -> str:
+        return self.alloc.storage
+
+    def on(self, alloc: SmemAlloc) -> "SmemView":
+        """The same window on another allocation (the same buffer of another CTA of the cluster)."""
+        return SmemView(alloc, self.index, self.slices, self.perm, self.dtype_view, self.tl_dtype)
 
     def __repr__(self):
         return f"SmemView({self.slot_name})"

@@ -1,4 +1,4 @@
-"""The deterministic task scheduler of one simulated CTA.
+"""The deterministic task scheduler of the CTAs simulated together (one CTA, or the CTAs of a cluster).
 
 Kernel code is plain Python, so each task (an ``async_task`` body times its
 ``replicate``) runs in its own Python thread; a baton lets exactly one of them run
@@ -8,6 +8,10 @@ the pending asynchronous completions (TMA bytes landing). A task that must wait
 (barrier, named barrier) registers a predicate and is skipped until it holds.
 When no task can run and nothing asynchronous is pending, that is a deadlock: the
 scheduler stops every task and hands the blocked set to the diagnosis — it never hangs.
+
+The CTAs of one cluster (and, for CLC kernels, several resident clusters) share one
+scheduler, so "arrive remote, wait local" interleaves as on the hardware; whenever a
+task takes the baton, ``on_resume(task)`` points the op layer at that task's CTA.
 """
 from __future__ import annotations
 
@@ -28,8 +32,11 @@ class StepLimit(Exception):
 class Task:
     """One lane: (task name, replica) of one CTA, with its own clock and its own thread."""
 
-    def __init__(self, sched: "CTAScheduler", name: str, replica: int, num_warps: int, fn, line: int | None):
+    def __init__(self, sched: "CTAScheduler", name: str, replica: int, num_warps: int, fn, line: int | None,
+                 cta=None):
         self.sched = sched
+        self.cta = cta                  # the CTA object this task runs in
+        self.pid = getattr(cta, "pid", sched.cta)
         self.name = name
         self.replica = replica
         self.num_warps = num_warps
@@ -42,7 +49,7 @@ class Task:
         self.wait_info = None           # what the deadlock report says about this wait
         self.clock = 0.0
         self.line = line
-        self.vc: dict = {("task", name, replica): 0}
+        self.vc: dict = {("task", self.pid, name, replica): 0}
         self.stats = {"ops": 0, "busy": 0.0, "waiting": 0.0, "mma": 0.0}
         self.wgmma = []                 # in-flight wgmma: [(end_time, agent epoch)]
         self.wgmma_epoch = 0
@@ -54,11 +61,11 @@ class Task:
 
     @property
     def lane(self):
-        return (self.sched.cta, self.name, self.replica)
+        return (self.pid, self.name, self.replica)
 
     @property
     def key(self):
-        return ("task", self.name, self.replica)
+        return ("task", self.pid, self.name, self.replica)
 
     @property
     def threads(self) -> int:
@@ -82,8 +89,9 @@ class AsyncOp:
 
 
 class CTAScheduler:
-    def __init__(self, cta: int, seed: int, max_steps: int):
-        self.cta = cta
+    def __init__(self, cta, seed: int, max_steps: int, on_resume=None):
+        self.cta = cta                  # a label: the CTA id, or the first CTA of the group
+        self.on_resume = on_resume or (lambda task: None)
         self.rng = random.Random(seed)
         self.max_steps = max_steps
         self.steps = 0
@@ -98,28 +106,31 @@ class CTAScheduler:
         self._finished.acquire()
 
     # -- running ----------------------------------------------------------------------
-    def run(self, name: str, fn, num_warps: int, line=None) -> None:
-        """Run ``fn`` (the kernel body for this CTA) as task ``name`` and everything it spawns."""
-        root = self.new_task(name, 0, num_warps, fn, line)
-        self._start(root)
-        self.current = root
-        root.baton.release()
+    def run(self, name: str, fn, num_warps: int, line=None, ctas=(None,)) -> None:
+        """Run ``fn`` (the kernel body) as task ``name`` in each of ``ctas``, and everything they spawn."""
+        roots = [self.new_task(name, 0, num_warps, fn, line, cta) for cta in ctas]
+        for r in roots:
+            self._start(r)
+        first = roots[0] if len(roots) == 1 else roots[self.rng.randrange(len(roots))]
+        self.current = first
+        first.baton.release()
         self._finished.acquire()      # released when every task is done (or stopped)
 
-    def new_task(self, name, replica, num_warps, fn, line) -> Task:
-        t = Task(self, name, replica, num_warps, fn, line)
+    def new_task(self, name, replica, num_warps, fn, line, cta=None) -> Task:
+        t = Task(self, name, replica, num_warps, fn, line, cta)
         self.tasks.append(t)
         return t
 
     def _start(self, t: Task) -> None:
         th = threading.Thread(target=self._thread_main, args=(t,), daemon=True,
-                              name=f"tlxsim-cta{self.cta}-{t.name}{t.replica}")
+                              name=f"tlxsim-cta{t.pid}-{t.name}{t.replica}")
         th.start()
 
     def spawn(self, parent: Task, children: list[Task]) -> None:
         """Start child tasks (they wait for the baton); the parent keeps running."""
         for c in children:
             c.parent = parent
+            c.cta, c.pid = parent.cta, parent.pid
             c.vc = dict(parent.vc)
             c.vc[c.key] = 0
             c.clock = parent.clock
@@ -131,6 +142,7 @@ class CTAScheduler:
         try:
             if self.aborting:
                 raise Abort()
+            self.on_resume(t)
             t.fn(t)
         except Abort:
             pass
@@ -206,6 +218,7 @@ class CTAScheduler:
         if self.aborting:
             raise Abort()
         self.current = me
+        self.on_resume(me)
 
     def block(self, me: Task, pred, info) -> None:
         """Wait until ``pred()`` holds, letting others run; ``info`` describes the wait for a deadlock report."""

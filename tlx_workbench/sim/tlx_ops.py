@@ -12,6 +12,7 @@ to call the original with ``_semantic`` = a semantic over :class:`SimBuilder`.
 from __future__ import annotations
 
 import inspect
+import sys
 import types
 
 import numpy as np
@@ -20,10 +21,55 @@ import triton.language as tl
 from ..errors import SimulationError, TLXWorkbenchError
 from . import interp_adapter as ia
 from .barriers import MBarrierArray, MBarrierSlot
+from .cta import RemoteSlot
 from .memory import SmemAlloc, SmemView
 from .scheduler import Abort, StepLimit
 
-_state = types.SimpleNamespace(cta=None, run=None)
+
+def mx_product(a, a_scale, a_ty, b, b_scale, b_ty) -> np.ndarray:
+    """A @ B for MX formats: e8m0 scales, one per 32 elements along K (A_scale [M, K/32], B_scale [N, K/32])."""
+    fa, fb = as_f32(a, a_ty), as_f32(b, b_ty)
+    m, k = fa.shape
+    n = fb.shape[1]
+    sa = np.ldexp(1.0, a_scale.view(np.uint8).astype(np.int32) - 127).astype(np.float32).reshape(m, -1)
+    sb = np.ldexp(1.0, b_scale.view(np.uint8).astype(np.int32) - 127).astype(np.float32).reshape(n, -1)
+    group = k // sa.shape[1]
+    fa = fa * np.repeat(sa, group, axis=1)
+    fb = fb * np.repeat(sb, k // sb.shape[1], axis=1).T
+    return fa @ fb
+
+_state = types.SimpleNamespace(cta=None, run=None, calls=[])
+
+
+def _call_kw(op: str, key: str, default=None):
+    """A keyword the kernel passed to TLX builtin ``op`` that the frontend does not hand to the builder
+    (``multicast_targets``, ``two_ctas``, ``force_async``): read from the innermost such call."""
+    for name, kw in reversed(_state.calls):
+        if name == op:
+            v = kw.get(key, default)
+            return v.value if isinstance(v, tl.constexpr) else v
+    return default
+
+
+_F8_TABLES: dict = {}
+
+
+def as_f32(arr: np.ndarray, tl_dtype) -> np.ndarray:
+    """The values of a buffer as float32: fp8 (stored as bytes) and bf16 (stored as uint16) decoded."""
+    name = str(tl_dtype)
+    if name in ("fp8e4nv", "fp8e5", "fp8e4b15", "fp8e4b8", "fp8e5b16"):
+        table = _F8_TABLES.get(name)
+        if table is None:
+            import torch
+            tdt = {"fp8e4nv": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2}.get(name)
+            if tdt is None:
+                raise NotImplementedError(f"MMA on {name}")
+            table = torch.arange(256, dtype=torch.uint8).view(tdt).float().numpy()
+            _F8_TABLES[name] = table
+        return table[arr.view(np.uint8)]
+    if name == "bf16":
+        return (arr.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return arr.astype(np.float32, copy=False)
 
 
 def current_cta():
@@ -134,6 +180,7 @@ class _TLXBuilder(ia.InterpreterBuilder):
         return None
 
     def create_cluster_barrier(self):
+        self.cta.cluster_barrier()
         return None
 
     # -- mbarriers -------------------------------------------------------------------------------
@@ -164,8 +211,9 @@ class _TLXBuilder(ia.InterpreterBuilder):
     def create_async_TMA_load(self, multicast, desc, offsets, bar, pred, result, cache, evict, is_volatile):
         if not _pred(pred):
             return
-        if multicast:
-            raise NotImplementedError("multicast TMA (clusters of several CTAs)")
+        targets = _call_kw("async_descriptor_load", "multicast_targets") or []
+        two_ctas = bool(_call_kw("async_descriptor_load", "two_ctas", False))
+        targets = [_int(r) for r in targets]
         view = _view(result, "async_descriptor_load")
         self.cta.in_async_op = True
         try:
@@ -173,7 +221,7 @@ class _TLXBuilder(ia.InterpreterBuilder):
         finally:
             self.cta.in_async_op = False
         nbytes = int(np.prod(desc.block_shape)) * (desc.base.dtype.element_ty.primitive_bitwidth // 8)
-        self.cta.tma_load(view, np.asarray(block.data), bar, nbytes)
+        self.cta.tma_load(view, np.asarray(block.data), bar, nbytes, two_ctas=two_ctas, multicast=targets)
 
     def create_async_TMA_prefetch(self, *a):
         return None
@@ -260,10 +308,53 @@ class _TLXBuilder(ia.InterpreterBuilder):
         return _scalar(int(t.clock), tl.int64)
 
     def create_cluster_cta_rank(self):
-        return _scalar(0)
+        return _scalar(self.cta.rank)
 
     def create_cluster_size_1d(self):
-        return _scalar(1)
+        return _scalar(len(self.cta.cluster))
+
+    # -- Blackwell: TMEM, tcgen05 -------------------------------------------------------------------
+    def create_tmem_copy(self, src, dst):
+        self.cta.tmem_copy(_view(src, "tmem_copy source"), _view(dst, "tmem_copy destination"))
+
+    def create_tcgen05_commit(self, bar, pred, descs=None):
+        if _pred(pred):
+            self.cta.tcgen05_commit(bar, bool(_call_kw("tcgen05_commit", "two_ctas", False)))
+
+    def _mma(self, a, b, acc, use_acc, pred, bars, two_ctas, what, product, in_bits, extra=()):
+        if not _pred(pred):
+            return
+        sync = not bars and not _call_kw(what, "force_async", False)
+        self.cta.tcgen05_mma(_view(a, f"{what} A"), _view(b, f"{what} B"), _view(acc, f"{what} acc"), _pred(use_acc),
+                             list(bars), bool(two_ctas), sync, product, in_bits, what, extra)
+
+    def create_tcgen05_mma(self, a, b, acc, use_acc, pred, bars, bar_preds=None, two_ctas=False, multicast=False):
+        av, bv = _view(a, "async_dot A"), _view(b, "async_dot B")
+
+        def product(x, y):
+            return as_f32(x, av.tl_dtype) @ as_f32(y, bv.tl_dtype)
+        bits = av.tl_dtype.primitive_bitwidth
+        self._mma(a, b, acc, use_acc, pred, bars, two_ctas, "async_dot", product, bits)
+
+    def create_tcgen05_mma_scaled(self, a, b, acc, a_scale, b_scale, a_type, b_type, use_acc, pred, bars,
+                                  bar_preds=None, two_ctas=False):
+        av, bv = _view(a, "async_dot_scaled A"), _view(b, "async_dot_scaled B")
+        asv, bsv = _view(a_scale, "A_scale"), _view(b_scale, "B_scale")
+
+        def product(x, y):
+            return mx_product(x, asv.array, av.tl_dtype, y, bsv.array, bv.tl_dtype)
+        self._mma(a, b, acc, use_acc, pred, bars, two_ctas, "async_dot_scaled", product, 8, (asv, bsv))
+
+    # -- CLC ----------------------------------------------------------------------------------------------------
+    def utlx_alloc_clc_responses(self, args):
+        return self.cta.clc_alloc(_int(args[0]))
+
+    def utlx_async_clc_try_cancel(self, args):
+        self.cta.clc_try_cancel(args[0], args[1])
+        return None
+
+    def utlx_clc_query(self, args):
+        return _scalar(self.cta.clc_query(args[0]))
 
 
 class UTLXBuilderOps:
@@ -392,6 +483,49 @@ class UTLXBuilderOps:
     def utlx_cluster_size_1d(self, args):
         return self.create_cluster_size_1d()
 
+    # -- TMEM -------------------------------------------------------------------------------------------------
+    def utlx_local_alloc_tmem(self, args):
+        carrier, *dims, _layout_hint = args
+        num, *shape = [_int(d) for d in dims]
+        return self.cta.local_alloc(shape, carrier.dtype, ia.np_dtype(carrier.dtype), num, None, storage="tmem")
+
+    def utlx_tmem_load(self, args):
+        return self.create_local_load(args[0])
+
+    def utlx_tmem_store(self, args):
+        return self.create_local_store(args[0], args[1])
+
+    def utlx_tmem_subslice(self, args):
+        v = _view(args[0], "subslice")
+        rows = v.array.shape[0]
+        return v.subslice([0, _int(args[1])], [rows, _int(args[2])])
+
+    def utlx_require_tensor_memory_layout(self, args):
+        return args[0]
+
+    def utlx_require_tensor_memory_scales_layout(self, args):
+        return args[0]
+
+    def utlx_memdesc_reinterpret(self, args):
+        src, null, *shape = args
+        return self.create_memdesc_reinterpret(src, null.dtype, [_int(d) for d in shape])
+
+    # -- clusters ----------------------------------------------------------------------------------------------
+    def utlx_map_to_remote_buffer(self, args):
+        return RemoteSlot(args[0], _int(args[1]))
+
+    def utlx_remote_shmem_store(self, args):
+        src, dst, rank = args
+        v = _view(dst, "remote_shmem_store")
+        self.cta.remote_store(v, np.asarray(src.data).astype(v.array.dtype, copy=False), _int(rank))
+        return None
+
+    def utlx_async_remote_shmem_store(self, args):
+        src, dst, rank, bar = args
+        v = _view(dst, "async_remote_shmem_store")
+        self.cta.remote_store(v, np.asarray(src.data).astype(v.array.dtype, copy=False), _int(rank), bar)
+        return None
+
 
 class SimBuilder(UTLXBuilderOps, _TLXBuilder):
     """The interpreter's numpy builder plus TLX's builder ops (both TLX frontends), with CPU meanings."""
@@ -402,13 +536,23 @@ def _async_task_replica_id(_semantic=None):
     return tl.constexpr(_state.cta.task.replica)
 
 
-OVERRIDES = {"async_task_replica_id": _async_task_replica_id}
+def _remote_view(local_allocated_buffer, remote_cta_rank, _semantic=None):
+    # uTLX's frontend refuses remote_view (upstream Triton has no mapa op), so the NUM_CTAS=2 kernels
+    # cannot compile with it; the simulator gives it TLX's documented meaning: the same mbarrier in
+    # CTA ``remote_cta_rank`` of the cluster.
+    buf = local_allocated_buffer
+    types_mod = sys.modules[type(buf).__module__]
+    return type(buf)(RemoteSlot(buf.handle, _int(remote_cta_rank.value if isinstance(remote_cta_rank, tl.constexpr)
+                                                 else remote_cta_rank.handle if isinstance(remote_cta_rank, tl.tensor)
+                                                 else remote_cta_rank)),
+                     0, buf.type.layout, types_mod.storage_kind.smemCluster,
+                     is_warp_barrier=getattr(buf, "is_warp_barrier", False))
+
+
+OVERRIDES = {"async_task_replica_id": _async_task_replica_id, "remote_view": _remote_view}
 
 # ops the CPU simulator does not model (Blackwell TMEM/tcgen05, clusters, CLC)
-UNSUPPORTED = {"tmem_copy", "tcgen05_commit", "async_dot_scaled", "remote_view", "remote_shmem_store",
-               "async_remote_shmem_store", "_clc_issue", "_clc_query", "clc_create_context", "clc_producer",
-               "clc_consumer", "_alloc_clc_responses", "stoch_round", "vote_ballot_sync",
-               "allocate_tensor_descriptor", "reinterpret_tensor_descriptor", "storage_alias_spec"}
+UNSUPPORTED = {"stoch_round", "vote_ballot_sync", "allocate_tensor_descriptor", "reinterpret_tensor_descriptor"}
 
 
 def _frontends():
@@ -449,6 +593,7 @@ def _wrap(name, member, semantic):
         # the code generator hands Python literals to builtins as constexprs; so do we
         args = [_cx(a) for a in args]
         kwargs = {k: _cx(v) for k, v in kwargs.items()}
+        _state.calls.append((name, kwargs))
         try:
             if name in OVERRIDES:
                 return OVERRIDES[name](*args, **kwargs)
@@ -468,6 +613,8 @@ def _wrap(name, member, semantic):
             file, line = kernel_frame_line()
             raise SimulationError(f"tlx.{name} failed: {type(e).__name__}: {e}", file=file, line=line,
                                   hint="check this op's arguments (shapes, dtypes, buffer indices)") from e
+        finally:
+            _state.calls.pop()
     op.__name__ = name
     op.__wrapped__ = member
     return op
@@ -495,6 +642,14 @@ def patch_tlx(semantic):
                     wrapped[member] = _wrap(name, member, semantic)
                 changes.append((cls, name, member))
                 setattr(cls, name, wrapped[member])
+
+    # helpers (not builtins) of the frontend that build MLIR-only values: the CPU needs none of them
+    for pkg in _frontends():
+        mem_ops = getattr(pkg, "mem_ops", None)
+        if mem_ops is not None and hasattr(mem_ops, "_create_tmem_compatible_tensor_layout"):
+            changes.append((mem_ops, "_create_tmem_compatible_tensor_layout",
+                            mem_ops._create_tmem_compatible_tensor_layout))
+            mem_ops._create_tmem_compatible_tensor_layout = lambda builder, tensor: None
 
     def undo():
         for mod, name, member in reversed(changes):
