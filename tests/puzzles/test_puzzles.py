@@ -63,7 +63,7 @@ def test_arrive_count_too_few_fails():
 def test_phase_same_parity_on_both_sides_deadlocks_at_once():
     r = _fail("phases", "r & 1", "r & 1")
     assert "deadlock" in r.message and "empty[0]" in r.message
-    assert "(r & 1) ^ 1" in r.hint
+    assert "parity" in r.hint and "first" in r.hint
     assert "p ^ 1" in r.detail or "phase" in r.detail
 
 
@@ -85,7 +85,7 @@ def test_too_few_expected_bytes_read_a_tile_in_flight():
 
 def test_ring_always_slot_zero_is_wrong_data():
     r = _fail("ring", "i % STAGES", "0", "i % STAGES", "0")
-    assert "i % STAGES" in r.hint
+    assert "slot" in r.hint
 
 
 def test_ring_wrong_slot_deadlocks():

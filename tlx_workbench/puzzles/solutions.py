@@ -70,7 +70,7 @@ def expect_bytes(a_desc, b_desc, a_out, b_out, BM: tl.constexpr, BK: tl.constexp
 
 @triton.jit
 def ring(in_desc, out_ptr, N_TILES, BM: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr):
-    # a STAGES-deep ring of SMEM tiles: tile i lives in slot i % STAGES, on its (i // STAGES)-th use
+    # a STAGES-deep ring of SMEM tiles, each slot with its own full/empty barrier pair
     bufs = tlx.local_alloc((BM, BK), tl.float16, STAGES)
     full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
     empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)

@@ -155,9 +155,8 @@ PUZZLES: dict[str, Puzzle] = {p.name: p for p in [
         solutions.phases, [("tlx.barrier_wait(empty[0], (r & 1) ^ 1)", "tlx.barrier_wait(empty[0], ___)"),
                            ("tlx.barrier_wait(full[0], r & 1)", "tlx.barrier_wait(full[0], ___)")],
         _phases_launch,
-        {"deadlock": "round r uses phase r of each barrier: the consumer waits for phase r of `full` (parity "
-                     "r & 1); the producer's first wait on `empty` must pass at once, so it waits for the "
-                     "parity of the phase BEFORE: (r & 1) ^ 1",
+        {"deadlock": "round r is phase r of each barrier: which parity does phase r have? The producer's first "
+                     "wait on a fresh `empty` must pass at once: which parity counts as already completed then?",
          "race": "a wait passed too early: the producer overwrote the slot before the consumer released it, "
                  "or the consumer read before the producer filled it; check each wait's parity",
          "mismatch": "a round was read twice or skipped: check each wait's parity"}, par=True),
@@ -189,18 +188,20 @@ PUZZLES: dict[str, Puzzle] = {p.name: p for p in [
                 p = ___
                 tlx.barrier_wait(full[s]""")],
         _tiles_launch(32, lambda x: x * 2.0),
-        {"deadlock": "tiles go round the ring: slot i % STAGES; a slot's k-th use is its phase k, so the parity "
-                     "is (i // STAGES) & 1",
-         "race": "two tiles were in the same slot at once, or a wait passed on the wrong phase: slot i % STAGES, "
-                 "parity (i // STAGES) & 1",
-         "mismatch": "a tile was copied from the wrong slot: slot i % STAGES, parity (i // STAGES) & 1"},
+        {"deadlock": "tiles take turns through the STAGES slots, round and round; a slot's k-th use is phase k "
+                     "of its barriers: which use of its slot is tile i, and what is that phase's parity?",
+         "race": "two tiles were in the same slot at once, or a wait passed on the wrong phase: tiles take turns "
+                 "through the slots, one use = one phase",
+         "mismatch": "a tile was copied from the wrong slot: consecutive tiles go to consecutive slots, wrapping "
+                     "round after STAGES"},
         par=True),
     Puzzle(
         "task_split", "Split the consumer",
         "The loader brings each tile in as two halves (two TMA loads, one `full` barrier). The spec: TWO "
         "consumer replicas, replica r takes half r of every tile (adds 1 and stores it). A ring slot may be "
         "refilled only when BOTH replicas have released it.\n"
-        "Fill in: the consumer task's replicate=, and the arrive_count of the `empty` barriers.",
+        "Fill in (in the order they appear): the arrive_count of the `empty` barriers, and the consumer "
+        "task's replicate=.",
         solutions.task_split, [("replicate=2)", "replicate=___)"),
                                ("empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)",
                                 "empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=___)")],
