@@ -96,6 +96,8 @@ SIM_CONFIGS = {
 
 def launch(a, b, c, cfg):
     """Run once with one explicit config. Returns ``c``."""
+    # the kernel assumes 16-byte rows (see its comment): refuse anything else here, not silently
+    check_gemm_operands(__file__, a, b, need_tma=True)
     M, K = a.shape
     N = b.shape[1]
     meta = dict(cfg)
