@@ -14,6 +14,7 @@ measured runs). A *lane* is one CTA's task replica: ``(cta, task, replica)``.
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 from collections import defaultdict
@@ -233,17 +234,25 @@ class Trace:
         for e in self.barrier_events:
             if e.kind == "flip":
                 flips[(e.cta, e.barrier, e.slot)].append(e)
-        for v in flips.values():
+        times = {}
+        for k, v in flips.items():
             v.sort(key=lambda e: e.time)
+            times[k] = [e.time for e in v]
         out = []
         for s in self.spans:
             if s.kind != "wait" or s.barrier is None or s.slot is None:
                 continue
-            for f in flips.get((s.cta, s.barrier, s.slot), ()):
-                # a hair of slack: a span's end comes back from Chrome JSON as ts + dur
-                eps = 1e-9 * max(1.0, abs(s.end))
-                if f.time >= s.start - eps and f.time <= s.end + eps and (s.phase is None or f.phase is None
-                                                              or f.phase == s.phase):
+            key = (s.cta, s.barrier, s.slot)
+            if key not in flips:
+                continue
+            # a hair of slack: a span's end comes back from Chrome JSON as ts + dur
+            eps = 1e-9 * max(1.0, abs(s.end))
+            fl = flips[key]
+            for i in range(bisect.bisect_left(times[key], s.start - eps), len(fl)):
+                f = fl[i]
+                if f.time > s.end + eps:
+                    break
+                if s.phase is None or f.phase is None or f.phase == s.phase:
                     src = (f.cta, f.task, f.replica or 0) if f.task is not None else None
                     out.append(Flow(s.cta, s.barrier, s.slot, f.phase if f.phase is not None else -1,
                                     f.time, src, s.lane, s.end))
