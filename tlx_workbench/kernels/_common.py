@@ -24,8 +24,8 @@ class KernelSpec:
     small configs the CPU simulator can run quickly, ``make_inputs(shape, dtype,
     device)`` fresh random inputs for ``launch``/``reference``.
 
-    >>> from tlx_workbench.kernels import SPECS
-    >>> SPECS["gemm_ws"].configs[0]["BM"]
+    >>> from tlx_workbench.kernels import spec
+    >>> spec("gemm_ws").configs[0]["BM"]
     128
     """
     name: str
