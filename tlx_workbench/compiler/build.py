@@ -34,12 +34,17 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
     meta = compiled.metadata._asdict()
     meta["target"] = f"sm_{model.arch}"
 
-    source = SourceInfo(file=jit.file_name, first_line=jit.starting_line_number, text="".join(jit.raw_src))
+    source = SourceInfo(file=jit.file_name, first_line=jit.starting_line_number, text="".join(jit.raw_src),
+                        def_line=jit.def_file_line_number)
     first, last = source.first_line, source.first_line + len(jit.raw_src) - 1
     ptx_version = get_ptx_version_from_options(options, model.arch)
-    post_text = artifacts.post_allocation_ttgir(stages["ttgir"], model.arch, ptx_version)
-    stages["ttgir_alloc"] = post_text
+    # the allocation passes run in native code while Python reads the final TTGIR
+    post_job = artifacts._QUICK_POOL.submit(artifacts.post_allocation_ttgir, stages["ttgir"], model.arch, ptx_version)
     pre = IRModule(stages["ttgir"])
+    smap = sourcemap.build(source.file, first, last, stages)
+    post_text = post_job.result()
+    stages["ttgir_alloc"] = post_text
+    sourcemap.add_stage(smap, "ttgir_alloc", post_text, first, last)
     post = IRModule(post_text)
 
     layout = task_layout(pre, post, source.text, source.first_line, options.num_warps,
@@ -65,7 +70,6 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
         tmem_limit=model.tmem_columns,
         local_bytes=usage.get("STACK", 0),
     )
-    smap = sourcemap.build(source.file, first, last, stages)
     # the slowest piece (nvdisasm, ~0.3 s) runs in the background once the rest is done; the
     # report waits for it only when SASS is asked for
     sass_job = artifacts.disassemble_async(cubin) if cubin else None

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import CompileError
 from ..target import GPUModel, gpu_model, offline
-from .report import CompileReport, Resources, SourceInfo
+from .report import CompileReport
 
 _CACHE: dict[str, CompileReport] = {}
 _CACHE_LOCK = threading.Lock()
@@ -78,10 +78,6 @@ def _resolve(kernel, config) -> _Kernel:
     elif autotuner is not None and autotuner.configs:
         out.config = autotuner.configs[0]
     return out
-
-
-def _source_info(jit) -> SourceInfo:
-    return SourceInfo(file=jit.file_name, first_line=jit.starting_line_number, text="".join(jit.raw_src))
 
 
 def _bad_arg(jit, message: str, hint: str) -> CompileError:

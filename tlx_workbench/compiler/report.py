@@ -14,8 +14,9 @@ from typing import Any
 class SourceInfo:
     """The kernel's Python source."""
     file: str
-    first_line: int                 # line number of the `def` in `file`
+    first_line: int                 # line in `file` of the first line of `text` (the first decorator)
     text: str                       # the whole function's source (decorators included)
+    def_line: int = 0               # line of the `def` itself
 
     def line_text(self, line: int) -> str:
         """Text of absolute line `line` of `file` (empty if outside the function)."""
