@@ -386,7 +386,10 @@ def _root(expr, assigns, depth=0) -> str | None:
             if isinstance(v, ast.Call) and getattr(v.func, "attr", None) in ("alloc_barriers", "alloc_warp_barrier"):
                 return expr.id
         if defs:
-            return _root(defs[-1].value, assigns, depth + 1)
+            v = defs[-1].value
+            if isinstance(v, (ast.Subscript, ast.Name)) or (
+                    isinstance(v, ast.Call) and getattr(v.func, "attr", None) in ("local_view", "subslice")):
+                return _root(v, assigns, depth + 1)
         return expr.id
     return None
 
