@@ -171,3 +171,17 @@ def test_static_fallback_renders(show_static, trace):
     assert page.locator("svg text.tlxwb-lane").count() == len(trace.lanes())
     assert page.locator("rect.tlxwb-mma").count() > 10
     assert "CTA 0 producer[0]" in page.inner_text("table.tlxwb-summary")
+
+
+@pytest.mark.browser
+def test_empty_and_proton_traces_render_without_errors(show):
+    """An empty trace and an imported Proton trace (ns, no barriers) both show; the page
+    fixture fails the test on any JavaScript error."""
+    import pathlib
+    from tlx_workbench.widgets import BarrierPhaseWidget
+    proton = Trace.from_chrome(str(pathlib.Path(__file__).parent / "data" / "proton_instrumentation.json"))
+    assert "<svg" in TimelineWidget(Trace()).static_html() and "<svg" in BarrierPhaseWidget(Trace()).static_html()
+    page = show(TimelineWidget(Trace()), BarrierPhaseWidget(Trace()), TimelineWidget(proton))
+    assert page.locator("canvas").count() == 3
+    labels = page.evaluate("() => tlxwbViews[2].model.get('_lanes').map(l => l.label)")
+    assert "warp 4 (line 1)[0]" in labels and page.evaluate("() => tlxwbViews[2].model.get('time_unit')") == "ns"
