@@ -12,13 +12,14 @@ STATIC_MAX_LINES = 1500
 
 
 def _stage_text(report, stage: str) -> str | None:
-    if stage == "sass" and hasattr(report, "sass") and not isinstance(getattr(type(report), "sass", None), type(None)):
+    if stage == "sass":
         try:
-            text = report.sass
-            if text:
-                return text
+            # the real CompileReport disassembles SASS lazily (report.sass); others may carry it in stages
+            text = getattr(report, "sass", None)
         except Exception:  # a missing disassembler leaves the pane out, not the view
-            pass
+            text = None
+        if isinstance(text, str) and text:
+            return text
     return (getattr(report, "stages", None) or {}).get(stage)
 
 
