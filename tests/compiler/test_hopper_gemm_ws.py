@@ -145,3 +145,14 @@ def test_cluster_of_two_ctas_is_a_clear_error_on_upstream_triton(mod):
     with pytest.raises(wb.CompileError) as e:
         wb.compile(mod.matmul_kernel_tlx_ws, *_args(), config=cfg, target="sm_90")
     assert e.value.file.endswith("hopper_gemm_ws.py") and "barrier_arrive" in e.value.source_line
+
+
+def test_report_to_dict_is_json_and_pickles(report):
+    import json
+    import pickle
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["resources"]["smem_bytes"] == report.resources.smem_bytes
+    assert {a["name"] for a in data["allocations"]} >= {"a", "b", "bars_full_a"}
+    assert data["source_map"]["forward"]["ptx"]
+    again = pickle.loads(pickle.dumps(report))
+    assert again.sass == report.sass and again.barrier("bars_full_b").count == 1

@@ -114,21 +114,38 @@ def allocation_map(post: IRModule, pre: IRModule | None, barrier_allocs: set[str
     return out
 
 
+def _overlap(a: Allocation, b: Allocation) -> bool:
+    if a.offset >= b.offset + b.size or b.offset >= a.offset + a.size:
+        return False
+    if a.storage == "tmem":   # TMEM is 2-D: columns overlap, but lanes (rows) may not
+        rows = lambda x: min(128, x.shape[-2]) if len(x.shape) >= 2 else 128  # noqa: E731
+        return a.row_offset < b.row_offset + rows(b) and b.row_offset < a.row_offset + rows(a)
+    return True
+
+
 def _alias_groups(allocs: list[Allocation]) -> None:
-    for storage in ("smem", "tmem"):
-        items = sorted((a for a in allocs if a.storage == storage and a.size > 0), key=lambda a: a.offset)
-        group, end, members, gid = None, -1, [], 0
-        for a in items:
-            if a.offset < end:
-                members.append(a)
-                end = max(end, a.offset + a.size)
-                continue
+    """Connected groups of overlapping allocations (per storage), numbered from 1 (TMEM from 1001)."""
+    gid = 0
+    for storage, base in (("smem", 0), ("tmem", 1000)):
+        items = [a for a in allocs if a.storage == storage and a.size > 0]
+        parent = list(range(len(items)))
+
+        def find(i):
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        for i in range(len(items)):
+            for j in range(i + 1, len(items)):
+                if _overlap(items[i], items[j]):
+                    parent[find(i)] = find(j)
+        groups: dict[int, list[Allocation]] = {}
+        for i, a in enumerate(items):
+            groups.setdefault(find(i), []).append(a)
+        n = 0
+        for members in sorted(groups.values(), key=lambda g: min(a.offset for a in g)):
             if len(members) > 1:
-                gid += 1
-                for m in members:
-                    m.alias_group = gid if storage == "smem" else 1000 + gid
-            members, end = [a], a.offset + a.size
-        if len(members) > 1:
-            gid += 1
-            for m in members:
-                m.alias_group = gid if storage == "smem" else 1000 + gid
+                n += 1
+                for a in members:
+                    a.alias_group = base + n

@@ -233,6 +233,33 @@ class CompileReport:
                 return t
         raise KeyError(f"no task {label!r}; tasks: {', '.join(t.label for t in self.tasks)}")
 
+    def to_dict(self, stages: bool = False) -> dict[str, Any]:
+        """Plain JSON-able data for views (widgets): everything but the cubin; stage texts
+        (and SASS) only with ``stages=True``. The source map's keys become strings."""
+        def conv(x):
+            if dataclasses.is_dataclass(x):
+                return {f.name: conv(getattr(x, f.name)) for f in dataclasses.fields(x)
+                        if not f.name.startswith("_")}
+            if isinstance(x, dict):
+                return {str(k): conv(v) for k, v in x.items()}
+            if isinstance(x, (list, tuple)):
+                return [conv(v) for v in x]
+            return x
+        out = {k: conv(getattr(self, k)) for k in ("kernel", "target", "gpu", "arch", "source", "signature",
+                                                  "constexprs", "options", "metadata", "resources", "tasks",
+                                                  "allocations", "barriers", "compile_seconds", "cache_key")}
+        out["source_map"] = conv(self.source_map)
+        if stages:
+            out["stages"] = dict(self.stages, sass=self.sass)
+        return out
+
+    def __getstate__(self):
+        # the background disassembly cannot be pickled: finish it first
+        self.sass  # noqa: B018
+        state = dict(self.__dict__)
+        state["_sass_job"] = None
+        return state
+
     # ---- reprs ---------------------------------------------------------------------------
     def summary(self) -> str:
         """A plain-text report: resources, tasks, memory map, barriers."""
