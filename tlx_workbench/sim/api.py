@@ -34,6 +34,9 @@ class SimResult:
         self.findings = list(run.findings)
         self.stats = run.stats
         self.schedules = schedules or [run.seed]
+        self.cluster_dims = run.cluster_dims
+        #: CLC work stealing: (CTA that issued try_cancel, first CTA of the cluster it took, or None: none left)
+        self.clc_steals = list(run.clc_log)
         self.value = None
         self.launches: list[SimResult] = [self]
 
@@ -67,6 +70,9 @@ class SimResult:
     def _lines(self):
         out = [f"SimResult({self.kernel} on {self.gpu}, grid={self.grid}, {len(self.ctas)} CTA(s) simulated"
                + (" — PARTIAL: other CTAs not computed" if self.partial else "")
+               + (f", clusters of {self.cluster_dims}" if self.cluster_dims != (1, 1, 1) else "")
+               + (f", {sum(1 for _, v in self.clc_steals if v is not None)} cluster(s) taken by CLC"
+                  if self.clc_steals else "")
                + f", seed={self.seed}, schedules={len(self.schedules)}, {self.cycles:.0f} cycles)"]
         if self.deadlock is not None:
             out.append("  DEADLOCK: " + self.deadlock.text().replace("\n", "\n  "))
@@ -123,7 +129,7 @@ class Simulation:
     """The context of :func:`simulate`: launches inside it run on the CPU simulator."""
 
     def __init__(self, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
-                 on_deadlock="raise"):
+                 on_deadlock="raise", resident=None):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
         self.gpu = gpu
@@ -133,6 +139,7 @@ class Simulation:
         self.max_steps = max_steps
         self.config = config
         self.on_deadlock = on_deadlock
+        self.resident = resident
         self.results: list[SimResult] = []
         self._offline = None
         self._saved = []
@@ -217,7 +224,7 @@ class Simulation:
                 for t, saved in snap:
                     t.copy_(saved)
             run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
-                             max_steps=self.max_steps)
+                             max_steps=self.max_steps, resident=self.resident)
             if i == 0:
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
@@ -256,7 +263,7 @@ def _same(a, b) -> bool:
 
 
 def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
-             config=None, on_deadlock="raise", **kwargs):
+             config=None, on_deadlock="raise", resident=None, **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -270,14 +277,21 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
         res = simulate(add_kernel, x, y, out, n, BLOCK_SIZE=1024, grid=(4,))
         res = simulate(matmul, a, b, schedules=20)      # res.value is matmul's return value
 
-    Options: ``gpu`` ("H100", "H200"), ``seed``, ``schedules`` (run N interleavings;
+    Options: ``gpu`` ("H100", "H200", "B200"), ``seed``, ``schedules`` (run N interleavings;
     outputs that differ are reported), ``ctas`` (program ids to simulate: output is
     then partial), ``max_steps`` (guard against endless loops), ``config`` (the autotune
     config to use: a dict of values, an index, or a triton.Config; default the first),
-    ``on_deadlock`` ("raise" a DeadlockError, or "return" the result).
+    ``on_deadlock`` ("raise" a DeadlockError, or "return" the result), ``resident`` (how many
+    clusters run at once; default 1, or 2 for kernels that steal work with CLC, so that
+    ``clc_try_cancel`` spreads the tiles over the simulated CTAs as the interleaving decides).
+
+    Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a
+    cluster run together under one scheduler, with remote arrivals, multicast TMA, 2-CTA
+    MMA (``two_ctas=True``) and ``cluster_barrier``. Blackwell (``gpu="B200"``): TMEM,
+    tcgen05 MMA whose completion arrives on mbarriers, ``tcgen05_commit``, CLC.
     """
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
-                     on_deadlock=on_deadlock)
+                     on_deadlock=on_deadlock, resident=resident)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",

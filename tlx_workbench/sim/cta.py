@@ -212,6 +212,18 @@ class CTA:
     def _record_arrival(self, slot: MBarrierSlot, t: Task, line, n: int, what: str):
         arr = self.arrivers.setdefault(slot.array.id, {})
         arr.setdefault((t.pid, t.name, t.replica), set()).add(line)
+        owner = slot.array.cta
+        if owner is not None and len(owner.cluster) > 1 and not getattr(slot.array, "count_flagged", False):
+            ctas = {k[0] for k in arr}
+            if len(ctas) > slot.array.arrive_count and any(c != owner.pid for c in ctas):
+                slot.array.count_flagged = True
+                self.run.finding(
+                    "cluster-arrive-count",
+                    f"{slot.array.name} of CTA {owner.pid} (arrive_count {slot.array.arrive_count}, line "
+                    f"{slot.array.line}) gets arrivals from {len(ctas)} CTAs ({', '.join(map(str, sorted(ctas)))}), "
+                    f"some through remote_cta_rank: each completes a phase alone, so a wait can pass before the "
+                    f"other CTAs have arrived — set arrive_count to the number of CTAs that arrive",
+                    slot.array.line, t.lane, other_line=line)
         flipped, excess = slot.arrive(n, t.lane, line, t.clock, t.vc)
         t.tick()
         self.bevent(slot, "arrive", t.clock, t, count=n, line=line, phase=slot.completed - (1 if flipped else 0))
@@ -701,7 +713,12 @@ class CTA:
                 raise self.error(f"{what}(two_ctas=True) in a CTA without a peer: the launch has no cluster of 2",
                                  line, hint="launch with ctas_per_cga=(2, 1, 1) (or a multiple of 2 along x)")
             if self.rank % 2:
-                # the peer issues nothing: the leader's MMA computes both halves and signals both CTAs
+                # the peer issues nothing: the leader's MMA computes both halves and signals both CTAs; the
+                # leader's task of the same name is who the peer's barriers wait for (for the diagnosis)
+                leader = self.peer(self.rank & ~1).pid
+                for bar in barriers:
+                    sl = self.resolve_slot(bar, line)
+                    self.arrivers.setdefault(sl.array.id, {}).setdefault((leader, t.name, t.replica), set()).add(line)
                 self.span(t, "other", start, t.clock, f"{what} (2-CTA: issued by the leader)", line,
                           args={"leader_cta": self.peer(self.rank & ~1).pid})
                 return

@@ -26,6 +26,7 @@ class BlockedTask:
     since: float = 0.0
     reason: str = ""
     multi: bool = False         # several CTAs in the graph: name the CTA of each lane
+    priority: int = 1           # 0: breaks a cluster rule (the likely root cause); the report lists it first
 
     def describe(self, file=None) -> str:
         who = f"{self.lane[1]}[{self.lane[2]}]"
@@ -127,10 +128,21 @@ def deadlock_report(run, group) -> DeadlockReport:
             passed = group.passed.get((s.array.id, t.pid, t.name, t.replica), 0)
             stuck_all = bool(expected) and all(tasks.get((e[4], e[0], e[1])) in group.sched.deadlock
                                                for e in expected)
-            reason = _cluster_reason(s, group) or _reason(s, arrivers, passed, phase, stuck_all)
+            stuck = group.sched.deadlock
+            came = {a[0] for a in s.arrivals if a[0] is not None}
+            missing = [key for key in arrivers if key not in came and key != lane]
+            missing_stuck = ", ".join(f"CTA {k[0]} {k[1]}[{k[2]}]" if multi else f"{k[1]}[{k[2]}]"
+                                      for k in missing if tasks.get(k) in stuck)
+            if missing and any(tasks.get(k) not in stuck for k in missing):
+                missing_stuck = ""
+            tma = {ln_lane for ln_lane in getattr(s, "tma_lanes", set())}
+            tma_stuck = ", ".join(sorted({(f"CTA {ln[0][0]} " if multi else "") + f"{ln[0][1]}[{ln[0][2]}] (issues "
+                                          f"them at line {ln[1]})" for ln in tma if ln[0] != lane and tasks.get(ln[0]) in stuck}))
+            creason = _cluster_reason(s, group)
+            reason = creason or _reason(s, arrivers, passed, phase, stuck_all, missing_stuck, tma_stuck)
             blocked.append(BlockedTask(lane, "mbarrier", info["line"], s.name, phase,
                                        s.completed, s.pending, s.tx, s.inflight_tma, list(s.arrivals), expected,
-                                       info["since"], reason, multi))
+                                       info["since"], reason, multi, 0 if creason else 1))
         elif info["kind"] == "named":
             nb = info["barrier"]
             got = nb.arrived
@@ -150,6 +162,8 @@ def deadlock_report(run, group) -> DeadlockReport:
         else:
             blocked.append(BlockedTask(lane, "join", None, since=info.get("since", 0), multi=multi))
     real = [b for b in blocked if b.kind != "join"] or blocked
+    # the root cause first: a wait that is only a consequence of another blocked task comes after
+    real.sort(key=lambda b: 2 if "consequence" in (b.reason or "") else b.priority)
     first = real[0]
     where = f"CTA {first.lane[0]}" if not multi else f"the cluster of CTAs {pids}"
     who = f"{first.lane[1]}[{first.lane[2]}]" if not multi else f"CTA {first.lane[0]} {first.lane[1]}[{first.lane[2]}]"
@@ -168,7 +182,7 @@ def deadlock_report(run, group) -> DeadlockReport:
     return rep
 
 
-def _reason(s, arrivers, passed, phase, stuck_all=False) -> str:
+def _reason(s, arrivers, passed, phase, stuck_all=False, missing_stuck="", tma_stuck="") -> str:
     if not arrivers and passed == 0 and s.completed == 0 and (phase & 1) == 0:
         return (f"waits for phase parity 0 of a barrier that has not completed any phase, and nothing "
                 f"has arrived on {s.array.name}: a wait on a fresh barrier with phase 0 blocks until the "
@@ -186,6 +200,12 @@ def _reason(s, arrivers, passed, phase, stuck_all=False) -> str:
     if s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma:
         return (f"nothing has arrived in the current phase; every expected arriver is blocked or done "
                 f"— check the phase passed to barrier_wait (it returns once the parity differs from it)")
+    if s.pending > 0 and s.arrivals and missing_stuck:
+        return (f"{len(s.arrivals)} of {s.array.arrive_count} arrival(s) came this phase; the others come from "
+                f"{missing_stuck}, itself blocked: this wait is a consequence — fix that task's wait first")
+    if s.pending == 0 and s.tx > 0 and tma_stuck:
+        return (f"{s.tx} announced byte(s) have not landed: the TMA load(s) that bring them are issued by "
+                f"{tma_stuck}, itself blocked: this wait is a consequence — fix that task's wait first")
     if s.pending > 0 and s.arrivals:
         return (f"{len(s.arrivals)} arrival(s) came this phase but the barrier counts "
                 f"{s.array.arrive_count}: check arrive_count at line {s.array.line} against the "
@@ -203,12 +223,31 @@ def _cluster_reason(s, group) -> str:
     owner = s.array.cta
     if owner is None or len(owner.cluster) < 2:
         return ""
-    # arrivals this phase from other CTAs (remote arrivals, a leader's commit)
-    remote = {a[0][0] for a in s.arrivals if a[0] is not None and a[0][0] != owner.pid}
-    local = {a[0][0] for a in s.arrivals if a[0] is not None and a[0][0] == owner.pid}
+    arrivers = group.arrivers.get(s.array.id, {})
+    ctas = sorted({k[0] for k in arrivers})
+    if len(ctas) > s.array.arrive_count and any(c != owner.pid for c in ctas):
+        lines = sorted({ln for ls in arrivers.values() for ln in ls if ln})
+        return (f"{s.array.name} of CTA {owner.pid} has arrive_count {s.array.arrive_count} but {len(ctas)} CTAs "
+                f"({', '.join(map(str, ctas))}) arrive on it (line(s) {', '.join(map(str, lines))}, some through "
+                f"remote_cta_rank): each arrival completes a phase on its own, so the phases run ahead of the "
+                f"waits — set arrive_count at line {s.array.line} to the number of CTAs that arrive "
+                f"({len(ctas)}, e.g. NUM_CTAS)")
     if s.tx > 0 and s.pending == 0 and owner.rank % 2 == 1 and not s.inflight_tma:
         return (f"{s.tx} byte(s) expected on {s.name} of CTA {owner.pid} (cluster rank {owner.rank}), a 2-CTA "
                 f"peer: two_ctas TMA loads signal the LEADER's barrier (rank {owner.rank & ~1}), so bytes "
                 f"announced on the peer never land — only the leader calls barrier_expect_bytes, for the "
                 f"bytes of both CTAs (its barrier has arrive_count 1)")
+    if not arrivers:
+        # arrivals meant for this barrier went to its counterpart in another CTA (remote_cta_rank)
+        for c in owner.cluster:
+            if c is owner or len(c.barrier_arrays) <= s.array.ordinal:
+                continue
+            other = c.barrier_arrays[s.array.ordinal]
+            got = group.arrivers.get(other.id, {})
+            if any(k[0] == owner.pid for k in got):
+                lines = sorted({ln for k, ls in got.items() if k[0] == owner.pid for ln in ls if ln})
+                return (f"nothing arrives on {s.array.name} of CTA {owner.pid}: this CTA's arrivals (line(s) "
+                        f"{', '.join(map(str, lines))}) go to the copy in CTA {c.pid} (cluster rank {c.rank}) "
+                        f"through remote_cta_rank — a remote arrive counts where it lands; wait on that barrier "
+                        f"only in the CTA that receives the arrivals (barrier_wait(..., pred=is_leader))")
     return ""

@@ -1,0 +1,86 @@
+"""Small cluster kernels for the simulator's tests: a 2-CTA GEMM with switchable 2-CTA protocol bugs, and
+a cluster all-gather through remote SMEM stores.
+
+BUG (each marked on its line with ``# BUG:``):
+"" (none), "expect_both" (a 1-CTA habit: every CTA announces and waits for its B bytes on its own
+barrier, but two_ctas loads signal the leader's), "count1" (arrive_count 1 where both CTAs arrive),
+"peer_waits" (the peer waits on its own copy of the barrier the arrivals are sent to in the leader).
+"""
+import triton
+import triton.language as tl
+import triton.language.extra.tlx as tlx
+
+
+@triton.jit
+def gemm_2cta(a_desc, b_desc, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+              BUG: tl.constexpr):
+    rank = tlx.cluster_cta_rank()
+    is_leader = rank % 2 == 0
+    pid_m = tl.program_id(0)
+    a_smem = tlx.local_alloc((BM, BK), tl.float16, 1)
+    b_smem = tlx.local_alloc((BK, BN // 2), tl.float16, 1)     # each CTA holds half of B
+    acc = tlx.local_alloc((BM, BN), tl.float32, 1, tlx.storage_kind.tmem)
+    a_bar = tlx.alloc_barriers(1, arrive_count=1)
+    b_bar = tlx.alloc_barriers(1, arrive_count=1)              # the leader's counts both CTAs' B bytes
+    if BUG == "count1":
+        cta_bar = tlx.alloc_barriers(1, arrive_count=1)  # BUG: both CTAs arrive on it
+    else:
+        cta_bar = tlx.alloc_barriers(1, arrive_count=2)
+    mma_bar = tlx.alloc_barriers(1, arrive_count=1)
+    phase = 0
+    for k in range(0, tl.cdiv(K, BK)):
+        tlx.barrier_expect_bytes(a_bar[0], BM * BK * 2)
+        tlx.async_descriptor_load(a_desc, a_smem[0], [pid_m * BM, k * BK], a_bar[0])
+        if BUG == "expect_both":
+            tlx.barrier_expect_bytes(b_bar[0], BK * (BN // 2) * 2)  # BUG: the peer expects its bytes locally
+        else:
+            tlx.barrier_expect_bytes(b_bar[0], BK * BN * 2, pred=is_leader)
+        tlx.async_descriptor_load(b_desc, b_smem[0], [k * BK, (rank % 2) * (BN // 2)], b_bar[0], two_ctas=True)
+        tlx.barrier_wait(a_bar[0], phase)
+        if BUG == "expect_both":
+            tlx.barrier_wait(b_bar[0], phase)  # BUG: waits for bytes that land in the leader
+        else:
+            tlx.barrier_wait(b_bar[0], phase, pred=is_leader)
+        # the leader's MMA reads the peer's A: the peer says its A has landed
+        tlx.barrier_arrive(cta_bar[0], 1, remote_cta_rank=rank & ~1)
+        if BUG == "peer_waits":
+            tlx.barrier_wait(cta_bar[0], phase)  # BUG: the arrivals went to the leader's cta_bar
+        else:
+            tlx.barrier_wait(cta_bar[0], phase, pred=is_leader)
+        tlx.async_dot(a_smem[0], b_smem[0], acc[0], use_acc=k > 0, mBarriers=[mma_bar[0]], two_ctas=True,
+                      out_dtype=tl.float32)
+        tlx.barrier_wait(mma_bar[0], phase)
+        phase = phase ^ 1
+    out = tlx.local_load(acc[0])
+    rows = pid_m * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    tl.store(c_ptr + rows[:, None] * BN + cols[None, :], out)
+
+
+@triton.jit
+def cluster_allgather(x_ptr, out_ptr, BLOCK: tl.constexpr, NUM_CTAS: tl.constexpr, ASYNC: tl.constexpr):
+    """Every CTA of the cluster puts its block into slot [rank] of every CTA's buffer; each then writes the
+    whole gathered row. ASYNC: st.async with mbarrier bytes; else plain remote stores + cluster_barrier."""
+    rank = tlx.cluster_cta_rank()
+    cid = tl.program_id(0) // NUM_CTAS
+    buf = tlx.local_alloc((1, BLOCK), tl.float32, NUM_CTAS)
+    bar = tlx.alloc_barriers(1, arrive_count=1)
+    if ASYNC:
+        tlx.barrier_expect_bytes(bar[0], (NUM_CTAS - 1) * BLOCK * 4)
+    tlx.cluster_barrier()
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + (cid * NUM_CTAS + rank) * BLOCK + offs)[None, :]
+    tlx.local_store(buf[rank], x)
+    for i in tl.static_range(NUM_CTAS):
+        if rank != i:
+            if ASYNC:
+                tlx.async_remote_shmem_store(dst=buf[rank], src=x, remote_cta_rank=i, barrier=bar[0])
+            else:
+                tlx.remote_shmem_store(dst=buf[rank], src=x, remote_cta_rank=i)
+    if ASYNC:
+        tlx.barrier_wait(bar[0], 0)
+    else:
+        tlx.cluster_barrier()
+    for i in tl.static_range(NUM_CTAS):
+        v = tlx.local_load(buf[i])
+        tl.store(out_ptr + ((cid * NUM_CTAS + rank) * NUM_CTAS + i) * BLOCK + offs[None, :], v)

@@ -1,0 +1,150 @@
+"""Clusters on the simulator: the wheel's 2-CTA and CLC tutorials unchanged, multicast TMA, remote stores,
+cluster barriers, and seeded 2-CTA protocol bugs diagnosed with their lines."""
+import pathlib
+import sys
+
+import pytest
+import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from tlx_workbench.sim import simulate
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import sim_cluster_kernels as ck  # noqa: E402
+
+SRC = pathlib.Path(ck.__file__).read_text().splitlines()
+
+
+def line_of(text):
+    return next(i + 1 for i, l in enumerate(SRC) if text in l)
+
+
+def _close(c, a, b):
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=2e-2, rtol=1e-2)
+
+
+def test_gemm_2cta_tutorial_over_10_schedules(tutorial):
+    mod = tutorial("blackwell_gemm_2cta")
+    a = torch.randn(512, 256, dtype=torch.float16)          # ctas_per_cga=(4, 2, 1): one cluster of 8 CTAs
+    b = torch.randn(256, 256, dtype=torch.float16)
+    res = simulate(mod.matmul, a, b, gpu="B200", schedules=10)
+    _close(res.value, a, b)
+    assert res.ok, res
+    assert res.cluster_dims == (4, 2, 1) and len(res.ctas) == 8
+    tr = res.trace
+    assert {l[0] for l in tr.lanes()} == set(range(8))       # a lane per CTA of the cluster
+    # odd ranks arrive on their leader's barrier; the leader's MMA commit arrives on both CTAs' dot_bars
+    remote = [s for s in tr.spans if s.name == "barrier_arrive" and "cta" in s.args]
+    assert remote and all(s.args["cta_rank"] % 2 == 0 and s.args["cta"] != s.cta for s in remote)
+    assert all(s.args["two_ctas"] for s in tr.spans if s.kind == "mma")
+    peer_arrivals = [e for e in tr.barrier_events if e.kind == "arrive" and e.barrier == "dot_bars" and e.cta % 2]
+    assert peer_arrivals and all(e.line for e in peer_arrivals)
+
+
+def test_gemm_ws_two_cta_config(tutorial):
+    mod = tutorial("blackwell_gemm_ws")
+    a = torch.randn(512, 192, dtype=torch.float16)
+    b = torch.randn(192, 256, dtype=torch.float16)
+    cfg = dict(BLOCK_SIZE_M=256, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, NUM_SMEM_BUFFERS=2,
+               NUM_TMEM_BUFFERS=1, NUM_MMA_GROUPS=2, EPILOGUE_SUBTILE=2, NUM_CTAS=2, SPLIT_K=1,
+               INTERLEAVE_EPILOGUE=0, ctas_per_cga=(2, 1, 1))
+    res = simulate(mod.matmul, a, b, cfg, gpu="B200", schedules=3)
+    _close(res.value, a, b)
+    assert res.ok, res
+
+
+def test_gemm_clc_tutorial_steals_tiles_dynamically(tutorial):
+    mod = tutorial("blackwell_gemm_clc")
+    a = torch.randn(512, 128, dtype=torch.float16)
+    b = torch.randn(128, 512, dtype=torch.float16)             # 16 tiles of 128 x 128
+    res = simulate(mod.matmul, a, b, gpu="B200", schedules=10, config=0)
+    _close(res.value, a, b)
+    assert res.ok, res
+    # two CTAs resident; every other CTA's tile is taken through clc_try_cancel, then "none left" (-1)
+    assert sorted(res.ctas) == [0, 1]
+    stolen = [v for _, v in res.clc_steals if v is not None]
+    assert sorted(stolen) == list(range(2, 16))
+    assert [v for _, v in res.clc_steals[-2:]] == [None, None]
+    # which CTA gets which tile is decided by the interleaving: over a few seeds, both steal
+    takers = set()
+    for seed in range(4):
+        r = simulate(mod.matmul, a, b, gpu="B200", seed=seed, config=0)
+        takers |= {s for s, v in r.clc_steals if v is not None}
+        if takers == {0, 1}:
+            break
+    assert takers == {0, 1}
+
+
+def test_hopper_gemm_ws_multicast_between_two_ctas(tutorial):
+    mod = tutorial("hopper_gemm_ws")
+    a = torch.randn(512, 128, dtype=torch.float16)
+    b = torch.randn(128, 256, dtype=torch.float16)
+    cfg = {"NUM_CTAS": 2, "BM": 128, "BN": 128, "GROUP_SIZE_M": 8, "USE_WARP_BARRIER": False,
+           "EPILOGUE_SUBTILE": False}
+    res = simulate(mod.matmul, a, b, gpu="H100", schedules=3, config=cfg)
+    _close(res.value, a, b)
+    assert res.ok, res
+    mc = [s for s in res.trace.spans if s.name == "async_descriptor_load" and "multicast" in s.args]
+    assert mc and all(len(s.args["multicast"]) == 2 for s in mc)
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["remote_shmem_store", "async_remote_shmem_store"])
+def test_cluster_allgather_through_remote_smem(use_async):
+    x = torch.randn(8 * 32)
+    out = torch.zeros(8 * 4 * 32)
+    res = simulate(ck.cluster_allgather, x, out, BLOCK=32, NUM_CTAS=4, ASYNC=use_async, grid=(8,),
+                   ctas_per_cga=(4, 1, 1), gpu="B200", schedules=3)
+    ref = x.view(2, 4, 32).unsqueeze(1).expand(2, 4, 4, 32).reshape(-1)
+    torch.testing.assert_close(out, ref)
+    assert res.ok, res
+    assert any(s.name == "cluster_barrier" for s in res.trace.spans)
+
+
+def _gemm_2cta(bug, schedules=1):
+    BM, BN, BK = 128, 128, 64
+    a = torch.randn(256, 128, dtype=torch.float16)
+    b = torch.randn(128, BN, dtype=torch.float16)
+    c = torch.zeros(256, BN)
+    ad = TensorDescriptor(a, list(a.shape), [128, 1], [BM, BK])
+    bd = TensorDescriptor(b, list(b.shape), [BN, 1], [BK, BN // 2])
+    res = simulate(ck.gemm_2cta, ad, bd, c, 128, BM=BM, BN=BN, BK=BK, BUG=bug, grid=(2,), ctas_per_cga=(2, 1, 1),
+                   gpu="B200", schedules=schedules, on_deadlock="return")
+    return res, a, b, c
+
+
+def test_correct_2cta_protocol_is_clean():
+    res, a, b, c = _gemm_2cta("", schedules=5)
+    _close(c, a, b)
+    assert res.ok, res
+
+
+def test_bytes_expected_on_both_ctas_is_diagnosed_on_the_peer():
+    res, *_ = _gemm_2cta("expect_both")
+    d = res.deadlock
+    assert d is not None and d.ctas == [0, 1]
+    first = d.blocked[0]                        # the root cause is listed first
+    assert first.lane[0] == 1 and first.barrier == "b_bar[0]"
+    assert first.line == line_of("# BUG: waits for bytes that land in the leader")
+    assert first.missing_bytes == 64 * (128 // 2) * 2      # the half of B it announced
+    assert "LEADER" in first.reason and "two_ctas" in first.reason
+    assert d.line == first.line
+
+
+def test_arrive_count_1_where_both_ctas_arrive():
+    res, *_ = _gemm_2cta("count1")
+    f = [x for x in res.findings if x.kind == "cluster-arrive-count"]
+    assert f and f[0].line == line_of("# BUG: both CTAs arrive on it")
+    assert f[0].other_line == line_of("tlx.barrier_arrive(cta_bar[0], 1, remote_cta_rank=rank & ~1)")
+    if res.deadlock is not None:                # the phases ran ahead of the leader's wait
+        first = res.deadlock.blocked[0]
+        assert first.barrier == "cta_bar[0]" and "arrive_count" in first.reason
+
+
+def test_peer_waiting_on_its_own_copy_of_the_leaders_barrier():
+    res, *_ = _gemm_2cta("peer_waits")
+    d = res.deadlock
+    first = d.blocked[0]
+    assert first.lane[0] == 1 and first.line == line_of("# BUG: the arrivals went to the leader's cta_bar")
+    assert "go to the copy in CTA 0" in first.reason
+    leader = next(b for b in d.blocked if b.lane[0] == 0)
+    assert "consequence" in leader.reason
