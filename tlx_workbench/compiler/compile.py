@@ -13,7 +13,6 @@ import copy
 import dataclasses
 import hashlib
 import importlib.util
-import inspect
 import os
 import sys
 import threading
