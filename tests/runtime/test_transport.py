@@ -33,3 +33,23 @@ def test_ipython_cell_function_travels_as_source():
 def test_importable_function_is_pickled():
     import math
     assert transport.callable_spec(math.sqrt)[0] == "pickle"
+
+
+def test_module_added_to_sys_path_after_the_worker_started_still_resolves(tmp_path):
+    import sys
+
+    from tlx_workbench.runtime.watchdog import Worker
+    w = Worker()
+    try:
+        w.call("tlx_workbench.runtime.watchdog:echo", {"value": 0}, timeout=60)   # the worker starts here
+        (tmp_path / "late_module_tw.py").write_text("def triple(v):\n    return 3 * v\n")
+        sys.path.insert(0, str(tmp_path))
+        import late_module_tw
+        spec = transport.callable_spec(late_module_tw.triple)
+        assert spec[0] == "module" and spec[3].endswith("late_module_tw.py")
+        src = "from tlx_workbench.runtime.transport import resolve\ndef go(spec, v):\n    return resolve(spec)(v)\n"
+        assert w.call("tlx_workbench.runtime.watchdog:exec_job",
+                      {"source": src, "name": "go", "args": (spec, 5)}, timeout=60) == 15
+    finally:
+        sys.path.remove(str(tmp_path))
+        w.close()

@@ -145,11 +145,9 @@ def callable_spec(obj, *, source: str | None = None, name: str | None = None):
         qualname = getattr(obj, "__qualname__", None) or func.__qualname__
         if mod is not None and func.__module__ != "__main__" and getattr(mod, "__spec__", None) is not None \
                 and importlib.util.find_spec(func.__module__) is not None:
-            try:
-                pickle.dumps(obj)
-                return ("pickle", obj)
-            except Exception:
-                return ("module", func.__module__, qualname)
+            # a worker started before this module's folder joined sys.path cannot import it by
+            # name: the module spec carries the file too
+            return ("module", func.__module__, qualname, getattr(mod, "__file__", None))
         if _is_real_module_file(filename) and func.__module__ != "__main__":
             return ("file", filename, qualname)
         files = sorted(_cell_files_for(obj), key=_cell_order)
@@ -181,7 +179,17 @@ def resolve(spec):
     if kind == "pickle":
         return spec[1]
     if kind == "module":
-        return _lookup(importlib.import_module(spec[1]), spec[2])
+        name, qualname, path = spec[1], spec[2], (spec[3] if len(spec) > 3 else None)
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError:
+            if not path:
+                raise
+            mspec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(mspec)
+            sys.modules[name] = mod
+            mspec.loader.exec_module(mod)
+        return _lookup(mod, qualname)
     if kind == "file":
         path, qualname = spec[1], spec[2]
         key = "file:" + path
