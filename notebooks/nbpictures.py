@@ -15,8 +15,8 @@ def wait_for_svg(deadlock, width: int = 640) -> str:
     lanes = []
     for b in deadlock.blocked:
         lanes.append((b.lane[1], b.lane[2]))
-        for task, rep, _, _ in b.expected:
-            lanes.append((task, rep))
+        for e in b.expected:              # (task, replica, lines, where, ...): more fields may follow
+            lanes.append((e[0], e[1]))
     nodes = list(dict.fromkeys(lanes))
     blocked = {(b.lane[1], b.lane[2]) for b in deadlock.blocked}
     h = 200 if len(nodes) <= 2 else 280
@@ -32,8 +32,8 @@ def wait_for_svg(deadlock, width: int = 640) -> str:
            f"<text x='8' y='16' font-weight='bold'>wait-for graph, CTA {deadlock.cta}</text>"]
     for b in deadlock.blocked:
         src = pos[(b.lane[1], b.lane[2])]
-        for k, (task, rep, _, _) in enumerate(b.expected):
-            dst = pos[(task, rep)]
+        for e in b.expected:
+            dst = pos[(e[0], e[1])]
             if dst == src:
                 continue
             dx, dy = dst[0] - src[0], dst[1] - src[1]
