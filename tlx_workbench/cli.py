@@ -8,7 +8,7 @@ import sys
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="tlx-workbench", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("demo", help="compile a Hopper and a Blackwell GEMM offline, simulate, write one HTML report")
+    d = sub.add_parser("demo", help="compile a Hopper and a Blackwell GEMM offline and write one self-contained HTML report")
     d.add_argument("-o", "--output", default="tlx_workbench_report.html")
     args = p.parse_args(argv)
     if args.cmd == "demo":

@@ -2,8 +2,11 @@
 GEMM (sm_100) offline, and write one self-contained HTML report.
 
 The subjects are TLX's own tutorials, loaded unchanged from the installed wheel.
-The page is a list of sections; other parts of the workbench add theirs with
-:func:`add_section` (a title and a function that returns an HTML fragment).
+The page is a list of sections. Other parts of the workbench add theirs either with
+:func:`add_section` (a title and a function ``render(ctx) -> HTML fragment``), or by
+shipping a module named in ``SECTION_PROVIDERS`` (e.g. ``tlx_workbench.sim.demo``) with
+``sections() -> list[Section]``; ``ctx.reports`` / ``ctx.kernels`` hold the compiled
+reports and the (kernel, args, compile kwargs) of "hopper" and "blackwell".
 
 >>> from tlx_workbench.demo import run_demo
 >>> run_demo("report.html")                     # doctest: +SKIP
@@ -83,9 +86,30 @@ def _report_section(key: str, title: str) -> Section:
     return Section(title, render)
 
 
+def _failed_section(name: str, e: Exception) -> Section:
+    msg = f"{type(e).__name__}: {e}"
+    return Section(name, lambda ctx: f"<pre>section provider failed: {html.escape(msg)}</pre>")
+
+
+# modules that may contribute sections: each, when it exists, has `sections() -> list[Section]`
+SECTION_PROVIDERS = ("tlx_workbench.sim.demo", "tlx_workbench.check.demo")
+
+
 def default_sections() -> list[Section]:
-    return [_report_section("hopper", "Hopper: warp-specialized GEMM (hopper_gemm_ws, sm_90)"),
-            _report_section("blackwell", "Blackwell: warp-specialized GEMM (blackwell_gemm_ws, sm_100)")]
+    import importlib
+    out = [_report_section("hopper", "Hopper: warp-specialized GEMM (hopper_gemm_ws, sm_90)"),
+           _report_section("blackwell", "Blackwell: warp-specialized GEMM (blackwell_gemm_ws, sm_100)")]
+    for name in SECTION_PROVIDERS:
+        try:
+            mod = importlib.import_module(name)
+            out.extend(mod.sections())
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):   # the provider is not there (yet): fine
+                continue
+            out.append(_failed_section(name, e))
+        except Exception as e:   # a broken provider costs its own section, not the page
+            out.append(_failed_section(name, e))
+    return out
 
 
 _PAGE_CSS = ("body{font-family:system-ui,sans-serif;margin:24px;color:#222}"
