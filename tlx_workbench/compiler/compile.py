@@ -250,7 +250,9 @@ def _cache_key(src, options, model: GPUModel) -> str:
         _VERSIONS = _versions()
     hook = knobs.runtime.add_stages_inspection_hook
     extra = hook()[1] if hook is not None else ""
-    key = f"{src.hash()}|{options.hash()}|{model.name}|{model.arch}|{_VERSIONS}|{extra}"
+    # Triton's source hash ignores where the kernel lives; the report's lines do not
+    where = f"{src.fn.fn.__code__.co_filename}:{src.fn.fn.__code__.co_firstlineno}"
+    key = f"{src.hash()}|{options.hash()}|{model.name}|{model.arch}|{_VERSIONS}|{extra}|{where}"
     return hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -258,6 +260,27 @@ def clear_cache() -> None:
     """Forget every cached CompileReport (Triton's on-disk cache is not touched)."""
     with _CACHE_LOCK:
         _CACHE.clear()
+
+
+def _locations_name(compiled, jit) -> bool:
+    """Whether the IR's source locations point into this kernel's file.
+
+    Triton's on-disk cache is keyed by the kernel's text, not its file: the same text in
+    a second file (a copied or generated variant) hits the first file's entry, whose
+    locations name the first file and its lines.
+    """
+    return jit.fn.__code__.co_filename in compiled.asm.get("ttgir", "")
+
+
+def _compile_uncached(src, model: GPUModel, options):
+    import triton
+    from triton import knobs
+    saved = knobs.compilation.always_compile
+    knobs.compilation.always_compile = True
+    try:
+        return triton.compile(src, target=model.gpu_target(), options=options.__dict__)
+    finally:
+        knobs.compilation.always_compile = saved
 
 
 # ---- the entry point ---------------------------------------------------------------------
@@ -302,6 +325,8 @@ def compile(kernel, *args, target: "str | GPUModel" = "sm_90", num_warps: int | 
         with captured_output() as printed:
             try:
                 compiled = triton.compile(src, target=model.gpu_target(), options=options.__dict__)
+                if not _locations_name(compiled, jit):
+                    compiled = _compile_uncached(src, model, options)
             except Exception as e:
                 failure = e
         if failure is not None:
