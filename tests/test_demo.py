@@ -21,4 +21,7 @@ def test_demo_page_via_cli(tmp_path, capsys):
         assert text in page, text
     assert page.count("<svg") >= 3                       # SMEM maps of both, TMEM map of the Blackwell one
     assert re.search(r"<h4>PTX</h4><pre>.*wgmma", page, re.S) and "tcgen05" in page   # IR excerpts
+    # the simulator's section: the same Hopper GEMM run on the CPU, checked against torch, with views
+    assert "Output matches torch" in page and "no deadlock, no races" in page
+    assert "Barrier phases (CTA 0)" in page and "section failed" not in page and "provider failed" not in page
     assert "<script" not in page and not re.search(r"(src|href)=\"https?://", page)  # self-contained
