@@ -79,12 +79,23 @@ def _store_strips(acc, c_desc, c_smem, buf_base, row, col, STRIPS: tl.constexpr,
 
 
 @triton.jit
+def _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL: tl.constexpr):
+    """Wait until this group's operands of ring slot ``s`` have landed."""
+    if SPLIT_FULL:
+        tlx.barrier_wait(full_a[2 * s + wg], parity)
+        tlx.barrier_wait(full_b[s], parity)
+    else:
+        tlx.barrier_wait(full[s], parity)
+
+
+@triton.jit
 def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                         GROUP_M: tl.constexpr, STAGES: tl.constexpr,
                         EPI_N: tl.constexpr, EPI_BUFS: tl.constexpr,
                         NUM_SMS: tl.constexpr, WARP_BARRIER: tl.constexpr = False,
-                        LOADER_REGS: tl.constexpr = 40, MMA_REGS: tl.constexpr = 232):
+                        LOADER_REGS: tl.constexpr = 40, MMA_REGS: tl.constexpr = 232,
+                        SPLIT_FULL: tl.constexpr = False, DOT_WAIT0: tl.constexpr = False):
     HALF_M: tl.constexpr = BM // 2
     STRIPS: tl.constexpr = BN // EPI_N
     dtype: tl.constexpr = tlx.dtype_of(a_desc)
@@ -94,7 +105,16 @@ def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
     b_ring = tlx.local_alloc((BK, BN), dtype, STAGES)
     c_strips = tlx.local_alloc((HALF_M, EPI_N), tlx.dtype_of(c_desc), 2 * EPI_BUFS)
 
-    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    if SPLIT_FULL:
+        # one barrier per A half and one for B: consumer wg starts on its own half + B,
+        # without waiting for the other group's half to land
+        full_a = tlx.alloc_barriers(num_barriers=2 * STAGES, arrive_count=1)
+        full_b = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+        full = full_b      # unused in this form; keeps one signature for _wait_full
+    else:
+        full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+        full_a = full
+        full_b = full
     if WARP_BARRIER:
         # every thread of both consumer groups arrives: no intra-group sync before arriving
         empty = tlx.alloc_warp_barrier(num_barriers=STAGES, num_warps=4, num_arrivals=2)
@@ -106,6 +126,8 @@ def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
     num_tiles = num_pid_m * num_pid_n
     k_steps = tl.cdiv(K, BK)
     STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(dtype)
+    HALF_A_BYTES: tl.constexpr = HALF_M * BK * tlx.size_of(dtype)
+    B_BYTES: tl.constexpr = BK * BN * tlx.size_of(dtype)
 
     with tlx.async_tasks():
         with tlx.async_task("default", num_regs=LOADER_REGS):
@@ -118,10 +140,19 @@ def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
                     s, parity = ring_slot(use, STAGES)
                     # a fresh barrier is in phase 0: waiting for parity 1 passes at once
                     tlx.barrier_wait(empty[s], parity ^ 1)
-                    tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
-                    tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full[s])
-                    tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full[s])
-                    tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full[s])
+                    if SPLIT_FULL:
+                        tlx.barrier_expect_bytes(full_a[2 * s], HALF_A_BYTES)
+                        tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full_a[2 * s])
+                        tlx.barrier_expect_bytes(full_b[s], B_BYTES)
+                        tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full_b[s])
+                        tlx.barrier_expect_bytes(full_a[2 * s + 1], HALF_A_BYTES)
+                        tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK],
+                                                  full_a[2 * s + 1])
+                    else:
+                        tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
+                        tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full[s])
+                        tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full[s])
+                        tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full[s])
                     use += 1
 
         with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
@@ -131,29 +162,41 @@ def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 # first k-step peeled: it starts the accumulator and has no slot to free yet
                 s, parity = ring_slot(use, STAGES)
-                tlx.barrier_wait(full[s], parity)
+                _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL)
                 acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s])
+                if DOT_WAIT0:
+                    # drain every step and free the slot at once: the other group's wgmma keeps
+                    # the tensor core busy meanwhile, and the slot returns to the loader a step earlier
+                    acc = tlx.async_dot_wait(0, acc)
+                    tlx.barrier_arrive(empty[s])
                 prev = s
                 use += 1
                 for k in range(1, k_steps):
                     s, parity = ring_slot(use, STAGES)
-                    tlx.barrier_wait(full[s], parity)
+                    _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL)
                     acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s], acc)
-                    acc = tlx.async_dot_wait(1, acc)    # step k-1 retired: its slot is free
-                    tlx.barrier_arrive(empty[prev])
+                    if DOT_WAIT0:
+                        acc = tlx.async_dot_wait(0, acc)
+                        tlx.barrier_arrive(empty[s])
+                    else:
+                        acc = tlx.async_dot_wait(1, acc)    # step k-1 retired: its slot is free
+                        tlx.barrier_arrive(empty[prev])
                     prev = s
                     use += 1
-                acc = tlx.async_dot_wait(0, acc)
-                tlx.barrier_arrive(empty[prev])
+                if not DOT_WAIT0:
+                    acc = tlx.async_dot_wait(0, acc)
+                    tlx.barrier_arrive(empty[prev])
                 _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, pid_m * BM + wg * HALF_M, pid_n * BN,
                               STRIPS, EPI_BUFS, EPI_N)
             tlx.async_descriptor_store_wait(0)
 
 
 def _config(BM, BN, BK, STAGES, EPI_N, GROUP_M=8, EPI_BUFS=2, WARP_BARRIER=False, MMA_REGS=232,
-            LOADER_REGS=40):
+            LOADER_REGS=40, SPLIT_FULL=False, DOT_WAIT0=False):
+    # MMA_REGS/LOADER_REGS None: no setmaxnreg, every warp keeps the launch's even share
     return dict(BM=BM, BN=BN, BK=BK, STAGES=STAGES, EPI_N=EPI_N, GROUP_M=GROUP_M, EPI_BUFS=EPI_BUFS,
-                WARP_BARRIER=WARP_BARRIER, MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS)
+                WARP_BARRIER=WARP_BARRIER, MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS,
+                SPLIT_FULL=SPLIT_FULL, DOT_WAIT0=DOT_WAIT0)
 
 
 def smem_bytes(cfg, elem=2) -> int:
@@ -179,6 +222,9 @@ CONFIGS = tuple(c for c in (
 SIM_CONFIGS = {
     "tiny": _config(128, 64, 32, 2, 64, GROUP_M=2, EPI_BUFS=1),
     "two_strips": _config(128, 64, 32, 2, 32, GROUP_M=1, EPI_BUFS=2),
+    # per-half full barriers + drain-every-step release, no register split (the 4096^3 fp16 form)
+    "split_wait0": _config(128, 64, 32, 2, 64, GROUP_M=2, EPI_BUFS=1, SPLIT_FULL=True, DOT_WAIT0=True,
+                           MMA_REGS=None, LOADER_REGS=None),
 }
 
 
