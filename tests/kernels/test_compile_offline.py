@@ -48,6 +48,7 @@ def test_gemm_compiles_for_sm90(mod, cfg, dtype):
     ("tiny", attention.SIM_CONFIGS["tiny"], True, (1, 1, 200, 64)),
     ("blocks_of_32", attention.SIM_CONFIGS["blocks_of_32"], False, (1, 2, 256, 64)),
     ("default", attention.CONFIGS[0], False, (1, 2, 256, 128)),
+    ("bm256_d64", attention.configs_for(64)[-1], True, (1, 2, 512, 64)),
 ])
 def test_attention_compiles_for_sm90(name, cfg, causal, shape):
     k = attention.compile_offline(cfg, shape=shape, causal=causal)

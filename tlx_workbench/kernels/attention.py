@@ -207,7 +207,20 @@ CONFIGS = (
     _config(128, 3),
     _config(64, 3),
     _config(128, 2, LOADER_REGS=40, MMA_REGS=232),
+    # D=64 only: 128 query rows per consumer group, so each K/V block feeds twice the MMA work
+    # (at D=128 the 128x128 fp32 accumulator + S spill past 240 registers)
+    _config(64, 2, BM=256),
 )
+
+
+def suits(cfg, head_dim) -> bool:
+    """Whether ``cfg`` is meant for this head dim (BM=256 spills registers at D=128)."""
+    return cfg["BM"] <= 128 or head_dim <= 64
+
+
+def configs_for(head_dim):
+    """The autotune space for one head dim (the first entry is the default)."""
+    return tuple(c for c in CONFIGS if suits(c, head_dim))
 
 SIM_CONFIGS = {
     "tiny": _config(64, 2),
@@ -268,7 +281,7 @@ def attention(q, k, v, causal=False, sm_scale=None, config=None):
     if config is None:
         key = (tuple(q.shape), q.dtype, bool(causal))
         if key not in _TUNED:
-            _TUNED[key] = tune(q, k, v, causal, sm_scale)[0][0]
+            _TUNED[key] = tune(q, k, v, causal, sm_scale, configs_for(q.shape[-1]))[0][0]
         config = _TUNED[key]
     return launch(q, k, v, o, causal, sm_scale, config)
 
