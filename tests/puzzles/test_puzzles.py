@@ -53,6 +53,7 @@ def test_arrive_count_too_many_deadlocks_naming_the_wait():
     assert r.message.startswith("deadlock") and "ready[0]" in r.message and "missing 1 arrival" in r.message
     assert "count the" in r.hint and "replicas" in r.hint
     assert "arrive_count at line" in r.detail            # the simulator's own reason points at the count
+    assert "barrier phases" in r._repr_html_() and "<svg" in r._repr_html_()
 
 
 def test_arrive_count_too_few_fails():

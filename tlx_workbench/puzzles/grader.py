@@ -81,6 +81,12 @@ class GradeResult:
         if self.detail and not self.passed:
             out.append(f"<details><summary>simulator diagnosis</summary><pre>{html.escape(self.detail)}</pre>"
                        "</details>")
+        if self.sim is not None and not self.passed and self.sim.trace.barrier_events:
+            try:      # the barrier phases up to the failure: where the protocol went wrong, as a picture
+                from ..widgets import barrier_svg
+                out.append(f"<details><summary>barrier phases</summary>{barrier_svg(self.sim.trace)}</details>")
+            except Exception:  # noqa: BLE001 - a picture must never hide the verdict
+                pass
         out.append("</div>")
         return "".join(out)
 
