@@ -21,7 +21,7 @@ from ..errors import SimulationError
 from ..trace import BarrierEvent, Span
 from . import rewrite
 from .barriers import MBarrierArray, MBarrierSlot, NamedBarrier, vc_join
-from .memory import SmemAlloc, SmemView
+from .memory import AliasSpec, BufferList, SmemAlloc, SmemView
 from .races import Access, RaceTracker
 from .scheduler import AsyncOp, CTAScheduler, Task
 
@@ -155,7 +155,27 @@ class CTA:
         name = _name_from_line(file, line, f"{storage}{len(self.allocs)}")
         a = SmemAlloc(shape, tl_dtype, np_dtype, num, name, line, storage)
         a.cta, a.ordinal = self, len(self.allocs)
-        if isinstance(alias, (SmemAlloc, SmemView)):
+        if isinstance(alias, AliasSpec):
+            # placed later, when set_buffer_overlap says how the spec's allocations overlap
+            if alias.storage != storage:
+                raise self.error(f"local_alloc: {name} is in {storage} but its storage_alias_spec is in "
+                                 f"{alias.storage}", line, hint="allocate in the spec's storage kind")
+            alias.allocs.append(a)
+            a.root = alias
+            self.allocs.append(a)
+            return a
+        if isinstance(alias, (SmemAlloc, SmemView)) and storage == "tmem":
+            # a TMEM alias shares the columns of the allocation it reuses (rows are lanes, not bytes)
+            base = (alias if isinstance(alias, SmemAlloc) else alias.alloc).root
+            if base.col0 is None or not a.place_in_tmem(self._tmem(), base.col0):
+                raise self.error(f"local_alloc reuse: {name} ({num} x {list(shape)} {tl_dtype}) cannot be laid out "
+                                 f"over the TMEM columns of {base.name}", line,
+                                 hint="alias 2-D TMEM buffers of at most 128 rows")
+            if a.col0 + a.num * a.cpb > base.col0 + base.num * base.cpb:
+                raise self.error(f"local_alloc reuse: {name} needs {a.num * a.cpb} TMEM columns, {base.name} has "
+                                 f"{base.num * base.cpb}", line, hint="reuse a larger TMEM allocation")
+            a.root = base
+        elif isinstance(alias, (SmemAlloc, SmemView)):
             base = alias if isinstance(alias, SmemAlloc) else alias.alloc
             need = a.data.nbytes
             if base.data.nbytes < need:
@@ -164,8 +184,10 @@ class CTA:
             a.data = base.data.reshape(-1).view(np.uint8)[:need].view(a.np_dtype).reshape(a.data.shape)
             a.id = base.id
         elif storage == "tmem":
-            self.tmem_columns += a.tmem_columns
             budget = self.run.gpu.tmem_columns or 0
+            if budget and self.tmem_columns + a.tmem_columns <= budget:
+                a.place_in_tmem(self._tmem(), self.tmem_columns)
+            self.tmem_columns += a.tmem_columns
             if self.tmem_columns > budget:
                 raise self.error(
                     f"local_alloc: TMEM over budget: {name} ({num} x {list(shape)} {tl_dtype}) takes "
@@ -178,6 +200,78 @@ class CTA:
             self.smem_bytes += a.nbytes
         self.allocs.append(a)
         return a
+
+    def alias_spec(self, storage: str, size_bytes):
+        file, line = self.where()
+        return AliasSpec(storage, size_bytes, _name_from_line(file, line, "alias_spec"), line)
+
+    def set_buffer_overlap(self, spec: AliasSpec, group):
+        """Place the allocations of ``spec`` as ``group`` says: a reuse_group ("shared": its members start
+        at the same offset; "distinct": one after another), repeated once per buffer of the outermost
+        allocation (``group_size`` buffers of a member per repetition). TMEM offsets are in columns,
+        SMEM offsets in bytes."""
+        file, line = self.where()
+        tmem = spec.storage == "tmem"
+
+        def unit(a: SmemAlloc) -> int:
+            if tmem:
+                if len(a.shape) != 2 or a.shape[0] > 128:
+                    raise self.error(f"set_buffer_overlap: TMEM buffer {a.name} {a.shape} is not a 2-D tile of at "
+                                     f"most 128 rows", line)
+                return max(1, -(-a.shape[1] * a.np_dtype.itemsize // 4))
+            return int(np.prod(a.shape)) * a.np_dtype.itemsize
+
+        placed = []
+
+        def place(node, offset, g) -> int:
+            if isinstance(node, SmemAlloc):
+                placed.append((node, offset, g))
+                return g * unit(node)
+            kind, size, members = node
+            g2 = g * size
+            if kind == "shared":
+                return max((place(m, offset, g2) for m in members), default=0)
+            cur = offset
+            for m in members:
+                cur += place(m, cur, g2)
+            return cur - offset
+
+        step = place(group, 0, 1)
+        reps = max(-(-a.num // g) for a, _, g in placed)
+        total = step * reps
+        if tmem:
+            budget = self.run.gpu.tmem_columns or 0
+            base = self.tmem_columns
+            if base + total > budget:
+                raise self.error(f"set_buffer_overlap: TMEM over budget: the spec at line {spec.line} needs {total} "
+                                 f"columns, {base + total} in all, but {self.run.gpu.name} has {budget}", line,
+                                 hint="use fewer or smaller TMEM buffers")
+            self.tmem_columns += total
+            mem = self._tmem()
+        else:
+            base = 0
+            mem = np.zeros(total, dtype=np.uint8)
+            self.smem_bytes += total
+        for a, off, g in placed:
+            u = unit(a)
+            cols, views = [], []
+            for j in range(a.num):
+                c = base + (j // g) * step + off + (j % g) * u
+                cols.append(c)
+                if tmem:
+                    views.append(mem[:a.shape[0], c:c + u].view(a.np_dtype)[:, :a.shape[1]])
+                else:
+                    views.append(mem[c:c + u].view(a.np_dtype).reshape(a.shape))
+            a.data = BufferList(views, a.shape, a.np_dtype)
+            if tmem:
+                a.col0, a.cpb, a.buf_cols = cols[0], u, cols
+        spec.placed = True
+
+    def _tmem(self) -> np.ndarray:
+        """This CTA's tensor memory: 128 lanes x 512 columns of 32 bits."""
+        if getattr(self, "tmem", None) is None:
+            self.tmem = np.zeros((128, max(512, self.run.gpu.tmem_columns or 0)), dtype=np.uint32)
+        return self.tmem
 
     def alloc_barriers(self, num, count):
         file, line = self.where()
@@ -350,7 +444,10 @@ class CTA:
             self.races.write(dview.slot, dview.slot_name, vc,
                              Access(agent, epoch, line, t.lane, f"TMA load into {dview.slot_name}"), start)
             bslot.inflight_tma += 1
-            bslot.tma_lanes = getattr(bslot, "tma_lanes", set()) | {(t.lane, line)}
+            # who brings bytes to this barrier, and in which phase it last did (for the deadlock diagnosis)
+            if not hasattr(bslot, "tma_last"):
+                bslot.tma_last = {}
+            bslot.tma_last[(t.lane, line)] = bslot.completed
             owner = bslot.array.cta or self
 
             def complete(dst=dview.array, bslot=bslot, vc=vc, owner=owner):

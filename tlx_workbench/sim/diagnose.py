@@ -135,7 +135,8 @@ def deadlock_report(run, group) -> DeadlockReport:
                                       for k in missing if tasks.get(k) in stuck)
             if missing and any(tasks.get(k) not in stuck for k in missing):
                 missing_stuck = ""
-            tma = {ln_lane for ln_lane in getattr(s, "tma_lanes", set())}
+            # TMA issuers that brought bytes in earlier phases but not yet in this one
+            tma = {k for k, ph in getattr(s, "tma_last", {}).items() if ph < s.completed}
             tma_stuck = ", ".join(sorted({(f"CTA {ln[0][0]} " if multi else "") + f"{ln[0][1]}[{ln[0][2]}] (issues "
                                           f"them at line {ln[1]})" for ln in tma if ln[0] != lane and tasks.get(ln[0]) in stuck}))
             creason = _cluster_reason(s, group)

@@ -12,7 +12,7 @@ import triton.language as tl
 from ..errors import DeadlockError, SimulationError, TLXWorkbenchError
 from ..trace import Trace
 from . import interp_adapter as ia
-from . import rewrite
+from . import rewrite, tl_extras
 from .cost import cost_model
 from .cta import CTA, SimGroup, kernel_frame_line
 from .diagnose import deadlock_report
@@ -279,6 +279,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     _state.patched_modules = {jitfn.fn.__module__}
     undo_tlx = patch_tlx(semantic)
     undo_check = ia.install_access_check(_access_checker(run, ranges))
+    undo_asm = ia.install_inline_asm(tl_extras.run)
+    undo_map = tl_extras.patch_tl()
     saved_call = JITFunction.__call__
     JITFunction.__call__ = _jit_call
 
@@ -308,10 +310,12 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     finally:
         JITFunction.__call__ = saved_call
         undo_check()
+        undo_asm()
         undo_tlx()
         for sc in reversed(_state.scopes):
             sc.restore()
         scope.restore()
+        undo_map()
         _state.cta = None
     return run
 

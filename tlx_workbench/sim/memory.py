@@ -22,6 +22,10 @@ class SmemAlloc:
         self.cta = None                       # the CTA that allocated it (set by the CTA)
         self.ordinal = None                   # its place in that CTA's allocation order: the same buffer
         #                                       in another CTA of the cluster has the same ordinal
+        self.col0 = None                      # TMEM: first 32-bit column of buffer 0
+        self.cpb = None                       # TMEM: columns per buffer
+        self.root = self                      # TMEM: the allocation whose columns this one reuses
+        self.buf_cols = None                  # TMEM, alias-spec layouts: first column of each buffer
         self.shape = list(shape)
         self.num = int(num)
         self.tl_dtype = tl_dtype
@@ -33,6 +37,33 @@ class SmemAlloc:
     @property
     def nbytes(self) -> int:
         return int(self.data.nbytes)
+
+    def place_in_tmem(self, tmem: np.ndarray, col0: int) -> bool:
+        """Lay the buffers out as TMEM does — rows on lanes, each buffer a range of 32-bit columns starting
+        at ``col0`` — as a view of the CTA's TMEM array ``tmem`` [128 lanes, columns] (uint32). Aliases
+        (``reuse=``) then share columns, as on the GPU. False when the shape has no such layout here."""
+        if len(self.shape) != 2 or self.shape[0] > tmem.shape[0]:
+            return False
+        m, n = self.shape
+        item = self.np_dtype.itemsize
+        cpb = max(1, -(-n * item // 4))
+        if col0 + self.num * cpb > tmem.shape[1] or (n * item) % 4:
+            return False
+        region = tmem[:m, col0:col0 + self.num * cpb].view(self.np_dtype)      # [m, num * n]
+        self.data = region.reshape(m, self.num, n).transpose(1, 0, 2)           # [num, m, n], a view
+        self.col0, self.cpb = col0, cpb
+        return True
+
+    def tmem_cols(self, index, col_lo=0, col_hi=None) -> tuple[int, int]:
+        """The TMEM columns [lo, hi) of buffer ``index`` (None: all), element columns col_lo..col_hi in it."""
+        if self.col0 is None:
+            return (0, 1 << 30)
+        item = self.np_dtype.itemsize
+        if index is None:
+            return (self.col0, self.col0 + self.num * self.cpb)
+        base = self.buf_cols[index] if self.buf_cols is not None else self.col0 + index * self.cpb
+        hi = self.cpb if col_hi is None else -(-col_hi * item // 4)
+        return (base + (col_lo * item) // 4, base + hi)
 
     @property
     def tmem_columns(self) -> int:
@@ -46,6 +77,37 @@ class SmemAlloc:
 
     def __repr__(self):
         return f"SmemAlloc({self.name}, {self.num}x{self.shape} {self.tl_dtype}{', TMEM' if self.storage == 'tmem' else ''})"
+
+
+class AliasSpec:
+    """``storage_alias_spec``: allocations placed together later by ``set_buffer_overlap(reuse_group(...))``."""
+
+    def __init__(self, storage: str, size_bytes, name, line):
+        self.id = next(_ids)
+        self.storage = storage
+        self.size_bytes = size_bytes
+        self.allocs: list[SmemAlloc] = []
+        self.name, self.line = name, line
+        self.placed = False
+
+
+class BufferList:
+    """An allocation's buffers when they are not evenly spaced (a storage_alias_spec layout): ``[i]`` is buffer i."""
+
+    def __init__(self, views, shape, dtype):
+        self.views = views
+        self.shape = (len(views), *shape)
+        self.dtype = dtype
+
+    def __getitem__(self, i):
+        return self.views[i]
+
+    def __len__(self):
+        return len(self.views)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(v.nbytes) for v in self.views)
 
 
 class SmemView:
@@ -107,8 +169,15 @@ class SmemView:
 
     @property
     def slot(self) -> tuple:
-        """What races are tracked on: (allocation id, buffer index)."""
-        return (self.alloc.id, self.index)
+        """What races are tracked on: (allocation id, buffer index); in TMEM, the columns it covers."""
+        a = self.alloc
+        if a.storage == "tmem" and a.col0 is not None:
+            lo, hi = 0, None
+            for op in self.slices or ():
+                if op[0] == "slice" and len(op[1]) == 2:
+                    lo, hi = lo + op[1][1], lo + op[1][1] + op[2][1]
+            return ("tmem", a.root.id) + a.tmem_cols(self.index, lo, hi)
+        return (a.id, self.index)
 
     @property
     def slot_name(self) -> str:

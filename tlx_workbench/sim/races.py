@@ -46,18 +46,31 @@ class _Slot:
         self.reads: dict = {}
 
 
+_WHOLE = (0, float("inf"))
+
+
 class RaceTracker:
+    """Per buffer slot: the last write and the reads since. SMEM slots are keyed by (allocation, buffer);
+    TMEM keys are ("tmem", allocation, first column, end column): TMEM aliases (``reuse=``) share columns,
+    not bytes, so an access conflicts with every access to overlapping columns of the same allocation."""
+
     def __init__(self, file: str | None):
         self.file = file
         self.slots: dict = {}
         self.findings: list[RaceFinding] = []
         self._seen: set = set()
 
-    def _slot(self, key) -> _Slot:
-        s = self.slots.get(key)
-        if s is None:
-            s = self.slots[key] = _Slot()
-        return s
+    def _slots(self, key) -> list[_Slot]:
+        """The slot of ``key`` (created if new) first, then those of overlapping column ranges."""
+        if isinstance(key, tuple) and key and key[0] == "tmem":
+            group, rng = key[:2], (key[2], key[3])
+        else:
+            group, rng = key, _WHOLE
+        ranges = self.slots.setdefault(group, {})
+        own = ranges.get(rng)
+        if own is None:
+            own = ranges[rng] = _Slot()
+        return [own] + [sl for r, sl in ranges.items() if r != rng and r[0] < rng[1] and rng[0] < r[1]]
 
     def _report(self, kind, slot_name, msg, acc: Access, other: Access, time):
         sig = (kind, slot_name.split("[")[0], acc.line, other.line)
@@ -68,23 +81,27 @@ class RaceTracker:
                                          self.file, time))
 
     def read(self, key, slot_name, vc: dict, acc: Access, time=None) -> None:
-        s = self._slot(key)
-        w = s.write
-        if w is not None and w.agent != acc.agent and vc.get(w.agent, -1) < w.epoch:
-            self._report("read-before-landed", slot_name,
-                         f"{acc.what} (line {acc.line}) reads {slot_name} before the {w.what} that fills it "
-                         f"(line {w.line}) is known to have landed: no barrier wait orders them", acc, w, time)
-        s.reads[acc.agent] = acc
+        slots = self._slots(key)
+        for s in slots:
+            w = s.write
+            if w is not None and w.agent != acc.agent and vc.get(w.agent, -1) < w.epoch:
+                self._report("read-before-landed", slot_name,
+                             f"{acc.what} (line {acc.line}) reads {slot_name} before the {w.what} that fills it "
+                             f"(line {w.line}) is known to have landed: no barrier wait orders them", acc, w, time)
+                break
+        slots[0].reads[acc.agent] = acc
 
     def write(self, key, slot_name, vc: dict, acc: Access, time=None) -> None:
-        s = self._slot(key)
-        for r in s.reads.values():
-            if r.agent != acc.agent and vc.get(r.agent, -1) < r.epoch:
-                self._report("write-before-release", slot_name,
-                             f"{acc.what} (line {acc.line}) overwrites {slot_name} while the {r.what} "
-                             f"(line {r.line}) may still read it: the consumer has not released the buffer",
-                             acc, r, time)
-                break
+        slots = self._slots(key)
+        for s in slots:
+            for r in s.reads.values():
+                if r.agent != acc.agent and vc.get(r.agent, -1) < r.epoch:
+                    self._report("write-before-release", slot_name,
+                                 f"{acc.what} (line {acc.line}) overwrites {slot_name} while the {r.what} "
+                                 f"(line {r.line}) may still read it: the consumer has not released the buffer",
+                                 acc, r, time)
+                    break
+        s = slots[0]
         w = s.write
         if w is not None and w.agent != acc.agent and vc.get(w.agent, -1) < w.epoch and not s.reads:
             self._report("write-before-release", slot_name,

@@ -110,6 +110,20 @@ class _TaskRewriter(ast.NodeTransformer):
         return node
 
 
+def _tl_min(*args, **kw):
+    import triton.language as tl
+    if len(args) == 2 and not kw and any(isinstance(a, tl.tensor) for a in args):
+        return tl.minimum(*args)
+    return min(*args, **kw)
+
+
+def _tl_max(*args, **kw):
+    import triton.language as tl
+    if len(args) == 2 and not kw and any(isinstance(a, tl.tensor) for a in args):
+        return tl.maximum(*args)
+    return max(*args, **kw)
+
+
 def rewrite(fn, run_tasks):
     """The simulator's version of the Python function ``fn`` (a kernel or a @triton.jit helper)."""
     cached = _cache.get(fn)
@@ -137,6 +151,9 @@ def rewrite(fn, run_tasks):
     glb[RUN_TASKS] = run_tasks
     import triton.language as tl
     glb[CONSTEXPR] = tl.constexpr
+    # as Triton's code generator does: min/max of tensors are tl.minimum/tl.maximum
+    glb.setdefault("min", _tl_min)
+    glb.setdefault("max", _tl_max)
     if fn.__closure__:
         # a kernel defined inside a function: its free variables become globals of the copy
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):

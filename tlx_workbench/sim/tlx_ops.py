@@ -368,9 +368,10 @@ class UTLXBuilderOps:
 
     def utlx_local_alias(self, args):
         reuse, carrier, *rest = args
-        dims = rest[:-1] if len(rest) > 0 and not hasattr(carrier, "data") else rest[:-1]
-        num, *shape = [_int(d) for d in dims]
-        return self.cta.local_alloc(shape, carrier.dtype, ia.np_dtype(carrier.dtype), num, reuse)
+        # [reuse, type carrier, num, *shape, storage hint (1: TMEM)]
+        num, *shape = [_int(d) for d in rest[:-1]]
+        storage = "tmem" if rest and _int(rest[-1]) == 1 else "smem"
+        return self.cta.local_alloc(shape, carrier.dtype, ia.np_dtype(carrier.dtype), num, reuse, storage)
 
     def utlx_local_view(self, args):
         return self.create_memdesc_subview(args[0], args[1])
@@ -509,6 +510,25 @@ class UTLXBuilderOps:
     def utlx_memdesc_reinterpret(self, args):
         src, null, *shape = args
         return self.create_memdesc_reinterpret(src, null.dtype, [_int(d) for d in shape])
+
+    # -- storage_alias_spec / reuse_group -------------------------------------------------------------------------
+    def utlx_storage_alias_spec(self, args):
+        size = _int(args[1])
+        return self.cta.alias_spec("tmem" if _int(args[0]) == 1 else "smem", None if size < 0 else size)
+
+    def utlx_storage_alias_local_alloc(self, args):
+        spec, carrier, *rest = args
+        num, *shape = [_int(d) for d in rest[:-1]]
+        storage = "tmem" if _int(rest[-1]) == 1 else "smem"
+        return self.cta.local_alloc(shape, carrier.dtype, ia.np_dtype(carrier.dtype), num, spec, storage)
+
+    def utlx_reuse_group(self, args):
+        kind, size, *members = args
+        return ("shared" if _int(kind) == 0 else "distinct", _int(size), list(members))
+
+    def utlx_set_buffer_overlap(self, args):
+        self.cta.set_buffer_overlap(args[0], args[1])
+        return None
 
     # -- clusters ----------------------------------------------------------------------------------------------
     def utlx_map_to_remote_buffer(self, args):
