@@ -84,3 +84,22 @@ def cluster_allgather(x_ptr, out_ptr, BLOCK: tl.constexpr, NUM_CTAS: tl.constexp
     for i in tl.static_range(NUM_CTAS):
         v = tlx.local_load(buf[i])
         tl.store(out_ptr + ((cid * NUM_CTAS + rank) * NUM_CTAS + i) * BLOCK + offs[None, :], v)
+
+
+@triton.jit
+def clc_pairs(out_ptr, NUM_CTAS: tl.constexpr):
+    """Clusters of NUM_CTAS steal cluster tiles with CLC (multi_ctas=True): CTA rank r of a cluster that
+    handles cluster tile t writes t * NUM_CTAS + r into slot t * NUM_CTAS + r, and counts its visits."""
+    rank = tlx.cluster_cta_rank()
+    ctx = tlx.clc_create_context(num_consumers=NUM_CTAS)
+    tile = tl.program_id(0) // NUM_CTAS
+    p_prod = 1
+    p_cons = 0
+    while tile != -1:
+        tlx.clc_producer(ctx, p_prod, multi_ctas=True)
+        p_prod ^= 1
+        slot = tile * NUM_CTAS + rank
+        tl.atomic_add(out_ptr + slot, 1)
+        first_cta = tlx.clc_consumer(ctx, p_cons, multi_ctas=True)
+        p_cons ^= 1
+        tile = tl.where(first_cta == -1, -1, first_cta // NUM_CTAS)

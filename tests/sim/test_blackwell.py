@@ -115,6 +115,93 @@ def _weird_ptx(x_ptr, BLOCK: tl.constexpr):
     tl.store(x_ptr + tl.arange(0, BLOCK), y)
 
 
+@triton.jit
+def _one_tile_mma(a_ptr, b_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, BUG: tl.constexpr):
+    """One tile: A, B into SMEM, a tcgen05 MMA into TMEM, read back. BUG="no_wait": reads the accumulator
+    without waiting for the MMA's barrier; BUG="reuse_b": overwrites B before the MMA has released it."""
+    a_s = tlx.local_alloc((BM, BK), tl.float16, 1)
+    b_s = tlx.local_alloc((BK, BN), tl.float16, 1)
+    acc = tlx.local_alloc((BM, BN), tl.float32, 1, tlx.storage_kind.tmem)
+    done = tlx.alloc_barriers(1, arrive_count=1)
+    rk = tl.arange(0, BK)
+    tlx.local_store(a_s[0], tl.load(a_ptr + tl.arange(0, BM)[:, None] * BK + rk[None, :]))
+    tlx.local_store(b_s[0], tl.load(b_ptr + rk[:, None] * BN + tl.arange(0, BN)[None, :]))
+    tlx.fence_async_shared()
+    tlx.async_dot(a_s[0], b_s[0], acc[0], use_acc=False, mBarriers=[done[0]])
+    if BUG == "reuse_b":
+        tlx.local_store(b_s[0], tl.zeros((BK, BN), tl.float16))  # BUG: the MMA may still read B
+    if BUG != "no_wait":
+        tlx.barrier_wait(done[0], 0)
+    c = tlx.local_load(acc[0])
+    tl.store(c_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], c)
+
+
+@pytest.mark.parametrize("bug", ["", "no_wait", "reuse_b"])
+def test_tmem_and_tcgen05_races(bug):
+    a = torch.randn(128, 64, dtype=torch.float16)
+    b = torch.randn(64, 128, dtype=torch.float16)
+    c = torch.zeros(128, 128)
+    res = simulate(_one_tile_mma, a, b, c, BM=128, BN=128, BK=64, BUG=bug, grid=(1,), gpu="B200", schedules=3)
+    src = open(__file__).read().splitlines()
+    line = lambda text: next(i + 1 for i, l in enumerate(src) if text in l)  # noqa: E731
+    mma = line("tlx.async_dot(a_s[0], b_s[0], acc[0]")
+    if not bug:
+        torch.testing.assert_close(c, a.float() @ b.float(), atol=1e-2, rtol=1e-2)
+        assert res.ok, res
+    elif bug == "no_wait":
+        r = [f for f in res.races if "acc[0]" in f.message]
+        assert r and {r[0].line, r[0].other_line} == {line("c = tlx.local_load(acc[0])"), mma}, res.findings
+    else:
+        r = [f for f in res.races if "b_s[0]" in f.message]
+        assert r and {r[0].line, r[0].other_line} == {line("# BUG: the MMA may still read B"), mma}, res.findings
+
+
+@triton.jit
+def _scaled_mma(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                A_FMT: tl.constexpr, B_FMT: tl.constexpr):
+    a_s = tlx.local_alloc((BM, BK), tlx.dtype_of(a_ptr), 1)
+    b_s = tlx.local_alloc((BK, BN), tlx.dtype_of(b_ptr), 1)
+    as_s = tlx.local_alloc((BM, BK // 32), tl.uint8, 1)
+    bs_s = tlx.local_alloc((BN, BK // 32), tl.uint8, 1)
+    acc = tlx.local_alloc((BM, BN), tl.float32, 1, tlx.storage_kind.tmem)
+    done = tlx.alloc_barriers(1, arrive_count=1)
+    rm, rn, rk, rs = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK), tl.arange(0, BK // 32)
+    tlx.local_store(a_s[0], tl.load(a_ptr + rm[:, None] * BK + rk[None, :]))
+    tlx.local_store(b_s[0], tl.load(b_ptr + rk[:, None] * BN + rn[None, :]))
+    tlx.local_store(as_s[0], tl.load(as_ptr + rm[:, None] * (BK // 32) + rs[None, :]))
+    tlx.local_store(bs_s[0], tl.load(bs_ptr + rn[:, None] * (BK // 32) + rs[None, :]))
+    tlx.fence_async_shared()
+    tlx.async_dot_scaled(a_s[0], b_s[0], acc[0], as_s[0], A_FMT, bs_s[0], B_FMT, use_acc=False, mBarriers=[done[0]])
+    tlx.barrier_wait(done[0], 0)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tlx.local_load(acc[0]))
+
+
+@pytest.mark.parametrize("a_fmt,b_fmt", [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2")])
+def test_async_dot_scaled_mx_fp8(a_fmt, b_fmt):
+    tdt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+    M, N, K = 128, 128, 128
+    a = (torch.randn(M, K) * 4).to(tdt[a_fmt])
+    b = (torch.randn(K, N) * 4).to(tdt[b_fmt])
+    a_sc = torch.randint(120, 134, (M, K // 32), dtype=torch.uint8)     # e8m0: 2 ** (s - 127)
+    b_sc = torch.randint(120, 134, (N, K // 32), dtype=torch.uint8)
+    c = torch.zeros(M, N)
+    res = simulate(_scaled_mma, a, a_sc, b, b_sc, c, BM=M, BN=N, BK=K, A_FMT=a_fmt, B_FMT=b_fmt, grid=(1,),
+                   gpu="B200")
+    deq_a = a.float() * torch.exp2(a_sc.float() - 127).repeat_interleave(32, dim=1)
+    deq_b = b.float() * torch.exp2(b_sc.float() - 127).repeat_interleave(32, dim=1).T
+    torch.testing.assert_close(c, deq_a @ deq_b, atol=1e-3, rtol=1e-4)
+    assert res.ok, res
+    assert any(s.name == "async_dot_scaled" for s in res.trace.spans)
+
+
+def test_b200_cost_model_streams_and_multiplies_faster_than_h100():
+    from tlx_workbench.sim.cost import cost_model
+    h, b = cost_model("H100"), cost_model("B200")
+    assert b.tma_transfer(1 << 20) < h.tma_transfer(1 << 20)
+    assert b.mma_cycles(128, 128, 64, 16) < h.mma_cycles(128, 128, 64, 16)
+    assert b.gpu.tmem_columns == 512 and h.gpu.tmem_columns == 0
+
+
 def test_tmem_aliases_share_columns_not_bytes():
     """A reuse= TMEM allocation overlays columns of the one it reuses: rows stay on their lanes."""
     out = torch.zeros(128, 32)

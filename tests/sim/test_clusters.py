@@ -148,3 +148,15 @@ def test_peer_waiting_on_its_own_copy_of_the_leaders_barrier():
     assert "go to the copy in CTA 0" in first.reason
     leader = next(b for b in d.blocked if b.lane[0] == 0)
     assert "consequence" in leader.reason
+
+
+def test_clc_multi_cta_clusters_take_whole_cluster_tiles():
+    out = torch.zeros(16, dtype=torch.int32)             # 8 clusters of 2 CTAs
+    res = simulate(ck.clc_pairs, out, NUM_CTAS=2, grid=(16,), ctas_per_cga=(2, 1, 1), gpu="B200", schedules=5)
+    assert torch.equal(out, torch.ones(16, dtype=torch.int32)), out      # every CTA slot exactly once
+    assert res.ok, res
+    assert sorted(res.ctas) == [0, 1, 2, 3]              # two resident clusters did all the work
+    # only rank 0 of a cluster asks; the answer (16 bytes) lands in both CTAs' responses
+    stolen = sorted(v for _, v in res.clc_steals if v is not None)
+    assert stolen == list(range(4, 16, 2))
+    assert all(s in (0, 2) for s, _ in res.clc_steals)

@@ -82,7 +82,7 @@ def _oob_kernel(x_ptr, n, BLOCK: tl.constexpr):
 @triton.jit
 def _unsupported_kernel(x_ptr):
     import triton.language.extra.tlx as tlx
-    tlx.tcgen05_commit(None)
+    tlx.vote_ballot_sync(0xFFFFFFFF, tl.load(x_ptr) > 0)
 
 
 def test_out_of_bounds_access_is_one_clear_error():
@@ -102,7 +102,7 @@ def test_wrong_launch_arguments_name_the_kernel():
 def test_unsupported_op_names_the_op_and_line():
     with pytest.raises(wb.SimulationError) as ei:
         simulate(_unsupported_kernel, torch.zeros(4), grid=(1,))
-    assert "tcgen05_commit" in ei.value.message and ei.value.line is not None
+    assert "vote_ballot_sync" in ei.value.message and ei.value.line is not None
 
 
 def test_top_level_package_exports_simulate():

@@ -1,4 +1,7 @@
-"""The CPU simulator for TLX kernels (Hopper): exact barrier semantics, deadlock and race diagnosis, timelines.
+"""The CPU simulator for TLX kernels (Hopper and Blackwell): exact barrier semantics, deadlock and race
+diagnosis, timelines. Blackwell: TMEM, tcgen05 MMA (and MX-scaled), tcgen05_commit, clusters
+(``ctas_per_cga``: remote arrivals, multicast and 2-CTA TMA, 2-CTA MMA, remote SMEM stores,
+cluster barriers) and CLC work stealing.
 
 >>> from tlx_workbench import simulate
 >>> with simulate(gpu="H200", seed=0) as sim:        # doctest: +SKIP

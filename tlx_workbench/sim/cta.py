@@ -137,6 +137,9 @@ class CTA:
         if isinstance(slot, MBarrierSlot):
             ev.pending_arrivals = slot.pending
             ev.pending_bytes = slot.tx
+        # an arrival from another CTA of the cluster (remote arrive, a leader's 2-CTA commit): the lane that
+        # arrived is in CTA src_cta, not in the barrier's CTA (Trace.flows draws the arrow from there)
+        ev.src_cta = t.pid if t is not None else None
         self.run.trace.add_barrier_event(ev)
 
     def step(self, line=None):
