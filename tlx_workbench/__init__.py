@@ -4,7 +4,7 @@ The public API, short:
 
     compile(kernel, *args, target="sm_90", **constexprs) -> CompileReport
     simulate(...)          CPU simulator (context manager or call) -> SimResult
-    check(kernel, ...)     barrier-protocol findings
+    check(kernel, ...)     barrier-protocol findings; advise_warp_barriers(...)
     run / bench / profile  on a real GPU
     offline(target)        import and compile TLX kernel modules without a GPU
     Trace                  the one trace model, simulated or measured
@@ -29,8 +29,9 @@ _LAZY = {
     "load_module": "tlx_workbench.compiler",
     "simulate": "tlx_workbench.sim",
     "SimResult": "tlx_workbench.sim",
-    "check": "tlx_workbench.check",
-    "Finding": "tlx_workbench.check",
+    "check": "tlx_workbench.checker",
+    "Finding": "tlx_workbench.checker",
+    "advise_warp_barriers": "tlx_workbench.checker",
     "run": "tlx_workbench.runtime",
     "bench": "tlx_workbench.runtime",
     "profile": "tlx_workbench.runtime",

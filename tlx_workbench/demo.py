@@ -92,7 +92,7 @@ def _failed_section(name: str, e: Exception) -> Section:
 
 
 # modules that may contribute sections: each, when it exists, has `sections() -> list[Section]`
-SECTION_PROVIDERS = ("tlx_workbench.sim.demo", "tlx_workbench.check.demo")
+SECTION_PROVIDERS = ("tlx_workbench.sim.demo", "tlx_workbench.checker.demo")
 
 
 def default_sections() -> list[Section]:

@@ -411,8 +411,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
             res.errors.append(e)
             return res
     if checker:
-        # the function, not wb.check: once imported, the package attribute is the subpackage
-        from .check import check as _check
+        from .checker import check as _check
         try:
             if mode == "sim":
                 # the checker's per-phase rules read its own short simulator run of this launch
@@ -426,7 +425,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
         except Exception as e:  # a checker problem must not hide the run
             res.notes.append(f"barrier-protocol check could not run: {type(e).__name__}: {e}")
     elif check:
-        res.notes.append("tlx_workbench.check is not available: only the outputs are checked")
+        res.notes.append("tlx_workbench.checker is not available: only the outputs are checked")
 
     if mode == "sim":
         _evaluate_sim(res, launch, kwargs, check=check, reference=reference, outputs=outputs, model=model,
@@ -463,7 +462,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
 
 def _has_checker() -> bool:
     try:
-        from .check import check  # noqa: F401
+        from .checker import check  # noqa: F401
         return True
     except ImportError:
         return False

@@ -243,7 +243,7 @@ def _add_cost(result: GradeResult, p, kernel) -> None:
     result.report = report
     result.smem_bytes = report.resources.smem_bytes
     try:
-        from ..check import check
+        from ..checker import check
     except ImportError:
         return
     try:
