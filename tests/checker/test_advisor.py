@@ -8,7 +8,7 @@ import torch
 import triton
 
 import tlx_workbench as wb
-from tlx_workbench.check import advise_warp_barriers
+from tlx_workbench.checker import advise_warp_barriers
 
 from check_helpers import load_tutorial
 
