@@ -103,3 +103,11 @@ def clc_pairs(out_ptr, NUM_CTAS: tl.constexpr):
         first_cta = tlx.clc_consumer(ctx, p_cons, multi_ctas=True)
         p_cons ^= 1
         tile = tl.where(first_cta == -1, -1, first_cta // NUM_CTAS)
+
+
+@triton.jit
+def wait_remote(out_ptr):
+    bar = tlx.alloc_barriers(1, arrive_count=2)
+    tlx.barrier_arrive(bar[0], 1, remote_cta_rank=0)
+    tlx.barrier_wait(tlx.remote_view(bar[0], 0), 0)  # BUG: waits on the leader's barrier from every CTA
+    tl.store(out_ptr + tl.program_id(0), 1)

@@ -160,3 +160,13 @@ def test_clc_multi_cta_clusters_take_whole_cluster_tiles():
     stolen = sorted(v for _, v in res.clc_steals if v is not None)
     assert stolen == list(range(4, 16, 2))
     assert all(s in (0, 2) for s, _ in res.clc_steals)
+
+
+def test_waiting_on_a_remote_barrier_is_a_clear_error():
+    import tlx_workbench as wb
+    with pytest.raises(wb.SimulationError) as ei:
+        simulate(ck.wait_remote, torch.zeros(2, dtype=torch.int32), grid=(2,), ctas_per_cga=(2, 1, 1), gpu="B200")
+    e = ei.value
+    assert "remote_view" in e.message and "own shared memory" in e.message
+    assert e.line == line_of("# BUG: waits on the leader's barrier from every CTA")
+    assert "pred=" in e.hint

@@ -619,6 +619,14 @@ def _wrap(name, member, semantic):
                 return OVERRIDES[name](*args, **kwargs)
             if name in UNSUPPORTED:
                 raise NotImplementedError(name)
+            if name == "barrier_wait" and args and isinstance(getattr(args[0], "handle", None), RemoteSlot):
+                from .cta import kernel_frame_line
+                file, line = kernel_frame_line()
+                raise SimulationError(
+                    f"tlx.barrier_wait on remote_view(bar, {args[0].handle.rank}): a CTA waits only on mbarriers "
+                    f"in its own shared memory", file=file, line=line,
+                    hint="arrive remotely (barrier_arrive(bar, remote_cta_rank=r)) and wait on the local barrier "
+                         "in the CTA that receives the arrivals (pred=cluster_cta_rank() == r)")
             return member(*args, _semantic=semantic, **kwargs)
         except (TLXWorkbenchError, Abort, StepLimit):
             raise
