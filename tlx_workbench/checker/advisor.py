@@ -9,6 +9,7 @@ import ast
 import dataclasses
 import html
 import os
+import re
 import tempfile
 
 from ..errors import TLXWorkbenchError
@@ -274,6 +275,24 @@ def convert_source(file: str, advice: list[Advice]) -> str:
     return text
 
 
+def _load_variant(path: str, text: str, base_globals: dict, target: str):
+    """Run the converted text as a module that starts from the original kernel's globals.
+
+    A kernel defined in a notebook cell has its imports (triton, tl, tlx, helpers) in
+    earlier cells, not in the cell's own text: the variant needs that namespace too.
+    """
+    import types
+
+    from ..target import offline
+    mod = types.ModuleType(os.path.splitext(os.path.basename(path))[0])
+    mod.__dict__.update({k: v for k, v in base_globals.items() if not k.startswith("__")})
+    mod.__file__ = path
+    code = compile(text, path, "exec")
+    with offline(target):
+        exec(code, mod.__dict__)
+    return mod
+
+
 def _clone(v):
     import copy
 
@@ -323,7 +342,6 @@ def advise_warp_barriers(fn, *args, target: str = "sm_90", reference=None, confi
     (4, 2)
     """
     from ..compiler import compile as _compile_kernel
-    from ..compiler import load_module
     host = fn
     if _is_kernel(fn):
         if grid is None:
@@ -350,12 +368,13 @@ def advise_warp_barriers(fn, *args, target: str = "sm_90", reference=None, confi
     import hashlib
     outdir = os.path.join(tempfile.gettempdir(), "tlxwb_warpbar", hashlib.sha1(text.encode()).hexdigest()[:12])
     os.makedirs(outdir, exist_ok=True)
-    base = os.path.splitext(os.path.basename(report.source.file))[0].replace("-", "_")
+    # a cell's "file" is named like <ipython-input-3-...>: keep a plain, importable name
+    base = re.sub(r"\W", "_", os.path.splitext(os.path.basename(report.source.file))[0]).strip("_") or "kernel"
     path = os.path.join(outdir, f"{base}_warpbar.py")
     with open(path, "w") as f:
         f.write(text)
     result.converted_path = path
-    mod = load_module(path, target=target)
+    mod = _load_variant(path, text, jitfn.fn.__globals__, target)
     from .api import _jit_of
     new_jit = _jit_of(getattr(mod, jitfn.fn.__name__))
     new_report = _compile_kernel(new_jit, *largs, target=target, **_compile_kwargs(lkwargs))
