@@ -77,7 +77,8 @@ def memory_map_svg(report, width: int = 960) -> str:
     """
     esc = html.escape
     data = memory_map_data(report)
-    left, track_h, gap = 60, 30, 34
+    # gap: the header line, then a line for the used/limit labels, then the bar (they must not overlap)
+    left, track_h, gap = 60, 30, 48
     height = 8 + sum(gap + d["tracks"] * track_h + 24 for d in data)
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' class='tlxwb-memmap-svg' width='{width}' height='{height}' "
            f"viewBox='0 0 {width} {height}' font-family='sans-serif' font-size='10'>",
