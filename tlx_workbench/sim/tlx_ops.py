@@ -31,6 +31,12 @@ def mx_product(a, a_scale, a_ty, b, b_scale, b_ty) -> np.ndarray:
     fa, fb = as_f32(a, a_ty), as_f32(b, b_ty)
     m, k = fa.shape
     n = fb.shape[1]
+    for name, sc, rows in (("A_scale", a_scale, m), ("B_scale", b_scale, n)):
+        if sc.ndim != 2 or sc.shape[0] != rows or k % sc.shape[1]:
+            # the hardware's blocked (128 x 4, "to_blocked") scale layout would decode silently wrong here
+            raise NotImplementedError(
+                f"async_dot_scaled with {name} of shape {list(sc.shape)}: the simulator decodes e8m0 scales laid "
+                f"out [{rows}, K/32] row-major; the blocked 128x4 hardware scale layout is not modelled")
     sa = np.ldexp(1.0, a_scale.view(np.uint8).astype(np.int32) - 127).astype(np.float32).reshape(m, -1)
     sb = np.ldexp(1.0, b_scale.view(np.uint8).astype(np.int32) - 127).astype(np.float32).reshape(n, -1)
     group = k // sa.shape[1]
