@@ -158,7 +158,7 @@ def test_tmem_and_tcgen05_races(bug):
 
 @triton.jit
 def _scaled_mma(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                A_FMT: tl.constexpr, B_FMT: tl.constexpr):
+                A_FMT: tl.constexpr, B_FMT: tl.constexpr, SCALES_IN_TMEM: tl.constexpr = False):
     a_s = tlx.local_alloc((BM, BK), tlx.dtype_of(a_ptr), 1)
     b_s = tlx.local_alloc((BK, BN), tlx.dtype_of(b_ptr), 1)
     as_s = tlx.local_alloc((BM, BK // 32), tl.uint8, 1)
@@ -171,13 +171,25 @@ def _scaled_mma(a_ptr, as_ptr, b_ptr, bs_ptr, c_ptr, BM: tl.constexpr, BN: tl.co
     tlx.local_store(as_s[0], tl.load(as_ptr + rm[:, None] * (BK // 32) + rs[None, :]))
     tlx.local_store(bs_s[0], tl.load(bs_ptr + rn[:, None] * (BK // 32) + rs[None, :]))
     tlx.fence_async_shared()
-    tlx.async_dot_scaled(a_s[0], b_s[0], acc[0], as_s[0], A_FMT, bs_s[0], B_FMT, use_acc=False, mBarriers=[done[0]])
+    if SCALES_IN_TMEM:
+        # tcgen05.cp the scales into TMEM; the MMA after it (same tcgen05 pipeline) reads them there
+        as_t = tlx.local_alloc((BM, BK // 32), tl.uint8, 1, tlx.storage_kind.tmem)
+        bs_t = tlx.local_alloc((BN, BK // 32), tl.uint8, 1, tlx.storage_kind.tmem)
+        tlx.tmem_copy(as_s[0], as_t[0])
+        tlx.tmem_copy(bs_s[0], bs_t[0])
+        tlx.async_dot_scaled(a_s[0], b_s[0], acc[0], as_t[0], A_FMT, bs_t[0], B_FMT, use_acc=False,
+                             mBarriers=[done[0]])
+    else:
+        tlx.async_dot_scaled(a_s[0], b_s[0], acc[0], as_s[0], A_FMT, bs_s[0], B_FMT, use_acc=False,
+                             mBarriers=[done[0]])
     tlx.barrier_wait(done[0], 0)
     tl.store(c_ptr + rm[:, None] * BN + rn[None, :], tlx.local_load(acc[0]))
 
 
-@pytest.mark.parametrize("a_fmt,b_fmt", [("e4m3", "e4m3"), ("e5m2", "e5m2"), ("e4m3", "e5m2")])
-def test_async_dot_scaled_mx_fp8(a_fmt, b_fmt):
+@pytest.mark.parametrize("a_fmt,b_fmt,tmem", [("e4m3", "e4m3", False), ("e5m2", "e5m2", False),
+                                              ("e4m3", "e5m2", False), ("e4m3", "e4m3", True)],
+                         ids=["e4m3", "e5m2", "mixed", "scales-tmem_copy"])
+def test_async_dot_scaled_mx_fp8(a_fmt, b_fmt, tmem):
     tdt = {"e4m3": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
     M, N, K = 128, 128, 128
     a = (torch.randn(M, K) * 4).to(tdt[a_fmt])
@@ -185,13 +197,14 @@ def test_async_dot_scaled_mx_fp8(a_fmt, b_fmt):
     a_sc = torch.randint(120, 134, (M, K // 32), dtype=torch.uint8)     # e8m0: 2 ** (s - 127)
     b_sc = torch.randint(120, 134, (N, K // 32), dtype=torch.uint8)
     c = torch.zeros(M, N)
-    res = simulate(_scaled_mma, a, a_sc, b, b_sc, c, BM=M, BN=N, BK=K, A_FMT=a_fmt, B_FMT=b_fmt, grid=(1,),
-                   gpu="B200")
+    res = simulate(_scaled_mma, a, a_sc, b, b_sc, c, BM=M, BN=N, BK=K, A_FMT=a_fmt, B_FMT=b_fmt,
+                   SCALES_IN_TMEM=tmem, grid=(1,), gpu="B200")
     deq_a = a.float() * torch.exp2(a_sc.float() - 127).repeat_interleave(32, dim=1)
     deq_b = b.float() * torch.exp2(b_sc.float() - 127).repeat_interleave(32, dim=1).T
     torch.testing.assert_close(c, deq_a @ deq_b, atol=1e-3, rtol=1e-4)
     assert res.ok, res
     assert any(s.name == "async_dot_scaled" for s in res.trace.spans)
+    assert any(s.name == "tmem_copy" for s in res.trace.spans) == tmem
 
 
 def test_b200_cost_model_streams_and_multiplies_faster_than_h100():
