@@ -342,7 +342,6 @@ class CTA:
         arr = self.arrivers.setdefault(slot.array.id, {})
         arr.setdefault((t.pid, t.name, t.replica), set()).add(line)
         slot.expect_line = line
-        slot.expect_lanes = getattr(slot, "expect_lanes", set()) | {t.lane}
         # barrier_expect_bytes lowers to mbarrier.arrive.expect_tx: one arrival plus the byte count
         self.bevent(slot, "expect", t.clock, t, bytes=nbytes, line=line, phase=slot.completed)
         flipped, excess = slot.arrive(1, t.lane, line, t.clock, t.vc)
@@ -760,7 +759,6 @@ class CTA:
         lane = t.lane
         for sl in slots:
             self.arrivers.setdefault(sl.array.id, {}).setdefault((t.pid, t.name, t.replica), set()).add(line)
-            sl.commit_lines = getattr(sl, "commit_lines", set()) | {line}
 
         def complete():
             self.tc_commits.pop(0)

@@ -86,7 +86,6 @@ class LaunchRun:
             return None
         cl = self.clc_queue.popleft()
         idx, pid, _ = cl[0]
-        self.ctas_stolen = getattr(self, "ctas_stolen", []) + [m[1] for m in cl]
         self.clc_log.append((cta.pid, pid))
         return idx[0]
 
