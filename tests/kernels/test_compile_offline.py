@@ -48,7 +48,9 @@ def test_gemm_compiles_for_sm90(mod, cfg, dtype):
     ("tiny", attention.SIM_CONFIGS["tiny"], True, (1, 1, 200, 64)),
     ("blocks_of_32", attention.SIM_CONFIGS["blocks_of_32"], False, (1, 2, 256, 64)),
     ("default", attention.CONFIGS[0], False, (1, 2, 256, 128)),
-    ("bm256_d64", attention.configs_for(64)[-1], True, (1, 2, 512, 64)),
+    ("bm256_d64", next(c for c in attention.CONFIGS if c["BM"] == 256), True, (1, 2, 512, 64)),
+    # persistent, two Q sets: the largest SMEM user (Q x2, K/V ring, O buffers) must still fit
+    ("persistent_q2", next(c for c in attention.CONFIGS if c.get("Q_BUFS") == 2 and c["BN"] == 128), False, (1, 2, 256, 128)),
 ])
 def test_attention_compiles_for_sm90(name, cfg, causal, shape):
     k = attention.compile_offline(cfg, shape=shape, causal=causal)

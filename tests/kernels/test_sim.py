@@ -39,8 +39,11 @@ def test_attention_on_simulator(name, causal):
     torch.manual_seed(2)
     q, k, v = (torch.randn(1, 2, 200, 64, dtype=torch.float16) for _ in range(3))   # N not a tile multiple
     o = torch.full_like(q, float("nan"))
+    cfg = attention.SIM_CONFIGS[name]
+    # persistent: one CTA walks all 4 query tiles, so the K/V ring, the turns and both Q sets wrap
+    kw = {"num_sms": 1} if cfg.get("PERSISTENT") else {}
     with wb.simulate(gpu="H200", seed=0, schedules=2) as sim:
-        attention.launch(q, k, v, o, causal, 1 / math.sqrt(64), attention.SIM_CONFIGS[name])
+        attention.launch(q, k, v, o, causal, 1 / math.sqrt(64), cfg, **kw)
     assert sim.result.ok, sim.result
     ref = attention.reference(q.double(), k.double(), v.double(), causal=causal)
     assert _rel(o, ref) < 3e-3

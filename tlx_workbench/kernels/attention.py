@@ -30,7 +30,7 @@ import triton.language.extra.tlx as tlx
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
-from ._common import KernelSpec, torch_alloc
+from ._common import KernelSpec, sm_count, torch_alloc
 
 TURN_0 = tl.constexpr(14)
 TURN_1 = tl.constexpr(15)
@@ -74,13 +74,16 @@ def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
 def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
              p, m_i, l_i, acc, qk_scale, rows, N_CTX,
              MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
-             DTYPE: tl.constexpr):
+             DTYPE: tl.constexpr, ring0=0):
     """Step j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in this group's turn, softmax of S_j
-    under the P V wgmma, then rescale O. Returns the new (p, m_i, l_i, acc)."""
-    kb = j % NUM_BUFS
-    vb = (j - 1) % NUM_BUFS
-    tlx.barrier_wait(k_full[kb], (j // NUM_BUFS) & 1)
-    tlx.barrier_wait(v_full[vb], ((j - 1) // NUM_BUFS) & 1)
+    under the P V wgmma, then rescale O. Returns the new (p, m_i, l_i, acc).
+
+    ``ring0``: how many K/V blocks went through the ring before this tile's block 0 (a
+    persistent CTA keeps one ring across its tiles)."""
+    kb = (ring0 + j) % NUM_BUFS
+    vb = (ring0 + j - 1) % NUM_BUFS
+    tlx.barrier_wait(k_full[kb], ((ring0 + j) // NUM_BUFS) & 1)
+    tlx.barrier_wait(v_full[vb], ((ring0 + j - 1) // NUM_BUFS) & 1)
     _wait_turn(wg)
     qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[kb]))
     acc = tlx.async_dot(p.to(DTYPE), v_tiles[vb], acc)
@@ -198,8 +201,163 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                 tl.store(ptrs, out, mask=(rows < N_CTX)[:, None])
 
 
-def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240):
-    return dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
+
+@triton.jit
+def _tile_coords(tile, num_m, ZH, CAUSAL: tl.constexpr):
+    """(start_m, bh) of persistent tile ``tile``. Non-causal: the query blocks of one head are
+    consecutive, so the CTAs of a wave share K/V in L2. Causal: the heaviest query blocks of
+    every head first (long KV loops early, short ones fill the tail)."""
+    if CAUSAL:
+        return num_m - 1 - tile // ZH, tile % ZH
+    else:
+        return tile % num_m, tile // num_m
+
+
+@triton.jit
+def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, o_ptr,
+                                    HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                                    NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
+                                    NUM_SMS: tl.constexpr, Q_BUFS: tl.constexpr = 1,
+                                    LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240):
+    """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
+    ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
+    tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
+    is handed back as soon as its last S = Q K^T retired), and the O store of a tile goes out
+    through its own SMEM buffer without being waited for: the next tile's first wgmmas overlap it."""
+    HALF: tl.constexpr = BM // 2
+    dtype: tl.constexpr = tlx.dtype_of(desc_q)
+    tl.static_assert(BM % BN == 0, "BM must be a multiple of BN")
+
+    # Q set s of group h lives at 2*s + h
+    q_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * Q_BUFS)
+    k_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
+    v_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
+    o_tiles = tlx.local_alloc((HALF, HEAD_DIM), tlx.dtype_of(desc_o), 2)
+    q_full = tlx.alloc_barriers(num_barriers=2 * Q_BUFS, arrive_count=1)
+    q_empty = tlx.alloc_barriers(num_barriers=2 * Q_BUFS, arrive_count=1)
+    k_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
+    v_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
+    k_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=2)
+    v_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=2)
+
+    ZH = Z * H
+    num_m = tl.cdiv(N_CTX, BM)
+    num_tiles = num_m * ZH
+    TILE_BYTES: tl.constexpr = BN * HEAD_DIM * tlx.size_of(dtype)
+    Q_BYTES: tl.constexpr = HALF * HEAD_DIM * tlx.size_of(dtype)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", num_regs=LOADER_REGS):
+            ring = 0
+            it = 0
+            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
+                start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL)
+                head_row = bh * N_CTX
+                if CAUSAL:
+                    n_blocks = tl.cdiv(tl.minimum((start_m + 1) * BM, N_CTX), BN)
+                else:
+                    n_blocks = tl.cdiv(N_CTX, BN)
+                qs = it % Q_BUFS
+                qpar = (it // Q_BUFS) & 1
+                for h in tl.static_range(2):
+                    tlx.barrier_wait(q_empty[2 * qs + h], qpar ^ 1)
+                    tlx.barrier_expect_bytes(q_full[2 * qs + h], Q_BYTES)
+                    tlx.async_descriptor_load(desc_q, q_tiles[2 * qs + h],
+                                              [head_row + start_m * BM + h * HALF, 0], q_full[2 * qs + h])
+                for j in range(n_blocks):
+                    b = ring % NUM_BUFS
+                    parity = (ring // NUM_BUFS) & 1
+                    tlx.barrier_wait(k_empty[b], parity ^ 1)
+                    tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
+                    tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + j * BN, 0], k_full[b])
+                    tlx.barrier_wait(v_empty[b], parity ^ 1)
+                    tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
+                    tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + j * BN, 0], v_full[b])
+                    ring += 1
+                it += 1
+
+        with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
+            wg = tlx.async_task_replica_id()
+            qk_scale = sm_scale * LOG2E
+            if wg == 1:
+                tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn, once
+            ring = 0
+            it = 0
+            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
+                start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL)
+                head_row = bh * N_CTX
+                if CAUSAL:
+                    kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
+                    n_plain = tl.minimum(start_m * BM, N_CTX) // BN
+                else:
+                    kv_end = N_CTX
+                    n_plain = N_CTX // BN
+                n_blocks = tl.cdiv(kv_end, BN)
+                rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
+                m_i = tl.full([HALF], float("-inf"), tl.float32)
+                l_i = tl.zeros([HALF], tl.float32)
+                qslot = 2 * (it % Q_BUFS) + wg
+                q_tile = q_tiles[qslot]
+                tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
+
+                # block 0: S_0 alone
+                b0 = ring % NUM_BUFS
+                tlx.barrier_wait(k_full[b0], (ring // NUM_BUFS) & 1)
+                _wait_turn(wg)
+                qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[b0]))
+                _pass_turn(wg)
+                qk = tlx.async_dot_wait(0, qk)
+                tlx.barrier_arrive(k_empty[b0])
+                p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
+                                                     CAUSAL or not EVEN_M, CAUSAL, BN)
+                acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+                for j in range(1, tl.maximum(n_plain, 1)):
+                    p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
+                                                j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
+                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring)
+                for j in range(tl.maximum(n_plain, 1), n_blocks):
+                    p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
+                                                j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
+                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring)
+                # every S = Q K^T of this tile has retired: the loader may refill this Q slot
+                tlx.barrier_arrive(q_empty[qslot])
+
+                last = ring + n_blocks - 1
+                vb = last % NUM_BUFS
+                tlx.barrier_wait(v_full[vb], (last // NUM_BUFS) & 1)
+                acc = tlx.async_dot(p.to(dtype), v_tiles[vb], acc)
+                acc = tlx.async_dot_wait(0, acc)
+                tlx.barrier_arrive(v_empty[vb])
+                ring += n_blocks
+                it += 1
+
+                out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
+                if EVEN_M:
+                    # the previous tile's store has had a whole tile to drain out of this buffer
+                    tlx.async_descriptor_store_wait(0)
+                    tlx.local_store(o_tiles[wg], out)
+                    tlx.fence("async_shared")
+                    tlx.async_descriptor_store(desc_o, o_tiles[wg], [head_row + start_m * BM + wg * HALF, 0])
+                else:
+                    cols = tl.arange(0, HEAD_DIM)
+                    ptrs = o_ptr + (head_row + rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+                    tl.store(ptrs, out, mask=(rows < N_CTX)[:, None])
+            tlx.async_descriptor_store_wait(0)
+
+
+def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1):
+    # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers
+    cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
+    if PERSISTENT:
+        cfg.update(PERSISTENT=True, Q_BUFS=Q_BUFS)
+    return cfg
+
+
+def smem_bytes(cfg, head_dim, elem=2) -> int:
+    """SMEM a config asks for (Q, K/V ring, and the persistent form's O buffers), roughly."""
+    q_sets = cfg.get("Q_BUFS", 1)
+    o = cfg["BM"] * head_dim * elem if cfg.get("PERSISTENT") else 0
+    return (q_sets * cfg["BM"] * head_dim + 2 * cfg["NUM_BUFS"] * cfg["BN"] * head_dim) * elem + o + 1024
 
 
 CONFIGS = (
@@ -210,12 +368,17 @@ CONFIGS = (
     # D=64 only: 128 query rows per consumer group, so each K/V block feeds twice the MMA work
     # (at D=128 the 128x128 fp32 accumulator + S spill past 240 registers)
     _config(64, 2, BM=256),
+    # persistent: one CTA per SM walks its tiles; next Q prefetched, O store not waited for
+    _config(128, 2, PERSISTENT=True, Q_BUFS=2),
+    _config(128, 2, PERSISTENT=True, Q_BUFS=1),
+    _config(64, 3, PERSISTENT=True, Q_BUFS=2),
 )
 
 
 def suits(cfg, head_dim) -> bool:
-    """Whether ``cfg`` is meant for this head dim (BM=256 spills registers at D=128)."""
-    return cfg["BM"] <= 128 or head_dim <= 64
+    """Whether ``cfg`` is meant for this head dim (BM=256 spills registers at D=128; every
+    config must fit the 227 KiB of SMEM a CTA may have)."""
+    return (cfg["BM"] <= 128 or head_dim <= 64) and smem_bytes(cfg, head_dim) <= 232448
 
 
 def configs_for(head_dim):
@@ -225,6 +388,9 @@ def configs_for(head_dim):
 SIM_CONFIGS = {
     "tiny": _config(64, 2),
     "blocks_of_32": _config(32, 2),
+    # persistent, 2 CTAs for 8+ tiles: ring, turns and Q sets carry across tiles
+    "persistent": _config(64, 2, PERSISTENT=True, Q_BUFS=2),
+    "persistent_q1": _config(32, 3, PERSISTENT=True, Q_BUFS=1),
 }
 
 
@@ -255,14 +421,29 @@ def _check(q, k, v):
                                 hint="call .contiguous() first (e.g. after a transpose)")
 
 
-def launch(q, k, v, o, causal, sm_scale, cfg):
-    """Run once with one explicit config; writes and returns ``o``."""
+def _kernel_and_args(cfg, num_sms):
+    """The kernel a config runs and its constexprs (the persistent form also takes NUM_SMS)."""
+    kw = {k: v for k, v in cfg.items() if k != "PERSISTENT"}
+    if cfg.get("PERSISTENT"):
+        return attention_fwd_persistent_kernel, dict(kw, NUM_SMS=num_sms)
+    return attention_fwd_kernel, kw
+
+
+def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None):
+    """Run once with one explicit config; writes and returns ``o``. ``num_sms``: how many
+    persistent CTAs a PERSISTENT config starts (default: one per SM)."""
     Z, H, N, D = q.shape
     triton.set_allocator(torch_alloc)
     dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
-    grid = (triton.cdiv(N, cfg["BM"]), Z * H)
-    attention_fwd_kernel[grid](sm_scale, Z, H, N, dq, dk, dv, do, o, HEAD_DIM=D, CAUSAL=causal,
-                               EVEN_M=(N % cfg["BM"] == 0), num_warps=4, num_stages=0, **cfg)
+    tiles_m = triton.cdiv(N, cfg["BM"])
+    if cfg.get("PERSISTENT"):
+        num_sms = num_sms or sm_count()
+        grid = (min(num_sms, tiles_m * Z * H),)
+    else:
+        grid = (tiles_m, Z * H)
+    kernel, kw = _kernel_and_args(cfg, num_sms)
+    kernel[grid](sm_scale, Z, H, N, dq, dk, dv, do, o, HEAD_DIM=D, CAUSAL=causal,
+                 EVEN_M=(N % cfg["BM"] == 0), num_warps=4, num_stages=0, **kw)
     return o
 
 
@@ -332,9 +513,9 @@ def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128)
     with offline(target):
         q, k, v, o = (torch.empty(shape, dtype=dt) for _ in range(4))
         dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
-        return attention_fwd_kernel.warmup(0.1, Z, H, N, dq, dk, dv, do, o, HEAD_DIM=D, CAUSAL=causal,
-                                           EVEN_M=(N % cfg["BM"] == 0), grid=(1,), num_warps=4,
-                                           num_stages=0, **cfg)
+        kernel, kw = _kernel_and_args(cfg, 132)
+        return kernel.warmup(0.1, Z, H, N, dq, dk, dv, do, o, HEAD_DIM=D, CAUSAL=causal,
+                             EVEN_M=(N % cfg["BM"] == 0), grid=(1,), num_warps=4, num_stages=0, **kw)
 
 
 SPEC = KernelSpec(name="attention", kernel=attention_fwd_kernel, launch=attention, reference=reference,
