@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import threading
 import types
 
 import numpy as np
@@ -44,13 +45,22 @@ def mx_product(a, a_scale, a_ty, b, b_scale, b_ty) -> np.ndarray:
     fb = fb * np.repeat(sb, k // sb.shape[1], axis=1).T
     return fa @ fb
 
-_state = types.SimpleNamespace(cta=None, run=None, calls=[])
+_state = types.SimpleNamespace(cta=None, run=None)
+# the TLX builtins being called, innermost last, per task (each task runs in its own thread)
+_calls = threading.local()
+
+
+def _call_stack() -> list:
+    st = getattr(_calls, "stack", None)
+    if st is None:
+        st = _calls.stack = []
+    return st
 
 
 def _call_kw(op: str, key: str, default=None):
     """A keyword the kernel passed to TLX builtin ``op`` that the frontend does not hand to the builder
     (``multicast_targets``, ``two_ctas``, ``force_async``): read from the innermost such call."""
-    for name, kw in reversed(_state.calls):
+    for name, kw in reversed(_call_stack()):
         if name == op:
             v = kw.get(key, default)
             return v.value if isinstance(v, tl.constexpr) else v
@@ -619,7 +629,7 @@ def _wrap(name, member, semantic):
         # the code generator hands Python literals to builtins as constexprs; so do we
         args = [_cx(a) for a in args]
         kwargs = {k: _cx(v) for k, v in kwargs.items()}
-        _state.calls.append((name, kwargs))
+        _call_stack().append((name, kwargs))
         try:
             if name in OVERRIDES:
                 return OVERRIDES[name](*args, **kwargs)
@@ -648,7 +658,7 @@ def _wrap(name, member, semantic):
             raise SimulationError(f"tlx.{name} failed: {type(e).__name__}: {e}", file=file, line=line,
                                   hint="check this op's arguments (shapes, dtypes, buffer indices)") from e
         finally:
-            _state.calls.pop()
+            _call_stack().pop()
     op.__name__ = name
     op.__wrapped__ = member
     return op
