@@ -160,3 +160,21 @@ def test_trace_shows_as_a_static_timeline_with_its_summary():
     html = tr._repr_html_()
     assert "<svg" in html and "<script" not in html and "tlxwb-summary" in html
     assert html.count("class='tlxwb-lane'") == len(tr.lanes())
+
+
+def test_remote_arrival_flows_from_the_sending_cta():
+    # CTA 1's consumer arrives on CTA 0's barrier (2-CTA: software arrivals go to the leader)
+    t = Trace()
+    t.add_span(Span(cta=0, task="producer", replica=0, kind="wait", start=0, end=50, barrier="empty", slot=0,
+                    phase=0))
+    t.add_span(Span(cta=1, task="consumer", replica=0, kind="compute", start=0, end=40))
+    t.add_barrier_event(BarrierEvent(cta=0, time=40, barrier="empty", slot=0, kind="arrive", task="consumer",
+                                     replica=0, count=1, src_cta=1))
+    t.add_barrier_event(BarrierEvent(cta=0, time=40, barrier="empty", slot=0, kind="flip", task="consumer",
+                                     replica=0, phase=0, src_cta=1))
+    (f,) = t.flows()
+    assert f.src == (1, "consumer", 0) and f.dst == (0, "producer", 0)
+    assert (0, "consumer", 0) not in t.lanes()
+    back = Trace.from_chrome(t.to_chrome())
+    assert [e.src_cta for e in back.barrier_events] == [1, 1]
+    assert back.flows()[0].src == (1, "consumer", 0)

@@ -72,6 +72,13 @@ class BarrierEvent:
     line: int | None = None
     pending_arrivals: int | None = None   # after this event
     pending_bytes: int | None = None      # after this event
+    # CTA of the arriving lane when it is not the barrier's (a remote arrive, a 2-CTA MMA commit)
+    src_cta: int | None = None
+
+    @property
+    def lane(self) -> tuple[int, str | None, int]:
+        """The (cta, task, replica) that caused this event: for a remote arrive, the sender's CTA."""
+        return (self.src_cta if self.src_cta is not None else self.cta, self.task, self.replica or 0)
 
 
 @dataclasses.dataclass
@@ -196,7 +203,7 @@ class Trace:
     def lanes(self) -> list[tuple[int, str, int]]:
         """Every (cta, task, replica) with a span or barrier event, in a stable order."""
         seen = {s.lane for s in self.spans}
-        seen |= {(e.cta, e.task, e.replica or 0) for e in self.barrier_events if e.task is not None}
+        seen |= {e.lane for e in self.barrier_events if e.task is not None}
         return sorted(seen, key=lambda l: (l[0], _task_order(l[1]), l[1], l[2]))
 
     def barrier_slots(self) -> list[tuple[int, str, int]]:
@@ -253,7 +260,7 @@ class Trace:
                 if f.time > s.end + eps:
                     break
                 if s.phase is None or f.phase is None or f.phase == s.phase:
-                    src = (f.cta, f.task, f.replica or 0) if f.task is not None else None
+                    src = f.lane if f.task is not None else None
                     out.append(Flow(s.cta, s.barrier, s.slot, f.phase if f.phase is not None else -1,
                                     f.time, src, s.lane, s.end))
                     break
@@ -421,7 +428,7 @@ class Trace:
                     slot=a.get("slot", 0), kind=a.get("kind", "arrive"), task=a.get("task"),
                     replica=a.get("replica"), count=a.get("count", 0), bytes=a.get("bytes", 0),
                     phase=a.get("phase"), line=a.get("line"), pending_arrivals=a.get("pending_arrivals"),
-                    pending_bytes=a.get("pending_bytes")))
+                    pending_bytes=a.get("pending_bytes"), src_cta=a.get("src_cta")))
             elif e.get("ph") == "C":
                 for k, v in (e.get("args") or {}).items():
                     tr.add_counter(Counter(k, float(e["ts"]) * scale, float(v), cta_of(e.get("pid", 0))))

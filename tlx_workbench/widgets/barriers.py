@@ -49,7 +49,7 @@ def encode_barriers(trace: Trace) -> dict:
     ev_i = np.full((9, E), -1, dtype=np.int32)
     for i, e in enumerate(evs):
         ev_i[:, i] = (row_ix[(e.cta, e.barrier, e.slot)], EV_KINDS.index(e.kind),
-                      wid(_who(e.cta, e.task, e.replica)) if e.task is not None else -1, e.count, e.bytes,
+                      wid(_who(*e.lane)) if e.task is not None else -1, e.count, e.bytes,
                       -1 if e.phase is None else e.phase, src(files.get(e.line), e.line),
                       -1 if e.pending_arrivals is None else e.pending_arrivals,
                       -1 if e.pending_bytes is None else e.pending_bytes)
@@ -205,7 +205,7 @@ def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | N
             continue
         seen.add(key)
         tip = "" if not titled else f"<title>{e.kind} {esc(e.barrier)}[{e.slot}] at {_fmt(e.time)}" + (
-            f" by {esc(_who(e.cta, e.task, e.replica))}" if e.task else "") + (
+            f" by {esc(_who(*e.lane))}" if e.task else "") + (
             f", {e.bytes} bytes" if e.bytes else "") + (f", phase {e.phase}" if e.phase is not None else "") + "</title>"
         if e.kind == "flip":
             out.append(f"<g class='tlxwb-flip'><line x1='{x:.1f}' y1='{row_y[i]}' x2='{x:.1f}' y2='{row_y[i] + band - 4}' "
