@@ -38,3 +38,15 @@ def test_references_agree_with_torch():
     for causal in (False, True):
         want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
         torch.testing.assert_close(attention.reference(q, k, v, causal=causal), want, atol=1e-5, rtol=1e-5)
+
+
+def test_gemm_ws_persistent_cta_count_keeps_the_wave_count():
+    from tlx_workbench.kernels.gemm_ws import persistent_ctas
+    # 512 tiles (4096^3 at 128x256) on 132 SMs: 4 waves either way, 128 CTAs of 4 tiles each
+    assert persistent_ctas(512, 132) == 128
+    assert persistent_ctas(2048, 132) == 128
+    assert persistent_ctas(133, 132) == 67          # 2 waves
+    assert persistent_ctas(100, 132) == 100         # less than a wave: one CTA per tile
+    for tiles in range(1, 700, 7):
+        ctas = persistent_ctas(tiles, 132)
+        assert ctas <= 132 and -(-tiles // ctas) == max(1, -(-tiles // 132))

@@ -47,3 +47,16 @@ def test_attention_on_simulator(name, causal):
     assert sim.result.ok, sim.result
     ref = attention.reference(q.double(), k.double(), v.double(), causal=causal)
     assert _rel(o, ref) < 3e-3
+
+
+def test_gemm_ws_balanced_cta_count_on_simulator():
+    # 6 tiles on 4 "SMs": 2 waves either way, so 3 CTAs of 2 tiles each (tile stride 3)
+    torch.manual_seed(3)
+    M, N, K = 200, 136, 72
+    a, b = torch.randn(M, K, dtype=torch.float16), torch.randn(K, N, dtype=torch.float16)
+    c = torch.full((M, N), float("nan"), dtype=torch.float16)
+    assert gemm_ws.persistent_ctas(6, 4) == 3
+    with wb.simulate(gpu="H200", seed=0, schedules=2) as sim:
+        gemm_ws.launch(a, b, c, gemm_ws.SIM_CONFIGS["tiny"], num_sms=4)
+    assert sim.result.ok, sim.result
+    assert _rel(c, a.double() @ b.double()) < 2e-3

@@ -243,16 +243,40 @@ def make_descriptors(a, b, c, cfg):
             TensorDescriptor(c, [M, N], [N, 1], [half, cfg["EPI_N"]]))
 
 
-def launch(a, b, c, cfg, num_sms=None):
-    """Run the kernel once with one explicit config (no tuning). Returns ``c``."""
+def persistent_ctas(tiles: int, num_sms: int) -> int:
+    """How many persistent CTAs to start for ``tiles`` tiles on ``num_sms`` SMs: the fewest that
+    keep the same number of waves. 512 tiles on 132 SMs are 4 waves either way, so 128 CTAs
+    (4 tiles each) finish as soon as 132 would, and with GROUP_M=8 at 4096^3 each wave is then
+    exactly one band of A rows: measured +1 % (fp16) and +3 % (bf16) at 4096^3 on the H200
+    (benchmarks/RESULTS.md, round 3). One wave or less: one CTA per tile.
+
+    >>> persistent_ctas(512, 132), persistent_ctas(100, 132)
+    (128, 100)
+    """
+    if tiles <= num_sms:
+        return tiles
+    waves = -(-tiles // num_sms)
+    return -(-tiles // waves)
+
+
+def launch(a, b, c, cfg, num_sms=None, balance=True):
+    """Run the kernel once with one explicit config (no tuning). Returns ``c``.
+
+    ``num_sms``: SMs to spread the persistent CTAs over (default: all); the CTA count is
+    ``persistent_ctas(tiles, num_sms)``, or ``min(num_sms, tiles)`` with ``balance=False``
+    (the launch before round 3)."""
     M, K = a.shape
     N = b.shape[1]
     num_sms = num_sms or sm_count()
     tiles = triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"])
+    ctas = persistent_ctas(tiles, num_sms) if balance else min(num_sms, tiles)
+    # NUM_SMS is the tile stride: the CTA count, except in the one-wave case, where it stays
+    # num_sms so that every small problem shares one compiled kernel
+    stride = ctas if tiles > num_sms else num_sms
     triton.set_allocator(torch_alloc)
     a_d, b_d, c_d = make_descriptors(a, b, c, cfg)
-    gemm_ws_coop_kernel[(min(num_sms, tiles),)](a_d, b_d, c_d, M, N, K, NUM_SMS=num_sms,
-                                                num_warps=4, num_stages=0, **cfg)
+    gemm_ws_coop_kernel[(ctas,)](a_d, b_d, c_d, M, N, K, NUM_SMS=stride,
+                                 num_warps=4, num_stages=0, **cfg)
     return c
 
 
