@@ -17,7 +17,7 @@ One CTA owns BM = 128 query rows of one (batch, head):
 * persistent form (``attention_fwd_persistent_kernel``, configs with PERSISTENT): one CTA per
   SM walks query tiles; the ring and the turns carry on across tiles, the next tile's Q is
   loaded while this one finishes, and the O store is not waited for. The default for
-  non-causal runs (2-5 % faster than the plain grid at D=128 fp16, round 3).
+  non-causal runs (2-3 % faster than the plain grid at D=128 fp16, a tie in bf16; round 3).
 
 Shapes: q, k, v (Z, H, N, D), D in {64, 128}, fp16 or bf16, any N.
 
