@@ -51,3 +51,19 @@ def test_worker_that_dies_is_reported(worker):
     src = "import os\ndef die():\n    os._exit(3)\n"
     with pytest.raises(WorkerCrashedError, match="exit code 3"):
         worker.call("tlx_workbench.runtime.watchdog:exec_job", {"source": src, "name": "die"}, timeout=60)
+
+
+def test_worker_starts_under_ipython_terminal_main():
+    # IPython's terminal shell swaps __main__ for a module without __spec__; spawn reads it
+    import sys
+    import types
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    del sys.modules["__main__"].__spec__
+    w = Worker()
+    try:
+        assert w.call("tlx_workbench.runtime.watchdog:echo", {"value": 7}, timeout=60) == 7
+        assert not hasattr(sys.modules["__main__"], "__spec__")   # the user's __main__ is left as it was
+    finally:
+        w.close()
+        sys.modules["__main__"] = saved

@@ -19,9 +19,11 @@ reported). A job that reports no phase is timed from its start.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
+import sys
 import time
 import traceback
 from typing import Any
@@ -30,6 +32,26 @@ from ..errors import GPUError
 
 DEFAULT_TIMEOUT = 20.0          # seconds a launched kernel may run before it counts as hung
 DEFAULT_COMPILE_TIMEOUT = 600.0  # seconds the worker may spend compiling before the first launch
+
+
+@contextlib.contextmanager
+def _plain_main():
+    """Start the worker without the user's ``__main__``.
+
+    spawn re-imports ``__main__`` in the child when it has a file or a spec, and reads
+    ``__main__.__spec__`` (which IPython's terminal shell replaces with a module that has
+    none): the worker needs neither, its code lives in this package.
+    """
+    import types
+    saved = sys.modules.get("__main__")
+    blank = types.ModuleType("__main__")
+    blank.__spec__ = None
+    sys.modules["__main__"] = blank
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 class KernelTimeoutError(GPUError):
@@ -137,7 +159,8 @@ class Worker:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         self._proc = ctx.Process(target=_worker_main, args=(child,), daemon=True, name="tlx-workbench-gpu")
-        self._proc.start()
+        with _plain_main():
+            self._proc.start()
         child.close()
         self._conn = parent
 
