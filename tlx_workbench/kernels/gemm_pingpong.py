@@ -16,11 +16,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
-from triton.tools.tensor_descriptor import TensorDescriptor
 
-from ._common import (KernelSpec, check_gemm_operands, gemm_flops, gemm_inputs, gemm_reference,
-                      grouped_tile, ring_slot, sm_count, torch_alloc)
+from ._common import grouped_tile, ring_slot, sm_count, torch_alloc
 from .gemm_ws import _store_strips
+from .host import gemm_descriptors, gemm_entry_points, gemm_spec, tma_gemm_call
 
 # named barrier ids of the two turns; kept high, away from the ids Triton itself
 # hands out for warp-group-local syncs (1, 2, 3, ...)
@@ -135,71 +134,26 @@ SIM_CONFIGS = {
 
 
 def make_descriptors(a, b, c, cfg):
-    M, K = a.shape
-    N = b.shape[1]
-    return (TensorDescriptor(a, [M, K], [K, 1], [cfg["BM"], cfg["BK"]]),
-            TensorDescriptor(b, [K, N], [N, 1], [cfg["BK"], cfg["BN"]]),
-            TensorDescriptor(c, [M, N], [N, 1], [cfg["BM"], cfg["EPI_N"]]))
+    """Host TMA descriptors with the block shapes ``cfg`` loads and stores (whole BM-row tiles)."""
+    return gemm_descriptors(a, b, c, [cfg["BM"], cfg["BK"]], [cfg["BK"], cfg["BN"]], [cfg["BM"], cfg["EPI_N"]])
+
+
+def _kernel_call(a, b, c, cfg, num_sms=132):
+    """The kernel's arguments and launch options (``num_sms``: the tile stride NUM_SMS)."""
+    return tma_gemm_call(make_descriptors(a, b, c, cfg), cfg, num_sms)
 
 
 def launch(a, b, c, cfg, num_sms=None):
     """Run once with one explicit config. Returns ``c``."""
-    M, K = a.shape
-    N = b.shape[1]
     num_sms = num_sms or sm_count()
-    tiles = triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"])
+    tiles = triton.cdiv(a.shape[0], cfg["BM"]) * triton.cdiv(b.shape[1], cfg["BN"])
     triton.set_allocator(torch_alloc)
-    a_d, b_d, c_d = make_descriptors(a, b, c, cfg)
-    gemm_pingpong_kernel[(min(num_sms, tiles),)](a_d, b_d, c_d, M, N, K, NUM_SMS=num_sms,
-                                                 num_warps=4, num_stages=0, **cfg)
+    args, options = _kernel_call(a, b, c, cfg, num_sms)
+    gemm_pingpong_kernel[(min(num_sms, tiles),)](*args, **options)
     return c
 
 
-_TUNED: dict = {}
+matmul, tune, compile_offline = gemm_entry_points(
+    __name__, gemm_pingpong_kernel, launch, _kernel_call, CONFIGS, "the ping-pong warp-specialized kernel")
 
-
-def matmul(a, b, config=None):
-    """C = A @ B with the ping-pong warp-specialized kernel (fp16/bf16, row-major).
-
-    >>> c = matmul(a, b)     # a: (M, K), b: (K, N) on a Hopper GPU
-    """
-    import torch
-    check_gemm_operands(__file__, a, b, need_tma=True)
-    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    if config is None:
-        key = (a.shape[0], b.shape[1], a.shape[1], a.dtype)
-        if key not in _TUNED:
-            _TUNED[key] = tune(a, b)[0][0]
-        config = _TUNED[key]
-    return launch(a, b, c, config)
-
-
-def tune(a, b, configs=CONFIGS):
-    """Time every config on (a, b); returns [(config, ms), ...] fastest first."""
-    import torch
-    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    results = [(cfg, triton.testing.do_bench(lambda: launch(a, b, c, cfg), warmup=25, rep=100))
-               for cfg in configs]
-    return sorted(results, key=lambda r: r[1])
-
-
-SPEC = KernelSpec(name="gemm_pingpong", kernel=gemm_pingpong_kernel, launch=matmul,
-                  reference=gemm_reference, configs=CONFIGS, sim_configs=SIM_CONFIGS,
-                  make_inputs=gemm_inputs, flops=gemm_flops, doc=__doc__)
-
-
-def compile_offline(cfg, target="sm_90", dtype="float16", shape=(512, 512, 512)):
-    """Compile (no launch) for ``target`` on any machine; returns Triton's CompiledKernel.
-
-    >>> compile_offline(SIM_CONFIGS["tiny"]).metadata.shared > 0
-    True
-    """
-    import torch
-    from ..target import offline
-    M, N, K = shape
-    dt = getattr(torch, dtype)
-    with offline(target):
-        a, b, c = torch.empty(M, K, dtype=dt), torch.empty(K, N, dtype=dt), torch.empty(M, N, dtype=dt)
-        a_d, b_d, c_d = make_descriptors(a, b, c, cfg)
-        return gemm_pingpong_kernel.warmup(a_d, b_d, c_d, M, N, K, NUM_SMS=132, grid=(1,),
-                                           num_warps=4, num_stages=0, **cfg)
+SPEC = gemm_spec("gemm_pingpong", gemm_pingpong_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)

@@ -17,7 +17,8 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from ._common import KernelSpec, check_gemm_operands, gemm_flops, gemm_inputs, gemm_reference, grouped_tile
+from ._common import check_gemm_operands, grouped_tile
+from .host import gemm_entry_points, gemm_spec
 
 
 @triton.jit
@@ -94,66 +95,28 @@ SIM_CONFIGS = {
 }
 
 
-def launch(a, b, c, cfg):
-    """Run once with one explicit config. Returns ``c``."""
-    # the kernel assumes 16-byte rows (see its comment): refuse anything else here, not silently
-    check_gemm_operands(__file__, a, b, need_tma=True)
+def _kernel_call(a, b, c, cfg):
+    """The kernel's positional arguments and launch options for one config (num_warps is a
+    launch option, not a constexpr; num_stages=0: the k-loop is pipelined by hand)."""
     M, K = a.shape
     N = b.shape[1]
     meta = dict(cfg)
     num_warps = meta.pop("num_warps")
-    grid = (triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"]),)
-    gemm_pipelined_kernel[grid](a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
-                                num_warps=num_warps, num_stages=0, **meta)
+    args = (a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0))
+    return args, dict(num_warps=num_warps, num_stages=0, **meta)
+
+
+def launch(a, b, c, cfg):
+    """Run once with one explicit config. Returns ``c``."""
+    # the kernel assumes 16-byte rows (see its comment): refuse anything else here, not silently
+    check_gemm_operands(__file__, a, b, need_tma=True)
+    args, options = _kernel_call(a, b, c, cfg)
+    grid = (triton.cdiv(a.shape[0], cfg["BM"]) * triton.cdiv(b.shape[1], cfg["BN"]),)
+    gemm_pipelined_kernel[grid](*args, **options)
     return c
 
 
-_TUNED: dict = {}
+matmul, tune, compile_offline = gemm_entry_points(
+    __name__, gemm_pipelined_kernel, launch, _kernel_call, CONFIGS, "the software-pipelined kernel (any M)")
 
-
-def matmul(a, b, config=None):
-    """C = A @ B with the software-pipelined kernel; any M, K and N multiples of 8 (fp16/bf16).
-
-    >>> c = matmul(a, b)     # a: (M, K), b: (K, N) on a Hopper GPU
-    """
-    import torch
-    check_gemm_operands(__file__, a, b, need_tma=True)
-    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    if config is None:
-        key = (a.shape[0], b.shape[1], a.shape[1], a.dtype)
-        if key not in _TUNED:
-            _TUNED[key] = tune(a, b)[0][0]
-        config = _TUNED[key]
-    return launch(a, b, c, config)
-
-
-def tune(a, b, configs=CONFIGS):
-    """Time every config on (a, b); returns [(config, ms), ...] fastest first."""
-    import torch
-    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    results = [(cfg, triton.testing.do_bench(lambda: launch(a, b, c, cfg), warmup=25, rep=100))
-               for cfg in configs]
-    return sorted(results, key=lambda r: r[1])
-
-
-SPEC = KernelSpec(name="gemm_pipelined", kernel=gemm_pipelined_kernel, launch=matmul,
-                  reference=gemm_reference, configs=CONFIGS, sim_configs=SIM_CONFIGS,
-                  make_inputs=gemm_inputs, flops=gemm_flops, doc=__doc__)
-
-
-def compile_offline(cfg, target="sm_90", dtype="float16", shape=(512, 512, 512)):
-    """Compile (no launch) for ``target`` on any machine; returns Triton's CompiledKernel.
-
-    >>> compile_offline(SIM_CONFIGS["tiny"]).metadata.shared > 0
-    True
-    """
-    import torch
-    from ..target import offline
-    M, N, K = shape
-    dt = getattr(torch, dtype)
-    meta = dict(cfg)
-    num_warps = meta.pop("num_warps")
-    with offline(target):
-        a, b, c = torch.empty(M, K, dtype=dt), torch.empty(K, N, dtype=dt), torch.empty(M, N, dtype=dt)
-        return gemm_pipelined_kernel.warmup(a, b, c, M, N, K, K, N, N, grid=(1,), num_warps=num_warps,
-                                            num_stages=0, **meta)
+SPEC = gemm_spec("gemm_pipelined", gemm_pipelined_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)

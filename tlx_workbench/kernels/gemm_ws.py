@@ -21,10 +21,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
-from triton.tools.tensor_descriptor import TensorDescriptor
 
-from ._common import (KernelSpec, check_gemm_operands, gemm_flops, gemm_inputs, gemm_reference,
-                      grouped_tile, ring_slot, sm_count, torch_alloc)
+from ._common import grouped_tile, ring_slot, sm_count, torch_alloc
+from .host import gemm_descriptors, gemm_entry_points, gemm_spec, tma_gemm_call
 
 
 @triton.jit
@@ -234,13 +233,10 @@ SIM_CONFIGS = {
 
 
 def make_descriptors(a, b, c, cfg):
-    """Host TMA descriptors with the block shapes ``cfg`` loads and stores."""
-    M, K = a.shape
-    N = b.shape[1]
+    """Host TMA descriptors with the block shapes ``cfg`` loads and stores (each consumer
+    group loads and stores BM/2 rows)."""
     half = cfg["BM"] // 2
-    return (TensorDescriptor(a, [M, K], [K, 1], [half, cfg["BK"]]),
-            TensorDescriptor(b, [K, N], [N, 1], [cfg["BK"], cfg["BN"]]),
-            TensorDescriptor(c, [M, N], [N, 1], [half, cfg["EPI_N"]]))
+    return gemm_descriptors(a, b, c, [half, cfg["BK"]], [cfg["BK"], cfg["BN"]], [half, cfg["EPI_N"]])
 
 
 def persistent_ctas(tiles: int, num_sms: int) -> int:
@@ -259,79 +255,30 @@ def persistent_ctas(tiles: int, num_sms: int) -> int:
     return -(-tiles // waves)
 
 
+def _kernel_call(a, b, c, cfg, num_sms=132):
+    """The kernel's arguments and launch options (``num_sms``: the tile stride NUM_SMS)."""
+    return tma_gemm_call(make_descriptors(a, b, c, cfg), cfg, num_sms)
+
+
 def launch(a, b, c, cfg, num_sms=None, balance=True):
     """Run the kernel once with one explicit config (no tuning). Returns ``c``.
 
     ``num_sms``: SMs to spread the persistent CTAs over (default: all); the CTA count is
     ``persistent_ctas(tiles, num_sms)``, or ``min(num_sms, tiles)`` with ``balance=False``
     (the launch before round 3)."""
-    M, K = a.shape
-    N = b.shape[1]
     num_sms = num_sms or sm_count()
-    tiles = triton.cdiv(M, cfg["BM"]) * triton.cdiv(N, cfg["BN"])
+    tiles = triton.cdiv(a.shape[0], cfg["BM"]) * triton.cdiv(b.shape[1], cfg["BN"])
     ctas = persistent_ctas(tiles, num_sms) if balance else min(num_sms, tiles)
     # NUM_SMS is the tile stride: the CTA count, except in the one-wave case, where it stays
     # num_sms so that every small problem shares one compiled kernel
     stride = ctas if tiles > num_sms else num_sms
     triton.set_allocator(torch_alloc)
-    a_d, b_d, c_d = make_descriptors(a, b, c, cfg)
-    gemm_ws_coop_kernel[(ctas,)](a_d, b_d, c_d, M, N, K, NUM_SMS=stride,
-                                 num_warps=4, num_stages=0, **cfg)
+    args, options = _kernel_call(a, b, c, cfg, stride)
+    gemm_ws_coop_kernel[(ctas,)](*args, **options)
     return c
 
 
-_TUNED: dict = {}
+matmul, tune, compile_offline = gemm_entry_points(
+    __name__, gemm_ws_coop_kernel, launch, _kernel_call, CONFIGS, "the cooperative warp-specialized kernel")
 
-
-def matmul(a, b, config=None):
-    """C = A @ B with the cooperative warp-specialized kernel (fp16/bf16, row-major).
-
-    ``config``: one dict of ``CONFIGS``; by default the best config for this
-    (M, N, K, dtype) is found once with ``tune`` and remembered.
-
-    >>> c = matmul(torch.randn(4096, 4096, device="cuda", dtype=torch.float16),
-    ...            torch.randn(4096, 4096, device="cuda", dtype=torch.float16))
-    """
-    import torch
-    check_gemm_operands(__file__, a, b, need_tma=True)
-    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    if config is None:
-        key = (a.shape[0], b.shape[1], a.shape[1], a.dtype)
-        if key not in _TUNED:
-            _TUNED[key] = tune(a, b)[0][0]
-        config = _TUNED[key]
-    return launch(a, b, c, config)
-
-
-def tune(a, b, configs=CONFIGS):
-    """Time every config on (a, b) with do_bench; returns [(config, ms), ...] fastest first."""
-    import torch
-    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
-    results = []
-    for cfg in configs:
-        ms = triton.testing.do_bench(lambda: launch(a, b, c, cfg), warmup=25, rep=100)
-        results.append((cfg, ms))
-    return sorted(results, key=lambda r: r[1])
-
-
-SPEC = KernelSpec(name="gemm_ws", kernel=gemm_ws_coop_kernel, launch=matmul, reference=gemm_reference,
-                  configs=CONFIGS, sim_configs=SIM_CONFIGS, make_inputs=gemm_inputs, flops=gemm_flops,
-                  doc=__doc__)
-
-
-def compile_offline(cfg, target="sm_90", dtype="float16", shape=(512, 512, 512)):
-    """Compile (no launch) for ``target`` on any machine; returns Triton's CompiledKernel.
-
-    >>> k = compile_offline(SIM_CONFIGS["tiny"])
-    >>> k.metadata.shared > 0
-    True
-    """
-    import torch
-    from ..target import offline
-    M, N, K = shape
-    dt = getattr(torch, dtype)
-    with offline(target):
-        a, b, c = torch.empty(M, K, dtype=dt), torch.empty(K, N, dtype=dt), torch.empty(M, N, dtype=dt)
-        a_d, b_d, c_d = make_descriptors(a, b, c, cfg)
-        return gemm_ws_coop_kernel.warmup(a_d, b_d, c_d, M, N, K, NUM_SMS=132, grid=(1,),
-                                          num_warps=4, num_stages=0, **cfg)
+SPEC = gemm_spec("gemm_ws", gemm_ws_coop_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)
