@@ -35,6 +35,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
 from ._common import KernelSpec, sm_count, torch_alloc
+from .host import fastest_first, tuned_config
 
 TURN_0 = tl.constexpr(14)
 TURN_1 = tl.constexpr(15)
@@ -469,10 +470,8 @@ def attention(q, k, v, causal=False, sm_scale=None, config=None):
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
     o = torch.empty_like(q)
     if config is None:
-        key = (tuple(q.shape), q.dtype, bool(causal))
-        if key not in _TUNED:
-            _TUNED[key] = tune(q, k, v, causal, sm_scale, configs_for(q.shape[-1], causal))[0][0]
-        config = _TUNED[key]
+        config = tuned_config(_TUNED, (tuple(q.shape), q.dtype, bool(causal)),
+                              lambda: tune(q, k, v, causal, sm_scale, configs_for(q.shape[-1], causal)))
     return launch(q, k, v, o, causal, sm_scale, config)
 
 
@@ -480,9 +479,7 @@ def tune(q, k, v, causal, sm_scale, configs=CONFIGS):
     """Time every config; returns [(config, ms), ...] fastest first."""
     import torch
     o = torch.empty_like(q)
-    res = [(c, triton.testing.do_bench(lambda: launch(q, k, v, o, causal, sm_scale, c), warmup=25, rep=100))
-           for c in configs]
-    return sorted(res, key=lambda r: r[1])
+    return fastest_first(configs, lambda c: launch(q, k, v, o, causal, sm_scale, c))
 
 
 def reference(q, k, v, causal=False, sm_scale=None):
