@@ -303,3 +303,38 @@ def cluster_pair(x_desc, out_ptr, BLOCK: tl.constexpr, LEADER_ONLY: tl.constexpr
     offs = tl.arange(0, BLOCK)
     x = tlx.local_load(buf[0])
     tl.store(out_ptr + (rank * BLOCK + offs[:, None]) * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def pair_mma(a_desc, b_desc, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, REMOTE: tl.constexpr):
+    # a 2-CTA MMA (sm_100): each CTA holds BM rows of A and half of B; the leader's MMA computes both
+    # CTAs' tiles. REMOTE: the peer tells the leader its A has landed with a remote arrival (uTLX cannot
+    # build that), else both CTAs meet at a cluster barrier.
+    rank = tlx.cluster_cta_rank()
+    is_leader = rank == 0
+    a_smem = tlx.local_alloc((BM, BK), tl.float16, 1)
+    b_smem = tlx.local_alloc((BK, BN // 2), tl.float16, 1)
+    acc = tlx.local_alloc((BM, BN), tl.float32, 1, tlx.storage_kind.tmem)
+    a_bar = tlx.alloc_barriers(1, arrive_count=1)
+    b_bar = tlx.alloc_barriers(1, arrive_count=1)
+    peer_bar = tlx.alloc_barriers(1, arrive_count=2)
+    mma_bar = tlx.alloc_barriers(1, arrive_count=1)
+    tlx.barrier_expect_bytes(a_bar[0], BM * BK * 2)
+    tlx.async_descriptor_load(a_desc, a_smem[0], [rank * BM, 0], a_bar[0])
+    if is_leader:
+        tlx.barrier_expect_bytes(b_bar[0], BK * BN * 2)
+    tlx.async_descriptor_load(b_desc, b_smem[0], [0, rank * (BN // 2)], b_bar[0], two_ctas=True)
+    tlx.barrier_wait(a_bar[0], 0)
+    tlx.barrier_wait(b_bar[0], 0, pred=is_leader)
+    if REMOTE:
+        tlx.barrier_arrive(peer_bar[0], 1, remote_cta_rank=0)
+        tlx.barrier_wait(peer_bar[0], 0, pred=is_leader)
+    else:
+        tlx.cluster_barrier()
+    tlx.async_dot(a_smem[0], b_smem[0], acc[0], False, mBarriers=[mma_bar[0]], two_ctas=True,  # SEED: two-ctas-m
+                  out_dtype=tl.float32)
+    tlx.barrier_wait(mma_bar[0], 0)
+    out = tlx.local_load(acc[0])
+    rows = rank * BM + tl.arange(0, BM)
+    cols = tl.arange(0, BN)
+    tl.store(c_ptr + rows[:, None] * BN + cols[None, :], out)

@@ -82,7 +82,7 @@ class AdviceResult:
         for a in self.advice:
             verdict = (f"SAFE -> {' '.join((a.replacement or '').split())}" if a.safe else
                        f"keep ordinary ({a.reason})")
-            out.append(f"  {a.barrier} (line {a.line}, {a.role}): {verdict}")
+            out.append(f"  {a.barrier} ({_where(a)}): {verdict}")
             for p, ok, e in a.checks:
                 mark = {True: "ok", False: "NO", None: "--"}[ok]
                 out.append(f"     [{mark}] {p}: {e}")
@@ -105,7 +105,7 @@ class AdviceResult:
             verdict = (f"safe → <code>{html.escape(a.replacement or '')}</code>" if a.safe else
                        f"keep ordinary")
             rows.append(f"<details style='border-left:4px solid {colour};padding-left:6px'><summary>"
-                        f"<b>{html.escape(a.barrier)}</b> (line {a.line}, {html.escape(a.role)}): {verdict}"
+                        f"<b>{html.escape(a.barrier)}</b> ({html.escape(_where(a))}): {verdict}"
                         f"</summary><ul>{checks}</ul></details>")
         ab = ""
         if self.ab:
@@ -116,6 +116,11 @@ class AdviceResult:
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
         return (f"<div class='tlxwb-advice'><b>{html.escape(repr(self).splitlines()[0])}</b>{''.join(rows)}{ab}"
                 f"{'<ul>' + notes + '</ul>' if notes else ''}</div>")
+
+
+def _where(a: Advice) -> str:
+    """"line 12, TMA full"; just the role when the line is unknown (never "line None")."""
+    return f"line {a.line}, {a.role}" if a.line else a.role
 
 
 # ---- the checklist -------------------------------------------------------------------------
@@ -179,7 +184,7 @@ def _after_last_access(sf, call) -> tuple[bool, str]:
 
 def _advise(ctx: Context, b, fn, assigns) -> Advice:
     sf = ctx.sf
-    adv = Advice(b.name, b.line, _role(b))
+    adv = Advice(b.name, ctx.bar_line(b), _role(b))
     r = roles(b)
     call = ctx.alloc_call(b)
     arrive_sites = [s for s in b.sites if s.op == "arrive"]

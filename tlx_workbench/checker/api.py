@@ -4,7 +4,8 @@ from __future__ import annotations
 from ..errors import CompileError, TLXWorkbenchError
 from .facts import slot_facts
 from .findings import CheckResult
-from .rules import ALL_RULES, Context, cta_source_rules, shape_finding_from_error, sim_findings
+from .rules import ALL_RULES, Context, cta_source_rules, shape_finding_from_error, sim_findings, \
+    two_ctas_source_rule
 
 _OPTION_KEYS = ("num_warps", "num_stages", "ctas_per_cga", "num_ctas", "maxnreg", "ir_override", "pre_hook")
 _SIM_TARGETS = ("sm_90", "H100", "H200")
@@ -116,7 +117,8 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
             if jit is None or n < 2:
                 raise
             names = {**_config_kwargs(config), **constexprs}
-            found = list(cta_source_rules(jit.fn.__code__.co_filename, jit.fn.__name__, names, n))
+            file, name = jit.fn.__code__.co_filename, jit.fn.__name__
+            found = list(cta_source_rules(file, name, names, n)) + list(two_ctas_source_rule(file, name, names))
             return CheckResult(found, kernel=jit.fn.__name__,
                                notes=[f"static source rules only: the compiler could not build the kernel "
                                       f"({e.message.splitlines()[0][:200]})"])
@@ -169,7 +171,7 @@ def _compile(kernel, args, target, config, kwargs):
     try:
         return _compile_kernel(kernel, *args, target=target, config=config, **kwargs)
     except CompileError as e:
-        f = shape_finding_from_error(e)
+        f = shape_finding_from_error(e, {**_config_kwargs(config), **kwargs})
         if f is not None:
             raise _ShapeRejected(f) from e
         raise

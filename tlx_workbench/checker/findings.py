@@ -12,6 +12,19 @@ import linecache
 SEVERITIES = ("error", "warning", "info")
 
 
+def at_line(line: int | None, barrier: str | None = None) -> str:
+    """"at line 12"; without a line (the IR lost it) "where `bar` is allocated", else "".
+
+    Fix and message texts use it so that they never read "at line None".
+
+    >>> at_line(12), at_line(None, "empty"), at_line(None)
+    ('at line 12', 'where `empty` is allocated', '')
+    """
+    if line:
+        return f"at line {line}"
+    return f"where `{barrier}` is allocated" if barrier else ""
+
+
 @dataclasses.dataclass
 class Finding:
     """One broken rule: ``rule_id``, ``severity``, ``message``, ``lines`` [(file, line)], ``fix``.

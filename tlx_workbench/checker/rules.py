@@ -10,7 +10,7 @@ import re
 from collections import defaultdict
 
 from .facts import lane_label
-from .findings import Finding
+from .findings import Finding, at_line
 from .source import evaluate, source_file, with_kwargs
 
 RULES = {
@@ -39,6 +39,7 @@ class Context:
         self.names = dict(report.constexprs)
         self.tasks = report.tasks
         self.num_ctas = max(int(report.resources.num_ctas or 1), int(report.options.get("num_ctas") or 1))
+        self._alloc_lines: dict[str, int | None] = {}
 
     def warps_of(self, label) -> int | None:
         for t in self.tasks:
@@ -46,8 +47,26 @@ class Context:
                 return t.num_warps
         return None
 
+    def bar_line(self, b) -> int | None:
+        """The line of `b`'s allocation: from the IR, else the kernel's ``name = tlx.alloc_...(...)``
+        (the IR loses it, e.g. for a kernel defined in a notebook cell), else None."""
+        if b.line:
+            return b.line
+        if b.name not in self._alloc_lines:
+            found = None
+            fn = _kernel_def(self.sf, self.report.kernel)
+            for d in (_assignments(fn).get(b.name, []) if fn is not None else []):
+                v = d.value
+                if isinstance(v, ast.Call) and getattr(v.func, "attr", None) in ("alloc_barriers",
+                                                                                 "alloc_warp_barrier") \
+                        and live(self.sf, v, self.names):
+                    found = v.lineno
+            self._alloc_lines[b.name] = found
+        return self._alloc_lines[b.name]
+
     def alloc_call(self, b):
-        return self.sf.call_at(b.line, "alloc_barriers", "alloc_warp_barrier") if b.line else None
+        line = self.bar_line(b)
+        return self.sf.call_at(line, "alloc_barriers", "alloc_warp_barrier") if line else None
 
     def is_warp(self, b) -> bool:
         """A warp barrier: the IR says so only at a per-thread arrive; the allocation says so always."""
@@ -91,17 +110,18 @@ def count_rules(ctx: Context):
             continue
         r = roles(b)
         call = ctx.alloc_call(b)
+        line = ctx.bar_line(b)
         if ctx.is_warp(b) and r & {"tma", "mma"}:
-            yield _warp_on_tma(ctx, b, call, r)
+            yield _warp_on_tma(ctx, b, call, r, line)
             continue
         slots = [sf for (name, _), lst in ctx.facts.items() if name == b.name for sf in lst]
         if slots:
-            yield from _dynamic_count(ctx, b, call, r, slots)
+            yield from _dynamic_count(ctx, b, call, r, slots, line)
         else:
-            yield from _static_count(ctx, b, call, r)
+            yield from _static_count(ctx, b, call, r, line)
 
 
-def _warp_on_tma(ctx, b, call, r):
+def _warp_on_tma(ctx, b, call, r, line):
     what = "TMA bytes (barrier_expect_bytes / async_descriptor_load)" if "tma" in r else "an MMA commit"
     fix_call = None
     if call is not None:
@@ -112,12 +132,13 @@ def _warp_on_tma(ctx, b, call, r):
                    f"{b.name} is a warp barrier but is completed by {what}: a warp barrier counts one arrival "
                    f"per thread ({b.count} per phase) and the hardware arrives once, so the phase never completes "
                    f"(only software-arrived barriers may be warp barriers)",
-                   ctx.at(b.line, *sites[:2]),
-                   f"{fix_call or 'tlx.alloc_barriers(..., arrive_count=1)'} at line {b.line}: full/TMA barriers "
+                   ctx.at(line, *sites[:2]),
+                   f"{fix_call or 'tlx.alloc_barriers(..., arrive_count=1)'} {at_line(line, b.name)}: "
+                   f"full/TMA barriers "
                    f"stay ordinary", barrier=b.name)
 
 
-def _dynamic_count(ctx, b, call, r, slots):
+def _dynamic_count(ctx, b, call, r, slots, line):
     declared = b.count if b.count is not None else slots[0].init_count
     need: dict[int, list] = defaultdict(list)
     for sf in slots:
@@ -130,8 +151,9 @@ def _dynamic_count(ctx, b, call, r, slots):
         detail = "; ".join(f"slots {sorted({s.slot for s in v})} need {k}" for k, v in sorted(need.items()))
         yield Finding("release-count", "error",
                       f"the slots of {b.name} need different arrive counts per phase ({detail}) but one "
-                      f"alloc gives them all {declared}", ctx.at(b.line),
-                      f"split {b.name} into one barrier array per arrive count (line {b.line})", barrier=b.name)
+                      f"alloc gives them all {declared}", ctx.at(line),
+                      f"split {b.name} into one barrier array per arrive count ({at_line(line, b.name)})",
+                      barrier=b.name)
         return
     req, sfs = next(iter(need.items()))
     sf = sfs[0]
@@ -152,14 +174,14 @@ def _dynamic_count(ctx, b, call, r, slots):
             na = req // (nw * 32)
             fix_call = with_kwargs(ctx.sf, call, set_kw={"num_warps": nw, "num_arrivals": na}) if call else \
                 f"alloc_warp_barrier(..., num_warps={nw}, num_arrivals={na})"
-            fix = (f"{fix_call} at line {b.line}: {who_text}, {nw} warps x 32 threads each: "
+            fix = (f"{fix_call} {at_line(line, b.name)}: {who_text}, {nw} warps x 32 threads each: "
                    f"{nw} x 32 x {na} = {req} per-thread arrivals")
         else:
-            fix = (f"at line {b.line}: the arriving tasks have different warp counts; use an ordinary "
+            fix = (f"{at_line(line, b.name)}: the arriving tasks have different warp counts; use an ordinary "
                    f"tlx.alloc_barriers(..., arrive_count={sum(arrivals.values()) + sum(expects.values())})")
         yield Finding("warp-barrier-count", "error",
                       f"{b.name} counts {declared} per-thread arrivals per phase but {req} arrive ({who_text})",
-                      ctx.at(b.line, *lines[:2]), fix, barrier=b.name)
+                      ctx.at(line, *lines[:2]), fix, barrier=b.name)
         return
     rule = "tma-full-count" if "tma" in r and not arrivals else "release-count"
     fix_call = with_kwargs(ctx.sf, call, set_kw={"arrive_count": req}) if call else f"arrive_count={req}"
@@ -168,11 +190,11 @@ def _dynamic_count(ctx, b, call, r, slots):
               "the phase never completes: the waiters hang")
     yield Finding(rule, "error",
                   f"{b.name} has arrive_count={declared} but {req} arrival(s) complete each phase ({who_text}): "
-                  f"{effect}", ctx.at(b.line, *lines[:2]),
-                  f"{fix_call} at line {b.line}: {who_text}", barrier=b.name)
+                  f"{effect}", ctx.at(line, *lines[:2]),
+                  f"{fix_call} {at_line(line, b.name)}: {who_text}", barrier=b.name)
 
 
-def _static_count(ctx, b, call, r):
+def _static_count(ctx, b, call, r, line):
     arrive_sites = [s for s in b.sites if s.op == "arrive"]
     if "tma" in r and not arrive_sites and b.count not in (None, 1):
         expects = [s for s in b.sites if s.op == "expect"]
@@ -180,8 +202,8 @@ def _static_count(ctx, b, call, r):
         yield Finding("tma-full-count", "error",
                       f"{b.name} is armed by barrier_expect_bytes (line(s) {', '.join(str(s.line) for s in expects)})"
                       f" and completed by TMA bytes; each expect is one arrival, so arrive_count={b.count} waits "
-                      f"for arrivals that never come", ctx.at(b.line, *(s.line for s in expects[:1])),
-                      f"{fix_call} at line {b.line}: one barrier_expect_bytes per phase", barrier=b.name)
+                      f"for arrivals that never come", ctx.at(line, *(s.line for s in expects[:1])),
+                      f"{fix_call} {at_line(line, b.name)}: one barrier_expect_bytes per phase", barrier=b.name)
     elif ctx.is_warp(b) and arrive_sites:
         # per-thread arrivals per phase, assuming each arriving task replica reaches each site once
         labels = sorted({s.task for s in arrive_sites})
@@ -197,8 +219,8 @@ def _static_count(ctx, b, call, r):
                           f"{b.name} counts {b.count} per-thread arrivals per phase but {', '.join(labels)} "
                           f"({'/'.join(str(ctx.warps_of(l)) for l in labels)} warps) arrive at "
                           f"{sum(per_task_sites.values())} site(s): {total} per-thread arrivals (static estimate: "
-                          f"each site once per phase)", ctx.at(b.line, *(s.line for s in arrive_sites[:1])),
-                          f"{fix_call} at line {b.line}", barrier=b.name)
+                          f"each site once per phase)", ctx.at(line, *(s.line for s in arrive_sites[:1])),
+                          f"{fix_call} {at_line(line, b.name)}", barrier=b.name)
 
 
 # ---- bytes of TMA barriers ---------------------------------------------------------------
@@ -229,7 +251,8 @@ def bytes_rules(ctx: Context):
                       f"barrier_expect_bytes announces {want} bytes per phase on {name} (slots {slots}) but the TMA "
                       f"loads that signal it land {got} ({per_load or 'none'}): {effect}",
                       ctx.at(*lines, *loads[:2]),
-                      f"{fix_call} at line {lines[0] if lines else '?'}: the loads land {got} bytes per phase",
+                      f"{fix_call} {at_line(lines[0]) if lines else 'on ' + name}: the loads land {got} bytes "
+                      f"per phase",
                       barrier=name)
 
 
@@ -315,20 +338,25 @@ def mma_rules(ctx: Context):
         bad = [f"{d} = {v} < {_LIMITS[d]}" for d, v in (("M", m), ("K", k), ("N", n)) if v < _LIMITS[d]]
         if bad:
             yield Finding("async-dot-shape", "error", f"async_dot tile M={m}, N={n}, K={k}: {', '.join(bad)}",
-                          ctx.at(line), f"grow the tile at line {line} to M >= 64, K >= 16, N >= 32")
-        if "ttng.tc_gen5_mma " in text and "two_ctas" in text and m != 128:
-            yield Finding("two-ctas-m", "error",
-                          f"async_dot(two_ctas=True) with M={m} per CTA: the pair-CTA MMA needs M = 128 per CTA "
-                          f"(256 across the pair)", ctx.at(line),
-                          f"use a 128-row A tile per CTA at line {line} (BLOCK_M = 128 per CTA)")
+                          ctx.at(line),
+                          f"grow the tile{' ' + at_line(line) if line else ''} to M >= 64, K >= 16, N >= 32")
+    # two_ctas M = 128 per CTA: the front end asserts it (utlx_plugin/_compat.py), so a kernel that
+    # breaks it never reaches TTGIR; see shape_finding_from_error and two_ctas_source_rule
 
 
 _DOT_ASSERT = re.compile(r"(M|N|K) must be at least (\d+)|K >= 16|WGMMA requires num_warps to be divisible by 4")
+_PAIR_M = re.compile(r"only supports M=128 per CTA for pair-CTA mma, but got M=(\d+)")
 
 
-def shape_finding_from_error(err) -> Finding | None:
+def shape_finding_from_error(err, names: dict | None = None) -> Finding | None:
     """An async_dot shape assertion of the TLX front end (compile failed) as a finding."""
     msg = getattr(err, "message", str(err))
+    pm = _PAIR_M.search(msg)
+    if pm is not None and err.file and err.line:
+        sf = source_file(err.file)
+        call = sf.call_at(err.line, "async_dot", "async_dot_scaled")
+        if call is not None:
+            return two_ctas_m_finding(sf, call, int(pm.group(1)), names or {})
     m = _DOT_ASSERT.search(msg)
     if m is None:
         return None
@@ -338,10 +366,68 @@ def shape_finding_from_error(err) -> Finding | None:
                 "num_warps divisible by 4 (the quick reference does not say this)")
     else:
         dim = m.group(1) or "K"
-        fix = f"grow {dim} of the tile at line {err.line} to >= {m.group(2) or 16} (limits: M >= 64, K >= 16, N >= 32)"
+        fix = (f"grow {dim} of the tile{' ' + at_line(err.line) if err.line else ''} to >= {m.group(2) or 16} "
+               f"(limits: M >= 64, K >= 16, N >= 32)")
         text = (f"the compiler rejects this async_dot: {m.group(0)} (the TLX front end asserts the quick "
                 f"reference's limits M >= 64, K >= 16, N >= 32; wgmma itself would take N >= 8)")
-    return Finding("async-dot-shape", "error", text, [(err.file, err.line)] if err.file else [], fix)
+    return Finding("async-dot-shape", "error", text, [(err.file, err.line)] if err.file and err.line else [], fix)
+
+
+def _a_alloc(sf, fn, dot_call):
+    """The local_alloc that A of `dot_call` indexes (``a[0]``, ``tlx.local_view(a, i)``), or None."""
+    if fn is None:
+        return None
+    expr = _arg(dot_call, "A", 0)
+    while isinstance(expr, ast.Subscript) or (isinstance(expr, ast.Call) and expr.args and
+                                              getattr(expr.func, "attr", None) == "local_view"):
+        expr = expr.value if isinstance(expr, ast.Subscript) else expr.args[0]
+    if not isinstance(expr, ast.Name):
+        return None
+    for d in reversed(_assignments(fn).get(expr.id, [])):
+        v = d.value
+        if isinstance(v, ast.Call) and getattr(v.func, "attr", None) == "local_alloc" and v.lineno < dot_call.line:
+            return next((c for c in sf.calls if c.node is v), None)
+    return None
+
+
+def two_ctas_m_finding(sf, dot_call, m: int, names: dict) -> Finding:
+    """``two-ctas-m`` at an ``async_dot(..., two_ctas=True)`` whose A tile has `m` rows per CTA."""
+    alloc = _a_alloc(sf, sf.enclosing_function(dot_call.node), dot_call)
+    lines = [(sf.path, dot_call.line)] + ([(sf.path, alloc.line)] if alloc is not None else [])
+    shape = alloc.kwarg("shape", 0) if alloc is not None else None
+    rows = None
+    if alloc is not None:
+        node = alloc.node.args[0] if alloc.node.args else next(
+            (k.value for k in alloc.node.keywords if k.arg == "shape"), None)
+        if isinstance(node, ast.Tuple) and len(node.elts) >= 2:
+            rows = ast.get_source_segment(sf.text, node.elts[-2])
+    if shape and rows:
+        what = f"{rows} = 128" if not rows.strip().isdigit() else "128 rows"
+        fix = (f"{what} per CTA for A's tile {shape} at line {alloc.line} (it has {m} rows): the pair's MMA at "
+               f"line {dot_call.line} covers 128 rows in each CTA, 256 across the pair")
+    else:
+        fix = f"give the async_dot at line {dot_call.line} an A tile of 128 rows per CTA (256 across the pair)"
+    return Finding("two-ctas-m", "error",
+                   f"async_dot(two_ctas=True) with M={m} rows of A per CTA: the pair-CTA MMA (tcgen05 "
+                   f"cta_group::2) needs M = 128 per CTA, 256 across the pair", lines, fix)
+
+
+def two_ctas_source_rule(file: str, kernel: str, names: dict):
+    """two-ctas-m from the source: for kernels the compiler stops building before it reaches the
+    MMA (a remote arrival earlier in the kernel)."""
+    sf = source_file(file)
+    fn = _kernel_def(sf, kernel)
+    if fn is None:
+        return
+    for c in sf.calls:
+        if c.name not in ("async_dot", "async_dot_scaled") or not (fn.lineno <= c.line <= fn.end_lineno):
+            continue
+        if not live(sf, c.node, names) or not evaluate(c.kwarg("two_ctas"), names):
+            continue
+        alloc = _a_alloc(sf, fn, c)
+        shape = evaluate(alloc.kwarg("shape", 0), names) if alloc is not None else None
+        if isinstance(shape, tuple) and len(shape) >= 2 and isinstance(shape[-2], int) and shape[-2] != 128:
+            yield two_ctas_m_finding(sf, c, shape[-2], names)
 
 
 # ---- 2-CTA (cluster) rules: read from the source (uTLX cannot build remote arrivals yet) ----

@@ -125,7 +125,7 @@ def evaluate(expr: str | None, names: dict):
     except SyntaxError:
         return None
     allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.Name, ast.Load, ast.operator,
-               ast.unaryop, ast.Compare, ast.cmpop, ast.BoolOp, ast.boolop, ast.Call, ast.Attribute)
+               ast.unaryop, ast.Compare, ast.cmpop, ast.BoolOp, ast.boolop, ast.Call, ast.Attribute, ast.Tuple)
     if not all(isinstance(n, allowed) for n in ast.walk(tree)):
         return None
     env = {k: getattr(v, "value", v) for k, v in names.items()}
