@@ -6,6 +6,7 @@ import re
 import pytest
 
 import tlx_workbench as wb
+from tlx_workbench.compiler import artifacts
 from tlx_workbench.compiler.irtext import IRModule
 
 from tutorial_cases import HOPPER, case
@@ -32,6 +33,10 @@ def test_compiles_and_report_is_consistent(name):
     assert IRModule(r.stages["ttgir_alloc"]).module_int_attr("ttg.shared") == r.metadata["shared"]
     assert r.resources.num_warps == r.metadata["num_warps"]
     assert r.resources.tmem_columns == (r.metadata.get("tmem_size") or 0)
+    # registers/stack (read from the cubin's ELF sections) are what cuobjdump says
+    tool = artifacts.resource_usage(r.cubin)
+    assert (r.resources.registers, r.resources.local_bytes, r.resources.spills) == (
+        tool["REG"], tool["STACK"], tool["LOCAL"])
     # tasks tile the CTA's warps exactly
     warps = sorted((t.warp_start, t.warp_start + t.num_warps) for t in r.tasks)
     assert warps[0][0] == 0 and warps[-1][1] == r.resources.num_warps

@@ -9,12 +9,39 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import re
+import struct
 import subprocess
 import tempfile
+import threading
 
-# two pools, so a quick tool run never queues behind disassemblies of earlier compiles
-_SASS_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlxwb-sass")  # one core at most
-_QUICK_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="tlxwb-tools")
+# SASS is disassembled in the background, one at a time (one core at most)
+_SASS_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="tlxwb-sass")
+
+
+# An MLIR context with Triton's dialects loaded costs ~2 ms to make, as much as the allocation
+# passes on a small kernel; contexts are not thread-safe, so each thread keeps its own, and
+# starts a fresh one now and then because a context keeps every type and location it has seen.
+_CONTEXTS = threading.local()
+_CONTEXT_USES = 64
+
+
+def _mlir_context(arch: int):
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+
+    cached = getattr(_CONTEXTS, "by_arch", None)
+    if cached is None:
+        cached = _CONTEXTS.by_arch = {}
+    entry = cached.get(arch)
+    if entry is None or entry[1] >= _CONTEXT_USES:
+        ctx = ir.context()
+        ir.load_dialects(ctx)
+        make_backend(GPUTarget("cuda", arch, 32)).load_dialects(ctx)
+        entry = [ctx, 0]
+        cached[arch] = entry
+    entry[1] += 1
+    return entry[0]
 
 
 def post_allocation_ttgir(ttgir: str, arch: int, ptx_version: int | None = None) -> str:
@@ -27,16 +54,11 @@ def post_allocation_ttgir(ttgir: str, arch: int, ptx_version: int | None = None)
     checks ``ttg.shared`` against the compiled kernel's metadata.
     """
     from triton._C.libtriton import ir, passes, nvidia
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
     from triton.backends.nvidia.compiler import get_ptx_version_from_options, CUDAOptions
 
-    backend = make_backend(GPUTarget("cuda", arch, 32))
     if ptx_version is None:
         ptx_version = get_ptx_version_from_options(CUDAOptions(), arch)
-    ctx = ir.context()
-    ir.load_dialects(ctx)
-    backend.load_dialects(ctx)
+    ctx = _mlir_context(arch)
     with tempfile.NamedTemporaryFile("w", suffix=".ttgir", delete=False) as f:
         f.write(ttgir)
         path = f.name
@@ -89,10 +111,6 @@ def disassemble_async(cubin: bytes) -> "concurrent.futures.Future[str]":
     return _SASS_POOL.submit(disassemble, cubin)
 
 
-def resource_usage_async(cubin: bytes) -> "concurrent.futures.Future[dict[str, int]]":
-    return _QUICK_POOL.submit(resource_usage, cubin)
-
-
 def resource_usage(cubin: bytes) -> dict[str, int]:
     """``cuobjdump -res-usage``: REG, STACK, SHARED, LOCAL, ... for the kernel function."""
     text = _run_on_cubin([_tool("cuobjdump"), "-res-usage"], cubin)
@@ -102,3 +120,57 @@ def resource_usage(cubin: bytes) -> dict[str, int]:
             for k, v in re.findall(r"(\w+(?:\[\d+\])?):(\d+)", line):
                 out[k] = int(v)
     return out
+
+
+# .nv.info attributes (EIATTR_*) that hold what -res-usage prints for one function
+_EIATTR_FRAME_SIZE, _EIATTR_MIN_STACK_SIZE, _EIATTR_MAX_STACK_SIZE, _EIATTR_REGCOUNT = 0x11, 0x12, 0x23, 0x2F
+_EIFMT_SVAL = 4
+
+
+def resource_usage_from_cubin(cubin: bytes) -> dict[str, int] | None:
+    """REG, STACK, LOCAL and SHARED of a single-function cubin, read from its ELF sections
+    (no process start: ``cuobjdump`` costs ~4 ms, more than the rest of a small kernel's
+    report). None when the cubin is not the simple shape read here (several functions,
+    calls with their own stack, a ``.nv.local`` section): then ask :func:`resource_usage`.
+
+    >>> resource_usage_from_cubin(report.cubin)        # doctest: +SKIP
+    {'REG': 28, 'STACK': 0, 'LOCAL': 0, 'SHARED': 1024}
+    """
+    try:
+        if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:    # 64-bit little-endian
+            return None
+        shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+        entsize, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
+        headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * entsize) for i in range(count)]
+        names_at = headers[names_index][4]
+
+        def name(h) -> str:
+            start = names_at + h[0]
+            return cubin[start:cubin.index(b"\0", start)].decode()
+
+        sections = {name(h): h for h in headers}
+        texts = [n for n in sections if n.startswith(".text.")]
+        info = sections.get(".nv.info")
+        if len(texts) != 1 or info is None or any(n.startswith(".nv.local") for n in sections):
+            return None
+        attrs: dict[int, list[tuple[int, int]]] = {}
+        body = cubin[info[4]:info[4] + info[5]]
+        i = 0
+        while i + 4 <= len(body):
+            fmt, attr, size = struct.unpack_from("<BBH", body, i)
+            i += 4
+            if fmt == _EIFMT_SVAL:
+                if size == 8:       # (symbol index, value)
+                    attrs.setdefault(attr, []).append(struct.unpack_from("<II", body, i))
+                i += size
+        regs = attrs.get(_EIATTR_REGCOUNT, [])
+        frame = attrs.get(_EIATTR_FRAME_SIZE, [])
+        stack = attrs.get(_EIATTR_MIN_STACK_SIZE, [])
+        # a call graph with its own stack needs the tool's whole-program view
+        if len(regs) != 1 or len(stack) != 1 or frame != stack or _EIATTR_MAX_STACK_SIZE in attrs:
+            return None
+        function = texts[0][len(".text."):]
+        shared = sections.get(".nv.shared." + function)
+        return {"REG": regs[0][1], "STACK": stack[0][1], "LOCAL": 0, "SHARED": shared[5] if shared else 0}
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError):
+        return None

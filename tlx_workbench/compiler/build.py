@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import artifacts, sourcemap
+from . import artifacts
 from .allocation import allocation_map
 from .barriers import barrier_table
 from .irtext import IRModule
@@ -29,8 +29,8 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
     asm = compiled.asm
     stages = {s: asm[s] for s in STAGES if s in asm}
     cubin = asm.get("cubin", b"")
-    # cuobjdump is a process start (~5 ms): let it run while the Python analyses do
-    usage_job = artifacts.resource_usage_async(cubin) if cubin else None
+    # everything runs here, in order: the allocation passes hold the GIL, so a second
+    # Python thread would only add switching delays (5 ms each) to the report
     meta = compiled.metadata._asdict()
     meta["target"] = f"sm_{model.arch}"
 
@@ -38,14 +38,11 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
                         def_line=jit.def_file_line_number)
     first, last = source.first_line, source.first_line + len(jit.raw_src) - 1
     ptx_version = get_ptx_version_from_options(options, model.arch)
-    # the allocation passes run in native code while Python reads the final TTGIR
-    post_job = artifacts._QUICK_POOL.submit(artifacts.post_allocation_ttgir, stages["ttgir"], model.arch, ptx_version)
-    pre = IRModule(stages["ttgir"])
-    smap = sourcemap.build(source.file, first, last, stages)
-    post_text = post_job.result()
+    post_text = artifacts.post_allocation_ttgir(stages["ttgir"], model.arch, ptx_version)
     stages["ttgir_alloc"] = post_text
-    sourcemap.add_stage(smap, "ttgir_alloc", post_text, first, last)
+    pre = IRModule(stages["ttgir"])
     post = IRModule(post_text)
+    # the source map is read from the stage texts when first asked for (CompileReport.source_map)
 
     layout = task_layout(pre, post, source.text, source.first_line, options.num_warps,
                          {k: getattr(v, "value", v) for k, v in constexprs.items()})
@@ -54,10 +51,14 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
     # barrier allocations are named the same in the post-allocation module (same printer)
     allocations = allocation_map(post, pre, barrier_allocs, source.file, first, last, meta.get("shared") or 0)
 
-    try:
-        usage = usage_job.result() if usage_job is not None else {}
-    except Exception:   # a missing tool leaves registers unknown, not the report unmade
-        usage = {}
+    # read from the cubin's ELF sections; cuobjdump (a ~4 ms process start) only for shapes
+    # that reader does not take on
+    usage = artifacts.resource_usage_from_cubin(cubin) if cubin else {}
+    if usage is None:
+        try:
+            usage = artifacts.resource_usage(cubin)
+        except Exception:   # a missing tool leaves registers unknown, not the report unmade
+            usage = {}
     resources = Resources(
         smem_bytes=meta.get("shared") or 0,
         smem_limit=model.smem_per_block,
@@ -91,6 +92,5 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
         barriers=barriers,
         compile_seconds=seconds,
         cache_key=key,
-        _smap=smap,
         _sass_job=sass_job,
     )

@@ -7,7 +7,12 @@ between those parts: add fields freely, rename none.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from typing import Any
+
+# guards the lazily built source map (a widget may ask from another thread); re-entrant
+# because finishing the SASS part goes through the same lock
+_LAZY_LOCK = threading.RLock()
 
 
 @dataclasses.dataclass
@@ -149,32 +154,45 @@ class CompileReport:
     barriers: list[BarrierInfo]
     compile_seconds: float            # wall time of triton.compile (0 on an in-memory cache hit: same object)
     cache_key: str
-    _smap: SourceMap = dataclasses.field(default=None, repr=False)
+    _smap: SourceMap | None = dataclasses.field(default=None, repr=False)   # built on first use
     _sass_job: Any = dataclasses.field(default=None, repr=False)
     _sass: str | None = dataclasses.field(default=None, repr=False)
 
     # ---- lazily finished pieces --------------------------------------------------------
+    def _stage_map(self) -> SourceMap:
+        """The source map over the IR stages, read from their texts on first use: most
+        reports are looked at for their tables, and reading every stage's locations is
+        most of the fixed cost of a small kernel's report."""
+        with _LAZY_LOCK:
+            if self._smap is None:
+                from .sourcemap import build
+                self._smap = build(self.source.file, self.source.first_line, self.last_line, self.stages)
+            return self._smap
+
     @property
     def sass(self) -> str:
         """SASS with source-line annotations (nvdisasm runs in the background after compile)."""
         if self._sass is None:
-            if self._sass_job is None:
-                self._sass = ""
-            else:
-                try:
-                    self._sass = self._sass_job.result()
-                except Exception as e:  # a missing/failed nvdisasm must not sink the report
-                    self._sass = f"// SASS unavailable: {e}"
-                self._sass_job = None
-                from .sourcemap import add_stage
-                add_stage(self._smap, "sass", self._sass, self.source.first_line, self.last_line)
+            with _LAZY_LOCK:
+                if self._sass is None:
+                    if self._sass_job is None:
+                        sass = ""
+                    else:
+                        try:
+                            sass = self._sass_job.result()
+                        except Exception as e:  # a missing/failed nvdisasm must not sink the report
+                            sass = f"// SASS unavailable: {e}"
+                    from .sourcemap import add_stage
+                    add_stage(self._stage_map(), "sass", sass, self.source.first_line, self.last_line)
+                    self._sass_job = None
+                    self._sass = sass
         return self._sass
 
     @property
     def source_map(self) -> SourceMap:
         """Kernel line <-> TTIR/TTGIR/LLIR/PTX/SASS lines."""
         self.sass  # noqa: B018  (completes the SASS part of the map)
-        return self._smap
+        return self._stage_map()
 
     @property
     def last_line(self) -> int:
