@@ -431,12 +431,17 @@ def _check(q, k, v):
                                 hint="call .contiguous() first (e.g. after a transpose)")
 
 
-def _kernel_and_args(cfg, num_sms):
-    """The kernel a config runs and its constexprs (the persistent form also takes NUM_SMS)."""
-    kw = {k: v for k, v in cfg.items() if k != "PERSISTENT"}
+def _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms):
+    """The kernel a config runs, its positional arguments and its constexprs + launch options
+    (the persistent form also takes NUM_SMS; num_stages=0: the loops are pipelined by hand)."""
+    Z, H, N, D = q.shape
+    dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
+    kw = {key: val for key, val in cfg.items() if key != "PERSISTENT"}
+    kernel = attention_fwd_kernel
     if cfg.get("PERSISTENT"):
-        return attention_fwd_persistent_kernel, dict(kw, NUM_SMS=num_sms)
-    return attention_fwd_kernel, kw
+        kernel, kw = attention_fwd_persistent_kernel, dict(kw, NUM_SMS=num_sms)
+    return kernel, (sm_scale, Z, H, N, dq, dk, dv, do, o), dict(
+        HEAD_DIM=D, CAUSAL=causal, EVEN_M=(N % cfg["BM"] == 0), num_warps=4, num_stages=0, **kw)
 
 
 def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None):
@@ -444,16 +449,14 @@ def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None):
     persistent CTAs a PERSISTENT config starts (default: one per SM)."""
     Z, H, N, D = q.shape
     triton.set_allocator(torch_alloc)
-    dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
     tiles_m = triton.cdiv(N, cfg["BM"])
     if cfg.get("PERSISTENT"):
         num_sms = num_sms or sm_count()
         grid = (min(num_sms, tiles_m * Z * H),)
     else:
         grid = (tiles_m, Z * H)
-    kernel, kw = _kernel_and_args(cfg, num_sms)
-    kernel[grid](sm_scale, Z, H, N, dq, dk, dv, do, o, HEAD_DIM=D, CAUSAL=causal,
-                 EVEN_M=(N % cfg["BM"] == 0), num_warps=4, num_stages=0, **kw)
+    kernel, args, options = _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms)
+    kernel[grid](*args, **options)
     return o
 
 
@@ -514,14 +517,11 @@ def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128)
     """
     import torch
     from ..target import offline
-    Z, H, N, D = shape
     dt = getattr(torch, dtype)
     with offline(target):
         q, k, v, o = (torch.empty(shape, dtype=dt) for _ in range(4))
-        dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
-        kernel, kw = _kernel_and_args(cfg, 132)
-        return kernel.warmup(0.1, Z, H, N, dq, dk, dv, do, o, HEAD_DIM=D, CAUSAL=causal,
-                             EVEN_M=(N % cfg["BM"] == 0), grid=(1,), num_warps=4, num_stages=0, **kw)
+        kernel, args, options = _kernel_call(q, k, v, o, causal, 0.1, cfg, 132)
+        return kernel.warmup(*args, grid=(1,), **options)
 
 
 SPEC = KernelSpec(name="attention", kernel=attention_fwd_kernel, launch=attention, reference=reference,
