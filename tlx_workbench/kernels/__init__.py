@@ -9,7 +9,9 @@
 
 Each module has ``matmul``/``attention`` (the launcher), ``launch`` (one explicit
 config), ``CONFIGS`` (autotune space, default first), ``SIM_CONFIGS`` (small, for the
-simulator), ``compile_offline`` and ``SPEC`` (a :class:`KernelSpec`).
+simulator), ``compile_offline`` and ``SPEC`` (a :class:`KernelSpec`). What they share on the
+host (tuning and its per-shape cache, the GEMM ``matmul``/``tune``/``compile_offline``, TMA
+descriptors) lives once in ``host.py``; a module keeps its kernel, configs and launch.
 
 >>> from tlx_workbench.kernels import spec
 >>> spec("gemm_ws").configs[0]["BN"]
