@@ -338,3 +338,62 @@ def pair_mma(a_desc, b_desc, c_ptr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.c
     rows = rank * BM + tl.arange(0, BM)
     cols = tl.arange(0, BN)
     tl.store(c_ptr + rows[:, None] * BN + cols[None, :], out)
+
+
+@triton.jit
+def ws_copy_phase(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    # the producer's first wait on a fresh `empty` slot uses phase p, not p ^ 1: it blocks at once, nothing
+    # ever arrives anywhere; the counts are right and must not be "fixed"
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p)  # SEED: deadlock
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = r * N_TILES * BLOCK + i * BLOCK + offs
+                tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)
+
+
+@triton.jit
+def ws_copy_stuck_replica(x_desc, out_ptr, N_TILES, BLOCK: tl.constexpr, STAGES: tl.constexpr):
+    # replica 1 blocks before its first tile on a barrier nobody arrives at: `empty` sees one arrival where
+    # its (right) count is 2, and never completes a phase; that one arrival is no evidence for the count
+    bufs = tlx.local_alloc((BLOCK, BLOCK), tl.float16, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    gate = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(empty, s), p ^ 1)
+                tlx.barrier_expect_bytes(tlx.local_view(full, s), BLOCK * BLOCK * 2)
+                tlx.async_descriptor_load(x_desc, tlx.local_view(bufs, s), [i * BLOCK, 0], tlx.local_view(full, s))
+        with tlx.async_task(num_warps=4, replicate=2):
+            r = tlx.async_task_replica_id()
+            offs = tl.arange(0, BLOCK)
+            if r == 1:
+                tlx.barrier_wait(gate[0], 0)  # SEED: stuck
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(tlx.local_view(full, s), p)
+                x = tlx.local_load(tlx.local_view(bufs, s))
+                tlx.barrier_arrive(tlx.local_view(empty, s))
+                rows = r * N_TILES * BLOCK + i * BLOCK + offs
+                tl.store(out_ptr + rows[:, None] * BLOCK + offs[None, :], x)

@@ -17,11 +17,11 @@ from check_helpers import seed_line
 BLOCK, N_TILES, STAGES = 64, 4, 2
 
 
-def _checked(kernel):
+def _checked(kernel, simulate=True):
     x = torch.randn(N_TILES * BLOCK, BLOCK).half()
     d = TensorDescriptor(x, [N_TILES * BLOCK, BLOCK], [BLOCK, 1], [BLOCK, BLOCK])
     return wb.check(kernel, d, torch.zeros(2 * N_TILES * BLOCK, BLOCK).half(), N_TILES, grid=(1,), BLOCK=BLOCK,
-                    STAGES=STAGES)
+                    STAGES=STAGES, simulate=simulate)
 
 
 def _without_lines(report, rename=False):
@@ -41,7 +41,7 @@ def test_lost_ir_line_is_found_in_the_source(seeded):
     for kernel, rule, simulated in [("ws_copy_release_count", "release-count", True),
                                     ("ws_copy_full_count", "tma-full-count", False),
                                     ("ws_copy_warp_on_tma", "warp-barrier-on-tma", False)]:
-        res = _checked(getattr(seeded, kernel))
+        res = _checked(getattr(seeded, kernel), simulated)
         found = [f for f in _findings(_without_lines(res.report), res.sim if simulated else None)
                  if f.rule_id == rule]
         line = seed_line(rule, kernel)

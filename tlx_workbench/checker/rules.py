@@ -114,7 +114,10 @@ def count_rules(ctx: Context):
         if ctx.is_warp(b) and r & {"tma", "mma"}:
             yield _warp_on_tma(ctx, b, call, r, line)
             continue
-        slots = [sf for (name, _), lst in ctx.facts.items() if name == b.name for sf in lst]
+        # only slots that completed a phase are evidence: in a run that deadlocked (a wrong phase, a
+        # task stuck elsewhere), what arrived on a slot that never completed is a lower bound, not the
+        # protocol's count; the deadlock finding speaks for those, and the static rules still apply
+        slots = [sf for (name, _), lst in ctx.facts.items() if name == b.name for sf in lst if sf.flips]
         if slots:
             yield from _dynamic_count(ctx, b, call, r, slots, line)
         else:
@@ -584,8 +587,11 @@ def sim_findings(ctx_file: str, sim) -> list[Finding]:
     seen = set()
     d = sim.deadlock
     if d is not None:
-        out.append(Finding("deadlock", "error", d.message, [(ctx_file, d.line)] if d.line else [],
-                           d.hint or "", barrier=None))
+        # the root cause's line first, then every other blocked wait
+        lines = [d.line] + [getattr(x, "line", None) for x in getattr(d, "blocked", [])]
+        lines = list(dict.fromkeys(n for n in lines if n))
+        out.append(Finding("deadlock", "error", d.message, [(ctx_file, n) for n in lines], d.hint or "",
+                           barrier=None))
     for f in sim.findings:
         key = (f.kind, f.message, f.line, f.other_line)
         if key in seen:
