@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 import textwrap
+from typing import Any
 
 from .irtext import IRModule
 from .report import TaskInfo
@@ -42,11 +44,15 @@ def _eval(node, env: dict):
     return None
 
 
-def _async_task_statements(source: str, first_line: int, env: dict) -> list[_TaskStmt]:
+@functools.lru_cache(maxsize=64)
+def _async_task_calls(source: str) -> tuple[tuple[int, bool, Any], ...]:
+    """(line in `source`, is the default task, the replicate= expression) of every
+    ``with ...async_task(...)``; parsed once per kernel text, since recompiling one kernel
+    with other constexprs or arguments is the common case."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
-        return []
+        return ()
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, (ast.With, ast.AsyncWith)):
@@ -60,12 +66,19 @@ def _async_task_statements(source: str, first_line: int, env: dict) -> list[_Tas
             if name != "async_task":
                 continue
             default = any(isinstance(a, ast.Constant) and a.value == "default" for a in call.args)
-            rep = 1
-            for kw in call.keywords:
-                if kw.arg == "replicate":
-                    v = _eval(kw.value, env)
-                    rep = v if isinstance(v, int) and v > 0 else 1
-            out.append(_TaskStmt(node.lineno + first_line - 1, default, rep))
+            replicate = next((kw.value for kw in call.keywords if kw.arg == "replicate"), None)
+            out.append((node.lineno, default, replicate))
+    return tuple(out)
+
+
+def _async_task_statements(source: str, first_line: int, env: dict) -> list[_TaskStmt]:
+    out = []
+    for line, default, replicate in _async_task_calls(source):
+        rep = 1
+        if replicate is not None:
+            v = _eval(replicate, env)
+            rep = v if isinstance(v, int) and v > 0 else 1
+        out.append(_TaskStmt(line + first_line - 1, default, rep))
     out.sort(key=lambda t: t.line)
     return out
 
