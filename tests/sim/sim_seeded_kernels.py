@@ -1,7 +1,7 @@
 """Small TLX kernels for the simulator's tests: a TMA copy pipeline with switchable, deliberate bugs.
 
 BUG selects one mistake (each marked on its line with ``# BUG:``):
-"" (none), "arrive_count", "phase", "dropped_arrive", "expect_bytes", "early_release".
+"" (none), "arrive_count", "phase", "dropped_arrive", "expect_bytes", "expect_too_few", "early_release".
 """
 import triton
 import triton.language as tl
@@ -28,6 +28,8 @@ def copy_pipeline(in_desc, out_ptr, N_TILES, BM: tl.constexpr, BK: tl.constexpr,
                     tlx.barrier_wait(empty[s], p ^ 1)
                 if BUG == "expect_bytes":
                     tlx.barrier_expect_bytes(full[s], 2 * BM * BK * 2)  # BUG: twice the tile's bytes
+                elif BUG == "expect_too_few":
+                    tlx.barrier_expect_bytes(full[s], BM * BK)  # BUG: half the tile's bytes
                 else:
                     tlx.barrier_expect_bytes(full[s], BM * BK * 2)
                 tlx.async_descriptor_load(in_desc, bufs[s], [i * BM, 0], full[s])

@@ -86,6 +86,30 @@ def test_wrong_expect_bytes_leaves_bytes_missing():
     assert cons.line == line_of("tlx.barrier_wait(full[s], p)")
 
 
+def test_expect_too_few_bytes_is_a_finding_and_a_race_naming_both_lines():
+    # half the tile's bytes announced: the phase completes when they are in, before the tile has landed
+    res, _, _ = run_copy("expect_too_few", schedules=3)
+    assert not res.ok
+    expect_line = line_of("# BUG: half the tile's bytes")
+    tma_line = line_of("tlx.async_descriptor_load(in_desc")
+    load_line = line_of("x = tlx.local_load(bufs[s])", 1)     # the read after barrier_wait(full)
+    over = [f for f in res.findings if f.kind == "tx-overflow"]
+    assert len(over) == 1, res.findings          # one finding per barrier array, its phases listed
+    f = over[0]
+    assert (f.line, f.other_line) == (expect_line, tma_line)
+    tile = BM * BK * 2
+    assert f"announced {tile // 2}" in f.message and f"bring {tile}" in f.message
+    assert f"announce the bytes of every load that signals this barrier: {tile}" in f.message
+    assert f"full[0] phase 0: {tile // 2} announced / {tile} brought" in f.message
+    # the consumer's read of the half-landed tile is a race naming the read and the TMA load
+    assert any({r.line, r.other_line} == {load_line, tma_line} for r in res.races), res.findings
+    # the bytes the next phases never asked for leave the barrier stuck: a deadlock whose root cause names them
+    first = res.deadlock.blocked[0]
+    assert first.barrier.startswith("full[") and first.missing_bytes < 0
+    assert f"line {expect_line}" in first.reason and f"line(s) {tma_line}" in first.reason
+    assert f"announce the bytes of every load that signals this barrier: {tile}" in first.reason
+
+
 def test_early_release_is_a_race_naming_both_lines():
     res, _, _ = run_copy("early_release")
     assert res.deadlock is None

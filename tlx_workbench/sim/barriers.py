@@ -6,6 +6,11 @@ per thread) and the transaction bytes still pending (``barrier_expect_bytes`` ad
 TMA bytes landing subtract). When both reach zero the phase completes: the
 completed-phase counter goes up by one and the counts reset. ``barrier_wait(bar, p)``
 returns once the parity of the completed-phase counter differs from ``p``.
+
+The hardware counts a TMA load's bytes as they arrive, not all at once: when fewer
+bytes were announced than a load brings, the phase completes as soon as the announced
+bytes are in, and the rest of the load counts against the next phase. ``land`` models
+that split (the load's data is then not ordered before the completed phase's waits).
 """
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ class MBarrierArray:
         self.slots = [MBarrierSlot(self, i) for i in range(int(num))]
         self.cta = None             # the CTA whose SMEM holds it (set by the CTA)
         self.ordinal = None         # its place among that CTA's barrier allocations (same in every CTA)
+        self.tx_finding = None      # the "tx-overflow" finding of this array (one, its phases listed)
+        self.tx_phases: list = []   # (slot name, phase, announced, landed when it completed, brought)
 
     def subview(self, idx: int) -> "MBarrierSlot":
         if not 0 <= idx < len(self.slots):
@@ -59,6 +66,10 @@ class MBarrierSlot:
         self.vc_cur: dict = {}                # happens-before: joined from arrivals of this phase
         self.vc_done: dict = {}               # ... of the last completed phase
         self.inflight_tma = 0                 # TMA loads issued on it, not landed
+        self.landed_tx = 0                    # bytes landed in the current phase
+        self.split = None                     # (phase, announced, landed, rest) of the last load split by a flip
+        self.issued: dict = {}                # phase -> {TMA load line: bytes issued in that phase}
+        self.phase_log: list = []             # per completed phase: (bytes announced, bytes landed)
 
     @property
     def name(self) -> str:
@@ -85,17 +96,38 @@ class MBarrierSlot:
         self.expected_tx += int(nbytes)
 
     def land(self, nbytes: int, time: float, vc: dict | None) -> bool:
-        """TMA bytes arrived; returns True when that completed the phase."""
-        self.tx -= int(nbytes)
+        """TMA bytes arrived; returns True when that completed the phase.
+
+        When the arrivals are in and fewer bytes are pending than this load brings, the phase
+        completes with the pending bytes and the rest counts against the next phase (``split``
+        says so); the load's writes then join the next phase only, so a wait on the completed
+        phase does not order them (a read there is a race)."""
+        nbytes = int(nbytes)
+        self.split = None
+        if self.pending == 0 and 0 < self.tx < nbytes:
+            rest = nbytes - self.tx
+            self.landed_tx += self.tx
+            self.split = (self.completed, self.expected_tx, self.landed_tx, rest)
+            self.tx = 0
+            self._maybe_complete(time, None)
+            self.tx = -rest
+            self.landed_tx = rest
+            if vc:
+                vc_join(self.vc_cur, vc)
+            return True
+        self.tx -= nbytes
+        self.landed_tx += nbytes
         if vc:
             vc_join(self.vc_cur, vc)
         return self._maybe_complete(time, None)
 
     def _maybe_complete(self, time, lane) -> bool:
         if self.pending == 0 and self.tx == 0:
+            self.phase_log.append((self.expected_tx, self.landed_tx))
             self.completed += 1
             self.pending = self.array.arrive_count
             self.expected_tx = 0
+            self.landed_tx = 0
             self.arrivals = []
             self.last_flip_time = time
             self.last_flip_lane = lane

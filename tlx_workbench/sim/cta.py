@@ -354,6 +354,62 @@ class CTA:
         self.span(t, "arrive", start, t.clock, "barrier_expect_bytes", line, barrier=slot.array.name,
                   slot=slot.index, phase=slot.completed, args={"bytes": nbytes, **self._remote_args(slot)})
 
+    # -- transaction bytes: TMA loads, async remote stores, CLC responses -------------------------
+    @staticmethod
+    def _issue_bytes(bslot: MBarrierSlot, line, nbytes: int) -> int:
+        """An async copy that will complete ``nbytes`` on ``bslot`` was issued; the phase it was issued in."""
+        bslot.inflight_tma += 1
+        ph = bslot.completed
+        by_line = bslot.issued.setdefault(ph, {})
+        by_line[line] = by_line.get(line, 0) + int(nbytes)
+        for old in [k for k in bslot.issued if k < ph - 2]:
+            del bslot.issued[old]
+        return ph
+
+    def _land(self, bslot: MBarrierSlot, nbytes: int, when, vc, line, issued: int):
+        """``nbytes`` of an async copy issued in phase ``issued`` land on ``bslot`` (this CTA owns it)."""
+        bslot.inflight_tma -= 1
+        late = bslot.completed > issued       # the phase it was issued in completed without its bytes
+        flipped = bslot.land(nbytes, when, vc)
+        self.bevent(bslot, "tx", when, None, bytes=nbytes, line=line, phase=bslot.completed)
+        if flipped:
+            self._flip(bslot, when, None, line)
+        if bslot.split is not None:
+            ph, announced, landed, rest = bslot.split
+            self._tx_overflow(bslot, ph, announced, landed, landed + rest, line)
+        elif late and issued < len(bslot.phase_log):
+            announced, landed = bslot.phase_log[issued]
+            self._tx_overflow(bslot, issued, announced, landed, landed + nbytes, line)
+
+    def _tx_overflow(self, bslot: MBarrierSlot, ph: int, announced: int, landed: int, brought: int, line):
+        """Phase ``ph`` of ``bslot`` completed before every byte of the loads that signal it had landed:
+        barrier_expect_bytes announced too few. One finding per barrier array, its phases listed."""
+        arr = bslot.array
+        loads = bslot.issued.get(ph, {})
+        brought = max(brought, sum(loads.values()))
+        lines = sorted(set(loads) | {line})
+        if any(p[:2] == (bslot.name, ph) for p in arr.tx_phases):
+            return
+        arr.tx_phases.append((bslot.name, ph, announced, landed, brought))
+        exp = getattr(bslot, "expect_line", None)
+        first = arr.tx_phases[0]
+        per_phase = "; ".join(f"{n} phase {p}: {a} announced / {b} brought" for n, p, a, _l, b in arr.tx_phases[:4])
+        if len(arr.tx_phases) > 4:
+            per_phase += f"; ... ({len(arr.tx_phases)} phases so far)"
+        where = f"barrier_expect_bytes (line {exp})" if exp else "no barrier_expect_bytes"
+        msg = (f"{first[0]} phase {first[1]} completed when {first[3]} byte(s) had landed, but the TMA load(s) "
+               f"that signal it (line(s) {', '.join(map(str, lines))}) bring {first[4]}: {where} announced "
+               f"{first[2]}. On the GPU the phase completes as soon as the announced bytes are in, so a "
+               f"barrier_wait on it can return before the buffer is filled (garbage reads), and the other "
+               f"{first[4] - first[3]} byte(s) count against the next phase — announce the bytes of every load "
+               f"that signals this barrier: {first[4]} [{per_phase}]")
+        if arr.tx_finding is None:
+            owner = arr.cta or self
+            owner.run.finding("tx-overflow", msg, exp or line, None, other_line=lines[0])
+            arr.tx_finding = owner.run.findings[-1]
+        else:
+            arr.tx_finding.message = msg
+
     def wait(self, slot, phase: int):
         file, line = self.where()
         t = self.step(line)
@@ -445,20 +501,16 @@ class CTA:
             vc[agent] = epoch
             self.races.write(dview.slot, dview.slot_name, vc,
                              Access(agent, epoch, line, t.lane, f"TMA load into {dview.slot_name}"), start)
-            bslot.inflight_tma += 1
+            issued = self._issue_bytes(bslot, line, nbytes)
             # who brings bytes to this barrier, and in which phase it last did (for the deadlock diagnosis)
             if not hasattr(bslot, "tma_last"):
                 bslot.tma_last = {}
             bslot.tma_last[(t.lane, line)] = bslot.completed
             owner = bslot.array.cta or self
 
-            def complete(dst=dview.array, bslot=bslot, vc=vc, owner=owner):
+            def complete(dst=dview.array, bslot=bslot, vc=vc, owner=owner, issued=issued):
                 dst[...] = data.reshape(dst.shape)
-                bslot.inflight_tma -= 1
-                flipped = bslot.land(nbytes, land_time, vc)
-                owner.bevent(bslot, "tx", land_time, None, bytes=nbytes, line=line, phase=bslot.completed)
-                if flipped:
-                    owner._flip(bslot, land_time, None, line)
+                owner._land(bslot, nbytes, land_time, vc, line, issued)
 
             self.sched.add_async(AsyncOp(complete, f"TMA load into {dview.slot_name} (line {line})"))
         extra = {}
@@ -735,16 +787,12 @@ class CTA:
             self.races.write(dview.slot, dview.slot_name, vc, Access(agent, epoch, line, t.lane,
                              f"async_remote_shmem_store into {dview.slot_name} of CTA {target.pid}"), start)
             land = t.clock + self.cost.remote_extra
-            bslot.inflight_tma += 1
+            issued = self._issue_bytes(bslot, line, nbytes)
             payload = np.array(data, copy=True)
 
             def complete(dst=dview.array):
                 dst[...] = np.broadcast_to(payload, dst.shape)
-                bslot.inflight_tma -= 1
-                flipped = bslot.land(nbytes, land, vc)
-                target.bevent(bslot, "tx", land, None, bytes=nbytes, line=line, phase=bslot.completed)
-                if flipped:
-                    target._flip(bslot, land, None, line)
+                target._land(bslot, nbytes, land, vc, line, issued)
             self.sched.add_async(AsyncOp(complete, f"remote store into {dview.slot_name} (line {line})"))
         self.span(t, "store", start, t.clock, "remote_shmem_store" if bar is None else "async_remote_shmem_store",
                   line, args={"bytes": nbytes, "buffer": dview.slot_name, "cta": target.pid, "cta_rank": rank})
@@ -929,15 +977,11 @@ class CTA:
             vc[agent] = epoch
             self.races.write(("clc", id(rslot)), rslot.name, vc,
                              Access(agent, epoch, line, t.lane, f"CLC response into {rslot.name}"), start)
-            bslot.inflight_tma += 1
+            issued = self._issue_bytes(bslot, line, 16)
 
-            def complete(bslot=bslot, rslot=rslot, vc=vc, owner=c):
+            def complete(bslot=bslot, rslot=rslot, vc=vc, owner=c, issued=issued):
                 rslot.value = value
-                bslot.inflight_tma -= 1
-                flipped = bslot.land(16, when, vc)
-                owner.bevent(bslot, "tx", when, None, bytes=16, line=line, phase=bslot.completed)
-                if flipped:
-                    owner._flip(bslot, when, None, line)
+                owner._land(bslot, 16, when, vc, line, issued)
             self.sched.add_async(AsyncOp(complete, f"CLC response (line {line})"))
         self.span(t, "other", start, t.clock, "clc try_cancel", line,
                   args={"stole": value, "cluster_ctas": [c.pid for c in self.cluster]})

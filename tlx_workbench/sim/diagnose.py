@@ -91,10 +91,21 @@ class DeadlockReport:
                 f"<i>what to do:</i> {html.escape(self.hint)}</div>")
 
 
+# how sure the report is that a blocked wait is the root cause; the report lists the lowest first
+CONCRETE, PLAIN, INFERRED, CONSEQUENCE = 0, 1, 2, 3
+
+
+def stuck_tasks(sched) -> set:
+    """The tasks of a deadlock that can still arrive somewhere: blocked on a barrier. A task that only
+    waits at the end of ``async_tasks`` for its siblings (the default task, once its body is done) has
+    finished its work and will never arrive again."""
+    return {t for t in (sched.deadlock or ()) if (t.wait_info or {}).get("kind") != "join"}
+
+
 def _where(t, stuck=()) -> str:
     # tasks of a deadlock are aborted (state "done") before the report is built: ask the
     # deadlock set, not the state, whether a task finished on its own
-    if t.state == "done" and t not in stuck:
+    if t not in stuck and (t.state == "done" or (t.wait_info or {}).get("kind") == "join"):
         return "already finished (it will never arrive again)"
     info = t.wait_info or {}
     if info.get("kind") == "mbarrier":
@@ -118,17 +129,19 @@ def deadlock_report(run, group) -> DeadlockReport:
             s = info["slot"]
             arrivers = group.arrivers.get(s.array.id, {})
             expected = []
+            stuck = stuck_tasks(group.sched)
             for key, lines in sorted(arrivers.items()):
                 if key == lane:
                     continue
                 other = tasks.get(key)
-                expected.append((key[1], key[2], lines, _where(other, group.sched.deadlock) if other else "unknown",
+                expected.append((key[1], key[2], lines, _where(other, stuck) if other else "unknown",
                                  key[0]))
             phase = info["phase"]
             passed = group.passed.get((s.array.id, t.pid, t.name, t.replica), 0)
-            stuck_all = bool(expected) and all(tasks.get((e[4], e[0], e[1])) in group.sched.deadlock
-                                               for e in expected)
-            stuck = group.sched.deadlock
+            stuck_all = bool(expected) and all(tasks.get((e[4], e[0], e[1])) in stuck for e in expected)
+            done_all = bool(expected) and not any(tasks.get((e[4], e[0], e[1])) in stuck for e in expected)
+            # a blocked task never seen arriving here may be the arriver that is missing
+            others = any((o.pid, o.name, o.replica) not in arrivers and o is not t for o in stuck)
             came = {a[0] for a in s.arrivals if a[0] is not None}
             missing = [key for key in arrivers if key not in came and key != lane]
             missing_stuck = ", ".join(f"CTA {k[0]} {k[1]}[{k[2]}]" if multi else f"{k[1]}[{k[2]}]"
@@ -140,10 +153,12 @@ def deadlock_report(run, group) -> DeadlockReport:
             tma_stuck = ", ".join(sorted({(f"CTA {ln[0][0]} " if multi else "") + f"{ln[0][1]}[{ln[0][2]}] (issues "
                                           f"them at line {ln[1]})" for ln in tma if ln[0] != lane and tasks.get(ln[0]) in stuck}))
             creason = _cluster_reason(s, group)
-            reason = creason or _reason(s, arrivers, passed, phase, stuck_all, missing_stuck, tma_stuck)
+            rank, reason = ((CONCRETE, creason) if creason else
+                            _reason(s, arrivers, passed, phase, stuck_all, missing_stuck, tma_stuck, done_all,
+                                    others))
             blocked.append(BlockedTask(lane, "mbarrier", info["line"], s.name, phase,
                                        s.completed, s.pending, s.tx, s.inflight_tma, list(s.arrivals), expected,
-                                       info["since"], reason, multi, 0 if creason else 1))
+                                       info["since"], reason, multi, rank))
         elif info["kind"] == "named":
             nb = info["barrier"]
             got = nb.arrived
@@ -159,12 +174,15 @@ def deadlock_report(run, group) -> DeadlockReport:
         elif info["kind"] == "cluster":
             blocked.append(BlockedTask(lane, "cluster", info["line"], "cluster", since=info["since"], multi=multi,
                                        reason="waits in cluster_barrier for every CTA of the cluster; some task "
-                                              "of the cluster is blocked elsewhere and never arrives"))
+                                              "of the cluster is blocked elsewhere and never arrives",
+                                       priority=INFERRED))
         else:
             blocked.append(BlockedTask(lane, "join", None, since=info.get("since", 0), multi=multi))
     real = [b for b in blocked if b.kind != "join"] or blocked
-    # the root cause first: a wait that is only a consequence of another blocked task comes after
-    real.sort(key=lambda b: 2 if "consequence" in (b.reason or "") else b.priority)
+    # the root cause first: a wait with concrete evidence (bytes announced that never land, arrivals short
+    # of the count while the arrivers finished, a fresh barrier waited on with phase 0) before an inferred
+    # one ("nothing ever arrived", while the would-be arriver is itself blocked), consequences last
+    real.sort(key=lambda b: b.priority)
     first = real[0]
     where = f"CTA {first.lane[0]}" if not multi else f"the cluster of CTAs {pids}"
     who = f"{first.lane[1]}[{first.lane[2]}]" if not multi else f"CTA {first.lane[0]} {first.lane[1]}[{first.lane[2]}]"
@@ -183,40 +201,75 @@ def deadlock_report(run, group) -> DeadlockReport:
     return rep
 
 
-def _reason(s, arrivers, passed, phase, stuck_all=False, missing_stuck="", tma_stuck="") -> str:
+def _tx_detail(s) -> tuple[str, str]:
+    """(the barrier_expect_bytes line, the lines of the loads that signal ``s``) for a bytes reason."""
+    exp = getattr(s, "expect_line", None)
+    loads = sorted({ln for by in s.issued.values() for ln in by} | {k[1] for k in getattr(s, "tma_last", {})})
+    return (f"barrier_expect_bytes (line {exp})" if exp else "no barrier_expect_bytes",
+            f"line(s) {', '.join(map(str, loads))}" if loads else "no TMA load")
+
+
+def _reason(s, arrivers, passed, phase, stuck_all=False, missing_stuck="", tma_stuck="",
+            done_all=False, others=False) -> tuple[int, str]:
+    """(rank, why) of a blocked mbarrier wait; rank CONCRETE when the barrier's own counts prove the mistake."""
     if not arrivers and passed == 0 and s.completed == 0 and (phase & 1) == 0:
-        return (f"waits for phase parity 0 of a barrier that has not completed any phase, and nothing "
-                f"has arrived on {s.array.name}: a wait on a fresh barrier with phase 0 blocks until the "
-                f"first phase completes — if this task waits for a free buffer (one a consumer "
-                f"releases), it must start with phase 1 (p ^ 1); if it waits for data, the task that "
-                f"fills it is stuck: check the phase passed to barrier_wait")
+        return CONCRETE, (
+            f"waits for phase parity 0 of a barrier that has not completed any phase, and nothing "
+            f"has arrived on {s.array.name}: a wait on a fresh barrier with phase 0 blocks until the "
+            f"first phase completes — if this task waits for a free buffer (one a consumer "
+            f"releases), it must start with phase 1 (p ^ 1); if it waits for data, the task that "
+            f"fills it is stuck: check the phase passed to barrier_wait")
     if not arrivers:
-        return (f"no task ever arrived on {s.array.name} or announced bytes on it in this run: a "
-                f"barrier_arrive on it is missing (dropped?), so after {passed} passing wait(s) this "
-                f"one can never complete")
+        return INFERRED, (
+            f"no task ever arrived on {s.array.name} or announced bytes on it in this run: a "
+            f"barrier_arrive on it is missing (dropped?), so after {passed} passing wait(s) this "
+            f"one can never complete")
     if s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma and stuck_all:
-        return ("nothing has arrived in the current phase because every task that arrives here is "
-                "itself blocked (a cycle in the wait-for graph): this wait is a consequence — fix "
-                "the other blocked task's wait first")
+        return CONSEQUENCE, (
+            "nothing has arrived in the current phase because every task that arrives here is "
+            "itself blocked (a cycle in the wait-for graph): this wait is a consequence — fix "
+            "the other blocked task's wait first")
+    if s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma and done_all:
+        return CONCRETE, (
+            f"every task that arrives on {s.array.name} has finished, after {s.completed} completed phase(s): "
+            f"this wait needs phase {s.completed + 1}, which no one will complete — check the phase passed "
+            f"to barrier_wait (it returns once the parity differs from it) and how many times the "
+            f"arrivers loop")
     if s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma:
-        return (f"nothing has arrived in the current phase; every expected arriver is blocked or done "
-                f"— check the phase passed to barrier_wait (it returns once the parity differs from it)")
+        return PLAIN, (
+            f"nothing has arrived in the current phase; every expected arriver is blocked or done "
+            f"— check the phase passed to barrier_wait (it returns once the parity differs from it)")
     if s.pending > 0 and s.arrivals and missing_stuck:
-        return (f"{len(s.arrivals)} of {s.array.arrive_count} arrival(s) came this phase; the others come from "
-                f"{missing_stuck}, itself blocked: this wait is a consequence — fix that task's wait first")
+        return CONSEQUENCE, (
+            f"{len(s.arrivals)} of {s.array.arrive_count} arrival(s) came this phase; the others come from "
+            f"{missing_stuck}, itself blocked: this wait is a consequence — fix that task's wait first")
     if s.pending == 0 and s.tx > 0 and tma_stuck:
-        return (f"{s.tx} announced byte(s) have not landed: the TMA load(s) that bring them are issued by "
-                f"{tma_stuck}, itself blocked: this wait is a consequence — fix that task's wait first")
+        return CONSEQUENCE, (
+            f"{s.tx} announced byte(s) have not landed: the TMA load(s) that bring them are issued by "
+            f"{tma_stuck}, itself blocked: this wait is a consequence — fix that task's wait first")
     if s.pending > 0 and s.arrivals:
-        return (f"{len(s.arrivals)} arrival(s) came this phase but the barrier counts "
-                f"{s.array.arrive_count}: check arrive_count at line {s.array.line} against the "
-                f"number of barrier_arrive calls per phase")
+        # concrete when every task that could arrive has arrived or finished; a blocked task never seen
+        # arriving here might be the missing one
+        return PLAIN if others else CONCRETE, (
+            f"{len(s.arrivals)} arrival(s) came this phase but the barrier counts "
+            f"{s.array.arrive_count}: check arrive_count at line {s.array.line} against the "
+            f"number of barrier_arrive calls per phase")
     if s.pending == 0 and s.tx > 0:
-        return (f"all arrivals are in but {s.tx} announced byte(s) never landed: "
-                f"barrier_expect_bytes announced more than the TMA loads bring")
+        exp, loads = _tx_detail(s)
+        return CONCRETE, (
+            f"all arrivals are in but {s.tx} announced byte(s) never landed: {exp} announced "
+            f"{s.expected_tx} this phase, more than the TMA loads that signal {s.name} ({loads}) bring "
+            f"— announce exactly the bytes of those loads")
     if s.tx < 0:
-        return f"TMA bytes landed without a matching barrier_expect_bytes ({-s.tx} bytes unannounced)"
-    return ""
+        exp, loads = _tx_detail(s)
+        over = s.array.tx_phases
+        need = (f"announce the bytes of every load that signals this barrier: {over[0][4]}" if over else
+                "announce the bytes of every load that signals this barrier")
+        return CONCRETE, (
+            f"{-s.tx} byte(s) more landed on {s.name} than were announced ({exp} announced {s.expected_tx} "
+            f"this phase; the TMA loads at {loads} bring more): the transaction count is below zero, so the "
+            f"phase cannot complete — {need}")
+    return PLAIN, ""
 
 
 def _cluster_reason(s, group) -> str:
