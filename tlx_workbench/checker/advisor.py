@@ -1,7 +1,8 @@
 """The warp-barrier conversion advisor: which ordinary barriers may become warp barriers
 (``tlx.alloc_warp_barrier``), with the reference's seven-point checklist walked on the
 evidence, the converted kernel written out (the allocation changed, nothing else) and
-compiled, and an A/B of both forms (simulator cycles when there is no GPU).
+compiled, and an A/B of both forms (wb.run + wb.bench on the GPU when there is one, else
+the simulator's cycles).
 """
 from __future__ import annotations
 
@@ -280,7 +281,7 @@ def convert_source(file: str, advice: list[Advice]) -> str:
     return text
 
 
-def _load_variant(path: str, text: str, base_globals: dict, target: str):
+def _load_variant(path: str, text: str, base_globals: dict, target: str | None):
     """Run the converted text as a module that starts from the original kernel's globals.
 
     A kernel defined in a notebook cell has its imports (triton, tl, tlx, helpers) in
@@ -293,39 +294,47 @@ def _load_variant(path: str, text: str, base_globals: dict, target: str):
     mod.__dict__.update({k: v for k, v in base_globals.items() if not k.startswith("__")})
     mod.__file__ = path
     code = compile(text, path, "exec")
+    if target is None:        # for the GPU: module-level DEVICE and driver queries see the real GPU
+        exec(code, mod.__dict__)
+        return mod
     with offline(target):
         exec(code, mod.__dict__)
     return mod
 
 
-def _clone(v):
+def _on(v, device=None):
+    """A copy of a tensor or TensorDescriptor (on `device`, default where it is); other values as they are."""
     import copy
 
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
     if isinstance(v, torch.Tensor):
-        return v.clone()
+        return v.detach().to(device or v.device, copy=True)
     if isinstance(v, TensorDescriptor):
         c = copy.copy(v)
-        c.base = v.base.clone()
+        c.base = v.base.detach().to(device or v.base.device, copy=True)
         c.block_shape = list(v.block_shape)
         return c
     return v
+
+
+def _as_list(v) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
 
 
 def _ab_sim(form, host, args, kwargs, reference, gpu, seed, config):
     import torch
 
     from ..sim import simulate
-    res = simulate(host, *[_clone(a) for a in args], gpu=gpu, seed=seed, config=config, on_deadlock="return",
-                   **kwargs)
+    cpu_args = [_on(a, "cpu") for a in args]
+    res = simulate(host, *cpu_args, gpu=gpu, seed=seed, config=config, on_deadlock="return", **kwargs)
     out = res.value
     correct = res.ok
     detail = "sim ok" if res.ok else ("deadlock" if res.deadlock is not None else f"{len(res.findings)} finding(s)")
     if reference is not None and out is not None and res.deadlock is None:
-        ref = reference(*args, **kwargs)
-        outs = out if isinstance(out, (list, tuple)) else [out]
-        refs = ref if isinstance(ref, (list, tuple)) else [ref]
+        ref = reference(*[_on(a, "cpu") for a in args], **kwargs)
+        outs = _as_list(out)
+        refs = _as_list(ref)
         err = max(float((o.double() - r.double()).abs().max() / (r.double().abs().max() + 1e-9))
                   for o, r in zip(outs, refs))
         close = all(torch.allclose(o.float(), r.float(), atol=2e-2, rtol=1e-2) for o, r in zip(outs, refs))
@@ -334,13 +343,82 @@ def _ab_sim(form, host, args, kwargs, reference, gpu, seed, config):
     return ABRow(form, correct, cycles=res.cycles, detail=detail), out
 
 
+def _pick_config(tuner, config):
+    """The autotune config the A/B runs: as the simulator picks it (a Config, an index, a dict of
+    values to match, default the first)."""
+    import triton
+    if isinstance(config, triton.Config):
+        return config
+    if isinstance(config, int):
+        return tuner.configs[config]
+    if isinstance(config, dict):
+        for c in tuner.configs:
+            allk = c.all_kwargs()
+            if all(allk.get(k) == v for k, v in config.items()):
+                return c
+        raise TLXWorkbenchError(f"no autotune config of {tuner.base_fn.__name__} matches config={config!r}",
+                                hint="pass config= as for the simulator: a dict of values, an index or a triton.Config")
+    return tuner.configs[0]
+
+
+class _pinned:
+    """Within the block, every autotuner of `kernel_name` in the given namespaces runs one config.
+
+    Both forms must run the config the advice was made for: left alone, the autotuner would time
+    every config, the tutorial's own USE_WARP_BARRIER ones included."""
+
+    def __init__(self, namespaces, kernel_name: str, config):
+        from triton.runtime.autotuner import Autotuner
+        self.saved = []
+        self.tuners = [v for ns in namespaces for v in list(ns.values())
+                       if isinstance(v, Autotuner) and getattr(v.base_fn, "__name__", None) == kernel_name]
+        self.config = config
+
+    def __enter__(self):
+        self.saved = []
+        for t in self.tuners:
+            self.saved.append((t, t.configs, dict(t.cache)))
+            t.configs = [_pick_config(t, self.config)]
+            t.cache.clear()
+        return self
+
+    def __exit__(self, *exc):
+        for t, configs, cache in self.saved:
+            t.configs = configs
+            t.cache.clear()
+            t.cache.update(cache)
+        return False
+
+
+def _ab_gpu(form, launch, args, kwargs, grid, refs, pin):
+    """One form on the GPU: a verified launch (wb.run) and its timing (wb.bench).
+
+    In this process (``isolate=False``): the watchdog's worker would import the kernel's module
+    afresh, with its autotuner unpinned."""
+    from ..runtime import bench, run
+    gargs = [_on(a, "cuda") for a in args]
+    grefs = [_on(r, "cuda") for r in refs] if refs is not None else None
+    with pin:
+        r = run(launch, *gargs, grid=grid, reference=grefs, isolate=False, **kwargs)
+        b = bench(launch, *[_on(a) for a in gargs], grid=grid, isolate=False, with_ceilings=False, **kwargs)
+    if r.comparisons:
+        err = max(c.rel_error for c in r.comparisons)
+        detail = f"GPU ({r.device}): rel err {err:.2e} vs reference" + ("" if r.ok else " (WRONG)")
+    else:
+        detail = f"GPU ({r.device}): ran (no reference)"
+    return ABRow(form, r.ok, ms=b.median_ms, detail=detail), r.outputs
+
+
 def advise_warp_barriers(fn, *args, target: str = "sm_90", reference=None, config=None, grid=None, gpu: str = "H200",
-                         seed: int = 0, ab: bool = True, **kwargs) -> AdviceResult:
+                         seed: int = 0, ab: bool = True, ab_on: str = "auto", **kwargs) -> AdviceResult:
     """Which barriers may become warp barriers, the converted kernel, and an A/B of both forms.
 
     `fn` is a host function (called with `args`/`kwargs`) or a kernel (then give ``grid=``).
     ``reference(*args)`` gives the expected output for the A/B; without it both forms are
-    compared with each other.
+    compared with each other. The A/B runs on the GPU when there is one (``wb.run`` checks
+    each form against the reference, ``wb.bench`` times it, both with the autotune ``config``
+    pinned), else on the simulator (its cycle estimate); ``ab_on="gpu"``/``"sim"`` chooses.
+    The advice itself always comes from a simulator run (CPU copies of the arguments).
 
     >>> adv = advise_warp_barriers(mod.matmul, a, b, reference=lambda a, b: a @ b)   # doctest: +SKIP
     >>> adv["bars_empty_b"].num_warps, adv["bars_empty_b"].num_arrivals              # doctest: +SKIP
@@ -353,8 +431,8 @@ def advise_warp_barriers(fn, *args, target: str = "sm_90", reference=None, confi
             raise TLXWorkbenchError("advise_warp_barriers(kernel, ...) needs grid=", hint="pass grid=(n,) or a host "
                                                                                          "function that launches it")
         host = lambda *a, **k: fn[grid](*a, **k)  # noqa: E731
-    jitfn, largs, lkwargs, sim = record_launch(host, [_clone(a) for a in args], kwargs, run=True, gpu=gpu, seed=seed,
-                                               config=config)
+    jitfn, largs, lkwargs, sim = record_launch(host, [_on(a, "cpu") for a in args], kwargs, run=True, gpu=gpu,
+                                               seed=seed, config=config)
     report = _compile_kernel(jitfn, *largs, target=target, **_compile_kwargs(lkwargs))
     ctx = Context(report, slot_facts(sim.trace))
     sf = ctx.sf
@@ -401,7 +479,7 @@ def advise_warp_barriers(fn, *args, target: str = "sm_90", reference=None, confi
         a.safe = a.safe and same
     if not ab:
         return result
-    # 7. A/B: both forms, correctness and time (simulator cycles on the CPU)
+    # 7. A/B: both forms, correctness and time (on the GPU when there is one, else simulator cycles)
     new_host = host
     if not _is_kernel(fn):
         new_host = getattr(mod, fn.__name__, None)
@@ -409,20 +487,36 @@ def advise_warp_barriers(fn, *args, target: str = "sm_90", reference=None, confi
         new_fn = getattr(mod, getattr(fn, "__name__", jitfn.fn.__name__), new_jit)
         new_host = lambda *a, **k: new_fn[grid](*a, **k)  # noqa: E731
     from ..target import has_gpu
-    if has_gpu():
-        notes.append("a GPU is present, but this A/B uses the simulator's cycle estimate (GPU A/B not wired yet)")
-    row_a, out_a = _ab_sim("ordinary (original)", host, args, kwargs, reference, gpu, seed, config)
-    row_b, out_b = _ab_sim("warp barriers (converted)", new_host, args, kwargs, reference, gpu, seed, config)
+    on_gpu = has_gpu() if ab_on == "auto" else ab_on == "gpu"
+    if on_gpu:
+        refs = None
+        if reference is not None:
+            refs = _as_list(reference(*[_on(a, "cpu") for a in args], **kwargs))
+        # both forms from their text, run as modules on the real GPU: a module imported under
+        # offline() (as the simulator needs) put its DEVICE on the CPU
+        gpu_a = _load_variant(report.source.file, sf.text, jitfn.fn.__globals__, None)
+        gpu_b = _load_variant(path, text, jitfn.fn.__globals__, None)
+        name = jitfn.fn.__name__ if _is_kernel(fn) else fn.__name__
+        launch_a, launch_b = getattr(gpu_a, name), getattr(gpu_b, name)
+        pin = _pinned([gpu_a.__dict__, gpu_b.__dict__], jitfn.fn.__name__, config)
+        row_a, out_a = _ab_gpu("ordinary (original)", launch_a, args, kwargs, grid, refs, pin)
+        row_b, out_b = _ab_gpu("warp barriers (converted)", launch_b, args, kwargs, grid, refs, pin)
+    else:
+        row_a, out_a = _ab_sim("ordinary (original)", host, args, kwargs, reference, gpu, seed, config)
+        row_b, out_b = _ab_sim("warp barriers (converted)", new_host, args, kwargs, reference, gpu, seed, config)
     if reference is None and out_a is not None and out_b is not None:
         import torch
-        same = all(torch.equal(x, y) for x, y in zip(out_a if isinstance(out_a, (list, tuple)) else [out_a],
-                                                     out_b if isinstance(out_b, (list, tuple)) else [out_b]))
+        same = all(torch.equal(x, y) for x, y in zip(_as_list(out_a), _as_list(out_b)))
         row_b.correct = row_b.correct and same
         row_b.detail += ", outputs equal to the original's" if same else ", outputs DIFFER from the original's"
     result.ab = [row_a, row_b]
     ok7 = bool(row_a.correct and row_b.correct)
+    if on_gpu:
+        ev7 = (f"A/B on the GPU: original {row_a.detail}, {row_a.ms:.4f} ms; converted {row_b.detail}, "
+               f"{row_b.ms:.4f} ms (median of wb.bench)")
+    else:
+        ev7 = (f"A/B on the simulator: original {row_a.detail}, {row_a.cycles:.0f} cycles; converted "
+               f"{row_b.detail}, {row_b.cycles:.0f} cycles")
     for a in result.safe:
-        a.checks.append((CHECKLIST[6], ok7, f"A/B on the simulator: original {row_a.detail}, "
-                                            f"{row_a.cycles:.0f} cycles; converted {row_b.detail}, "
-                                            f"{row_b.cycles:.0f} cycles"))
+        a.checks.append((CHECKLIST[6], ok7, ev7))
     return result
