@@ -63,3 +63,42 @@ def named_barrier_handoff(out_ptr, BLOCK: tl.constexpr, COUNT: tl.constexpr):
             tlx.named_barrier_wait(1, COUNT)
             x = tlx.local_load(buf[0])
             tl.store(out_ptr + tl.arange(0, BLOCK), x)
+
+
+@triton.jit
+def run_ahead(out_ptr, BLOCK: tl.constexpr):
+    """The producer completes two phases of `ready` and finishes; the consumer then waits for a third."""
+    buf = tlx.local_alloc((BLOCK,), tl.float32, 1)
+    ready = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    go = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            tlx.local_store(buf[0], tl.arange(0, BLOCK).to(tl.float32))
+            tlx.barrier_arrive(ready[0])
+            tlx.barrier_arrive(ready[0])
+            tlx.barrier_arrive(go[0])
+        with tlx.async_task(num_warps=4):
+            tlx.barrier_wait(go[0], 0)
+            tlx.barrier_wait(ready[0], 0)  # BUG: `ready` has completed two phases; parity 0 needs a third
+            tl.store(out_ptr + tl.arange(0, BLOCK), tlx.local_load(buf[0]))
+
+
+@triton.jit
+def two_loads_one_barrier(a_desc, b_desc, out_ptr, BM: tl.constexpr, BK: tl.constexpr, BUG: tl.constexpr):
+    """Two TMA loads signal one barrier (as A and B tiles of a GEMM do); BUG="expect_one" announces A's only."""
+    a_buf = tlx.local_alloc((BM, BK), tl.float16, 1)
+    b_buf = tlx.local_alloc((BM, BK), tl.float16, 1)
+    bar = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            if BUG == "expect_one":
+                tlx.barrier_expect_bytes(bar[0], BM * BK * 2)  # BUG: B's bytes are not announced
+            else:
+                tlx.barrier_expect_bytes(bar[0], 2 * BM * BK * 2)
+            tlx.async_descriptor_load(a_desc, a_buf[0], [0, 0], bar[0])
+            tlx.async_descriptor_load(b_desc, b_buf[0], [0, 0], bar[0])
+        with tlx.async_task(num_warps=4):
+            tlx.barrier_wait(bar[0], 0)
+            x = tlx.local_load(a_buf[0]) + tlx.local_load(b_buf[0])
+            rows = tl.arange(0, BM)
+            tl.store(out_ptr + rows[:, None] * BK + tl.arange(0, BK)[None, :], x)

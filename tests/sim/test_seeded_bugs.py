@@ -110,6 +110,41 @@ def test_expect_too_few_bytes_is_a_finding_and_a_race_naming_both_lines():
     assert f"announce the bytes of every load that signals this barrier: {tile}" in first.reason
 
 
+@pytest.mark.parametrize("bug, task, wait", [
+    ("expect_bytes", "task1", "tlx.barrier_wait(full[s], p)"),       # bytes announced that never land
+    ("arrive_count", "default", "tlx.barrier_wait(empty[s], p ^ 1)"),  # arrivals short, the arriver came
+    ("dropped_arrive", "default", "tlx.barrier_wait(empty[s], p ^ 1)"),
+    ("phase", "default", "# BUG: the first wait"),                   # a fresh barrier waited on with phase 0
+])
+def test_the_root_cause_is_listed_first_and_is_the_error_line(bug, task, wait):
+    res, _, _ = run_copy(bug)
+    d = res.deadlock
+    first = d.blocked[0]
+    assert (first.lane[1], first.line) == (task, line_of(wait)), d.text()
+    assert d.line == first.line and d.message.split("\n")[0].count(f"{task}[0] waits on") == 1
+    # the other blocked task is named a consequence (or an inferred cause), never before the root cause
+    assert all(b.priority >= first.priority for b in d.blocked)
+    with pytest.raises(wb.DeadlockError) as ei:
+        res.raise_for_errors()
+    assert ei.value.line == line_of(wait)
+
+
+def test_a_finished_arriver_is_not_called_blocked_in_a_cycle():
+    # the producer (the default task, which then only waits at the end of async_tasks) completed two
+    # phases ahead of the consumer and finished: the wait is a phase mistake, not a wait-for cycle
+    out = torch.zeros(64)
+    res = simulate(sk.run_ahead, out, BLOCK=64, grid=(1,), on_deadlock="return")
+    d = res.deadlock
+    assert d is not None and len(d.blocked) == 1
+    b = d.blocked[0]
+    assert b.lane[1] == "task1" and b.line == line_of("# BUG: `ready` has completed two phases")
+    assert b.completed == 2 and b.phase == 0
+    assert "cycle" not in b.reason and "consequence" not in b.reason
+    assert "finished" in b.reason and "phase" in b.reason
+    assert [e[3] for e in b.expected] == ["already finished (it will never arrive again)"]
+    assert "blocked" not in d.text().split("why:")[1]
+
+
 def test_early_release_is_a_race_naming_both_lines():
     res, _, _ = run_copy("early_release")
     assert res.deadlock is None
@@ -146,3 +181,26 @@ def test_named_barrier_count_mismatch_is_reported():
     res = simulate(sk.named_barrier_handoff, out, BLOCK=128, COUNT=128, grid=(1,), schedules=4,
                    on_deadlock="return")
     assert not res.ok
+
+
+@pytest.mark.parametrize("bug", ["", "expect_one"])
+def test_a_load_whose_bytes_were_not_announced_lands_after_the_phase(bug):
+    # A and B signal one barrier; announcing A's bytes only completes the phase before B has landed
+    torch.manual_seed(0)
+    a, b = (torch.randn(BM, BK, dtype=torch.float16) for _ in range(2))
+    out = torch.zeros(BM, BK, dtype=torch.float16)
+    descs = [TensorDescriptor(t, shape=[BM, BK], strides=[BK, 1], block_shape=[BM, BK]) for t in (a, b)]
+    res = simulate(sk.two_loads_one_barrier, *descs, out, BM=BM, BK=BK, BUG=bug, grid=(1,), schedules=3,
+                   on_deadlock="return")
+    if not bug:
+        assert res.ok, res
+        assert torch.equal(out, a + b)
+        return
+    over = [f for f in res.findings if f.kind == "tx-overflow"]
+    assert len(over) == 1, res.findings
+    b_line = line_of("tlx.async_descriptor_load(b_desc")
+    assert over[0].line == line_of("# BUG: B's bytes are not announced")
+    assert f"line(s) {line_of('tlx.async_descriptor_load(a_desc')}, {b_line}" in over[0].message
+    assert f"this barrier: {2 * BM * BK * 2}" in over[0].message
+    read = line_of("x = tlx.local_load(a_buf[0])")
+    assert any(r.line == read and r.other_line == b_line for r in res.races), res.findings
