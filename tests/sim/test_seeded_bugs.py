@@ -108,6 +108,10 @@ def test_expect_too_few_bytes_is_a_finding_and_a_race_naming_both_lines():
     assert first.barrier.startswith("full[") and first.missing_bytes < 0
     assert f"line {expect_line}" in first.reason and f"line(s) {tma_line}" in first.reason
     assert f"announce the bytes of every load that signals this barrier: {tile}" in first.reason
+    res.deadlock = None                      # the finding alone raises, at the expect_bytes line
+    with pytest.raises(wb.SimulationError) as ei:
+        res.raise_for_errors()
+    assert ei.value.line == expect_line and "tx-overflow" in str(ei.value)
 
 
 @pytest.mark.parametrize("bug, task, wait", [

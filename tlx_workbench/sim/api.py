@@ -63,8 +63,10 @@ class SimResult:
         if self.findings:
             f = self.findings[0]
             more = f" (and {len(self.findings) - 1} more finding(s))" if len(self.findings) > 1 else ""
-            raise SimulationError(f"{f.kind}: {f.message}{more}", file=self.file, line=f.line,
-                                  hint="see result.findings; order the accesses through a barrier")
+            hint = ("see result.findings; announce with barrier_expect_bytes the bytes of every TMA load that "
+                    "signals the barrier" if f.kind == "tx-overflow" else
+                    "see result.findings; order the accesses through a barrier")
+            raise SimulationError(f"{f.kind}: {f.message}{more}", file=self.file, line=f.line, hint=hint)
         return self
 
     def _lines(self):
