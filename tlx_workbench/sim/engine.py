@@ -34,8 +34,9 @@ class Finding:
             kind, message, line, lane, other_line, file)
 
     def __repr__(self):
-        loc = f"line {self.line}" + (f" / line {self.other_line}" if self.other_line else "")
-        return f"[{self.kind}] {loc}: {self.message}"
+        # a finding of the whole run (e.g. outputs that differ between schedules) has no line
+        lines = [f"line {n}" for n in (self.line, self.other_line) if n]
+        return f"[{self.kind}] {' / '.join(lines)}: {self.message}" if lines else f"[{self.kind}] {self.message}"
 
 
 def _run_tasks(specs):
