@@ -15,6 +15,7 @@ from . import interp_adapter as ia
 from . import rewrite, tl_extras
 from .cost import cost_model
 from .cta import CTA, SimGroup, kernel_frame_line
+from .hostmem import HostMemory
 from .diagnose import deadlock_report
 from .scheduler import StepLimit
 from .tlx_ops import SimBuilder, _state, patch_tlx
@@ -159,6 +160,13 @@ def _access_checker(run: LaunchRun, ranges):
     return check
 
 
+def _account_global(nbytes, is_store):
+    # the cost of a global access the fast descriptor path made (the access check charges the slow path's)
+    cta = _state.cta
+    if cta is not None:
+        cta.global_access(nbytes, is_store)
+
+
 def _clusters(g, cga):
     """The launch's CTAs grouped by cluster: [[(grid index, linear pid, cluster rank), ...], ...], in launch order
     (cluster ids x-fastest, like CTA ids)."""
@@ -279,6 +287,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     _state.patched_modules = {jitfn.fn.__module__}
     undo_tlx = patch_tlx(semantic)
     undo_check = ia.install_access_check(_access_checker(run, ranges))
+    undo_desc = ia.install_fast_descriptors(HostMemory(ranges), _account_global)
+    undo_overflow = ia.skip_dead_overflow_checks()
     undo_asm = ia.install_inline_asm(tl_extras.run)
     undo_map = tl_extras.patch_tl()
     saved_call = JITFunction.__call__
@@ -309,6 +319,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
             _finish_group(run, group, max_steps)
     finally:
         JITFunction.__call__ = saved_call
+        undo_overflow()
+        undo_desc()
         undo_check()
         undo_asm()
         undo_tlx()

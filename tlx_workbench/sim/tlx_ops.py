@@ -131,6 +131,8 @@ class _TLXBuilder(ia.InterpreterBuilder):
         import dataclasses
         base = dataclasses.asdict(ia.InterpreterOptions())
         base.update(arch=arch, num_warps=num_warps)
+        # overflow checks feed device_assert, a no-op without debug: skip computing them (interp_adapter)
+        base["sanitize_overflow"] = bool(base.get("debug"))
         self.options = types.SimpleNamespace(**base)
 
     @property
