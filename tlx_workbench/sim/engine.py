@@ -289,6 +289,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     undo_check = ia.install_access_check(_access_checker(run, ranges))
     undo_desc = ia.install_fast_descriptors(HostMemory(ranges), _account_global)
     undo_overflow = ia.skip_dead_overflow_checks()
+    undo_memo = ia.memoize_scalar_ops()
     undo_asm = ia.install_inline_asm(tl_extras.run)
     undo_map = tl_extras.patch_tl()
     saved_call = JITFunction.__call__
@@ -319,6 +320,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
             _finish_group(run, group, max_steps)
     finally:
         JITFunction.__call__ = saved_call
+        undo_memo()
         undo_overflow()
         undo_desc()
         undo_check()

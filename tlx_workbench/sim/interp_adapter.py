@@ -246,3 +246,85 @@ def skip_dead_overflow_checks():
     def undo():
         b.options = saved
     return undo
+
+
+# semantic ops whose result is a function of their operands' types and values alone
+_PURE_SCALAR_OPS = ("add", "sub", "mul", "floordiv", "mod", "and_", "or_", "xor_", "lshr", "ashr", "shl", "minus",
+                    "plus", "invert", "not_", "logical_and", "logical_or", "equal", "not_equal", "less_than",
+                    "less_equal", "greater_than", "greater_equal", "minimum", "maximum", "cast", "to_tensor",
+                    "scalar_constant")
+_INT_NAMES = frozenset(tl.dtype.SINT_TYPES + tl.dtype.UINT_TYPES)
+_NO = object()
+
+
+def _scalar_key(a):
+    """A hashable key for an integer scalar operand (Triton scalar, Python int/bool, dtype, flag); _NO otherwise."""
+    t = type(a)
+    if t is int or t is bool or a is None or t is str:
+        return (t, a)
+    if isinstance(a, tl.tensor):
+        ty = a.type
+        h = a.handle
+        if type(ty) is not tl.dtype or ty.name not in _INT_NAMES or type(h) is not TensorHandle or h.attr:
+            return _NO
+        d = h.data
+        if d.size != 1:
+            return _NO
+        return (ty, h.dtype, d.dtype, d.shape, d.item())
+    if isinstance(a, tl.constexpr):
+        k = _scalar_key(a.value)
+        return _NO if k is _NO else ("constexpr", k)
+    if t is tl.dtype:
+        return (t, a)
+    return _NO
+
+
+def memoize_scalar_ops():
+    """Cache the interpreter's integer scalar arithmetic (index and phase computations: ``buf + 1``,
+    ``cnt // NUM_STAGES & 1``), which goes through Triton's whole type-checking path each time.
+    Keys are the operands' types and values, so a hit returns what Triton computed for the same
+    inputs (a fresh tensor each time). Block tensors, floats and anything unusual take Triton's path.
+    Returns a function that removes the cache."""
+    sem = interpreter_semantic
+    cache: dict = {}
+
+    def make(name, orig):
+        def op(*args, **kwargs):
+            if kwargs:
+                return orig(*args, **kwargs)
+            key = [name]
+            for a in args:
+                k = _scalar_key(a)
+                if k is _NO:
+                    return orig(*args)
+                key.append(k)
+            key = tuple(key)
+            hit = cache.get(key)
+            if hit is None:
+                res = orig(*args)
+                for i, a in enumerate(args):
+                    if res is a:        # e.g. to_tensor of a tensor, cast to its own type: the operand itself
+                        cache[key] = ("arg", i)
+                        return res
+                if (isinstance(res, tl.tensor) and type(res.type) is tl.dtype and type(res.handle) is TensorHandle
+                        and not res.handle.attr and res.handle.data.size == 1 and len(cache) < 200_000):
+                    fields = {k: v for k, v in res.__dict__.items() if k != "handle"}
+                    cache[key] = ("new", type(res), fields, res.handle.dtype, res.handle.data.copy())
+                return res
+            if hit[0] == "arg":
+                return args[hit[1]]
+            _, cls, fields, hdtype, data = hit
+            out = cls.__new__(cls)
+            out.__dict__.update(fields)
+            out.handle = TensorHandle(data.copy(), hdtype)
+            return out
+        return op
+
+    for name in _PURE_SCALAR_OPS:
+        setattr(sem, name, make(name, getattr(type(sem), name).__get__(sem)))
+
+    def undo():
+        for name in _PURE_SCALAR_OPS:
+            sem.__dict__.pop(name, None)
+        cache.clear()
+    return undo
