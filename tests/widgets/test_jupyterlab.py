@@ -43,6 +43,11 @@ def lab(tmp_path_factory, browser):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, str(root / "views.ipynb"))
+    # start the notebook's kernel without asking: Lab's "Select Kernel" dialog, popping up mid
+    # run, otherwise blocks the cells after the first one now and then
+    settings = root / ".cfg" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
+    settings.mkdir(parents=True)
+    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"autoStartDefaultKernel": True}))
     port, token = _free_port(), "tlxwb-test"
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / ".cfg"), JUPYTER_RUNTIME_DIR=str(root / ".rt"))
     proc = subprocess.Popen(
@@ -70,6 +75,23 @@ def lab(tmp_path_factory, browser):
         proc.kill()
 
 
+def _wait_dismissing_dialogs(page, selector, total_ms=90_000, step_ms=5_000):
+    """Wait for `selector`; accept a dialog Lab may raise meanwhile (kernel choice), which would
+    otherwise stop the remaining cells from running."""
+    for _ in range(total_ms // step_ms):
+        try:
+            page.wait_for_selector(selector, timeout=step_ms)
+            return
+        except Exception:
+            accept = page.locator(".jp-Dialog .jp-mod-accept")
+            if accept.count():
+                accept.first.click()
+                # the cells queued behind the dialog may have been dropped: run them all again
+                page.click(".lm-MenuBar-itemLabel:text-is('Run')")
+                page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+    page.wait_for_selector(selector, timeout=step_ms)
+
+
 def test_notebook_shows_every_view_and_a_click_reaches_the_kernel(lab, page):
     page.set_default_timeout(90_000)
     page.goto(lab)
@@ -95,10 +117,9 @@ def test_notebook_shows_every_view_and_a_click_reaches_the_kernel(lab, page):
             if attempt == 2:
                 raise
     # every view renders live (the anywidget front end ran our ESM)
-    page.wait_for_selector(".tlxwb-timeline canvas")
-    page.wait_for_selector(".tlxwb-barriers canvas")
-    page.wait_for_selector(".tlxwb-memmap .tlxwb-alloc")
-    page.wait_for_selector(".tlxwb-ir .tlxwb-ir-pane")
+    for selector in (".tlxwb-timeline canvas", ".tlxwb-barriers canvas", ".tlxwb-memmap .tlxwb-alloc",
+                     ".tlxwb-ir .tlxwb-ir-pane"):
+        _wait_dismissing_dialogs(page, selector)
     assert page.locator(".tlxwb-ir .tlxwb-ir-pane").count() == 4
     # the SMEM buffers left to right in address order (c_smem reuses a_smem's space: same x)
     boxes = page.evaluate("""() => Array.from(document.querySelectorAll('.tlxwb-memmap .tlxwb-alloc'))
