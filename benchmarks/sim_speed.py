@@ -1,10 +1,18 @@
 """CPU simulator speed vs Triton's own interpreter, in one process.
 
-    /work/venv/bin/python benchmarks/sim_speed.py
+    /work/venv/bin/python benchmarks/sim_speed.py [--repeats N] [--no-blackwell]
 
 Simulator: the wheel tutorial hopper_gemm_ws (warp-specialized, TMA + wgmma + mbarriers),
 512x512x512 fp16, BM=BN=128, BK=64 -> 16 CTAs. Interpreter (TRITON_INTERPRET=1): a plain
-Triton GEMM of the same size and blocks (16 programs). Best of 3 runs each.
+Triton GEMM of the same size and blocks (16 programs).
+
+Made to be read on a shared, loaded machine: after one untimed warm-up of each, the two run
+interleaved (the order alternating per round), N rounds (default 7); printed are the minimum
+and median wall time of each, the ratio of the minima (the goal: <= 1.0), the CPU time of each
+(process time: not inflated by waiting for a core) and the 1-minute load average before and
+after. BLAS runs single-threaded (OPENBLAS_NUM_THREADS=1 unless set): the interpreter's only
+heavy numpy work is its 128x64x128 tl.dot, and with two BLAS threads on a busy 2-core machine
+its time swings 0.5-1.9 s instead of a steady ~0.27 s, so this is the interpreter's best case.
 
 Blackwell (B200 cost model): the wheel tutorials blackwell_gemm_ws (512^3, 1-CTA and 2-CTA
 configs) and blackwell_fa_ws_pipelined_persistent (1x4x512x128), unchanged; simulator only
@@ -12,12 +20,18 @@ configs) and blackwell_fa_ws_pipelined_persistent (1x4x512x128), unchanged; simu
 """
 from __future__ import annotations
 
-import importlib.util
 import os
-import pathlib
-import time
 
-import torch
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")     # before numpy loads: see the docstring
+
+import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import pathlib  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
 
 
 def _plain_gemm():
@@ -89,7 +103,14 @@ def blackwell(repeats=3):
     return rows
 
 
-def main(M=512, N=512, K=512, repeats=3):
+def _timed(fn):
+    w0, c0 = time.perf_counter(), time.process_time()
+    out = fn()
+    return time.perf_counter() - w0, time.process_time() - c0, out
+
+
+def main(M=512, N=512, K=512, repeats=7):
+    """Interleaved runs of the simulator and the interpreter; returns a dict of the figures printed."""
     import tlx_workbench as wb
     from tlx_workbench.sim import simulate
     tut = pathlib.Path(__import__("tlx").__file__).parent / "tutorials" / "hopper_gemm_ws.py"
@@ -103,29 +124,59 @@ def main(M=512, N=512, K=512, repeats=3):
     ref = a.float() @ b.float()
     cfg = {"BM": 128, "BN": 128, "BK": 64, "GROUP_SIZE_M": 8, "NUM_STAGES": 3, "NUM_MMA_WARPS": 8,
            "NUM_MMA_GROUPS": 2, "EPILOGUE_SUBTILE": False, "NUM_CTAS": 1, "USE_WARP_BARRIER": False}
-    sim_t = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        res = simulate(mod.matmul, a, b, config=cfg)
-        sim_t.append(time.perf_counter() - t0)
-    assert len(res.ctas) == 16, res.ctas
-    torch.testing.assert_close(res.value.float(), ref, atol=5e-2, rtol=1e-2)
-
     gemm = _plain_gemm()
     c = torch.empty(M, N, dtype=torch.float16)
-    int_t = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+
+    def run_sim():
+        return simulate(mod.matmul, a, b, config=cfg)
+
+    def run_interp():
+        c.zero_()
         gemm[(M // 128 * N // 128,)](a, b, c, M, N, K, BM=128, BN=128, BK=64)
-        int_t.append(time.perf_counter() - t0)
+
+    load0 = os.getloadavg()[0]
+    res = run_sim()                     # warm-up (kernel rewrite, imports), untimed
+    run_interp()
+    sim_w, sim_c, int_w, int_c = [], [], [], []
+    for r in range(repeats):
+        order = ("sim", "interp") if r % 2 == 0 else ("interp", "sim")
+        for which in order:
+            if which == "sim":
+                w, cpu, res = _timed(run_sim)
+                sim_w.append(w)
+                sim_c.append(cpu)
+            else:
+                w, cpu, _ = _timed(run_interp)
+                int_w.append(w)
+                int_c.append(cpu)
+    load1 = os.getloadavg()[0]
+    assert len(res.ctas) == 16, res.ctas
+    torch.testing.assert_close(res.value.float(), ref, atol=5e-2, rtol=1e-2)
     torch.testing.assert_close(c.float(), ref, atol=5e-2, rtol=1e-2)
-    s, i = min(sim_t), min(int_t)
-    print(f"simulator (hopper_gemm_ws, {M}x{N}x{K}, 16 CTAs): {s:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in sim_t)})")
-    print(f"interpreter (plain Triton GEMM, same size/blocks): {i:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in int_t)})")
-    print(f"ratio simulator / interpreter: {s / i:.2f}x  ({res.cycles:.0f} simulated cycles)")
-    return s, i
+    out = {"sim_min": min(sim_w), "sim_median": statistics.median(sim_w), "sim_cpu_min": min(sim_c),
+           "interp_min": min(int_w), "interp_median": statistics.median(int_w), "interp_cpu_min": min(int_c),
+           "load_before": load0, "load_after": load1, "repeats": repeats, "cycles": res.cycles,
+           "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
+    out["ratio"] = out["sim_min"] / out["interp_min"]
+    out["ratio_cpu"] = out["sim_cpu_min"] / out["interp_cpu_min"]
+    fmt = ", ".join
+    print(f"{repeats} interleaved rounds, OPENBLAS_NUM_THREADS={out['blas_threads']}, 1-min load average "
+          f"{load0:.2f} before / {load1:.2f} after")
+    print(f"simulator (hopper_gemm_ws, {M}x{N}x{K}, 16 CTAs): min {out['sim_min']:.3f} s, median "
+          f"{out['sim_median']:.3f} s, CPU min {out['sim_cpu_min']:.3f} s  (runs: {fmt(f'{x:.3f}' for x in sim_w)})")
+    print(f"interpreter (plain Triton GEMM, same size/blocks): min {out['interp_min']:.3f} s, median "
+          f"{out['interp_median']:.3f} s, CPU min {out['interp_cpu_min']:.3f} s  "
+          f"(runs: {fmt(f'{x:.3f}' for x in int_w)})")
+    print(f"ratio simulator / interpreter: {out['ratio']:.2f}x by minimum wall time, {out['ratio_cpu']:.2f}x by "
+          f"minimum CPU time  (goal <= 1.0; {res.cycles:.0f} simulated cycles)")
+    return out
 
 
 if __name__ == "__main__":
-    main()
-    blackwell()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved rounds (default 7)")
+    ap.add_argument("--no-blackwell", action="store_true", help="skip the Blackwell simulator-only figures")
+    opts = ap.parse_args()
+    main(repeats=opts.repeats)
+    if not opts.no_blackwell:
+        blackwell()
