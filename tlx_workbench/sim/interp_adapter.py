@@ -255,6 +255,7 @@ _PURE_SCALAR_OPS = ("add", "sub", "mul", "floordiv", "mod", "and_", "or_", "xor_
                     "scalar_constant")
 _INT_NAMES = frozenset(tl.dtype.SINT_TYPES + tl.dtype.UINT_TYPES)
 _NO = object()
+NOT_SCALAR = _NO
 
 
 def _scalar_key(a):
@@ -277,6 +278,11 @@ def _scalar_key(a):
     if t is tl.dtype:
         return (t, a)
     return _NO
+
+
+def scalar_key(a):
+    """A hashable key for an integer scalar (Triton scalar, Python int/bool, constexpr of one), or NOT_SCALAR."""
+    return _scalar_key(a)
 
 
 def memoize_scalar_ops():
