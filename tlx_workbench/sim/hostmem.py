@@ -20,6 +20,7 @@ class HostMemory:
     def __init__(self, ranges):
         self.ranges = [(int(a), int(b)) for a, b in ranges if b > a]
         self._bufs: dict[int, np.ndarray] = {}
+        self.descs: dict = {}     # id(descriptor) -> (descriptor, its view or None): see interp_adapter
 
     def bytes_at(self, addr: int, nbytes: int) -> np.ndarray | None:
         """The ``nbytes`` bytes at ``addr`` as a writable uint8 array, or None if no storage holds them all."""

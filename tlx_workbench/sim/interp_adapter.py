@@ -153,32 +153,43 @@ def _descriptor_box(desc: TensorDescHandle, offsets, memory):
     """(whole tensor as a strided numpy view, [(src slice, dst slice)] per dim, np dtype) of the block of
     ``desc`` at ``offsets``; None when the fast path does not apply (the interpreter's path then runs,
     with its own checks and errors)."""
+    got = memory.descs.get(id(desc))
+    if got is None or got[0] is not desc:
+        got = (desc, _descriptor_view(desc, memory))
+        memory.descs[id(desc)] = got
+    view = got[1]
+    if view is None or len(offsets) != len(view[2]):
+        return None
+    whole, np_dt, shape, block = view
+    offs = [int(o.data.item()) if type(o) is TensorHandle and o.data.size == 1 else int(np.asarray(o.data).reshape(-1)[0])
+            for o in offsets]
+    if (offs[-1] * np_dt.itemsize) % 16:
+        return None
+    box = []
+    for off, blk, n in zip(offs, block, shape):
+        lo, hi = max(off, 0), min(off + blk, n)
+        box.append((slice(lo, hi), slice(lo - off, hi - off)) if hi > lo else None)
+    return whole, box, np_dt
+
+
+def _descriptor_view(desc: TensorDescHandle, memory):
+    """(the whole tensor of ``desc`` as a strided numpy view over ``memory``, np dtype, shape, block shape),
+    or None when its elements are not all inside one of the launch's storages (or the layout is unusual)."""
     elem = desc.base.dtype.element_ty
     itemsize = elem.primitive_bitwidth // 8
     np_dt = np.dtype(_interp._get_np_dtype(elem))
-    if itemsize == 0 or np_dt.itemsize != itemsize or len(offsets) != desc.ndim:
-        return None
-    offs = [int(np.asarray(o.data).reshape(-1)[0]) for o in offsets]
-    if (offs[-1] * itemsize) % 16:
+    if itemsize == 0 or np_dt.itemsize != itemsize:
         return None
     shape = [int(np.asarray(s.data).reshape(-1)[0]) for s in desc.shape]
     strides = [int(np.asarray(s.data).reshape(-1)[0]) for s in desc.strides]
-    if any(n <= 0 for n in shape) or any(s < 0 for s in strides):
+    if any(n <= 0 for n in shape) or any(s < 0 for s in strides) or len(shape) != len(desc.block_shape):
         return None
     extent = (sum((n - 1) * s for n, s in zip(shape, strides)) + 1) * itemsize
     raw = memory.bytes_at(int(np.asarray(desc.base.data).reshape(-1)[0]), extent)
     if raw is None:
         return None
     whole = np.lib.stride_tricks.as_strided(raw.view(np_dt), shape, [s * itemsize for s in strides])
-    box = []
-    for off, blk, n in zip(offs, desc.block_shape, shape):
-        lo, hi = max(off, 0), min(off + int(blk), n)
-        if hi <= lo:
-            box.append(None)
-        else:
-            box.append((slice(lo, hi), slice(lo - off, hi - off)))
-    return whole, box, np_dt
-
+    return whole, np_dt, shape, [int(b) for b in desc.block_shape]
 
 
 def install_fast_descriptors(memory, account):
@@ -254,29 +265,34 @@ _PURE_SCALAR_OPS = ("add", "sub", "mul", "floordiv", "mod", "and_", "or_", "xor_
                     "less_equal", "greater_than", "greater_equal", "minimum", "maximum", "cast", "to_tensor",
                     "scalar_constant")
 _INT_NAMES = frozenset(tl.dtype.SINT_TYPES + tl.dtype.UINT_TYPES)
+_TENSOR, _DTYPE = tl.tensor, tl.dtype
 _NO = object()
+_new_handle = object.__new__
 NOT_SCALAR = _NO
 
 
 def _scalar_key(a):
-    """A hashable key for an integer scalar operand (Triton scalar, Python int/bool, dtype, flag); _NO otherwise."""
+    """A hashable key for an integer scalar operand (Triton scalar, Python int/bool, dtype, flag); _NO otherwise.
+    Types are keyed by name (hashing a tl.dtype runs Python code); the value's numpy dtype and rank too."""
     t = type(a)
-    if t is int or t is bool or a is None or t is str:
-        return (t, a)
-    if isinstance(a, tl.tensor):
+    if t is _TENSOR:
         ty = a.type
+        if type(ty) is not _DTYPE or ty.name not in _INT_NAMES:
+            return _NO
         h = a.handle
-        if type(ty) is not tl.dtype or ty.name not in _INT_NAMES or type(h) is not TensorHandle or h.attr:
+        if type(h) is not TensorHandle or h.attr or type(h.dtype) is not _DTYPE:
             return _NO
         d = h.data
         if d.size != 1:
             return _NO
-        return (ty, h.dtype, d.dtype, d.shape, d.item())
+        return (ty.name, h.dtype.name, d.dtype.char, d.ndim, d.item())
+    if t is int or t is bool or a is None or t is str:
+        return (t, a)
+    if t is _DTYPE:
+        return ("dtype", a.name)
     if isinstance(a, tl.constexpr):
         k = _scalar_key(a.value)
         return _NO if k is _NO else ("constexpr", k)
-    if t is tl.dtype:
-        return (t, a)
     return _NO
 
 
@@ -298,13 +314,9 @@ def memoize_scalar_ops():
         def op(*args, **kwargs):
             if kwargs:
                 return orig(*args, **kwargs)
-            key = [name]
-            for a in args:
-                k = _scalar_key(a)
-                if k is _NO:
-                    return orig(*args)
-                key.append(k)
-            key = tuple(key)
+            key = (name, *map(_scalar_key, args))
+            if _NO in key:
+                return orig(*args)
             hit = cache.get(key)
             if hit is None:
                 res = orig(*args)
@@ -322,8 +334,17 @@ def memoize_scalar_ops():
             _, cls, fields, hdtype, data = hit
             out = cls.__new__(cls)
             out.__dict__.update(fields)
-            out.handle = TensorHandle(data.copy(), hdtype)
+            # a fresh handle, built without re-running the dataclass checks the first result passed
+            h = _new_handle(TensorHandle)
+            h.data, h.dtype, h.attr = data.copy(), hdtype, {}
+            out.handle = h
             return out
+        if name == "to_tensor":
+            # every assignment in kernel code goes through to_tensor; only Python numbers need the cache
+            def to_tensor(*args, **kwargs):
+                t = type(args[0]) if args else None
+                return op(*args, **kwargs) if t is int or t is bool else orig(*args, **kwargs)
+            return to_tensor
         return op
 
     for name in _PURE_SCALAR_OPS:

@@ -297,7 +297,7 @@ class _TLXBuilder(ia.InterpreterBuilder):
         bv = _view(b, "async_dot B")
         if isinstance(a, (SmemAlloc, SmemView)):
             av = _view(a, "async_dot A")
-            a_fn = lambda: ia.TensorHandle(av.array.copy(), av.tl_dtype)  # noqa: E731
+            a_fn = lambda: ia.TensorHandle(av.array, av.tl_dtype)  # noqa: E731 - read at once, not copied
             m, k = av.array.shape
             in_bits = av.tl_dtype.primitive_bitwidth
         else:
@@ -308,7 +308,7 @@ class _TLXBuilder(ia.InterpreterBuilder):
         n = bv.array.shape[1]
 
         def compute():
-            bh = ia.TensorHandle(bv.array.copy(), bv.tl_dtype)
+            bh = ia.TensorHandle(bv.array, bv.tl_dtype)
             return ia.interpreter_builder.create_dot(a_fn(), bh, acc, input_precision, max_num_imprecise_acc)
 
         return self.cta.wgmma(av, bv, compute, m, n, k, in_bits)
