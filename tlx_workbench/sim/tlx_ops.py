@@ -51,6 +51,10 @@ _calls = threading.local()
 
 
 def _call_stack() -> list:
+    cta = _state.cta
+    task = cta.sched.current if cta is not None else None
+    if task is not None:
+        return task.call_stack
     st = getattr(_calls, "stack", None)
     if st is None:
         st = _calls.stack = []
