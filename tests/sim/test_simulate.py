@@ -108,3 +108,26 @@ def test_unsupported_op_names_the_op_and_line():
 def test_top_level_package_exports_simulate():
     assert wb.simulate is simulate
     assert wb.SimResult.__name__ == "SimResult"
+
+
+@pytest.mark.parametrize("bug", ["", "arrive_count"])
+def test_greenlet_and_thread_tasks_give_the_same_run(monkeypatch, bug):
+    # tasks run as greenlets when the package is there, as threads otherwise: the seeded choices are the
+    # same code, so trace, outputs and the deadlock report must not depend on the mechanism
+    pytest.importorskip("greenlet")
+    runs = []
+    for threads in ("1", "0"):
+        monkeypatch.setenv("TLXWB_SIM_THREADS", threads)
+        torch.manual_seed(1)
+        x = torch.randn(4 * BM, BK, dtype=torch.float16)
+        out = torch.zeros_like(x)
+        desc = TensorDescriptor(x, shape=list(x.shape), strides=[BK, 1], block_shape=[BM, BK])
+        res = simulate(sk.copy_pipeline, desc, out, 4, BM=BM, BK=BK, STAGES=2, BUG=bug, grid=(1,), seed=7,
+                       on_deadlock="return")
+        runs.append((json.dumps(res.trace.to_chrome(), sort_keys=True), out.clone(),
+                     res.deadlock.text() if res.deadlock else None))
+    (t_trace, t_out, t_dead), (g_trace, g_out, g_dead) = runs
+    assert t_trace == g_trace
+    assert torch.equal(t_out, g_out)
+    assert t_dead == g_dead
+    assert (t_dead is not None) == (bug != "")
