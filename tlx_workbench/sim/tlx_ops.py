@@ -629,19 +629,26 @@ def _cx(v):
 
 
 def _wrap(name, member, semantic):
+    # decided once per launch (patch_tlx wraps afresh), not at every call
+    override = OVERRIDES.get(name)
+    unsupported = name in UNSUPPORTED
+    is_wait = name == "barrier_wait"
+
     def op(*args, **kwargs):
-        kwargs.pop("_semantic", None)
-        kwargs.pop("_builder", None)
         # the code generator hands Python literals to builtins as constexprs; so do we
-        args = [_cx(a) for a in args]
-        kwargs = {k: _cx(v) for k, v in kwargs.items()}
-        _call_stack().append((name, kwargs))
+        if kwargs:
+            kwargs.pop("_semantic", None)
+            kwargs.pop("_builder", None)
+            kwargs = {k: _cx(v) for k, v in kwargs.items()}
+        args = tuple(map(_cx, args))
+        stack = _call_stack()
+        stack.append((name, kwargs))
         try:
-            if name in OVERRIDES:
-                return OVERRIDES[name](*args, **kwargs)
-            if name in UNSUPPORTED:
+            if override is not None:
+                return override(*args, **kwargs)
+            if unsupported:
                 raise NotImplementedError(name)
-            if name == "barrier_wait" and args and isinstance(getattr(args[0], "handle", None), RemoteSlot):
+            if is_wait and args and isinstance(getattr(args[0], "handle", None), RemoteSlot):
                 from .cta import kernel_frame_line
                 file, line = kernel_frame_line()
                 raise SimulationError(
@@ -664,7 +671,7 @@ def _wrap(name, member, semantic):
             raise SimulationError(f"tlx.{name} failed: {type(e).__name__}: {e}", file=file, line=line,
                                   hint="check this op's arguments (shapes, dtypes, buffer indices)") from e
         finally:
-            _call_stack().pop()
+            stack.pop()
     if name == "local_view":
         op = _memo_local_view(op)
     op.__name__ = name
