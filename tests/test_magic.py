@@ -224,3 +224,34 @@ def test_every_view_option_in_sim_mode_for_blackwell(shell):
     html = r._repr_html_()
     assert "not available" not in html          # every view rendered (widgets' static HTML)
     assert len(html) > 2000
+
+
+def test_magic_module_re_exports_the_magics_package():
+    # tlx_magic, the tests and notebooks import from tlx_workbench.magic; the code lives in tlx_workbench.magics
+    import tlx_workbench.magic as magic
+    import tlx_workbench.magics as magics
+    for name in magics.__all__:
+        assert getattr(magic, name) is getattr(magics, name), name
+    assert magic.load_ipython_extension.__module__ == "tlx_workbench.magics.ipython_magics"
+
+
+def test_split_cell_finds_the_launch_only_in_the_last_statement():
+    from tlx_workbench.magic import split_cell
+    body, node = split_cell("k = 2\nf(k,\n  3)\n")
+    assert body == "k = 2\n" and node.value.func.id == "f" and node.lineno == 2
+    body, node = split_cell("f(1)\nk = 2\n")          # a call that is not last is part of the body
+    assert body == "f(1)\nk = 2\n" and node is None
+    with pytest.raises(SyntaxError):
+        split_cell("def f(:\n")
+
+
+def test_declared_options_are_the_parsers_options(shell):
+    # each magic's option tuple (options.py) becomes its argparse usage, in declaration order
+    from tlx_workbench.magics import options
+    magics = shell.magics_manager.registry["TLXMagics"]
+    for name, declared in [("tlx", options.TLX_OPTIONS), ("tlx_bench", options.BENCH_OPTIONS),
+                           ("tlx_profile", options.PROFILE_OPTIONS), ("tlx_show", options.SHOW_OPTIONS),
+                           ("tlx_config", options.CONFIG_OPTIONS)]:
+        parser = getattr(magics, name).parser
+        flags = [a.option_strings[-1] if a.option_strings else a.dest for a in parser._actions if a.dest != "help"]
+        assert flags == [d.args[-1] for d in declared], name

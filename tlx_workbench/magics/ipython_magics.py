@@ -1,0 +1,250 @@
+"""The IPython side: the :class:`TLXMagics` class (thin shells over :func:`evaluate`) and the extension hooks."""
+from __future__ import annotations
+
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import magic_arguments, parse_argstring
+
+from ..errors import TLXWorkbenchError
+from . import options as opts
+from .errors import CellError, cell_error
+from .evaluate import evaluate, offline_context, resolve_mode
+from .knobs import Knob, KnobPanel, parse_knobs
+from .launch import Launch, parse_launch, split_cell
+from .options import DEFAULTS, print_help, unquote
+from .result import CellResult
+from .views import display, display_result, show_object
+
+
+@magics_class
+class TLXMagics(Magics):
+    """``%%tlx``, ``%tlx_bench``, ``%tlx_profile``, ``%tlx_show``, ``%tlx_config``."""
+
+    def __init__(self, shell=None):
+        super().__init__(shell)
+        self.settings = dict(DEFAULTS)
+        self.last_result: CellResult | None = None
+        self.last_error: TLXWorkbenchError | None = None
+        self.panels: list = []
+
+    # ---- helpers
+    def _ns(self) -> dict:
+        return self.shell.user_ns
+
+    def _eval(self, expr: str | None, what: str):
+        if expr is None:
+            return None
+        try:
+            return eval(expr, self._ns())
+        except Exception as e:
+            raise CellError(f"cannot evaluate {what} `{expr}`: {type(e).__name__}: {e}",
+                            hint=f"{what} is a Python expression over the notebook's variables") from None
+
+    def _fail(self, e: BaseException, filename: str = "<tlx>") -> None:
+        err = cell_error(e, filename)
+        self.last_error = err
+        display(err)
+
+    def _mode(self, args) -> str:
+        if getattr(args, "sim", False):
+            return "sim"
+        if getattr(args, "gpu", False):
+            return "gpu"
+        return self.settings["mode"]
+
+    def _baselines(self, items) -> dict:
+        out = {}
+        for item in items or []:
+            name, eq, expr = item.partition("=")
+            if not eq:
+                raise CellError(f"--baseline {item!r}: write NAME=EXPR", hint='e.g. --baseline "cuBLAS=a @ b"')
+            code = compile(expr, f"<baseline {name}>", "eval")
+            ns = self._ns()
+            out[name] = (lambda code=code, ns=ns: eval(code, ns))
+        return out
+
+    # ---- %%tlx
+    @magic_arguments()
+    @opts.declare(opts.TLX_OPTIONS)
+    @cell_magic
+    def tlx(self, line, cell):
+        """Define TLX kernel(s) and act on the launch in the cell's last line.
+
+        The cell runs in the notebook namespace like a normal cell; if its last
+        statement is a call (``kernel[grid](...)`` or ``host_fn(...)``), that call is
+        the launch: it is simulated (``--sim``) or run on the GPU (``--gpu``), checked,
+        benchmarked, profiled and shown as the options ask.
+        """
+        if print_help(self.tlx, line):
+            return None
+        try:
+            args = unquote(parse_argstring(self.tlx, line))
+        except Exception as e:  # argparse errors: show them, keep going
+            self._fail(CellError(f"%%tlx options: {e}", hint="see %%tlx --help"))
+            return None
+        target = args.target or self.settings["target"]
+        mode = self._mode(args)
+        show = tuple(k for k in ("report", "memory", "ir", "timeline", "barriers") if getattr(args, k))
+        filename = "<tlx cell>"
+        try:
+            body, launch_node = split_cell(cell)
+        except SyntaxError as e:
+            self._fail(e, filename)
+            return None
+        with offline_context(mode, target):
+            try:
+                # a linecache-backed file name, so triton.jit can read the kernels' source
+                filename = self.shell.compile.cache(body, self.shell.execution_count)
+                exec(compile(body, filename, "exec"), self._ns())
+            except BaseException as e:  # noqa: BLE001 - a bad cell must not kill the notebook
+                self._fail(e, filename)
+                return None
+            if launch_node is None:
+                res = CellResult(mode=resolve_mode(mode), target=target, show=show)
+                res.notes.append("definitions only: end the cell with a launch to simulate, run or benchmark it")
+                return self._finish(res, args)
+            try:
+                launch = parse_launch(launch_node.value, self._ns(), filename=filename)
+                options = dict(
+                    mode=mode, target=target, check=args.check, reference=self._eval(args.ref, "--ref"),
+                    outputs=args.outputs.split(",") if args.outputs else None, bench=args.bench,
+                    flops=self._eval(args.flops, "--flops"), nbytes=self._eval(args.bytes, "--bytes"),
+                    baselines=self._baselines(args.baseline), profile=args.profile, show=show,
+                    timeout=args.timeout or self.settings["timeout"],
+                    seed=args.seed if args.seed is not None else self.settings["seed"],
+                    schedules=self.settings["schedules"], isolate=self.settings["isolate"])
+                knobs = parse_knobs(args.knobs) if args.knobs else []
+                if knobs:
+                    return self._knob_panel(launch, knobs, options, args)
+                res = evaluate(launch, **options)
+            except BaseException as e:  # noqa: BLE001
+                self._fail(e, filename)
+                return None
+        return self._finish(res, args)
+
+    def _finish(self, res: CellResult, args):
+        self._store(res, args)
+        display_result(res)
+        return None
+
+    def _knob_panel(self, launch: Launch, knobs: list[Knob], options: dict, args):
+        panel = KnobPanel(launch, knobs, options, on_result=lambda r: self._store(r, args))
+        self.panels.append(panel)
+        display(panel.widget)
+        return None
+
+    def _store(self, res, args):
+        self.last_result = res
+        if getattr(args, "output", None):
+            self._ns()[args.output] = res
+
+    # ---- %tlx_bench
+    @magic_arguments()
+    @opts.declare(opts.BENCH_OPTIONS)
+    @line_magic
+    def tlx_bench(self, line):
+        """Benchmark one launch expression on the GPU: ``%tlx_bench matmul(a, b) --flops 2*M*N*K``."""
+        if print_help(self.tlx_bench, line):
+            return None
+        try:
+            args = unquote(parse_argstring(self.tlx_bench, line))
+            launch = parse_launch(" ".join(args.expr), self._ns())
+            import tlx_workbench as wb
+            res = wb.bench(launch.fn, *launch.args, grid=launch.grid, flops=self._eval(args.flops, "--flops"),
+                           bytes=self._eval(args.bytes, "--bytes"), baselines=self._baselines(args.baseline),
+                           timeout=args.timeout or self.settings["timeout"], isolate=self.settings["isolate"],
+                           **launch.kwargs)
+        except BaseException as e:  # noqa: BLE001
+            self._fail(e)
+            return None
+        if args.output:
+            self._ns()[args.output] = res
+        display(res)
+        return None
+
+    # ---- %tlx_profile
+    @magic_arguments()
+    @opts.declare(opts.PROFILE_OPTIONS)
+    @line_magic
+    def tlx_profile(self, line):
+        """A timeline of one launch: measured on the GPU, simulated without one (or with --sim)."""
+        if print_help(self.tlx_profile, line):
+            return None
+        try:
+            args = unquote(parse_argstring(self.tlx_profile, line))
+            mode = "sim" if args.sim else self.settings["mode"]
+            with offline_context(mode, self.settings["target"]):
+                launch = parse_launch(" ".join(args.expr), self._ns())
+                res = evaluate(launch, mode=mode, target=self.settings["target"], profile=True, show=("timeline",),
+                               timeout=args.timeout or self.settings["timeout"], seed=self.settings["seed"],
+                               isolate=self.settings["isolate"])
+            if res.errors:
+                raise res.errors[0]
+            trace = res.trace
+        except BaseException as e:  # noqa: BLE001
+            self._fail(e)
+            return None
+        if args.output:
+            self._ns()[args.output] = trace
+        display_result(res)
+        return None
+
+    # ---- %tlx_show
+    @magic_arguments()
+    @opts.declare(opts.SHOW_OPTIONS)
+    @line_magic
+    def tlx_show(self, line):
+        """Show a result object with its best view: ``%tlx_show trace``."""
+        if print_help(self.tlx_show, line):
+            return None
+        try:
+            args = unquote(parse_argstring(self.tlx_show, line))
+            obj = self._eval(args.obj, "the object")
+            display(show_object(obj, barriers=args.barriers))
+        except BaseException as e:  # noqa: BLE001
+            self._fail(e)
+        return None
+
+    # ---- %tlx_config
+    @magic_arguments()
+    @opts.declare(opts.CONFIG_OPTIONS)
+    @line_magic
+    def tlx_config(self, line):
+        """Session defaults for the TLX magics; with no option, show them."""
+        if print_help(self.tlx_config, line):
+            return None
+        try:
+            args = unquote(parse_argstring(self.tlx_config, line))
+        except BaseException as e:  # noqa: BLE001
+            self._fail(e)
+            return None
+        if args.reset:
+            self.settings = dict(DEFAULTS)
+        for key in ("target", "mode", "timeout", "seed", "schedules"):
+            v = getattr(args, key)
+            if v is not None:
+                if key == "target":
+                    from ..target import gpu_model
+                    try:
+                        gpu_model(v)
+                    except TLXWorkbenchError as e:
+                        self._fail(e)
+                        return None
+                self.settings[key] = v
+        if args.isolate is not None:
+            self.settings["isolate"] = args.isolate == "yes"
+        return dict(self.settings)
+
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext tlx_magic``."""
+    ipython.register_magics(TLXMagics)
+
+
+def unload_ipython_extension(ipython) -> None:
+    # IPython has no unregister; drop our names so a reload starts clean
+    mm = ipython.magics_manager
+    for kind, names in (("cell", ["tlx"]), ("line", ["tlx_bench", "tlx_profile", "tlx_show", "tlx_config"])):
+        for n in names:
+            mm.magics[kind].pop(n, None)
+    mm.registry.pop("TLXMagics", None)

@@ -1,0 +1,144 @@
+"""A cell's launch: finding it in the cell, evaluating its parts, and what it launches.
+
+The last statement of a ``%%tlx`` cell, when it is a call, is the *launch*:
+``kernel[grid](...)`` or ``host_fn(...)``; :func:`split_cell` finds it and
+:func:`parse_launch` evaluates its callee, grid and arguments without calling it.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Any
+
+from .errors import CellError
+
+
+@dataclasses.dataclass
+class Launch:
+    """A launch expression, evaluated: ``fn[grid](*args, **kwargs)`` or ``fn(*args, **kwargs)``."""
+    text: str
+    fn: Any
+    args: tuple
+    kwargs: dict
+    grid: Any = None
+    is_kernel: bool = False
+    arg_texts: tuple = ()        # the source text of each positional argument ("z", "c_desc", ...)
+
+    def output_positions(self, outputs):
+        """``outputs`` names as the launch writes them (``z``) or as the kernel calls them (``z_ptr``)."""
+        if outputs is None:
+            return None
+        return [self.arg_texts.index(o) if isinstance(o, str) and o in self.arg_texts else o for o in outputs]
+
+    @property
+    def name(self) -> str:
+        from ..runtime.launch import launch_name
+        return launch_name(self.fn)
+
+
+def parse_launch(expr: "str | ast.expr", ns: dict, *, filename: str = "<launch>") -> Launch:
+    """Evaluate the parts of a call expression in ``ns`` (without making the call)."""
+    node = ast.parse(expr, mode="eval").body if isinstance(expr, str) else expr
+    text = expr if isinstance(expr, str) else ast.unparse(expr)
+    if not isinstance(node, ast.Call):
+        raise CellError(f"`{text}` is not a call; the launch must look like kernel[grid](...) or fn(...)",
+                        hint="end the cell with the launch, e.g. add_kernel[grid](x, y, out, n, BLOCK=1024)")
+
+    def ev(n):
+        return eval(compile(ast.Expression(body=n), filename, "eval"), ns)
+    grid = None
+    func = node.func
+    from ..runtime.launch import is_kernel
+    if isinstance(func, ast.Subscript):
+        target = ev(func.value)
+        if is_kernel(target):
+            grid = ev(func.slice)
+            fn = target
+        else:
+            fn = ev(func)
+    else:
+        fn = ev(func)
+    args: list = []
+    texts: list = []
+    for a in node.args:
+        if isinstance(a, ast.Starred):
+            more = list(ev(a.value))
+            args.extend(more)
+            texts.extend(f"{ast.unparse(a.value)}[{i}]" for i in range(len(more)))
+        else:
+            args.append(ev(a))
+            texts.append(ast.unparse(a))
+    kwargs: dict = {}
+    for k in node.keywords:
+        if k.arg is None:
+            kwargs.update(ev(k.value))
+        else:
+            kwargs[k.arg] = ev(k.value)
+    return Launch(text, fn, tuple(args), kwargs, grid, is_kernel(fn), tuple(texts))
+
+
+def split_cell(cell: str) -> tuple[str, "ast.Expr | None"]:
+    """(the cell's source before its launch, the launch statement or None); a SyntaxError propagates.
+
+    >>> body, node = split_cell("x = 1\\nf(x)\\n")
+    >>> body, ast.unparse(node)
+    ('x = 1\\n', 'f(x)')
+    """
+    tree = ast.parse(cell)
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and isinstance(tree.body[-1].value, ast.Call):
+        launch_node = tree.body[-1]
+        lines = cell.splitlines(keepends=True)
+        return "".join(lines[:launch_node.lineno - 1]), launch_node
+    return cell, None
+
+
+def outputs_of(launch: Launch, outputs, value):
+    """The tensors a launch wrote: the kernel's output arguments, or what a host function returned."""
+    from ..runtime.launch import _tensor_of, output_positions
+    if launch.is_kernel:
+        return [_tensor_of(launch.args[i]) for i in output_positions(launch.fn, launch.args, outputs)]
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def capture_kernel_launch(launch: Launch, kwargs: dict):
+    """(kernel, args, kwargs) of the first kernel a host function launches, without running it.
+
+    Used to compile what a host function would launch (for --report / --memory / --ir).
+    """
+    if launch.is_kernel:
+        return launch.fn, launch.args, kwargs
+    from ..runtime.profiling import _kernels_named_by
+    kernels = _kernels_named_by(launch.fn)
+    if not kernels:
+        raise CellError(f"{launch.name} names no @triton.jit kernel to compile",
+                        hint="end the cell with the kernel launch itself: kernel[grid](...)")
+    captured = []
+
+    class _Stop(Exception):
+        pass
+
+    def recorder(k):
+        def run(*args, grid=None, warmup=False, **kw):
+            captured.append((k, args, kw))
+            raise _Stop
+        return run
+    saved = []
+    for _, k in kernels:
+        saved.append((k, k.__dict__.get("run")))
+        k.run = recorder(k)
+    try:
+        launch.fn(*launch.args, **kwargs)
+    except _Stop:
+        pass
+    finally:
+        for k, old in saved:
+            if old is None:
+                del k.run
+            else:
+                k.run = old
+    if not captured:
+        raise CellError(f"{launch.name} launched no kernel", hint="call the kernel inside the function")
+    return captured[0]
+
