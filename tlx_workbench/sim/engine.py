@@ -15,10 +15,11 @@ from ..trace import Trace
 from . import interp_adapter as ia
 from . import rewrite, tl_extras
 from .cost import cost_model
-from .cta import CTA, SimGroup, kernel_frame_line
+from .cta import CTA, SimGroup
 from .hostmem import HostMemory
 from .diagnose import deadlock_report
 from .scheduler import StepLimit
+from .source_lines import kernel_frame_line
 from .tlx_ops import SimBuilder, _state, patch_tlx
 
 # launch options a kernel call may carry besides its parameters

@@ -22,7 +22,7 @@ import triton.language as tl
 from ..errors import SimulationError, TLXWorkbenchError
 from . import interp_adapter as ia
 from .barriers import MBarrierArray, MBarrierSlot
-from .cta import RemoteSlot
+from .cluster_ops import RemoteSlot
 from .memory import SmemAlloc, SmemView
 from .scheduler import Abort, StepLimit
 
@@ -649,7 +649,7 @@ def _wrap(name, member, semantic):
             if unsupported:
                 raise NotImplementedError(name)
             if is_wait and args and isinstance(getattr(args[0], "handle", None), RemoteSlot):
-                from .cta import kernel_frame_line
+                from .source_lines import kernel_frame_line
                 file, line = kernel_frame_line()
                 raise SimulationError(
                     f"tlx.barrier_wait on remote_view(bar, {args[0].handle.rank}): a CTA waits only on mbarriers "
@@ -660,13 +660,13 @@ def _wrap(name, member, semantic):
         except (TLXWorkbenchError, Abort, StepLimit):
             raise
         except NotImplementedError as e:
-            from .cta import kernel_frame_line
+            from .source_lines import kernel_frame_line
             file, line = kernel_frame_line()
             raise SimulationError(f"tlx.{name}: the CPU simulator does not model {e or name} yet",
                                   file=file, line=line,
                                   hint="simulate a Hopper kernel without it, or run on a GPU") from None
         except Exception as e:  # noqa: BLE001 - becomes one error naming the op and the kernel line
-            from .cta import kernel_frame_line
+            from .source_lines import kernel_frame_line
             file, line = kernel_frame_line()
             raise SimulationError(f"tlx.{name} failed: {type(e).__name__}: {e}", file=file, line=line,
                                   hint="check this op's arguments (shapes, dtypes, buffer indices)") from e

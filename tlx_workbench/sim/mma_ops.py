@@ -1,0 +1,198 @@
+"""Tensor-core operations of a CTA: Hopper wgmma, Blackwell tcgen05 MMA (1- and 2-CTA), commit, tmem_copy.
+
+:class:`MmaOps` is mixed into :class:`~tlx_workbench.sim.cta.CTA`. wgmma is tracked per task (its own wait
+groups); tcgen05 ops are tracked per SM (``tc_epoch``/``tc_end``) and complete on barriers through commits,
+delivered in issue order.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .memory import SmemView
+from .races import Access
+from .scheduler import AsyncOp, Task
+
+TMEM_LATENCY = 16.0     # tcgen05.ld/st issue-to-data, cycles (order of a shared-memory access)
+
+
+class MmaOps:
+    """The MMA methods of a CTA (wgmma and its wait, tcgen05 MMA/commit, tmem_copy)."""
+
+    # -- wgmma ------------------------------------------------------------------------------------
+    def wgmma(self, a, b: SmemView, compute, m, n, k, in_bits):
+        file, line = self.where()
+        t = self.step(line)
+        t.wgmma_epoch += 1
+        agent = ("wgmma", t.key)
+        for v in (a, b):
+            if isinstance(v, SmemView):
+                self.races.read(v.slot, v.slot_name, t.vc,
+                                Access(agent, t.wgmma_epoch, line, t.lane, f"async_dot read of {v.slot_name}"),
+                                t.clock)
+        out = compute()
+        start = t.clock
+        t.clock += self.cost.issue
+        mstart = max(start, self.tc_free)
+        end = mstart + self.cost.mma_cycles(m, n, k, in_bits)
+        self.tc_free = end
+        t.wgmma.append((end + self.cost.mma_latency, t.wgmma_epoch))
+        self.span(t, "mma", mstart, end, "async_dot", line, args={"m": m, "n": n, "k": k})
+        return out
+
+    def wgmma_wait(self, pendings: int):
+        file, line = self.where()
+        t = self.step(line)
+        start = t.clock
+        n = len(t.wgmma) - pendings
+        if n > 0:
+            done, t.wgmma = t.wgmma[:n], t.wgmma[n:]
+            t.vc[("wgmma", t.key)] = done[-1][1]
+            t.clock = max(t.clock, done[-1][0])
+        t.clock += self.cost.barrier_op
+        self.span(t, "wait", start, t.clock, "async_dot_wait", line)
+
+
+    # -- Blackwell: tcgen05 MMA, commit, tmem_copy --------------------------------------------------
+    def _tc_commit_op(self, t: Task, line, slots):
+        """Arrive once on each of ``slots`` when every tcgen05 op issued so far on this SM has completed."""
+        e = self.tc_epoch
+        when = self.tc_end + self.cost.mma_latency
+        vc = dict(t.vc)
+        vc[("tcgen05", self.pid)] = e
+        lane = t.lane
+        for sl in slots:
+            self.arrivers.setdefault(sl.array.id, {}).setdefault((t.pid, t.name, t.replica), set()).add(line)
+
+        def complete():
+            self.tc_commits.pop(0)
+            for sl in slots:
+                owner = sl.array.cta or self
+                flipped, excess = sl.arrive(1, lane, line, when, vc)
+                owner.bevent(sl, "arrive", when, t, count=1, line=line,
+                             phase=sl.completed - (1 if flipped else 0))
+                if excess:
+                    self.run.finding("arrive-overflow", f"the tcgen05 commit (line {line}) arrives on {sl.name} of "
+                                     f"CTA {owner.pid} past its count {sl.array.arrive_count} in phase "
+                                     f"{sl.completed}: {excess} too many", line, lane)
+                if flipped:
+                    owner._flip(sl, when, t, line)
+
+        op = AsyncOp(complete, f"tcgen05 commit (line {line})")
+        op.ready = lambda: self.tc_commits and self.tc_commits[0] is op
+        self.tc_commits.append(op)
+        self.sched.add_async(op)
+        t.tick()
+
+    def tcgen05_commit(self, bar, two_ctas: bool):
+        file, line = self.where()
+        t = self.step(line)
+        slot = self.resolve_slot(bar, line)
+        slots = [slot]
+        if two_ctas and len(self.cluster) > 1:
+            slots.append(self.remote_slot(slot, self.rank | 1, line))
+        start = t.clock
+        t.clock += self.cost.issue
+        self._tc_commit_op(t, line, slots)
+        self.span(t, "arrive", start, t.clock, "tcgen05_commit", line, barrier=slot.array.name, slot=slot.index,
+                  args={"completes_at": self.tc_end + self.cost.mma_latency})
+
+    def tcgen05_mma(self, a: SmemView, b: SmemView, acc: SmemView, use_acc: bool, barriers, two_ctas: bool,
+                    sync: bool, product, in_bits: int, what="async_dot", extra_reads=()):
+        """A tcgen05 MMA: acc (TMEM) = A @ B (+ acc). ``product(a_arr, b_arr)`` gives A @ B in float32.
+
+        Two-CTA: issued by the leader (even rank) only; A per CTA, B is the pair's two halves side by side,
+        each CTA's accumulator gets its own rows; the completion arrives on both CTAs' barriers."""
+        file, line = self.where()
+        t = self.step(line)
+        start = t.clock
+        t.clock += self.cost.issue
+        if acc.storage != "tmem":
+            raise self.error(f"{what}: the accumulator {acc.slot_name} is not in tensor memory", line,
+                             hint="allocate it with tlx.local_alloc(..., tlx.storage_kind.tmem) (sm_100)")
+        if two_ctas:
+            if len(self.cluster) < 2:
+                raise self.error(f"{what}(two_ctas=True) in a CTA without a peer: the launch has no cluster of 2",
+                                 line, hint="launch with ctas_per_cga=(2, 1, 1) (or a multiple of 2 along x)")
+            if self.rank % 2:
+                # the peer issues nothing: the leader's MMA computes both halves and signals both CTAs; the
+                # leader's task of the same name is who the peer's barriers wait for (for the diagnosis)
+                leader = self.peer(self.rank & ~1).pid
+                for bar in barriers:
+                    sl = self.resolve_slot(bar, line)
+                    self.arrivers.setdefault(sl.array.id, {}).setdefault((leader, t.name, t.replica), set()).add(line)
+                self.span(t, "other", start, t.clock, f"{what} (2-CTA: issued by the leader)", line,
+                          args={"leader_cta": self.peer(self.rank & ~1).pid})
+                return
+        pairs = [(self, a, b, acc)]
+        if two_ctas:
+            peer = self.peer(self.rank | 1, line)
+            pairs.append((peer, a.on(self.peer_alloc(peer, a.alloc, line)), b.on(self.peer_alloc(peer, b.alloc, line)),
+                          acc.on(self.peer_alloc(peer, acc.alloc, line))))
+        self.tc_epoch += 1
+        e = self.tc_epoch
+        agent = ("tcgen05", self.pid)
+        wvc = dict(t.vc)
+        wvc[agent] = e
+        for cta, av, bv, cv in pairs:
+            for v in (av, bv, *extra_reads):
+                self.races.read(v.slot, v.slot_name, t.vc,
+                                Access(agent, e, line, t.lane, f"{what} read of {v.slot_name}"), start)
+            self.races.write(cv.slot, cv.slot_name, wvc,
+                             Access(agent, e, line, t.lane, f"{what} accumulate into {cv.slot_name}"), start)
+        b_arr = (np.concatenate([pairs[0][2].array, pairs[1][2].array], axis=1) if two_ctas else b.array)
+        m = n = k = 0
+        for cta, av, bv, cv in pairs:
+            out = product(av.array, b_arr)
+            if out.shape != cv.array.shape:
+                raise self.error(f"{what}: A @ B is {list(out.shape)} but the accumulator {cv.slot_name} is "
+                                 f"{list(cv.array.shape)}", line, hint="check the shapes of A, B and acc"
+                                 + (" (2-CTA: B is each CTA's half, the product spans both halves)" if two_ctas else ""))
+            if use_acc:
+                cv.array[...] = cv.array + out.astype(cv.array.dtype, copy=False)
+            else:
+                cv.array[...] = out
+            m, k = av.array.shape[-2], av.array.shape[-1]
+            n = b_arr.shape[1]
+        mstart = max(t.clock, self.tc_end)
+        self.tc_end = mstart + self.cost.mma_cycles(m, n, k, in_bits)
+        if two_ctas:
+            pairs[1][0].tc_end = max(pairs[1][0].tc_end, self.tc_end)
+        self.span(t, "mma", mstart, self.tc_end, what, line,
+                  args={"m": m * len(pairs), "n": n, "k": k, "acc": acc.slot_name, "two_ctas": bool(two_ctas)})
+        slots = []
+        for bar in barriers:
+            sl = self.resolve_slot(bar, line)
+            slots.append(sl)
+            if two_ctas:
+                slots.append(self.remote_slot(sl, self.rank | 1, line))
+        if slots:
+            self._tc_commit_op(t, line, slots)
+        elif sync:
+            # no mBarriers and not force_async: the MMA is waited for in place
+            t.clock = max(t.clock, self.tc_end + self.cost.mma_latency)
+            t.vc[agent] = max(t.vc.get(agent, 0), e)
+
+    def tmem_copy(self, src: SmemView, dst: SmemView):
+        """tcgen05.cp: SMEM -> TMEM, in order with this SM's MMAs (a later commit covers it)."""
+        file, line = self.where()
+        t = self.step(line)
+        start = t.clock
+        t.clock += self.cost.issue
+        self.tc_epoch += 1
+        e = self.tc_epoch
+        agent = ("tcgen05", self.pid)
+        self.races.read(src.slot, src.slot_name, t.vc, Access(agent, e, line, t.lane, f"tmem_copy read of "
+                                                                                       f"{src.slot_name}"), start)
+        wvc = dict(t.vc)
+        wvc[agent] = e
+        self.races.write(dst.slot, dst.slot_name, wvc, Access(agent, e, line, t.lane, f"tmem_copy into "
+                                                                                       f"{dst.slot_name}"), start)
+        d = dst.array
+        sa = src.array
+        if sa.size * sa.itemsize != d.size * d.itemsize:
+            raise self.error(f"tmem_copy: {src.slot_name} ({sa.nbytes} bytes) does not fit {dst.slot_name} "
+                             f"({d.nbytes} bytes)", line, hint="copy a buffer of the same size")
+        d[...] = np.ascontiguousarray(sa).view(np.uint8).reshape(-1).view(d.dtype).reshape(d.shape)
+        mstart = max(t.clock, self.tc_end)
+        self.tc_end = mstart + self.cost.tmem_cycles(sa.nbytes)
+        self.span(t, "load", start, t.clock, "tmem_copy", line, args={"bytes": int(sa.nbytes), "buffer": dst.slot_name})

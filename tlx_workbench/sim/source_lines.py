@@ -1,0 +1,36 @@
+"""Where in the kernel source a simulated operation is: the kernel line that runs it, and the name it is assigned to.
+
+The simulator reports every finding and trace span by kernel file and line; allocations take the name of the
+variable they are assigned to (``bars = tlx.alloc_barriers(...)`` is "bars" in the trace).
+"""
+from __future__ import annotations
+
+import re
+import sys
+
+from . import rewrite
+
+_ASSIGN_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
+
+
+def kernel_frame_line() -> tuple[str | None, int | None]:
+    """(file, line) of the innermost frame that runs kernel code (a rewritten kernel or helper)."""
+    f = sys._getframe(1)
+    files = rewrite.kernel_files
+    while f is not None:
+        fn = f.f_code.co_filename
+        if fn in files:
+            return fn, f.f_lineno
+        f = f.f_back
+    return None, None
+
+
+
+def name_from_line(file, line, default):
+    """The variable assigned on kernel ``line`` of ``file`` (``bars = ...`` -> "bars"), else ``default``."""
+    if file and line:
+        import linecache
+        m = _ASSIGN_RE.match(linecache.getline(file, line))
+        if m:
+            return m.group(1)
+    return default
