@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
+import os
 import pathlib
 import statistics
 import sys
@@ -73,11 +75,163 @@ def _fmt(v):
     return str(v)
 
 
-def write_outputs(out_dir, stem, payload, markdown):
+def write_json(out_dir, stem, payload):
+    """Write ``<out_dir>/<stem>.json`` (made if missing); the GPU scripts call it after every
+    section so a run cut short still returns what it measured."""
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.json").write_text(json.dumps(payload, indent=1, default=str))
-    (out / f"{stem}.md").write_text(markdown)
+
+
+def write_outputs(out_dir, stem, payload, markdown):
+    write_json(out_dir, stem, payload)
+    (pathlib.Path(out_dir) / f"{stem}.md").write_text(markdown)
+
+
+def errors_md(log) -> list:
+    """The markdown ``## errors`` section for a run's error log, as a list of 0 or 1 parts."""
+    return ["## errors\n" + "\n".join(f"- {e['what']}: {e['error']}" for e in log)] if log else []
+
+
+def gpu_setup():
+    """Seed torch and give Triton the torch allocator (TMA descriptors need scratch memory)."""
+    import torch
+    import triton
+    from tlx_workbench.kernels._common import torch_alloc
+    torch.manual_seed(0)
+    triton.set_allocator(torch_alloc)
+
+
+# ---- inputs and float64 checks -------------------------------------------------------------
+
+def gemm_inputs(M, N, K, dt):
+    """Fresh ``a`` (M x K) and ``b`` (K x N) of dtype ``dt`` on the GPU, drawn in that order."""
+    import torch
+    return torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+
+
+def attn_inputs(shape, dt):
+    """Fresh q, k, v of ``shape`` (Z, H, N, D) and their softmax scale 1/sqrt(D)."""
+    import torch
+    q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
+    return q, k, v, 1.0 / math.sqrt(shape[-1])
+
+
+def attn_flops(shape, causal) -> float:
+    Z, H, N, D = shape
+    return 4.0 * Z * H * N * N * D / (2 if causal else 1)
+
+
+def attn_ref64(q, k, v, causal, sm_scale):
+    """float64 attention on the GPU (fast enough for the check shapes)."""
+    import torch
+    qd, kd, vd = q.double(), k.double(), v.double()
+    s = (qd @ kd.transpose(-1, -2)) * sm_scale
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ vd
+
+
+def check_gemm(label, launch, M, N, K, dt, log, cast_ref=True):
+    """Relative error of ``launch(a, b, c)`` vs float64 on fresh inputs, ``c`` NaN-poisoned so an
+    unwritten element shows; inf when the launch fails. ``cast_ref`` rounds the reference to ``dt``
+    first (as gemm.py and round 2 did; round 3 compares to the float64 product itself)."""
+    import torch
+    a, b = gemm_inputs(M, N, K, dt)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+    got = try_call(label, lambda: launch(a, b, c), log)
+    if got is None:
+        return float("inf")
+    ref = a.double() @ b.double()
+    return rel_error(c, ref.to(dt) if cast_ref else ref)
+
+
+def check_attn(label, launch, shape, causal, dt, log, sync=False):
+    """Relative error of ``launch(q, k, v, o, scale)`` vs float64 attention, ``o`` NaN-poisoned;
+    inf when the launch fails. ``sync`` waits for the GPU before the check (round 3 did)."""
+    import torch
+    q, k, v, scale = attn_inputs(shape, dt)
+    o = torch.full_like(q, float("nan"))
+    got = try_call(label, lambda: launch(q, k, v, o, scale), log)
+    if sync:
+        torch.cuda.synchronize()
+    return float("inf") if got is None else rel_error(o, attn_ref64(q, k, v, causal, scale))
+
+
+# ---- timing ------------------------------------------------------------------------------
+
+def interleaved_rounds(subjects, ref, rounds, log, run_label, bench_label, max_err=None):
+    """Time every subject in ``rounds`` interleaved rounds (do_bench median each).
+
+    Round 0 first runs each subject once untimed and measures its error against ``ref``; a
+    subject that failed (or, with ``max_err``, differs by more) is not timed. Labels are
+    formatted with ``name``. Returns ({name: [ms per round]}, {name: error}).
+    """
+    import triton
+    from tlx_workbench.kernels._common import torch_alloc
+    times, errs = {k: [] for k in subjects}, {}
+    for r in range(rounds):
+        for name, fn in subjects.items():
+            if r == 0:
+                out = try_call(run_label.format(name=name), fn, log)
+                errs[name] = float("inf") if out is None else rel_error(out, ref)
+                triton.set_allocator(torch_alloc)    # a tutorial launcher may have set its own
+            if (errs[name] == float("inf")) if max_err is None else (errs[name] > max_err):
+                continue
+            ms = try_call(bench_label.format(name=name), lambda: bench_ms(fn), log)
+            if ms is not None:
+                times[name].append(ms)
+    return times, errs
+
+
+def rounds_text(fl, ts) -> str:
+    """TFLOP/s of each round, e.g. ``"612 / 618"``."""
+    return " / ".join(f"{fl / t * 1e-9:.0f}" for t in ts)
+
+
+# ---- prewarm -----------------------------------------------------------------------------
+
+def warm_one(job):
+    """Worker: launch one job once so Triton's disk cache holds its kernel.
+
+    ``("gemm", cfg, dtype, (M, N, K)[, ctas])`` runs gemm_ws (with ``ctas`` persistent CTAs,
+    unbalanced, when given); ``("attn", cfg, dtype, shape, causal)`` runs the attention kernel.
+    """
+    import torch
+    kind, cfg, dname = job[:3]
+    dt = getattr(torch, dname)
+    try:
+        if kind == "gemm":
+            from tlx_workbench.kernels import gemm_ws
+            M, N, K = job[3]
+            extra = {} if len(job) < 5 else dict(num_sms=job[4], balance=False)
+            a, b = torch.zeros(M, K, device="cuda", dtype=dt), torch.zeros(K, N, device="cuda", dtype=dt)
+            gemm_ws.launch(a, b, torch.empty(M, N, device="cuda", dtype=dt), cfg, **extra)
+        else:
+            from tlx_workbench.kernels import attention as A
+            shape, causal = job[3], job[4]
+            q = torch.zeros(shape, device="cuda", dtype=dt)
+            A.launch(q, q, q, torch.empty_like(q), causal, 0.125, cfg)
+        torch.cuda.synchronize()
+        return None
+    except Exception as e:  # the main process re-runs it and records the error properly
+        return f"{job[0]} {job[2]} {job[3:]}: {type(e).__name__}: {str(e)[:200]}"
+
+
+def prewarm(jobs):
+    """Compile every kernel the run will launch, in parallel processes (16 cores there, one
+    compile takes ~1 s): the timed run then finds each one in Triton's cache."""
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    t0 = time.time()
+    workers = max(1, min(14, (os.cpu_count() or 2) - 2))
+    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
+        errs = [e for e in ex.map(warm_one, jobs, chunksize=1) if e]
+    print(f"prewarm: {len(jobs)} launches in {time.time() - t0:.0f} s on {workers} processes, "
+          f"{len(errs)} errors", flush=True)
+    for e in errs[:5]:
+        print("  ", e, flush=True)
 
 
 def device_line() -> str:

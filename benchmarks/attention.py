@@ -11,7 +11,6 @@ backend, and cuDNN's), the tutorials unchanged through their own launchers;
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import pathlib
 import sys
@@ -19,25 +18,15 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import (bench_ms, device_line, load_tutorial, md_table, rel_error, try_call,  # noqa: E402
-                      write_outputs)
+from _harness import (attn_flops, attn_inputs, bench_ms, check_attn, device_line,  # noqa: E402
+                      errors_md, gpu_setup, interleaved_rounds, load_tutorial, md_table,
+                      rounds_text, try_call, write_outputs)
 
 BENCH = [((4, 32, 4096, 128), False), ((2, 32, 8192, 128), False),
          ((4, 32, 4096, 128), True), ((2, 32, 8192, 128), True), ((4, 32, 4096, 64), False)]
 CHECK = [(1, 2, 128, 64), (2, 3, 256, 128), (1, 2, 200, 64), (2, 2, 1000, 128), (1, 1, 77, 128),
          (1, 4, 1024, 64), (1, 1, 4096, 128), (1, 2, 130, 128)]
 TOL = {"float16": 3e-3, "bfloat16": 2e-2}
-
-
-def ref64(q, k, v, causal, sm_scale):
-    """float64 attention on the GPU (fast enough for the check shapes)."""
-    import torch
-    qd, kd, vd = q.double(), k.double(), v.double()
-    s = (qd @ kd.transpose(-1, -2)) * sm_scale
-    if causal:
-        n = q.shape[-2]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    return torch.softmax(s, dim=-1) @ vd
 
 
 def check(log):
@@ -51,12 +40,9 @@ def check(log):
                 for ci, cfg in enumerate(A.CONFIGS):
                     if not fits(cfg, shape[-1]) or (ci > 0 and (shape not in CHECK[:3] or dname != "float16")):
                         continue
-                    q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
-                    o = torch.full_like(q, float("nan"))
-                    scale = 1.0 / math.sqrt(shape[-1])
-                    got = try_call(f"attn cfg{ci} {shape} causal={causal} {dname}",
-                                   lambda: A.launch(q, k, v, o, causal, scale, cfg), log)
-                    err = float("inf") if got is None else rel_error(o, ref64(q, k, v, causal, scale))
+                    err = check_attn(f"attn cfg{ci} {shape} causal={causal} {dname}",
+                                     lambda q, k, v, o, scale: A.launch(q, k, v, o, causal, scale, cfg),
+                                     shape, causal, dt, log)
                     ok = err <= TOL[dname]
                     rows.append(dict(config=ci, dtype=dname, shape=str(shape), causal=causal, rel_err=err,
                                      ok="ok" if ok else "FAIL"))
@@ -70,11 +56,6 @@ def fits(cfg, D, elem=2):
     return A.suits(cfg, D)      # includes the SMEM limit
 
 
-def flops(shape, causal):
-    Z, H, N, D = shape
-    return 4.0 * Z * H * N * N * D / (2 if causal else 1)
-
-
 def sweep(log):
     import torch
     from tlx_workbench.kernels import attention as A
@@ -82,9 +63,8 @@ def sweep(log):
     for shape, causal in BENCH:
         for dname in ("float16", "bfloat16"):
             dt = getattr(torch, dname)
-            q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
+            q, k, v, scale = attn_inputs(shape, dt)
             o = torch.empty_like(q)
-            scale = 1.0 / math.sqrt(shape[-1])
             for ci, cfg in enumerate(A.CONFIGS):
                 if not fits(cfg, shape[-1]):
                     continue
@@ -93,13 +73,13 @@ def sweep(log):
                 if ms is None:
                     continue
                 rows.append(dict(config=ci, shape=str(shape), causal=causal, dtype=dname, ms=ms,
-                                 tflops=flops(shape, causal) / ms * 1e-9, cfg=str(cfg)))
+                                 tflops=attn_flops(shape, causal) / ms * 1e-9, cfg=str(cfg)))
                 key = (shape, causal, dname)
                 if key not in best or ms < best[key][1]:
                     best[key] = (cfg, ms)
             if (shape, causal, dname) in best:
                 print(f"  swept {shape} causal={causal} {dname}: "
-                      f"{flops(shape, causal) / best[(shape, causal, dname)][1] * 1e-9:.0f} TFLOP/s", flush=True)
+                      f"{attn_flops(shape, causal) / best[(shape, causal, dname)][1] * 1e-9:.0f} TFLOP/s", flush=True)
     return rows, best
 
 
@@ -118,18 +98,15 @@ def tutorial_subjects(log):
 
 def compare(best, log, rounds=2):
     import torch
-    import triton
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from tlx_workbench.kernels import attention as A
-    from tlx_workbench.kernels._common import torch_alloc
     F = torch.nn.functional
     tut = tutorial_subjects(log)
     rows = []
     for shape, causal in BENCH:
         for dname in ("float16", "bfloat16"):
             dt = getattr(torch, dname)
-            q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
-            scale = 1.0 / math.sqrt(shape[-1])
+            q, k, v, scale = attn_inputs(shape, dt)
             o = torch.empty_like(q)
 
             def cudnn():
@@ -148,19 +125,8 @@ def compare(best, log, rounds=2):
                 for name, f in tut.items():
                     subj[name] = (lambda f: lambda: f(q, k, v, scale))(f)
             ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-            times = {n: [] for n in subj}
-            errs = {}
-            for r in range(rounds):
-                for name, fn in subj.items():
-                    if r == 0:
-                        out = try_call(f"run {name} {shape} {causal} {dname}", fn, log)
-                        errs[name] = float("inf") if out is None else rel_error(out, ref)
-                        triton.set_allocator(torch_alloc)
-                    if errs[name] == float("inf"):
-                        continue
-                    ms = try_call(f"bench {name} {shape}", lambda: bench_ms(fn), log)
-                    if ms is not None:
-                        times[name].append(ms)
+            times, errs = interleaved_rounds(subj, ref, rounds, log, f"run {{name}} {shape} {causal} {dname}",
+                                             f"bench {{name}} {shape}")
             base = min(times["sdpa"]) if times["sdpa"] else float("nan")
             for name, ts in times.items():
                 if not ts:
@@ -169,8 +135,8 @@ def compare(best, log, rounds=2):
                     continue
                 ms = min(ts)
                 rows.append(dict(shape=str(shape), causal=causal, dtype=dname, kernel=name, ms=ms,
-                                 tflops=flops(shape, causal) / ms * 1e-9, vs_sdpa=base / ms,
-                                 rounds=" / ".join(f"{flops(shape, causal) / t * 1e-9:.0f}" for t in ts),
+                                 tflops=attn_flops(shape, causal) / ms * 1e-9, vs_sdpa=base / ms,
+                                 rounds=rounds_text(attn_flops(shape, causal), ts),
                                  err_vs_sdpa=errs[name]))
             print(md_table([r for r in rows if r["shape"] == str(shape) and r["causal"] == causal
                             and r["dtype"] == dname],
@@ -179,11 +145,7 @@ def compare(best, log, rounds=2):
 
 
 def main(out_dir, do_check=True):
-    import torch
-    import triton
-    from tlx_workbench.kernels._common import torch_alloc
-    torch.manual_seed(0)
-    triton.set_allocator(torch_alloc)
+    gpu_setup()
     log = []
     payload = {"device": device_line(), "errors": log}
     md = [f"# Attention forward on {payload['device']}\n"]
@@ -201,8 +163,7 @@ def main(out_dir, do_check=True):
     payload["compare"] = crows
     md.append("## side by side\n" + md_table(crows, ["shape", "causal", "dtype", "kernel", "tflops", "vs_sdpa",
                                                      "rounds", "err_vs_sdpa"]))
-    if log:
-        md.append("## errors\n" + "\n".join(f"- {e['what']}: {e['error']}" for e in log))
+    md += errors_md(log)
     write_outputs(out_dir, "attention", payload, "\n".join(md))
     return payload
 

@@ -18,8 +18,8 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import (bench_ms, device_line, load_tutorial, md_table, rel_error, try_call,  # noqa: E402
-                      write_outputs)
+from _harness import (bench_ms, check_gemm, device_line, errors_md, gemm_inputs, gpu_setup,  # noqa: E402
+                      interleaved_rounds, load_tutorial, md_table, rounds_text, try_call, write_outputs)
 
 BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 # ragged shapes: partial tiles in M, N and K, K below one k-step, tall and wide
@@ -46,11 +46,8 @@ def check(dtypes, log):
             for ci, cfg in enumerate(mod.CONFIGS):
                 for shape in (shapes if ci == 0 else shapes[:3]):
                     M, N, K = shape
-                    a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
-                    c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)   # poison
-                    got = try_call(f"{name} cfg{ci} {shape} {dname}", lambda: mod.launch(a, b, c, cfg), log)
-                    err = float("inf") if got is None else rel_error(
-                        c, (a.double() @ b.double()).to(dt))
+                    err = check_gemm(f"{name} cfg{ci} {shape} {dname}",
+                                     lambda a, b, c: mod.launch(a, b, c, cfg), M, N, K, dt, log)
                     ok = err <= TOL[dname]
                     rows.append(dict(kernel=name, config=ci, dtype=dname, M=M, N=N, K=K, rel_err=err,
                                      ok="ok" if ok else "FAIL"))
@@ -66,7 +63,7 @@ def sweep(dtypes, log):
     for (M, N, K) in BENCH_SHAPES:
         for dname in dtypes:
             dt = getattr(torch, dname)
-            a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+            a, b = gemm_inputs(M, N, K, dt)
             c = torch.empty(M, N, device="cuda", dtype=dt)
             for name, mod in _ours().items():
                 for ci, cfg in enumerate(mod.CONFIGS):
@@ -122,14 +119,12 @@ def tutorial_subjects(log):
 def compare(dtypes, best, log, rounds=3):
     """Side by side: cuBLAS, ours (best swept config), tutorials; ``rounds`` interleaved rounds."""
     import torch
-    import triton
-    from tlx_workbench.kernels._common import torch_alloc
     rows = []
     tut = tutorial_subjects(log)
     for (M, N, K) in BENCH_SHAPES:
         for dname in dtypes:
             dt = getattr(torch, dname)
-            a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+            a, b = gemm_inputs(M, N, K, dt)
             ref = torch.matmul(a, b)
             subjects = {"cublas": lambda: torch.matmul(a, b)}
             for name, mod in _ours().items():
@@ -140,19 +135,8 @@ def compare(dtypes, best, log, rounds=3):
             if dname == "float16":
                 for tname, f in tut.items():
                     subjects[tname] = (lambda f: lambda: f(a, b))(f)
-            times = {k: [] for k in subjects}
-            errs = {}
-            for r in range(rounds):
-                for name, fn in subjects.items():
-                    if r == 0:
-                        out = try_call(f"run {name} {M} {dname}", fn, log)
-                        errs[name] = float("inf") if out is None else rel_error(out, ref)
-                        triton.set_allocator(torch_alloc)
-                    if errs[name] == float("inf"):
-                        continue
-                    ms = try_call(f"bench {name} {M} {dname}", lambda: bench_ms(fn), log)
-                    if ms is not None:
-                        times[name].append(ms)
+            times, errs = interleaved_rounds(subjects, ref, rounds, log, f"run {{name}} {M} {dname}",
+                                             f"bench {{name}} {M} {dname}")
             cub = min(times["cublas"]) if times["cublas"] else float("nan")
             for name, ts in times.items():
                 if not ts:
@@ -162,7 +146,7 @@ def compare(dtypes, best, log, rounds=3):
                 ms = min(ts)
                 rows.append(dict(shape=f"{M}x{N}x{K}", dtype=dname, kernel=name, ms=ms,
                                  tflops=2 * M * N * K / ms * 1e-9, vs_cublas=cub / ms,
-                                 rounds=" / ".join(f"{2*M*N*K/t*1e-9:.0f}" for t in ts),
+                                 rounds=rounds_text(2 * M * N * K, ts),
                                  err_vs_cublas=errs[name]))
             print(md_table([r for r in rows if r["shape"] == f"{M}x{N}x{K}" and r["dtype"] == dname],
                            ["shape", "dtype", "kernel", "tflops", "vs_cublas", "rounds"]), flush=True)
@@ -170,11 +154,7 @@ def compare(dtypes, best, log, rounds=3):
 
 
 def main(out_dir, dtypes=("float16", "bfloat16"), do_check=True):
-    import torch
-    from tlx_workbench.kernels._common import torch_alloc
-    import triton
-    torch.manual_seed(0)
-    triton.set_allocator(torch_alloc)
+    gpu_setup()
     log = []
     payload = {"device": device_line(), "errors": log}
     md = [f"# GEMM on {payload['device']}\n"]
@@ -192,8 +172,7 @@ def main(out_dir, dtypes=("float16", "bfloat16"), do_check=True):
     payload["compare"] = crows
     md.append("## side by side\n" + md_table(crows, ["shape", "dtype", "kernel", "tflops", "vs_cublas",
                                                      "rounds", "err_vs_cublas"]))
-    if log:
-        md.append("## errors\n" + "\n".join(f"- {e['what']}: {e['error']}" for e in log))
+    md += errors_md(log)
     write_outputs(out_dir, "gemm", payload, "\n".join(md))
     return payload
 

@@ -13,8 +13,6 @@ Results are written after every section, so a call cut short still returns what 
 """
 from __future__ import annotations
 
-import json
-import math
 import os
 import pathlib
 import sys
@@ -23,7 +21,8 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import bench_ms, device_line, load_tutorial, md_table, rel_error, try_call  # noqa: E402
+from _harness import (attn_flops, attn_inputs, check_attn, check_gemm, device_line, errors_md, gemm_inputs, gpu_setup,  # noqa: E402
+                      interleaved_rounds, load_tutorial, md_table, prewarm, rounds_text, try_call, write_json)
 
 GEMM_TOL = {"float16": 2e-3, "bfloat16": 1.2e-2}
 ATTN_TOL = {"float16": 3e-3, "bfloat16": 2e-2}
@@ -53,43 +52,6 @@ TUT_C0 = dict(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=4, NUM_MMA_WARPS
               EPILOGUE_SUBTILE=True, NUM_CTAS=1, USE_WARP_BARRIER=False)
 
 
-def _warm_one(job):
-    """Worker: launch one (kernel, config, dtype, shape) once so Triton's disk cache holds it."""
-    import torch
-    kind, cfg, dname = job[:3]
-    dt = getattr(torch, dname)
-    try:
-        if kind == "gemm":
-            from tlx_workbench.kernels import gemm_ws
-            M, N, K = job[3]
-            a, b = torch.zeros(M, K, device="cuda", dtype=dt), torch.zeros(K, N, device="cuda", dtype=dt)
-            gemm_ws.launch(a, b, torch.empty(M, N, device="cuda", dtype=dt), cfg)
-        else:
-            from tlx_workbench.kernels import attention as A
-            shape, causal = job[3], job[4]
-            q = torch.zeros(shape, device="cuda", dtype=dt)
-            A.launch(q, q, q, torch.empty_like(q), causal, 0.125, cfg)
-        torch.cuda.synchronize()
-        return None
-    except Exception as e:  # the main process re-runs it and records the error properly
-        return f"{job[0]} {job[2]} {job[3:]}: {type(e).__name__}: {str(e)[:200]}"
-
-
-def prewarm(jobs):
-    """Compile every kernel the run will launch, in parallel processes (16 cores there, one
-    compile takes ~1 s): the timed run then finds each one in Triton's cache."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
-    t0 = time.time()
-    workers = max(1, min(14, (os.cpu_count() or 2) - 2))
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
-        errs = [e for e in ex.map(_warm_one, jobs, chunksize=1) if e]
-    print(f"prewarm: {len(jobs)} launches in {time.time() - t0:.0f} s on {workers} processes, "
-          f"{len(errs)} errors", flush=True)
-    for e in errs[:5]:
-        print("  ", e, flush=True)
-
-
 def warm_jobs(variants, attention=True):
     from tlx_workbench.kernels import attention as A
     jobs = []
@@ -115,8 +77,7 @@ def _bm256():
 
 
 def _dump(out, payload):
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "round2.json").write_text(json.dumps(payload, indent=1, default=str))
+    write_json(out, "round2", payload)
 
 
 def gemm_check(variants, log):
@@ -127,10 +88,8 @@ def gemm_check(variants, log):
         dt = getattr(torch, dname)
         for name, cfg in variants.items():
             for (M, N, K) in GEMM_CHECK:
-                a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
-                c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
-                got = try_call(f"check {name} {(M, N, K)} {dname}", lambda: gemm_ws.launch(a, b, c, cfg), log)
-                err = float("inf") if got is None else rel_error(c, (a.double() @ b.double()).to(dt))
+                err = check_gemm(f"check {name} {(M, N, K)} {dname}",
+                                 lambda a, b, c: gemm_ws.launch(a, b, c, cfg), M, N, K, dt, log)
                 ok = err <= GEMM_TOL[dname]
                 rows.append(dict(variant=name, dtype=dname, shape=f"{M}x{N}x{K}", rel_err=err,
                                  ok="ok" if ok else "FAIL"))
@@ -142,15 +101,13 @@ def gemm_check(variants, log):
 
 def gemm_compare(variants, bad, log, rounds=3):
     import torch
-    import triton
     from tlx_workbench.kernels import gemm_ws
-    from tlx_workbench.kernels._common import torch_alloc
     tut = try_call("import hopper_gemm_ws", lambda: load_tutorial("hopper_gemm_ws"), log)
     rows = []
     for (M, N, K) in GEMM_BENCH:
         for dname in ("float16", "bfloat16"):
             dt = getattr(torch, dname)
-            a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+            a, b = gemm_inputs(M, N, K, dt)
             ref = torch.matmul(a, b)
             subj = {"cublas": lambda: torch.matmul(a, b)}
             for name, cfg in variants.items():
@@ -159,39 +116,19 @@ def gemm_compare(variants, bad, log, rounds=3):
                     subj[name] = (lambda cfg, c: lambda: gemm_ws.launch(a, b, c, cfg))(cfg, c)
             if tut is not None and dname == "float16":
                 subj["tlx_tut_gemm_ws[c0]"] = lambda: tut.matmul(a, b, config=TUT_C0)
-            times, errs = {k: [] for k in subj}, {}
-            for r in range(rounds):
-                for name, fn in subj.items():
-                    if r == 0:
-                        out = try_call(f"run {name} {M} {dname}", fn, log)
-                        errs[name] = float("inf") if out is None else rel_error(out, ref)
-                        triton.set_allocator(torch_alloc)
-                    if errs[name] > 1e-2:
-                        continue
-                    ms = try_call(f"bench {name} {M} {dname}", lambda: bench_ms(fn), log)
-                    if ms is not None:
-                        times[name].append(ms)
+            times, errs = interleaved_rounds(subj, ref, rounds, log, f"run {{name}} {M} {dname}",
+                                             f"bench {{name}} {M} {dname}", max_err=1e-2)
             cub = min(times["cublas"]) if times["cublas"] else float("nan")
             for name, ts in times.items():
                 if ts:
                     ms = min(ts)
                     rows.append(dict(shape=f"{M}x{N}x{K}", dtype=dname, kernel=name, ms=ms,
                                      tflops=2 * M * N * K / ms * 1e-9, vs_cublas=cub / ms,
-                                     rounds=" / ".join(f"{2 * M * N * K / t * 1e-9:.0f}" for t in ts),
+                                     rounds=rounds_text(2 * M * N * K, ts),
                                      err_vs_cublas=errs[name]))
             print(md_table([r for r in rows if r["shape"] == f"{M}x{N}x{K}" and r["dtype"] == dname],
                            ["shape", "dtype", "kernel", "tflops", "vs_cublas", "rounds"]), flush=True)
     return rows
-
-
-def attn_ref(q, k, v, causal, scale):
-    import torch
-    qd, kd, vd = q.double(), k.double(), v.double()
-    s = (qd @ kd.transpose(-1, -2)) * scale
-    if causal:
-        n = q.shape[-2]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    return torch.softmax(s, dim=-1) @ vd
 
 
 def attn_check(log):
@@ -205,12 +142,9 @@ def attn_check(log):
             if shape[-1] != 64:
                 continue
             for causal in (False, True):
-                q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
-                o = torch.full_like(q, float("nan"))
-                scale = 1 / math.sqrt(shape[-1])
-                got = try_call(f"attn check {shape} {causal} {dname}",
-                               lambda: A.launch(q, k, v, o, causal, scale, new), log)
-                err = float("inf") if got is None else rel_error(o, attn_ref(q, k, v, causal, scale))
+                err = check_attn(f"attn check {shape} {causal} {dname}",
+                                 lambda q, k, v, o, scale: A.launch(q, k, v, o, causal, scale, new),
+                                 shape, causal, dt, log)
                 ok = err <= ATTN_TOL[dname]
                 rows.append(dict(config="bm256", dtype=dname, shape=str(shape), causal=causal, rel_err=err,
                                  ok="ok" if ok else "FAIL"))
@@ -222,16 +156,13 @@ def attn_check(log):
 
 def attn_compare(bad, log, rounds=2):
     import torch
-    import triton
     from tlx_workbench.kernels import attention as A
-    from tlx_workbench.kernels._common import torch_alloc
     F = torch.nn.functional
     rows = []
     for shape, causal in ATTN_BENCH:
         for dname in ("float16", "bfloat16"):
             dt = getattr(torch, dname)
-            q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
-            scale = 1 / math.sqrt(shape[-1])
+            q, k, v, scale = attn_inputs(shape, dt)
             ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
             subj = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)}
             for ci, cfg in enumerate(A.CONFIGS):
@@ -239,39 +170,24 @@ def attn_compare(bad, log, rounds=2):
                     continue
                 o = torch.empty_like(q)
                 subj[f"ours_cfg{ci}"] = (lambda cfg, o: lambda: A.launch(q, k, v, o, causal, scale, cfg))(cfg, o)
-            times, errs = {k: [] for k in subj}, {}
-            Z, H, N, D = shape
-            fl = 4.0 * Z * H * N * N * D / (2 if causal else 1)
-            for r in range(rounds):
-                for name, fn in subj.items():
-                    if r == 0:
-                        out = try_call(f"run {name} {shape} {dname}", fn, log)
-                        errs[name] = float("inf") if out is None else rel_error(out, ref)
-                        triton.set_allocator(torch_alloc)
-                    if errs[name] > 2e-2:
-                        continue
-                    ms = try_call(f"bench {name} {shape}", lambda: bench_ms(fn), log)
-                    if ms is not None:
-                        times[name].append(ms)
+            fl = attn_flops(shape, causal)
+            times, errs = interleaved_rounds(subj, ref, rounds, log, f"run {{name}} {shape} {dname}",
+                                             f"bench {{name}} {shape}", max_err=2e-2)
             base = min(times["sdpa"]) if times["sdpa"] else float("nan")
             for name, ts in times.items():
                 if ts:
                     ms = min(ts)
                     rows.append(dict(shape=str(shape), causal=causal, dtype=dname, kernel=name, ms=ms,
                                      tflops=fl / ms * 1e-9, vs_sdpa=base / ms,
-                                     rounds=" / ".join(f"{fl / t * 1e-9:.0f}" for t in ts), err=errs[name]))
+                                     rounds=rounds_text(fl, ts), err=errs[name]))
             print(md_table([r for r in rows if r["shape"] == str(shape) and r["dtype"] == dname],
                            ["shape", "dtype", "kernel", "tflops", "vs_sdpa", "rounds"]), flush=True)
     return rows
 
 
 def main():
-    import torch
-    import triton
-    from tlx_workbench.kernels._common import torch_alloc
     out = pathlib.Path(os.environ.get("OUT", "bench_out"))
-    torch.manual_seed(0)
-    triton.set_allocator(torch_alloc)
+    gpu_setup()
     log = []
     payload = {"device": device_line(), "errors": log}
     t0 = time.time()
@@ -298,8 +214,7 @@ def main():
     if "attn_compare" in payload:
         md += ["## attention\n", md_table(payload["attn_compare"],
                                           ["shape", "causal", "dtype", "kernel", "tflops", "vs_sdpa", "rounds"])]
-    if log:
-        md.append("## errors\n" + "\n".join(f"- {e['what']}: {e['error']}" for e in log))
+    md += errors_md(log)
     (out / "round2.md").write_text("\n".join(md))
 
 

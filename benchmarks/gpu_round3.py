@@ -15,7 +15,6 @@ is not timed. Timing: interleaved rounds until a wall-clock deadline, best round
 from __future__ import annotations
 
 import json
-import math
 import os
 import pathlib
 import sys
@@ -24,7 +23,9 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import bench_ms, device_line, md_table, rel_error, try_call  # noqa: E402
+from _harness import (attn_flops, attn_inputs, bench_ms, check_attn, check_gemm, device_line,  # noqa: E402
+                      errors_md, gemm_inputs, gpu_setup, md_table, prewarm, rel_error, rounds_text, try_call,
+                      write_json)
 
 DEADLINE_S = float(os.environ.get("ROUND3_DEADLINE_S", "170"))   # stop starting timing rounds after this
 T0 = time.time()
@@ -59,28 +60,6 @@ def gemm_variants():
     return {"ws_132ctas": (gemm_ws.CONFIGS[0], 132), "ws_128ctas": (gemm_ws.CONFIGS[0], 128)}
 
 
-def _warm_one(job):
-    """Worker: launch one (kernel, config, dtype, shape) once so Triton's disk cache holds it."""
-    import torch
-    kind, cfg, dname = job[:3]
-    dt = getattr(torch, dname)
-    try:
-        if kind == "gemm":
-            from tlx_workbench.kernels import gemm_ws
-            (M, N, K), sms = job[3], job[4]
-            a, b = torch.zeros(M, K, device="cuda", dtype=dt), torch.zeros(K, N, device="cuda", dtype=dt)
-            gemm_ws.launch(a, b, torch.empty(M, N, device="cuda", dtype=dt), cfg, num_sms=sms, balance=False)
-        else:
-            from tlx_workbench.kernels import attention as A
-            shape, causal = job[3], job[4]
-            q = torch.zeros(shape, device="cuda", dtype=dt)
-            A.launch(q, q, q, torch.empty_like(q), causal, 0.125, cfg)
-        torch.cuda.synchronize()
-        return None
-    except Exception as e:  # the main process re-runs it and records the error properly
-        return f"{job[0]} {job[2]} {job[3:]}: {type(e).__name__}: {str(e)[:200]}"
-
-
 def jobs():
     from tlx_workbench.kernels import attention as A
     out = []
@@ -109,29 +88,6 @@ def jobs():
     return uniq
 
 
-def prewarm(job_list):
-    import concurrent.futures as cf
-    import multiprocessing as mp
-    t0 = time.time()
-    workers = max(1, min(14, (os.cpu_count() or 2) - 2))
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
-        errs = [e for e in ex.map(_warm_one, job_list, chunksize=1) if e]
-    print(f"prewarm: {len(job_list)} launches in {time.time() - t0:.0f} s on {workers} processes, "
-          f"{len(errs)} errors", flush=True)
-    for e in errs[:5]:
-        print("  ", e, flush=True)
-
-
-def attn_ref(q, k, v, causal, scale):
-    import torch
-    qd, kd, vd = q.double(), k.double(), v.double()
-    s = (qd @ kd.transpose(-1, -2)) * scale
-    if causal:
-        n = q.shape[-2]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    return torch.softmax(s, dim=-1) @ vd
-
-
 def attn_check(log):
     """Every persistent variant at every check shape, causal and not, fp16 and bf16."""
     import torch
@@ -146,13 +102,9 @@ def attn_check(log):
                 if not A.suits(cfg, shape[-1]):
                     continue
                 for causal in (False, True):
-                    q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
-                    o = torch.full_like(q, float("nan"))
-                    scale = 1 / math.sqrt(shape[-1])
-                    got = try_call(f"attn check {name} {shape} {causal} {dname}",
-                                   lambda: A.launch(q, k, v, o, causal, scale, cfg), log)
-                    torch.cuda.synchronize()
-                    err = float("inf") if got is None else rel_error(o, attn_ref(q, k, v, causal, scale))
+                    err = check_attn(f"attn check {name} {shape} {causal} {dname}",
+                                     lambda q, k, v, o, scale: A.launch(q, k, v, o, causal, scale, cfg),
+                                     shape, causal, dt, log, sync=True)
                     ok = err <= ATTN_TOL[dname]
                     rows.append(dict(variant=name, dtype=dname, shape=str(shape), causal=causal, rel_err=err,
                                      ok="ok" if ok else "FAIL"))
@@ -170,11 +122,9 @@ def gemm_check(log):
         for dname in ("float16", "bfloat16"):
             dt = getattr(torch, dname)
             for (M, N, K) in GEMM_CHECK:
-                a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
-                c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
-                got = try_call(f"gemm check {name} {(M, N, K)} {dname}",
-                               lambda: gemm_ws.launch(a, b, c, cfg, num_sms=sms, balance=False), log)
-                err = float("inf") if got is None else rel_error(c, a.double() @ b.double())
+                err = check_gemm(f"gemm check {name} {(M, N, K)} {dname}",
+                                 lambda a, b, c: gemm_ws.launch(a, b, c, cfg, num_sms=sms, balance=False),
+                                 M, N, K, dt, log, cast_ref=False)
                 ok = err <= GEMM_TOL[dname]
                 rows.append(dict(variant=name, dtype=dname, shape=f"{M}x{N}x{K}", rel_err=err,
                                  ok="ok" if ok else "FAIL"))
@@ -195,8 +145,7 @@ def build_subjects(abad, gbad):
     for shape, causal, dnames in ATTN_BENCH:
         for dname in dnames:
             dt = getattr(torch, dname)
-            q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
-            scale = 1 / math.sqrt(shape[-1])
+            q, k, v, scale = attn_inputs(shape, dt)
             subj = {"sdpa": (lambda q, k, v, causal, scale:
                              lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale))(
                                  q, k, v, causal, scale)}
@@ -206,12 +155,12 @@ def build_subjects(abad, gbad):
                     subj[name] = (lambda q, k, v, o, causal, scale, cfg:
                                   lambda: A.launch(q, k, v, o, causal, scale, cfg))(q, k, v, o, causal, scale, cfg)
             Z, H, N, D = shape
-            fl = 4.0 * Z * H * N * N * D / (2 if causal else 1)
+            fl = attn_flops(shape, causal)
             groups.append(("attention", f"{Z}x{H}x{N}x{D}{' causal' if causal else ''} {dname}", fl, subj, "sdpa"))
     M, N, K = GEMM_BENCH
     for dname in ("float16", "bfloat16"):
         dt = getattr(torch, dname)
-        a, b = torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+        a, b = gemm_inputs(M, N, K, dt)
         subj = {"cublas": (lambda a, b: lambda: torch.matmul(a, b))(a, b)}
         for name, (cfg, sms) in gemm_variants().items():
             if (name, dname) not in gbad:
@@ -260,13 +209,12 @@ def timed(groups, log, max_rounds=3):
             if ts:
                 ms = min(ts)
                 rows.append(dict(kind=kind, cell=label, subject=s, ms=ms, tflops=fl / ms * 1e-9,
-                                 vs_vendor=bms / ms, rounds=" / ".join(f"{fl / t * 1e-9:.0f}" for t in ts)))
+                                 vs_vendor=bms / ms, rounds=rounds_text(fl, ts)))
     return rows, rounds
 
 
 def dump(out, payload):
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "round3.json").write_text(json.dumps(payload, indent=1, default=str))
+    write_json(out, "round3", payload)
 
 
 def main():
@@ -275,12 +223,8 @@ def main():
         print(json.dumps({k: v for k, v in attn_variants().items()}, indent=1))
         print(len(js), "prewarm jobs;", sum(j[0] == "attn" for j in js), "attention")
         return
-    import torch
-    import triton
-    from tlx_workbench.kernels._common import torch_alloc
     out = pathlib.Path(os.environ.get("OUT", "bench_out"))
-    torch.manual_seed(0)
-    triton.set_allocator(torch_alloc)
+    gpu_setup()
     log = []
     payload = {"device": device_line(), "errors": log,
                "attn_variants": {k: str(v) for k, v in attn_variants().items()},
@@ -300,8 +244,7 @@ def main():
     dump(out, payload)
     md = [f"# round 3 on {payload['device']} ({payload['rounds']} rounds)\n",
           md_table(payload["timing"], ["cell", "subject", "tflops", "vs_vendor", "rounds"])]
-    if log:
-        md.append("## errors\n" + "\n".join(f"- {e['what']}: {e['error']}" for e in log))
+    md += errors_md(log)
     (out / "round3.md").write_text("\n".join(md))
     print("\n".join(md), flush=True)
     print(f"total {time.time() - T0:.0f} s", flush=True)

@@ -8,7 +8,6 @@ vs one CTA per SM (132) vs cuBLAS, interleaved rounds, after a float64 check of 
 """
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import sys
@@ -16,7 +15,7 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import bench_ms, device_line, rel_error  # noqa: E402
+from _harness import bench_ms, device_line, gemm_inputs, rel_error, write_json  # noqa: E402
 
 
 def main():
@@ -25,8 +24,7 @@ def main():
     M = N = K = 8192
     rows = []
     for dtype in (torch.float16, torch.bfloat16):
-        a = torch.randn(M, K, device="cuda", dtype=dtype)
-        b = torch.randn(K, N, device="cuda", dtype=dtype)
+        a, b = gemm_inputs(M, N, K, dtype)
         c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
         cfg = gemm_ws.CONFIGS[0]
         gemm_ws.launch(a, b, c, cfg)
@@ -42,9 +40,7 @@ def main():
         rows.append({"dtype": str(dtype).split(".")[-1], "rel_err": err,
                      **{k: round(v, 1) for k, v in best.items()}})
         print(rows[-1], flush=True)
-    out = os.environ.get("OUT", ".")
-    with open(os.path.join(out, "validate.json"), "w") as f:
-        json.dump({"device": device_line(), "rows": rows}, f, indent=1)
+    write_json(os.environ.get("OUT", "."), "validate", {"device": device_line(), "rows": rows})
 
 
 if __name__ == "__main__":
