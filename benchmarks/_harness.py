@@ -159,6 +159,16 @@ def check_attn(label, launch, shape, causal, dt, log, sync=False):
     return float("inf") if got is None else rel_error(o, attn_ref64(q, k, v, causal, scale))
 
 
+def check_row(rows, err, tol, what, **fields) -> bool:
+    """Append the check's row (``fields``, rel_err, ok) to ``rows``; print ``FAIL <what> <err>``
+    when ``err`` exceeds ``tol``. Returns whether it passed."""
+    ok = err <= tol
+    rows.append(dict(fields, rel_err=err, ok="ok" if ok else "FAIL"))
+    if not ok:
+        print(f"  FAIL {what} {err:.3g}", flush=True)
+    return ok
+
+
 # ---- timing ------------------------------------------------------------------------------
 
 def interleaved_rounds(subjects, ref, rounds, log, run_label, bench_label, max_err=None):
@@ -188,6 +198,28 @@ def interleaved_rounds(subjects, ref, rounds, log, run_label, bench_label, max_e
 def rounds_text(fl, ts) -> str:
     """TFLOP/s of each round, e.g. ``"612 / 618"``."""
     return " / ".join(f"{fl / t * 1e-9:.0f}" for t in ts)
+
+
+def timing_rows(cell, times, errs, fl, base, vs_key, err_key, keep_failed=False):
+    """One row per subject of a timed cell: ``cell``'s fields, then the best round's ms and
+    TFLOP/s (``fl`` flops), the speed relative to subject ``base`` (under ``vs_key``), every
+    round's TFLOP/s and the untimed run's error (under ``err_key``). A subject never timed
+    gets a ``failed`` row with ``keep_failed``, none otherwise."""
+    bt = times[base]
+    base_ms = min(bt) if bt else float("nan")
+    rows = []
+    for name, ts in times.items():
+        row = dict(cell, kernel=name)
+        if not ts:
+            if keep_failed:
+                row.update({"tflops": 0.0, vs_key: 0.0, "rounds": "failed", err_key: errs.get(name)})
+                rows.append(row)
+            continue
+        ms = min(ts)
+        row.update({"ms": ms, "tflops": fl / ms * 1e-9, vs_key: base_ms / ms, "rounds": rounds_text(fl, ts),
+                    err_key: errs[name]})
+        rows.append(row)
+    return rows
 
 
 # ---- prewarm -----------------------------------------------------------------------------

@@ -18,9 +18,9 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import (attn_flops, attn_inputs, bench_ms, check_attn, device_line,  # noqa: E402
+from _harness import (attn_flops, attn_inputs, bench_ms, check_attn, check_row, device_line,  # noqa: E402
                       errors_md, gpu_setup, interleaved_rounds, load_tutorial, md_table,
-                      rounds_text, try_call, write_outputs)
+                      timing_rows, try_call, write_outputs)
 
 BENCH = [((4, 32, 4096, 128), False), ((2, 32, 8192, 128), False),
          ((4, 32, 4096, 128), True), ((2, 32, 8192, 128), True), ((4, 32, 4096, 64), False)]
@@ -43,11 +43,8 @@ def check(log):
                     err = check_attn(f"attn cfg{ci} {shape} causal={causal} {dname}",
                                      lambda q, k, v, o, scale: A.launch(q, k, v, o, causal, scale, cfg),
                                      shape, causal, dt, log)
-                    ok = err <= TOL[dname]
-                    rows.append(dict(config=ci, dtype=dname, shape=str(shape), causal=causal, rel_err=err,
-                                     ok="ok" if ok else "FAIL"))
-                    if not ok:
-                        print(f"  FAIL cfg{ci} {shape} causal={causal} {dname}: {err:.3g}", flush=True)
+                    check_row(rows, err, TOL[dname], f"cfg{ci} {shape} causal={causal} {dname}:",
+                              config=ci, dtype=dname, shape=str(shape), causal=causal)
     return rows
 
 
@@ -127,17 +124,8 @@ def compare(best, log, rounds=2):
             ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
             times, errs = interleaved_rounds(subj, ref, rounds, log, f"run {{name}} {shape} {causal} {dname}",
                                              f"bench {{name}} {shape}")
-            base = min(times["sdpa"]) if times["sdpa"] else float("nan")
-            for name, ts in times.items():
-                if not ts:
-                    rows.append(dict(shape=str(shape), causal=causal, dtype=dname, kernel=name, tflops=0.0,
-                                     vs_sdpa=0.0, rounds="failed", err_vs_sdpa=errs.get(name)))
-                    continue
-                ms = min(ts)
-                rows.append(dict(shape=str(shape), causal=causal, dtype=dname, kernel=name, ms=ms,
-                                 tflops=attn_flops(shape, causal) / ms * 1e-9, vs_sdpa=base / ms,
-                                 rounds=rounds_text(attn_flops(shape, causal), ts),
-                                 err_vs_sdpa=errs[name]))
+            rows += timing_rows(dict(shape=str(shape), causal=causal, dtype=dname), times, errs,
+                                attn_flops(shape, causal), "sdpa", "vs_sdpa", "err_vs_sdpa", keep_failed=True)
             print(md_table([r for r in rows if r["shape"] == str(shape) and r["causal"] == causal
                             and r["dtype"] == dname],
                            ["shape", "causal", "dtype", "kernel", "tflops", "vs_sdpa", "rounds"]), flush=True)

@@ -18,8 +18,8 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import (bench_ms, check_gemm, device_line, errors_md, gemm_inputs, gpu_setup,  # noqa: E402
-                      interleaved_rounds, load_tutorial, md_table, rounds_text, try_call, write_outputs)
+from _harness import (bench_ms, check_gemm, check_row, device_line, errors_md, gemm_inputs, gpu_setup,  # noqa: E402
+                      interleaved_rounds, load_tutorial, md_table, timing_rows, try_call, write_outputs)
 
 BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 # ragged shapes: partial tiles in M, N and K, K below one k-step, tall and wide
@@ -48,11 +48,8 @@ def check(dtypes, log):
                     M, N, K = shape
                     err = check_gemm(f"{name} cfg{ci} {shape} {dname}",
                                      lambda a, b, c: mod.launch(a, b, c, cfg), M, N, K, dt, log)
-                    ok = err <= TOL[dname]
-                    rows.append(dict(kernel=name, config=ci, dtype=dname, M=M, N=N, K=K, rel_err=err,
-                                     ok="ok" if ok else "FAIL"))
-                    if not ok:
-                        print(f"  FAIL {name} cfg{ci} {shape} {dname}: rel err {err:.3g}", flush=True)
+                    check_row(rows, err, TOL[dname], f"{name} cfg{ci} {shape} {dname}: rel err",
+                              kernel=name, config=ci, dtype=dname, M=M, N=N, K=K)
     return rows
 
 
@@ -137,17 +134,8 @@ def compare(dtypes, best, log, rounds=3):
                     subjects[tname] = (lambda f: lambda: f(a, b))(f)
             times, errs = interleaved_rounds(subjects, ref, rounds, log, f"run {{name}} {M} {dname}",
                                              f"bench {{name}} {M} {dname}")
-            cub = min(times["cublas"]) if times["cublas"] else float("nan")
-            for name, ts in times.items():
-                if not ts:
-                    rows.append(dict(shape=f"{M}x{N}x{K}", dtype=dname, kernel=name, tflops=0.0,
-                                     vs_cublas=0.0, rounds="failed", err_vs_cublas=errs.get(name)))
-                    continue
-                ms = min(ts)
-                rows.append(dict(shape=f"{M}x{N}x{K}", dtype=dname, kernel=name, ms=ms,
-                                 tflops=2 * M * N * K / ms * 1e-9, vs_cublas=cub / ms,
-                                 rounds=rounds_text(2 * M * N * K, ts),
-                                 err_vs_cublas=errs[name]))
+            rows += timing_rows(dict(shape=f"{M}x{N}x{K}", dtype=dname), times, errs, 2 * M * N * K,
+                                "cublas", "vs_cublas", "err_vs_cublas", keep_failed=True)
             print(md_table([r for r in rows if r["shape"] == f"{M}x{N}x{K}" and r["dtype"] == dname],
                            ["shape", "dtype", "kernel", "tflops", "vs_cublas", "rounds"]), flush=True)
     return rows

@@ -21,8 +21,9 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import (attn_flops, attn_inputs, check_attn, check_gemm, device_line, errors_md, gemm_inputs, gpu_setup,  # noqa: E402
-                      interleaved_rounds, load_tutorial, md_table, prewarm, rounds_text, try_call, write_json)
+from _harness import (attn_flops, attn_inputs, check_attn, check_gemm, check_row, device_line,  # noqa: E402
+                      errors_md, gemm_inputs, gpu_setup, interleaved_rounds, load_tutorial, md_table, prewarm,
+                      timing_rows, try_call, write_json)
 
 GEMM_TOL = {"float16": 2e-3, "bfloat16": 1.2e-2}
 ATTN_TOL = {"float16": 3e-3, "bfloat16": 2e-2}
@@ -90,12 +91,9 @@ def gemm_check(variants, log):
             for (M, N, K) in GEMM_CHECK:
                 err = check_gemm(f"check {name} {(M, N, K)} {dname}",
                                  lambda a, b, c: gemm_ws.launch(a, b, c, cfg), M, N, K, dt, log)
-                ok = err <= GEMM_TOL[dname]
-                rows.append(dict(variant=name, dtype=dname, shape=f"{M}x{N}x{K}", rel_err=err,
-                                 ok="ok" if ok else "FAIL"))
-                if not ok:
+                if not check_row(rows, err, GEMM_TOL[dname], f"{name} {(M, N, K)} {dname}:",
+                                 variant=name, dtype=dname, shape=f"{M}x{N}x{K}"):
                     bad.add((name, dname))
-                    print(f"  FAIL {name} {(M, N, K)} {dname}: {err:.3g}", flush=True)
     return rows, bad
 
 
@@ -118,14 +116,8 @@ def gemm_compare(variants, bad, log, rounds=3):
                 subj["tlx_tut_gemm_ws[c0]"] = lambda: tut.matmul(a, b, config=TUT_C0)
             times, errs = interleaved_rounds(subj, ref, rounds, log, f"run {{name}} {M} {dname}",
                                              f"bench {{name}} {M} {dname}", max_err=1e-2)
-            cub = min(times["cublas"]) if times["cublas"] else float("nan")
-            for name, ts in times.items():
-                if ts:
-                    ms = min(ts)
-                    rows.append(dict(shape=f"{M}x{N}x{K}", dtype=dname, kernel=name, ms=ms,
-                                     tflops=2 * M * N * K / ms * 1e-9, vs_cublas=cub / ms,
-                                     rounds=rounds_text(2 * M * N * K, ts),
-                                     err_vs_cublas=errs[name]))
+            rows += timing_rows(dict(shape=f"{M}x{N}x{K}", dtype=dname), times, errs, 2 * M * N * K,
+                                "cublas", "vs_cublas", "err_vs_cublas")
             print(md_table([r for r in rows if r["shape"] == f"{M}x{N}x{K}" and r["dtype"] == dname],
                            ["shape", "dtype", "kernel", "tflops", "vs_cublas", "rounds"]), flush=True)
     return rows
@@ -145,12 +137,9 @@ def attn_check(log):
                 err = check_attn(f"attn check {shape} {causal} {dname}",
                                  lambda q, k, v, o, scale: A.launch(q, k, v, o, causal, scale, new),
                                  shape, causal, dt, log)
-                ok = err <= ATTN_TOL[dname]
-                rows.append(dict(config="bm256", dtype=dname, shape=str(shape), causal=causal, rel_err=err,
-                                 ok="ok" if ok else "FAIL"))
-                if not ok:
+                if not check_row(rows, err, ATTN_TOL[dname], f"attn bm256 {shape} {causal} {dname}:",
+                                 config="bm256", dtype=dname, shape=str(shape), causal=causal):
                     bad.add(("bm256", dname))
-                    print(f"  FAIL attn bm256 {shape} {causal} {dname}: {err:.3g}", flush=True)
     return rows, bad
 
 
@@ -173,13 +162,8 @@ def attn_compare(bad, log, rounds=2):
             fl = attn_flops(shape, causal)
             times, errs = interleaved_rounds(subj, ref, rounds, log, f"run {{name}} {shape} {dname}",
                                              f"bench {{name}} {shape}", max_err=2e-2)
-            base = min(times["sdpa"]) if times["sdpa"] else float("nan")
-            for name, ts in times.items():
-                if ts:
-                    ms = min(ts)
-                    rows.append(dict(shape=str(shape), causal=causal, dtype=dname, kernel=name, ms=ms,
-                                     tflops=fl / ms * 1e-9, vs_sdpa=base / ms,
-                                     rounds=rounds_text(fl, ts), err=errs[name]))
+            rows += timing_rows(dict(shape=str(shape), causal=causal, dtype=dname), times, errs, fl,
+                                "sdpa", "vs_sdpa", "err")
             print(md_table([r for r in rows if r["shape"] == str(shape) and r["dtype"] == dname],
                            ["shape", "dtype", "kernel", "tflops", "vs_sdpa", "rounds"]), flush=True)
     return rows

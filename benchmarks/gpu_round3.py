@@ -23,7 +23,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import (attn_flops, attn_inputs, bench_ms, check_attn, check_gemm, device_line,  # noqa: E402
+from _harness import (attn_flops, attn_inputs, bench_ms, check_attn, check_gemm, check_row, device_line,  # noqa: E402
                       errors_md, gemm_inputs, gpu_setup, md_table, prewarm, rel_error, rounds_text, try_call,
                       write_json)
 
@@ -105,12 +105,9 @@ def attn_check(log):
                     err = check_attn(f"attn check {name} {shape} {causal} {dname}",
                                      lambda q, k, v, o, scale: A.launch(q, k, v, o, causal, scale, cfg),
                                      shape, causal, dt, log, sync=True)
-                    ok = err <= ATTN_TOL[dname]
-                    rows.append(dict(variant=name, dtype=dname, shape=str(shape), causal=causal, rel_err=err,
-                                     ok="ok" if ok else "FAIL"))
-                    if not ok:
+                    if not check_row(rows, err, ATTN_TOL[dname], f"attn {name} {shape} causal={causal} {dname}:",
+                                     variant=name, dtype=dname, shape=str(shape), causal=causal):
                         bad.add((name, dname))
-                        print(f"  FAIL attn {name} {shape} causal={causal} {dname}: {err:.3g}", flush=True)
     return rows, bad
 
 
@@ -125,12 +122,9 @@ def gemm_check(log):
                 err = check_gemm(f"gemm check {name} {(M, N, K)} {dname}",
                                  lambda a, b, c: gemm_ws.launch(a, b, c, cfg, num_sms=sms, balance=False),
                                  M, N, K, dt, log, cast_ref=False)
-                ok = err <= GEMM_TOL[dname]
-                rows.append(dict(variant=name, dtype=dname, shape=f"{M}x{N}x{K}", rel_err=err,
-                                 ok="ok" if ok else "FAIL"))
-                if not ok:
+                if not check_row(rows, err, GEMM_TOL[dname], f"gemm {name} {(M, N, K)} {dname}:",
+                                 variant=name, dtype=dname, shape=f"{M}x{N}x{K}"):
                     bad.add((name, dname))
-                    print(f"  FAIL gemm {name} {(M, N, K)} {dname}: {err:.3g}", flush=True)
     return rows, bad
 
 
