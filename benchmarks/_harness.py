@@ -102,6 +102,33 @@ def gpu_setup():
     triton.set_allocator(torch_alloc)
 
 
+def run_check_sweep_compare(out_dir, stem, title, check, check_cols, sweep, sweep_head, sweep_cols,
+                            compare, compare_cols):
+    """The kernel-library run of gemm.py and attention.py: ``check(log)`` (skipped when None)
+    -> rows with ``ok``; ``sweep(log)`` -> (rows, best); ``compare(best, log)`` -> rows. Writes
+    ``<stem>.json`` and ``<stem>.md`` (the failed checks, the sweep, the side by side, errors)."""
+    gpu_setup()
+    log = []
+    payload = {"device": device_line(), "errors": log}
+    md = [f"# {title} on {payload['device']}\n"]
+    if check is not None:
+        rows = check(log)
+        payload["check"] = rows
+        bad = [r for r in rows if r["ok"] != "ok"]
+        md.append(f"## correctness: {len(rows) - len(bad)}/{len(rows)} ok\n")
+        md.append(md_table(bad, check_cols))
+        print(md[-2], flush=True)
+    srows, best = sweep(log)
+    payload["sweep"] = srows
+    md.append(f"## {sweep_head}\n" + md_table(srows, sweep_cols))
+    crows = compare(best, log)
+    payload["compare"] = crows
+    md.append("## side by side\n" + md_table(crows, compare_cols))
+    md += errors_md(log)
+    write_outputs(out_dir, stem, payload, "\n".join(md))
+    return payload
+
+
 # ---- inputs and float64 checks -------------------------------------------------------------
 
 def gemm_inputs(M, N, K, dt):

@@ -18,9 +18,8 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import (attn_flops, attn_inputs, bench_ms, check_attn, check_row, device_line,  # noqa: E402
-                      errors_md, gpu_setup, interleaved_rounds, load_tutorial, md_table,
-                      timing_rows, try_call, write_outputs)
+from _harness import (attn_flops, attn_inputs, bench_ms, check_attn, check_row, interleaved_rounds,  # noqa: E402
+                      load_tutorial, md_table, run_check_sweep_compare, timing_rows, try_call)
 
 BENCH = [((4, 32, 4096, 128), False), ((2, 32, 8192, 128), False),
          ((4, 32, 4096, 128), True), ((2, 32, 8192, 128), True), ((4, 32, 4096, 64), False)]
@@ -133,27 +132,11 @@ def compare(best, log, rounds=2):
 
 
 def main(out_dir, do_check=True):
-    gpu_setup()
-    log = []
-    payload = {"device": device_line(), "errors": log}
-    md = [f"# Attention forward on {payload['device']}\n"]
-    if do_check:
-        rows = check(log)
-        payload["check"] = rows
-        bad = [r for r in rows if r["ok"] != "ok"]
-        md.append(f"## correctness: {len(rows) - len(bad)}/{len(rows)} ok\n")
-        md.append(md_table(bad, ["config", "dtype", "shape", "causal", "rel_err"]))
-        print(md[-2], flush=True)
-    srows, best = sweep(log)
-    payload["sweep"] = srows
-    md.append("## config sweep\n" + md_table(srows, ["config", "shape", "causal", "dtype", "tflops", "cfg"]))
-    crows = compare(best, log)
-    payload["compare"] = crows
-    md.append("## side by side\n" + md_table(crows, ["shape", "causal", "dtype", "kernel", "tflops", "vs_sdpa",
-                                                     "rounds", "err_vs_sdpa"]))
-    md += errors_md(log)
-    write_outputs(out_dir, "attention", payload, "\n".join(md))
-    return payload
+    return run_check_sweep_compare(
+        out_dir, "attention", "Attention forward", check if do_check else None,
+        ["config", "dtype", "shape", "causal", "rel_err"],
+        sweep, "config sweep", ["config", "shape", "causal", "dtype", "tflops", "cfg"],
+        compare, ["shape", "causal", "dtype", "kernel", "tflops", "vs_sdpa", "rounds", "err_vs_sdpa"])
 
 
 if __name__ == "__main__":

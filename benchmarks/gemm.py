@@ -18,8 +18,8 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from _harness import (bench_ms, check_gemm, check_row, device_line, errors_md, gemm_inputs, gpu_setup,  # noqa: E402
-                      interleaved_rounds, load_tutorial, md_table, timing_rows, try_call, write_outputs)
+from _harness import (bench_ms, check_gemm, check_row, gemm_inputs, interleaved_rounds, load_tutorial,  # noqa: E402
+                      md_table, run_check_sweep_compare, timing_rows, try_call)
 
 BENCH_SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 # ragged shapes: partial tiles in M, N and K, K below one k-step, tall and wide
@@ -142,27 +142,12 @@ def compare(dtypes, best, log, rounds=3):
 
 
 def main(out_dir, dtypes=("float16", "bfloat16"), do_check=True):
-    gpu_setup()
-    log = []
-    payload = {"device": device_line(), "errors": log}
-    md = [f"# GEMM on {payload['device']}\n"]
-    if do_check:
-        rows = check(dtypes, log)
-        payload["check"] = rows
-        bad = [r for r in rows if r["ok"] != "ok"]
-        md.append(f"## correctness: {len(rows) - len(bad)}/{len(rows)} ok\n")
-        md.append(md_table(bad or rows[:0], ["kernel", "config", "dtype", "M", "N", "K", "rel_err"]))
-        print(md[-2], flush=True)
-    srows, best = sweep(dtypes, log)
-    payload["sweep"] = srows
-    md.append("## config sweep (TFLOP/s)\n" + md_table(srows, ["kernel", "config", "dtype", "M", "tflops", "cfg"]))
-    crows = compare(dtypes, best, log)
-    payload["compare"] = crows
-    md.append("## side by side\n" + md_table(crows, ["shape", "dtype", "kernel", "tflops", "vs_cublas",
-                                                     "rounds", "err_vs_cublas"]))
-    md += errors_md(log)
-    write_outputs(out_dir, "gemm", payload, "\n".join(md))
-    return payload
+    return run_check_sweep_compare(
+        out_dir, "gemm", "GEMM", (lambda log: check(dtypes, log)) if do_check else None,
+        ["kernel", "config", "dtype", "M", "N", "K", "rel_err"],
+        lambda log: sweep(dtypes, log), "config sweep (TFLOP/s)", ["kernel", "config", "dtype", "M", "tflops", "cfg"],
+        lambda best, log: compare(dtypes, best, log),
+        ["shape", "dtype", "kernel", "tflops", "vs_cublas", "rounds", "err_vs_cublas"])
 
 
 if __name__ == "__main__":
