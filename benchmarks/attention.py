@@ -7,6 +7,7 @@ backend, and cuDNN's), the tutorials unchanged through their own launchers;
 (d) attention.json + attention.md.
 
     python benchmarks/attention.py --out /tmp/attn_out        # on a Hopper GPU
+    python benchmarks/attention.py --dry                      # CPU: list the jobs only
 """
 from __future__ import annotations
 
@@ -28,22 +29,45 @@ CHECK = [(1, 2, 128, 64), (2, 3, 256, 128), (1, 2, 200, 64), (2, 2, 1000, 128), 
 TOL = {"float16": 3e-3, "bfloat16": 2e-2}
 
 
+def check_jobs():
+    """(dtype, shape, causal, config index, config) of every correctness check, in run order:
+    every config that fits at the first three shapes in fp16, the first config everywhere."""
+    from tlx_workbench.kernels import attention as A
+    for dname in ("float16", "bfloat16"):
+        for shape in CHECK:
+            for causal in (False, True):
+                for ci, cfg in enumerate(A.CONFIGS):
+                    if fits(cfg, shape[-1]) and not (ci > 0 and (shape not in CHECK[:3] or dname != "float16")):
+                        yield dname, shape, causal, ci, cfg
+
+
+def sweep_jobs():
+    """(shape, causal, dtype, [(config index, config)]) of the sweep, in run order."""
+    from tlx_workbench.kernels import attention as A
+    for shape, causal in BENCH:
+        for dname in ("float16", "bfloat16"):
+            yield shape, causal, dname, [(ci, cfg) for ci, cfg in enumerate(A.CONFIGS) if fits(cfg, shape[-1])]
+
+
+def dry():
+    """Print every job of the check and the sweep (no GPU needed)."""
+    for dname, shape, causal, ci, cfg in check_jobs():
+        print("check", f"cfg{ci}", shape, f"causal={causal}", dname, cfg)
+    for shape, causal, dname, cfgs in sweep_jobs():
+        for ci, cfg in cfgs:
+            print("sweep", f"cfg{ci}", shape, f"causal={causal}", dname, cfg)
+
+
 def check(log):
     import torch
     from tlx_workbench.kernels import attention as A
     rows = []
-    for dname in ("float16", "bfloat16"):
-        dt = getattr(torch, dname)
-        for shape in CHECK:
-            for causal in (False, True):
-                for ci, cfg in enumerate(A.CONFIGS):
-                    if not fits(cfg, shape[-1]) or (ci > 0 and (shape not in CHECK[:3] or dname != "float16")):
-                        continue
-                    err = check_attn(f"attn cfg{ci} {shape} causal={causal} {dname}",
-                                     lambda q, k, v, o, scale: A.launch(q, k, v, o, causal, scale, cfg),
-                                     shape, causal, dt, log)
-                    check_row(rows, err, TOL[dname], f"cfg{ci} {shape} causal={causal} {dname}:",
-                              config=ci, dtype=dname, shape=str(shape), causal=causal)
+    for dname, shape, causal, ci, cfg in check_jobs():
+        err = check_attn(f"attn cfg{ci} {shape} causal={causal} {dname}",
+                         lambda q, k, v, o, scale: A.launch(q, k, v, o, causal, scale, cfg),
+                         shape, causal, getattr(torch, dname), log)
+        check_row(rows, err, TOL[dname], f"cfg{ci} {shape} causal={causal} {dname}:",
+                  config=ci, dtype=dname, shape=str(shape), causal=causal)
     return rows
 
 
@@ -56,26 +80,22 @@ def sweep(log):
     import torch
     from tlx_workbench.kernels import attention as A
     rows, best = [], {}
-    for shape, causal in BENCH:
-        for dname in ("float16", "bfloat16"):
-            dt = getattr(torch, dname)
-            q, k, v, scale = attn_inputs(shape, dt)
-            o = torch.empty_like(q)
-            for ci, cfg in enumerate(A.CONFIGS):
-                if not fits(cfg, shape[-1]):
-                    continue
-                ms = try_call(f"sweep cfg{ci} {shape} {causal} {dname}",
-                              lambda: bench_ms(lambda: A.launch(q, k, v, o, causal, scale, cfg), 25, 100), log)
-                if ms is None:
-                    continue
-                rows.append(dict(config=ci, shape=str(shape), causal=causal, dtype=dname, ms=ms,
-                                 tflops=attn_flops(shape, causal) / ms * 1e-9, cfg=str(cfg)))
-                key = (shape, causal, dname)
-                if key not in best or ms < best[key][1]:
-                    best[key] = (cfg, ms)
-            if (shape, causal, dname) in best:
-                print(f"  swept {shape} causal={causal} {dname}: "
-                      f"{attn_flops(shape, causal) / best[(shape, causal, dname)][1] * 1e-9:.0f} TFLOP/s", flush=True)
+    for shape, causal, dname, cfgs in sweep_jobs():
+        q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
+        o = torch.empty_like(q)
+        for ci, cfg in cfgs:
+            ms = try_call(f"sweep cfg{ci} {shape} {causal} {dname}",
+                          lambda: bench_ms(lambda: A.launch(q, k, v, o, causal, scale, cfg), 25, 100), log)
+            if ms is None:
+                continue
+            rows.append(dict(config=ci, shape=str(shape), causal=causal, dtype=dname, ms=ms,
+                             tflops=attn_flops(shape, causal) / ms * 1e-9, cfg=str(cfg)))
+            key = (shape, causal, dname)
+            if key not in best or ms < best[key][1]:
+                best[key] = (cfg, ms)
+        if (shape, causal, dname) in best:
+            print(f"  swept {shape} causal={causal} {dname}: "
+                  f"{attn_flops(shape, causal) / best[(shape, causal, dname)][1] * 1e-9:.0f} TFLOP/s", flush=True)
     return rows, best
 
 
@@ -143,5 +163,9 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     p.add_argument("--no-check", action="store_true")
+    p.add_argument("--dry", action="store_true", help="list the check and sweep jobs only (no GPU)")
     args = p.parse_args()
-    main(args.out, do_check=not args.no_check)
+    if args.dry:
+        dry()
+    else:
+        main(args.out, do_check=not args.no_check)

@@ -7,6 +7,7 @@ timing (do_bench medians, two rounds) of ours (best config) vs cuBLAS vs the
 tutorials, run unchanged through their own launchers; (d) gemm.json + gemm.md.
 
     python benchmarks/gemm.py --out /tmp/gemm_out            # on a Hopper GPU
+    python benchmarks/gemm.py --dry                          # CPU: list the jobs only
 """
 from __future__ import annotations
 
@@ -35,21 +36,44 @@ def _ours():
     return {"ws_coop": gemm_ws, "ws_pingpong": gemm_pingpong, "pipelined": gemm_pipelined}
 
 
+def check_jobs(dtypes):
+    """(kernel, module, dtype, config index, config, shape) of every correctness check, in run order:
+    each config at the first three shapes, the first config at all of them."""
+    for name, mod in _ours().items():
+        shapes = CHECK_SHAPES_TMA + (CHECK_SHAPES_ANY if name == "pipelined" else [])
+        for dname in dtypes:
+            for ci, cfg in enumerate(mod.CONFIGS):
+                for shape in (shapes if ci == 0 else shapes[:3]):
+                    yield name, mod, dname, ci, cfg, shape
+
+
+def sweep_jobs(dtypes):
+    """((M, N, K), dtype, [(kernel, module, config index, config)]) of the sweep, in run order."""
+    for shape in BENCH_SHAPES:
+        for dname in dtypes:
+            yield shape, dname, [(name, mod, ci, cfg) for name, mod in _ours().items()
+                                 for ci, cfg in enumerate(mod.CONFIGS)]
+
+
+def dry(dtypes):
+    """Print every job of the check and the sweep (no GPU needed)."""
+    for name, _, dname, ci, cfg, shape in check_jobs(dtypes):
+        print("check", name, f"cfg{ci}", shape, dname, cfg)
+    for shape, dname, kernels in sweep_jobs(dtypes):
+        for name, _, ci, cfg in kernels:
+            print("sweep", name, f"cfg{ci}", shape, dname, cfg)
+
+
 def check(dtypes, log):
     """Every kernel, every config's first entry and best-known config, many shapes."""
     import torch
     rows = []
-    for name, mod in _ours().items():
-        shapes = CHECK_SHAPES_TMA + (CHECK_SHAPES_ANY if name == "pipelined" else [])
-        for dname in dtypes:
-            dt = getattr(torch, dname)
-            for ci, cfg in enumerate(mod.CONFIGS):
-                for shape in (shapes if ci == 0 else shapes[:3]):
-                    M, N, K = shape
-                    err = check_gemm(f"{name} cfg{ci} {shape} {dname}",
-                                     lambda a, b, c: mod.launch(a, b, c, cfg), M, N, K, dt, log)
-                    check_row(rows, err, TOL[dname], f"{name} cfg{ci} {shape} {dname}: rel err",
-                              kernel=name, config=ci, dtype=dname, M=M, N=N, K=K)
+    for name, mod, dname, ci, cfg, shape in check_jobs(dtypes):
+        M, N, K = shape
+        err = check_gemm(f"{name} cfg{ci} {shape} {dname}",
+                         lambda a, b, c: mod.launch(a, b, c, cfg), M, N, K, getattr(torch, dname), log)
+        check_row(rows, err, TOL[dname], f"{name} cfg{ci} {shape} {dname}: rel err",
+                  kernel=name, config=ci, dtype=dname, M=M, N=N, K=K)
     return rows
 
 
@@ -57,26 +81,23 @@ def sweep(dtypes, log):
     """Time every config of every kernel at the benchmark shapes; returns rows and the best."""
     import torch
     rows, best = [], {}
-    for (M, N, K) in BENCH_SHAPES:
-        for dname in dtypes:
-            dt = getattr(torch, dname)
-            a, b = gemm_inputs(M, N, K, dt)
-            c = torch.empty(M, N, device="cuda", dtype=dt)
-            for name, mod in _ours().items():
-                for ci, cfg in enumerate(mod.CONFIGS):
-                    ms = try_call(f"sweep {name} cfg{ci} {M} {dname}",
-                                  lambda: bench_ms(lambda: mod.launch(a, b, c, cfg), warmup=25, rep=100), log)
-                    if ms is None:
-                        continue
-                    tf = 2 * M * N * K / ms * 1e-9
-                    rows.append(dict(kernel=name, config=ci, dtype=dname, M=M, ms=ms, tflops=tf,
-                                     cfg=str(cfg)))
-                    key = (name, M, N, K, dname)
-                    if key not in best or ms < best[key][1]:
-                        best[key] = (cfg, ms)
-            print(f"  swept {M}^3 {dname}: " + ", ".join(
-                f"{n}={2*M*N*K/best[(n, M, N, K, dname)][1]*1e-9:.0f}" for n in _ours()
-                if (n, M, N, K, dname) in best), flush=True)
+    for (M, N, K), dname, kernels in sweep_jobs(dtypes):
+        dt = getattr(torch, dname)
+        a, b = gemm_inputs(M, N, K, dt)
+        c = torch.empty(M, N, device="cuda", dtype=dt)
+        for name, mod, ci, cfg in kernels:
+            ms = try_call(f"sweep {name} cfg{ci} {M} {dname}",
+                          lambda: bench_ms(lambda: mod.launch(a, b, c, cfg), warmup=25, rep=100), log)
+            if ms is None:
+                continue
+            tf = 2 * M * N * K / ms * 1e-9
+            rows.append(dict(kernel=name, config=ci, dtype=dname, M=M, ms=ms, tflops=tf, cfg=str(cfg)))
+            key = (name, M, N, K, dname)
+            if key not in best or ms < best[key][1]:
+                best[key] = (cfg, ms)
+        print(f"  swept {M}^3 {dname}: " + ", ".join(
+            f"{n}={2*M*N*K/best[(n, M, N, K, dname)][1]*1e-9:.0f}" for n in _ours()
+            if (n, M, N, K, dname) in best), flush=True)
     return rows, best
 
 
@@ -155,5 +176,9 @@ if __name__ == "__main__":
     p.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     p.add_argument("--no-check", action="store_true")
     p.add_argument("--dtypes", default="float16,bfloat16")
+    p.add_argument("--dry", action="store_true", help="list the check and sweep jobs only (no GPU)")
     args = p.parse_args()
-    main(args.out, tuple(args.dtypes.split(",")), do_check=not args.no_check)
+    if args.dry:
+        dry(tuple(args.dtypes.split(",")))
+    else:
+        main(args.out, tuple(args.dtypes.split(",")), do_check=not args.no_check)

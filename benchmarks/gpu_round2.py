@@ -8,6 +8,7 @@ Every variant is first checked against float64 on fresh random inputs (ragged sh
 outputs NaN-poisoned); a variant that fails is not timed.
 
     source .gpu/env.sh && python3 benchmarks/gpu_round2.py        # writes round2.json/.md under $OUT
+    python3 benchmarks/gpu_round2.py --dry                        # CPU: list the prewarm jobs only
 
 Results are written after every section, so a call cut short still returns what it measured.
 """
@@ -170,6 +171,12 @@ def attn_compare(bad, log, rounds=2):
 
 
 def main():
+    if "--dry" in sys.argv:         # CPU: list the variants and the prewarm jobs only
+        js = warm_jobs(gemm_variants(), attention="--no-attention" not in sys.argv)
+        for j in js:
+            print(j[0], j[2], *j[3:], j[1])
+        print(len(js), "prewarm jobs;", sum(j[0] == "attn" for j in js), "attention")
+        return
     out = pathlib.Path(os.environ.get("OUT", "bench_out"))
     gpu_setup()
     log = []
