@@ -59,9 +59,25 @@ def _pass_turn(wg):
 
 
 @triton.jit
+def _release_barriers(n: tl.constexpr, groups: tl.constexpr, WARP_BAR: tl.constexpr):
+    """Barriers that consumer groups arrive on to hand a buffer back. ``WARP_BAR``: every thread
+    of a group arrives (warp barriers), instead of one thread after a group-wide ``bar.sync``."""
+    if WARP_BAR:
+        return tlx.alloc_warp_barrier(num_barriers=n, num_warps=4, num_arrivals=groups)
+    else:
+        return tlx.alloc_barriers(num_barriers=n, arrive_count=groups)
+
+
+@triton.jit
 def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
-                    MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr):
-    """One block of the streaming softmax in base 2. Returns (p, m_new, l_new, alpha)."""
+                    MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr,
+                    DTYPE: tl.constexpr = tl.float32, P_EARLY: tl.constexpr = False,
+                    EX2_F16: tl.constexpr = False):
+    """One block of the streaming softmax in base 2. Returns (p, m_new, l_new, alpha).
+
+    ``P_EARLY``: p comes back already in the MMA operand dtype, so the conversion runs here,
+    under the other group's GEMMs, not inside this group's GEMM turn. ``EX2_F16`` (fp16 only):
+    the exponent is rounded to fp16 and exp2 runs on packed pairs (half the MUFU work)."""
     if MASK:
         cols = col0 + tl.arange(0, BN)
         keep = cols[None, :] < N_CTX
@@ -69,9 +85,18 @@ def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
             keep = keep & (cols[None, :] <= rows[:, None])
         qk = tl.where(keep, qk, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_new)
-    l_new = l_i * alpha + tl.sum(p, 1)
+    if EX2_F16:
+        # exponent rounded to fp16, two exp2 per MUFU instruction; P is fp16 anyway
+        x = (qk * qk_scale - m_new[:, None]).to(tl.float16)
+        p = tl.inline_asm_elementwise("ex2.approx.f16x2 $0, $1;", "=r,r", [x], dtype=tl.float16,
+                                      is_pure=True, pack=2)
+        l_new = l_i * alpha + tl.sum(p.to(tl.float32), 1)
+    else:
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        l_new = l_i * alpha + tl.sum(p, 1)
+        if P_EARLY:
+            p = p.to(DTYPE)
     return p, m_new, l_new, alpha
 
 
@@ -79,7 +104,7 @@ def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
 def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
              p, m_i, l_i, acc, qk_scale, rows, N_CTX,
              MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
-             DTYPE: tl.constexpr, ring0=0):
+             DTYPE: tl.constexpr, ring0=0, P_EARLY: tl.constexpr = False, EX2_F16: tl.constexpr = False):
     """Step j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in this group's turn, softmax of S_j
     under the P V wgmma, then rescale O. Returns the new (p, m_i, l_i, acc).
 
@@ -95,7 +120,8 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
     _pass_turn(wg)
     qk = tlx.async_dot_wait(1, qk)          # S_j ready (P V may still run)
     tlx.barrier_arrive(k_empty[kb])
-    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, j * BN, N_CTX, MASK, CAUSAL, BN)
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, j * BN, N_CTX, MASK, CAUSAL, BN,
+                                         DTYPE, P_EARLY, EX2_F16)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[vb])
     acc = acc * alpha[:, None]
@@ -106,7 +132,9 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
 def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, o_ptr,
                          HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
-                         LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240):
+                         LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
+                         P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
+                         EX2_F16: tl.constexpr = False):
     HALF: tl.constexpr = BM // 2
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
     tl.static_assert(BM % BN == 0, "BM must be a multiple of BN")
@@ -117,8 +145,8 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
     q_full = tlx.alloc_barriers(num_barriers=2, arrive_count=1)
     k_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
     v_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
-    k_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=2)
-    v_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=2)
+    k_empty = _release_barriers(NUM_BUFS, 2, WARP_BAR)
+    v_empty = _release_barriers(NUM_BUFS, 2, WARP_BAR)
 
     # heavy (long causal) query blocks first, so the tail of the grid is short blocks
     if CAUSAL:
@@ -173,17 +201,17 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
             qk = tlx.async_dot_wait(0, qk)
             tlx.barrier_arrive(k_empty[0])
             p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                                 CAUSAL or not EVEN_M, CAUSAL, BN)
+                                                 CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY, EX2_F16)
             acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
 
             for j in range(1, tl.maximum(n_plain, 1)):
                 p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                             j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            False, CAUSAL, BN, NUM_BUFS, dtype)
+                                            False, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16)
             for j in range(tl.maximum(n_plain, 1), n_blocks):
                 p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                             j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            True, CAUSAL, BN, NUM_BUFS, dtype)
+                                            True, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16)
 
             # last P V
             last = n_blocks - 1
@@ -223,7 +251,9 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                                     NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
                                     NUM_SMS: tl.constexpr, Q_BUFS: tl.constexpr = 1,
-                                    LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240):
+                                    LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
+                         P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
+                         EX2_F16: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -239,11 +269,11 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
     v_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
     o_tiles = tlx.local_alloc((HALF, HEAD_DIM), tlx.dtype_of(desc_o), 2)
     q_full = tlx.alloc_barriers(num_barriers=2 * Q_BUFS, arrive_count=1)
-    q_empty = tlx.alloc_barriers(num_barriers=2 * Q_BUFS, arrive_count=1)
+    q_empty = _release_barriers(2 * Q_BUFS, 1, WARP_BAR)
     k_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
     v_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
-    k_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=2)
-    v_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=2)
+    k_empty = _release_barriers(NUM_BUFS, 2, WARP_BAR)
+    v_empty = _release_barriers(NUM_BUFS, 2, WARP_BAR)
 
     ZH = Z * H
     num_m = tl.cdiv(N_CTX, BM)
@@ -314,16 +344,16 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 qk = tlx.async_dot_wait(0, qk)
                 tlx.barrier_arrive(k_empty[b0])
                 p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                                     CAUSAL or not EVEN_M, CAUSAL, BN)
+                                                     CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY, EX2_F16)
                 acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
                 for j in range(1, tl.maximum(n_plain, 1)):
                     p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                                 j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring)
+                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16)
                 for j in range(tl.maximum(n_plain, 1), n_blocks):
                     p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                                 j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring)
+                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16)
                 # every S = Q K^T of this tile has retired: the loader may refill this Q slot
                 tlx.barrier_arrive(q_empty[qslot])
 
@@ -350,11 +380,21 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
             tlx.async_descriptor_store_wait(0)
 
 
-def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1):
-    # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers
+def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
+            P_EARLY=False, WARP_BAR=False, EX2_F16=False):
+    # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
+    # P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
+    # WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
+    # EX2_F16 (fp16 only): exp2 on packed fp16 pairs
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if PERSISTENT:
         cfg.update(PERSISTENT=True, Q_BUFS=Q_BUFS)
+    if P_EARLY:
+        cfg.update(P_EARLY=True)
+    if WARP_BAR:
+        cfg.update(WARP_BAR=True)
+    if EX2_F16:
+        cfg.update(EX2_F16=True)
     return cfg
 
 
@@ -401,6 +441,10 @@ SIM_CONFIGS = {
     # persistent, 2 CTAs for 8+ tiles: ring, turns and Q sets carry across tiles
     "persistent": _config(64, 2, PERSISTENT=True, Q_BUFS=2),
     "persistent_q1": _config(32, 3, PERSISTENT=True, Q_BUFS=1),
+    # P converted outside the GEMM turn, warp-barrier releases (each thread arrives)
+    "persistent_pe_wb": _config(64, 2, PERSISTENT=True, Q_BUFS=2, P_EARLY=True, WARP_BAR=True),
+    "plain_pe_wb": _config(64, 2, P_EARLY=True, WARP_BAR=True),
+    "persistent_ex2h": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP_BAR=True, EX2_F16=True),
 }
 
 

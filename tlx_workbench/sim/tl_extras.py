@@ -31,6 +31,7 @@ for _pat, _fn in [
     (r"\badd\.(rn\.)?(ftz\.)?f32x2\b", lambda a, b: a + b),
     (r"\bsub\.(rn\.)?(ftz\.)?f32x2\b", lambda a, b: a - b),
     (r"\bex2\.approx\.(ftz\.)?f32\b", lambda a: np.exp2(a)),
+    (r"\bex2\.approx\.(ftz\.)?f16x2\b", lambda a: np.exp2(a)),
     (r"\brcp\.approx\.(ftz\.)?f32\b", lambda a: 1.0 / a),
     (r"\btanh\.approx\.f32\b", lambda a: np.tanh(a)),
 ]:
