@@ -42,6 +42,8 @@ class SimGroup:
         self.waiters: dict = {}       # barrier array id -> {(cta, task, replica): set(lines)}
         self.passed: dict = {}        # (barrier array id, cta, task, replica) -> waits passed
         self.ctas: list["CTA"] = []
+        self.gmem_writes = 0          # global stores and changing atomics so far: what wakes a blocked poll
+        self.gmem_clock = 0.0         # the latest clock of such a write
 
 
 class CTA(BarrierOps, MemoryOps, MmaOps, ClusterOps, ClcOps):
@@ -153,6 +155,11 @@ class CTA(BarrierOps, MemoryOps, MmaOps, ClusterOps, ClcOps):
                                  line)
             a.data = base.data.reshape(-1).view(np.uint8)[:need].view(a.np_dtype).reshape(a.data.shape)
             a.id = base.id
+            if isinstance(base.root, SmemAlloc):
+                # both now share bytes from the start of the root allocation: races are tracked on byte
+                # ranges of it, as buffer i of one need not be buffer i of the other (other shape or dtype)
+                a.root = base.root
+                a.root.byte_keys = a.byte_keys = True
         elif storage == "tmem":
             budget = self.run.gpu.tmem_columns or 0
             if budget and self.tmem_columns + a.tmem_columns <= budget:

@@ -34,7 +34,7 @@ class BlockedTask:
             who = f"CTA {self.lane[0]} {who}"
         if self.kind == "join":
             return f"{who} waits for its async tasks to finish"
-        if self.kind in ("remote", "cluster"):
+        if self.kind in ("remote", "cluster", "poll"):
             src = linecache.getline(file, self.line).strip() if file and self.line else ""
             return f"{who} line {self.line}: {src}\n      {self.reason}"
         src = linecache.getline(file, self.line).strip() if file and self.line else ""
@@ -176,6 +176,9 @@ def deadlock_report(run, group) -> DeadlockReport:
                                        reason="waits in cluster_barrier for every CTA of the cluster; some task "
                                               "of the cluster is blocked elsewhere and never arrives",
                                        priority=INFERRED))
+        elif info["kind"] == "poll":
+            blocked.append(BlockedTask(lane, "poll", info["line"], "global memory", since=info["since"], multi=multi,
+                                       reason=_poll_reason(run, info), priority=CONCRETE))
         else:
             blocked.append(BlockedTask(lane, "join", None, since=info.get("since", 0), multi=multi))
     real = [b for b in blocked if b.kind != "join"] or blocked
@@ -199,6 +202,20 @@ def deadlock_report(run, group) -> DeadlockReport:
     rep = DeadlockReport(first.lane[0], real if real is not blocked else blocked, msg + "\n" + "\n".join(
         "  - " + b.describe(run.file) for b in real), first.line, hint, run.file, time, pids)
     return rep
+
+
+def _poll_reason(run, info) -> str:
+    what = "an atomic" if info.get("atomic") else "a volatile load"
+    why = (f"spins on {what} that keeps reading the same value, and no task that is still running writes "
+           f"global memory any more: the value it waits for never comes")
+    resident, clusters = getattr(run, "resident", 1), getattr(run, "num_clusters", 1)
+    if resident < clusters:
+        why += (f" — the simulator runs {resident} CTA cluster(s) at a time, one batch after another, so a CTA "
+                f"that waits for a flag raised by a later CTA waits forever: simulate with resident={clusters} "
+                f"(every CTA at once), as on a GPU where the whole grid is resident")
+    else:
+        why += " — check which CTA should raise it, and that it does before it waits on anything itself"
+    return why
 
 
 def _tx_detail(s) -> tuple[str, str]:

@@ -162,6 +162,19 @@ def _access_checker(run: LaunchRun, ranges):
     return check
 
 
+def _poller(check):
+    """The ``poll`` of :func:`interp_adapter.install_polls`: atomics are access-checked (charged like a
+    load: their latency is exposed) and every poll is a scheduling point of its task (CTA.global_poll)."""
+    def poll(run_op, key, ptrs, mask, itemsize, is_atomic):
+        if is_atomic:
+            check(ptrs, mask, itemsize, False)
+        cta = _state.cta
+        if cta is None or cta.task is None:
+            return run_op()[0]
+        return cta.global_poll(run_op, key, is_atomic)
+    return poll
+
+
 def _account_global(nbytes, is_store):
     # the cost of a global access the fast descriptor path made (the access check charges the slow path's)
     cta = _state.cta
@@ -281,6 +294,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
         resident = 2 if "clc_" in (getattr(jitfn, "src", "") or "") else 1
     run.clc_queue = collections.deque(clusters)
     run.clc_log = []
+    run.resident = max(1, int(resident))
+    run.num_clusters = len(clusters)
 
     semantic = ia.new_semantic(SimBuilder(arch=f"sm{run.gpu.arch}", num_warps=num_warps))
     kernel = rewrite.rewrite(jitfn.fn, _run_tasks)
@@ -288,7 +303,9 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     _state.scopes = []
     _state.patched_modules = {jitfn.fn.__module__}
     undo_tlx = patch_tlx(semantic)
-    undo_check = ia.install_access_check(_access_checker(run, ranges))
+    check = _access_checker(run, ranges)
+    undo_check = ia.install_access_check(check)
+    undo_polls = ia.install_polls(_poller(check))
     undo_desc = ia.install_fast_descriptors(HostMemory(ranges), _account_global)
     undo_overflow = ia.skip_dead_overflow_checks()
     undo_memo = ia.memoize_scalar_ops()
@@ -331,6 +348,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
         undo_memo()
         undo_overflow()
         undo_desc()
+        undo_polls()
         undo_check()
         undo_asm()
         undo_tlx()

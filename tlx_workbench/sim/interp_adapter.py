@@ -125,6 +125,62 @@ def install_access_check(check):
     return undo
 
 
+def install_polls(poll):
+    """Route what a spin-wait polls with through ``poll(run, key, ptrs, mask, itemsize, is_atomic)``: global
+    atomics (RMW, CAS) and volatile loads. ``run()`` does the op and returns (its result, whether it changed
+    memory); ``key`` is a hashable of the op's addresses and operands; ``ptrs``/``mask`` numpy arrays
+    (mask None: every lane). Returns a function undoing it."""
+    b = interpreter_builder
+    cls = type(b)
+    names = ("create_masked_load", "create_atomic_rmw", "create_atomic_cas")
+    saved = {n: b.__dict__.get(n) for n in names}
+    load, rmw, cas = b.create_masked_load, b.create_atomic_rmw, b.create_atomic_cas
+
+    def size(ptr):
+        return max(1, ptr.get_element_ty().primitive_bitwidth // 8)
+
+    def key_of(*hs):
+        return tuple(None if h is None else np.asarray(h.data).tobytes() for h in hs)
+
+    def changed(ptr, mask, old):
+        # the op's result holds the old values: compare them with what is there now (unhooked load: no cost)
+        m = np.ones(np.shape(ptr.data), dtype=bool) if mask is None else np.asarray(mask.data, dtype=bool)
+        now = cls.create_masked_load(b, ptr, TensorHandle(m, tl.int1), None, None, None, False)
+        o, n = np.broadcast_to(np.asarray(old.data), m.shape), np.asarray(now.data)
+        return o[m].tobytes() != n[m].tobytes()
+
+    def masked_load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+        if not is_volatile:
+            return load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+        return poll(lambda: (load(ptrs, mask, other, cache_modifier, eviction_policy, is_volatile), False),
+                    key_of(ptrs, mask), ptrs.data, None if mask is None else mask.data, size(ptrs), False)
+
+    def atomic_rmw(op, ptr, val, mask, sem, scope):
+        def run():
+            out = rmw(op, ptr, val, mask, sem, scope)
+            return out, changed(ptr, mask, out)
+        return poll(run, (str(op),) + key_of(ptr, val, mask), ptr.data, None if mask is None else mask.data,
+                    size(ptr), True)
+
+    def atomic_cas(ptr, cmp, val, sem, scope):
+        def run():
+            out = cas(ptr, cmp, val, sem, scope)
+            return out, changed(ptr, None, out)
+        return poll(run, key_of(ptr, cmp, val), ptr.data, None, size(ptr), True)
+
+    b.create_masked_load = masked_load
+    b.create_atomic_rmw = atomic_rmw
+    b.create_atomic_cas = atomic_cas
+
+    def undo():
+        for n, v in saved.items():
+            if v is None:
+                b.__dict__.pop(n, None)
+            else:
+                setattr(b, n, v)
+    return undo
+
+
 class _AsmCall:
     def __init__(self, results):
         self.results = results

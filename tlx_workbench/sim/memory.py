@@ -24,7 +24,9 @@ class SmemAlloc:
         #                                       in another CTA of the cluster has the same ordinal
         self.col0 = None                      # TMEM: first 32-bit column of buffer 0
         self.cpb = None                       # TMEM: columns per buffer
-        self.root = self                      # TMEM: the allocation whose columns this one reuses
+        self.root = self                      # TMEM: the allocation whose columns this one reuses;
+        #                                       SMEM: the allocation whose bytes it reuses (reuse=)
+        self.byte_keys = False                # SMEM with aliases: races tracked on byte ranges of root
         self.buf_cols = None                  # TMEM, alias-spec layouts: first column of each buffer
         self.shape = list(shape)
         self.num = int(num)
@@ -169,7 +171,8 @@ class SmemView:
 
     @property
     def slot(self) -> tuple:
-        """What races are tracked on: (allocation id, buffer index); in TMEM, the columns it covers."""
+        """What races are tracked on: (allocation id, buffer index); in TMEM, the columns it covers; in SMEM
+        shared with ``reuse=`` aliases, the bytes of the root allocation it covers."""
         a = self.alloc
         if a.storage == "tmem" and a.col0 is not None:
             lo, hi = 0, None
@@ -177,6 +180,10 @@ class SmemView:
                 if op[0] == "slice" and len(op[1]) == 2:
                     lo, hi = lo + op[1][1], lo + op[1][1] + op[2][1]
             return ("tmem", a.root.id) + a.tmem_cols(self.index, lo, hi)
+        if a.byte_keys:
+            per = a.nbytes // max(a.num, 1)
+            lo, hi = (0, a.nbytes) if self.index is None else (self.index * per, (self.index + 1) * per)
+            return ("smem", a.root.id, lo, hi)
         return (a.id, self.index)
 
     @property

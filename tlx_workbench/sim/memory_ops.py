@@ -174,6 +174,9 @@ class MemoryOps:
     # -- tl.load / tl.store / descriptor load+store (the interpreter runs them; we charge their time) ----
     def global_access(self, nbytes: int, is_store: bool):
         t = self.task
+        if is_store and nbytes:
+            self.group.gmem_writes += 1         # wakes tasks that poll global memory (global_poll)
+            self.group.gmem_clock = max(self.group.gmem_clock, t.clock if t is not None else 0.0)
         if t is None or self.in_async_op:
             return
         file, line = self.where()
@@ -184,3 +187,28 @@ class MemoryOps:
         t.clock = (self.tma_free + self.cost.tma_latency) if not is_store else start + self.cost.issue
         self.span(t, "store" if is_store else "load", start, t.clock, "tl.store" if is_store else "tl.load", line,
                   args={"bytes": nbytes})
+
+    # -- polls: atomics and volatile loads, what a spin-wait on another CTA is made of -------------------
+    def global_poll(self, run_op, key, is_atomic: bool):
+        """An atomic or a volatile load: a scheduling point (another task, of this CTA or another resident
+        one, may write first), then ``run_op()``. ``key``: the op's addresses and operands. The same op
+        repeated at the same line while no task wrote global memory would read the same values, so the
+        task blocks instead until some task writes: a spin-wait costs no steps, and one that nothing can
+        satisfy any more shows up as a deadlock naming its line."""
+        file, line = self.where()
+        t = self.step(line)
+        g = self.group
+        key = (line, key)
+        if t.last_poll == (key, g.gmem_writes):
+            seen = g.gmem_writes
+            start = t.clock
+            self.sched.block(t, lambda: g.gmem_writes != seen,
+                             {"kind": "poll", "line": line, "since": start, "atomic": is_atomic})
+            t.clock = max(t.clock, g.gmem_clock)
+            self.span(t, "wait", start, t.clock, "poll", line)
+        out, wrote = run_op()
+        if wrote:
+            g.gmem_writes += 1
+            g.gmem_clock = max(g.gmem_clock, t.clock)
+        t.last_poll = (key, g.gmem_writes)
+        return out

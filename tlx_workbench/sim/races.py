@@ -52,7 +52,8 @@ _WHOLE = (0, float("inf"))
 class RaceTracker:
     """Per buffer slot: the last write and the reads since. SMEM slots are keyed by (allocation, buffer);
     TMEM keys are ("tmem", allocation, first column, end column): TMEM aliases (``reuse=``) share columns,
-    not bytes, so an access conflicts with every access to overlapping columns of the same allocation."""
+    not bytes, so an access conflicts with every access to overlapping columns of the same allocation.
+    SMEM shared with ``reuse=`` aliases: ("smem", root allocation, first byte, end byte), likewise."""
 
     def __init__(self, file: str | None):
         self.file = file
@@ -62,7 +63,7 @@ class RaceTracker:
 
     def _slots(self, key) -> list[_Slot]:
         """The slot of ``key`` (created if new) first, then those of overlapping column ranges."""
-        if isinstance(key, tuple) and key and key[0] == "tmem":
+        if isinstance(key, tuple) and key and key[0] in ("tmem", "smem"):
             group, rng = key[:2], (key[2], key[3])
         else:
             group, rng = key, _WHOLE

@@ -66,6 +66,7 @@ class Task:
         self.parent: Task | None = None
         self.call_stack: list = []      # the TLX builtins this task is inside (tlx_ops._call_stack)
         self.glet = None                # its greenlet, when tasks run as greenlets
+        self.last_poll = None           # ((line, addresses + operands), global writes seen) of its last poll
 
     @property
     def lane(self):
