@@ -94,6 +94,31 @@ def test_streamk_one_cta_at_a_time_is_a_clear_deadlock():
     assert e.value.file.endswith("gemm_streamk.py")
 
 
+# -- offline compile for sm_90 ---------------------------------------------------------------------------------
+SMEM_LIMIT = 232448   # H100/H200 opt-in SMEM per CTA
+
+
+@pytest.mark.parametrize("name,dtype", [("default", "bfloat16"), ("default", "float16"), ("tiny", "float16"),
+                                        ("split_wait0", "float16")])
+def test_streamk_compiles_for_sm90_without_spills(name, dtype):
+    from tlx_workbench.compiler import artifacts
+    cfg = sk.CONFIGS[0] if name == "default" else sk.SIM_CONFIGS[name]
+    k = sk.compile_offline(cfg, dtype=dtype)
+    ptx = k.asm["ptx"]
+    assert k.metadata.shared <= SMEM_LIMIT      # the fix-up stages through the epilogue strips: no scratch
+    assert artifacts.resource_usage_from_cubin(k.asm["cubin"]).get("LOCAL", 0) == 0
+    # fix-up: one release per warp group after its own 128-thread barrier, a single-thread acquire CAS
+    # whose result is shared through the partition's barrier (never a whole-CTA bar.sync 0), .cg loads
+    assert "bar.sync \t12, 128" in ptx and "bar.sync \t13, 128" in ptx
+    assert ptx.count("atom.global.gpu.release.exch.b32") == 2
+    assert ptx.count("atom.global.acquire.gpu.cas.b32") == 2
+    assert "ld.global.cg" in ptx
+    assert "bar.sync \t0;" not in ptx and "barrier.sync \t0;" not in ptx
+    if name == "default":
+        # the loader walks data-parallel tiles, then segments: 3 expect-tx arrivals (A halves, B) in each loop
+        assert "setmaxnreg.inc.sync.aligned.u32 \t232" in ptx and ptx.count("mbarrier.arrive.expect_tx") == 6
+
+
 # -- GPU ----------------------------------------------------------------------------------------------------
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
 

@@ -5,6 +5,7 @@
 | ``gemm_pipelined`` | gemm_pipelined.py | cp.async software pipeline, any shape |
 | ``gemm_ws`` | gemm_ws.py | warp-specialized, TMA loader + 2 cooperative wgmma groups, persistent |
 | ``gemm_pingpong`` | gemm_pingpong.py | warp-specialized, 2 wgmma groups alternating whole tiles |
+| ``gemm_streamk`` | gemm_streamk.py | ``gemm_ws`` with its last partial wave split stream-K over every SM |
 | ``attention`` | attention.py | flash-attention forward, warp-specialized ping-pong |
 
 Each module has ``matmul``/``attention`` (the launcher), ``launch`` (one explicit
@@ -24,7 +25,7 @@ import importlib
 from ._common import KernelSpec
 
 MODULES = {"gemm_pipelined": "gemm_pipelined", "gemm_ws": "gemm_ws", "gemm_pingpong": "gemm_pingpong",
-           "attention": "attention"}
+           "gemm_streamk": "gemm_streamk", "attention": "attention"}
 
 
 def spec(name: str) -> KernelSpec:

@@ -32,6 +32,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
+from ..errors import TLXWorkbenchError
 from ._common import grouped_tile, ring_slot, sm_count, torch_alloc
 from .gemm_ws import CONFIGS as _WS_CONFIGS, _config, _store_strips, _wait_full, make_descriptors, smem_bytes
 from .host import gemm_entry_points, gemm_spec, tma_gemm_call
@@ -377,6 +378,11 @@ def launch(a, b, c, cfg, num_sms=None):
     """Run the kernel once with one explicit config (no tuning) on ``num_sms`` CTAs (default: one per
     SM; never more than the GPU has SMs, as a CTA may wait for a later one). Returns ``c``."""
     num_sms = num_sms or sm_count()
+    if a.is_cuda and num_sms > sm_count():
+        # an owner CTA spins until later CTAs raise their flags: a CTA that is never resident hangs the GPU
+        raise TLXWorkbenchError(f"gemm_streamk: num_sms={num_sms} CTAs, but this GPU has {sm_count()} SMs",
+                                file=__file__, line=gemm_streamk_kernel.starting_line_number,
+                                hint="every CTA must be resident at once (one per SM): pass num_sms <= the SM count")
     triton.set_allocator(torch_alloc)
     args, options = _kernel_call(a, b, c, cfg, num_sms)
     gemm_streamk_kernel[(num_sms,)](*args, **options)
