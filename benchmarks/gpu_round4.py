@@ -43,11 +43,24 @@ GEMM_CHECK = [(1000, 1032, 520), (4104, 136, 1024), (4096, 4096, 4096)]
 GEMM_BENCH = [(4096, 4096, 4096), (8192, 8192, 8192)]
 
 
+# which variants a run measures: "a" (the first call: pe / wb / ex2h), "lazy" (the second call:
+# the lazy O rescale; no --set means "a", the command that made round4.json)
+SET = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "a"
+STEM = "round4" if SET == "a" else f"round4_{SET}"
+
+
 def attn_variants():
     """name -> (config, causal cells?, dtypes)"""
     from tlx_workbench.kernels import attention as A
     P = dict(PERSISTENT=True, Q_BUFS=2)
     both = ("float16", "bfloat16")
+    if SET == "lazy":
+        return {
+            "pers": (A._config(128, 2, **P), False, both),
+            "pers_lazy": (A._config(128, 2, LAZY=True, **P), False, both),
+            "plain": (A._config(128, 2), True, both),
+            "plain_lazy": (A._config(128, 2, LAZY=True), True, both),
+        }
     return {
         "pers": (A._config(128, 2, **P), False, both),
         "pers_pe": (A._config(128, 2, P_EARLY=True, **P), False, both),
@@ -201,14 +214,14 @@ def main():
     payload["gemm_check"] = grows
     print(f"gemm check: {sum(r['ok'] == 'ok' for r in grows)}/{len(grows)} ok ({time.time() - r3.T0:.0f} s)",
           flush=True)
-    write_json(out, "round4", payload)
+    write_json(out, STEM, payload)
     groups = build_subjects(abad, gbad)
     payload["timing"], payload["rounds"] = r3.timed(groups, log)
-    write_json(out, "round4", payload)
+    write_json(out, STEM, payload)
     md = [f"# round 4 on {payload['device']} ({payload['rounds']} rounds)\n",
           md_table(payload["timing"], ["cell", "subject", "tflops", "vs_vendor", "rounds"])]
     md += errors_md(log)
-    (out / "round4.md").write_text("\n".join(md))
+    (out / f"{STEM}.md").write_text("\n".join(md))
     print("\n".join(md), flush=True)
     print(f"total {time.time() - r3.T0:.0f} s", flush=True)
 

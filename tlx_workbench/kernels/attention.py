@@ -72,7 +72,7 @@ def _release_barriers(n: tl.constexpr, groups: tl.constexpr, WARP_BAR: tl.conste
 def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
                     MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr,
                     DTYPE: tl.constexpr = tl.float32, P_EARLY: tl.constexpr = False,
-                    EX2_F16: tl.constexpr = False):
+                    EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False):
     """One block of the streaming softmax in base 2. Returns (p, m_new, l_new, alpha).
 
     ``P_EARLY``: p comes back already in the MMA operand dtype, so the conversion runs here,
@@ -84,7 +84,13 @@ def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
         if CAUSAL:
             keep = keep & (cols[None, :] <= rows[:, None])
         qk = tl.where(keep, qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    m_blk = tl.max(qk, 1) * qk_scale
+    if LAZY:
+        # move a row's reference max only when it grew by more than 2^8: otherwise alpha is
+        # exactly 1 and p <= 256, and the caller may skip rescaling O (the result is the same)
+        m_new = tl.where(m_blk > m_i + 8.0, m_blk, m_i)
+    else:
+        m_new = tl.maximum(m_i, m_blk)
     alpha = tl.math.exp2(m_i - m_new)
     if EX2_F16:
         # exponent rounded to fp16, two exp2 per MUFU instruction; P is fp16 anyway
@@ -104,7 +110,8 @@ def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
 def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
              p, m_i, l_i, acc, qk_scale, rows, N_CTX,
              MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
-             DTYPE: tl.constexpr, ring0=0, P_EARLY: tl.constexpr = False, EX2_F16: tl.constexpr = False):
+             DTYPE: tl.constexpr, ring0=0, P_EARLY: tl.constexpr = False, EX2_F16: tl.constexpr = False,
+             LAZY: tl.constexpr = False):
     """Step j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in this group's turn, softmax of S_j
     under the P V wgmma, then rescale O. Returns the new (p, m_i, l_i, acc).
 
@@ -121,10 +128,14 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
     qk = tlx.async_dot_wait(1, qk)          # S_j ready (P V may still run)
     tlx.barrier_arrive(k_empty[kb])
     p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, j * BN, N_CTX, MASK, CAUSAL, BN,
-                                         DTYPE, P_EARLY, EX2_F16)
+                                         DTYPE, P_EARLY, EX2_F16, LAZY)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[vb])
-    acc = acc * alpha[:, None]
+    if LAZY:
+        if tl.min(alpha, 0) < 1.0:      # some row's reference max moved (rare after the first blocks)
+            acc = acc * alpha[:, None]
+    else:
+        acc = acc * alpha[:, None]
     return p, m_i, l_i, acc
 
 
@@ -134,7 +145,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
-                         EX2_F16: tl.constexpr = False):
+                         EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False):
     HALF: tl.constexpr = BM // 2
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
     tl.static_assert(BM % BN == 0, "BM must be a multiple of BN")
@@ -201,17 +212,17 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
             qk = tlx.async_dot_wait(0, qk)
             tlx.barrier_arrive(k_empty[0])
             p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                                 CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY, EX2_F16)
+                                                 CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY, EX2_F16, LAZY)
             acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
 
             for j in range(1, tl.maximum(n_plain, 1)):
                 p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                             j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            False, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16)
+                                            False, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY)
             for j in range(tl.maximum(n_plain, 1), n_blocks):
                 p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                             j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            True, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16)
+                                            True, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY)
 
             # last P V
             last = n_blocks - 1
@@ -253,7 +264,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     NUM_SMS: tl.constexpr, Q_BUFS: tl.constexpr = 1,
                                     LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
-                         EX2_F16: tl.constexpr = False):
+                         EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -344,16 +355,16 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 qk = tlx.async_dot_wait(0, qk)
                 tlx.barrier_arrive(k_empty[b0])
                 p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                                     CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY, EX2_F16)
+                                                     CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY, EX2_F16, LAZY)
                 acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
                 for j in range(1, tl.maximum(n_plain, 1)):
                     p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                                 j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16)
+                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY)
                 for j in range(tl.maximum(n_plain, 1), n_blocks):
                     p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                                 j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16)
+                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY)
                 # every S = Q K^T of this tile has retired: the loader may refill this Q slot
                 tlx.barrier_arrive(q_empty[qslot])
 
@@ -381,11 +392,12 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
 
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
-            P_EARLY=False, WARP_BAR=False, EX2_F16=False):
+            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False):
     # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
     # P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
     # WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
-    # EX2_F16 (fp16 only): exp2 on packed fp16 pairs
+    # EX2_F16 (fp16 only): exp2 on packed fp16 pairs; LAZY: O is rescaled only when a row max grew
+    # by more than 2^8 (skipped for the whole group otherwise)
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if PERSISTENT:
         cfg.update(PERSISTENT=True, Q_BUFS=Q_BUFS)
@@ -395,6 +407,8 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
         cfg.update(WARP_BAR=True)
     if EX2_F16:
         cfg.update(EX2_F16=True)
+    if LAZY:
+        cfg.update(LAZY=True)
     return cfg
 
 
@@ -445,6 +459,8 @@ SIM_CONFIGS = {
     "persistent_pe_wb": _config(64, 2, PERSISTENT=True, Q_BUFS=2, P_EARLY=True, WARP_BAR=True),
     "plain_pe_wb": _config(64, 2, P_EARLY=True, WARP_BAR=True),
     "persistent_ex2h": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP_BAR=True, EX2_F16=True),
+    "persistent_lazy": _config(64, 2, PERSISTENT=True, Q_BUFS=2, LAZY=True),
+    "blocks_of_32_lazy": _config(32, 2, LAZY=True),
 }
 
 
