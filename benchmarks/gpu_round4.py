@@ -44,7 +44,8 @@ GEMM_BENCH = [(4096, 4096, 4096), (8192, 8192, 8192)]
 
 
 # which variants a run measures: "a" (the first call: pe / wb / ex2h), "lazy" (the second call:
-# the lazy O rescale; no --set means "a", the command that made round4.json)
+# the lazy O rescale), "plate" (the third: P converted after the P V wgmma retired); no --set
+# means "a", the command that made round4.json
 SET = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "a"
 STEM = "round4" if SET == "a" else f"round4_{SET}"
 
@@ -54,6 +55,14 @@ def attn_variants():
     from tlx_workbench.kernels import attention as A
     P = dict(PERSISTENT=True, Q_BUFS=2)
     both = ("float16", "bfloat16")
+    if SET == "plate":
+        return {
+            "pers": (A._config(128, 2, **P), False, both),
+            "pers_plate": (A._config(128, 2, P_LATE=True, **P), False, both),
+            "pers_plate_lazy": (A._config(128, 2, P_LATE=True, LAZY=True, **P), False, both),
+            "plain": (A._config(128, 2), True, both),
+            "plain_plate": (A._config(128, 2, P_LATE=True), True, both),
+        }
     if SET == "lazy":
         return {
             "pers": (A._config(128, 2, **P), False, both),

@@ -111,7 +111,7 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
              p, m_i, l_i, acc, qk_scale, rows, N_CTX,
              MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
              DTYPE: tl.constexpr, ring0=0, P_EARLY: tl.constexpr = False, EX2_F16: tl.constexpr = False,
-             LAZY: tl.constexpr = False):
+             LAZY: tl.constexpr = False, P_LATE: tl.constexpr = False):
     """Step j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in this group's turn, softmax of S_j
     under the P V wgmma, then rescale O. Returns the new (p, m_i, l_i, acc).
 
@@ -136,6 +136,10 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
             acc = acc * alpha[:, None]
     else:
         acc = acc * alpha[:, None]
+    if P_LATE:
+        # no wgmma of this group is in flight now: converting here keeps the conversion out of
+        # the GEMM turn without ptxas serializing the wgmmas (C7513), as P_EARLY did
+        p = p.to(DTYPE)
     return p, m_i, l_i, acc
 
 
@@ -145,7 +149,8 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
-                         EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False):
+                         EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
+                         P_LATE: tl.constexpr = False):
     HALF: tl.constexpr = BM // 2
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
     tl.static_assert(BM % BN == 0, "BM must be a multiple of BN")
@@ -212,17 +217,17 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
             qk = tlx.async_dot_wait(0, qk)
             tlx.barrier_arrive(k_empty[0])
             p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                                 CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY, EX2_F16, LAZY)
+                                                 CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY or P_LATE, EX2_F16, LAZY)
             acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
 
             for j in range(1, tl.maximum(n_plain, 1)):
                 p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                             j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            False, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY)
+                                            False, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY, P_LATE)
             for j in range(tl.maximum(n_plain, 1), n_blocks):
                 p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                             j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            True, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY)
+                                            True, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY, P_LATE)
 
             # last P V
             last = n_blocks - 1
@@ -264,7 +269,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     NUM_SMS: tl.constexpr, Q_BUFS: tl.constexpr = 1,
                                     LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
-                         EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False):
+                         EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
+                         P_LATE: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -355,16 +361,16 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 qk = tlx.async_dot_wait(0, qk)
                 tlx.barrier_arrive(k_empty[b0])
                 p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                                     CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY, EX2_F16, LAZY)
+                                                     CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY or P_LATE, EX2_F16, LAZY)
                 acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
                 for j in range(1, tl.maximum(n_plain, 1)):
                     p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                                 j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY)
+                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE)
                 for j in range(tl.maximum(n_plain, 1), n_blocks):
                     p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                                 j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY)
+                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE)
                 # every S = Q K^T of this tile has retired: the loader may refill this Q slot
                 tlx.barrier_arrive(q_empty[qslot])
 
@@ -392,7 +398,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
 
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
-            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False):
+            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False):
     # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
     # P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
     # WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
@@ -409,6 +415,8 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
         cfg.update(EX2_F16=True)
     if LAZY:
         cfg.update(LAZY=True)
+    if P_LATE:
+        cfg.update(P_LATE=True)
     return cfg
 
 
@@ -461,6 +469,8 @@ SIM_CONFIGS = {
     "persistent_ex2h": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP_BAR=True, EX2_F16=True),
     "persistent_lazy": _config(64, 2, PERSISTENT=True, Q_BUFS=2, LAZY=True),
     "blocks_of_32_lazy": _config(32, 2, LAZY=True),
+    "persistent_plate": _config(64, 2, PERSISTENT=True, Q_BUFS=2, P_LATE=True),
+    "plain_plate": _config(32, 3, P_LATE=True),
 }
 
 
