@@ -1,9 +1,10 @@
 """Assemble a CompileReport from a Triton CompiledKernel."""
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from . import artifacts
+from . import artifacts, triton_ptxas
 from .allocation import allocation_map
 from .barriers import barrier_table
 from .irtext import IRModule
@@ -23,7 +24,9 @@ def _plain(v: Any) -> Any:
     return getattr(v, "__name__", None) or str(v)
 
 
-def build_report(compiled, jit, model, options, src, constexprs: dict, key: str, seconds: float) -> CompileReport:
+def build_report(compiled, jit, model, options, src, constexprs: dict, key: str, seconds: float,
+                 ptxas=None) -> CompileReport:
+    """`ptxas`: the :class:`triton_ptxas.Capture` of the compile (its ptxas -v log)."""
     from triton.backends.nvidia.compiler import get_ptx_version_from_options
 
     asm = compiled.asm
@@ -74,6 +77,13 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
     # the slowest piece (nvdisasm, ~0.3 s) runs in the background once the rest is done; the
     # report waits for it only when SASS is asked for
     sass_job = artifacts.disassemble_async(cubin) if cubin else None
+    # ptxas's own log: captured from this compile, or stored beside a cached cubin; failing
+    # both, ptxas runs again on the PTX only when the advisories are first asked for
+    ptxas_log = triton_ptxas.log_for(compiled, ptxas) if ptxas is not None else None
+    ptxas_job = None
+    if ptxas_log is None and stages.get("ptx"):
+        ptxas_job = functools.partial(triton_ptxas.rerun, stages["ptx"], options, model.arch,
+                                      triton_ptxas.stored_log_key(compiled))
     return CompileReport(
         kernel=jit.__name__,
         target=f"sm_{model.arch}",
@@ -93,4 +103,6 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
         compile_seconds=seconds,
         cache_key=key,
         _sass_job=sass_job,
+        _ptxas_log=ptxas_log,
+        _ptxas_job=ptxas_job,
     )

@@ -317,12 +317,14 @@ def compile(kernel, *args, target: "str | GPUModel" = "sm_90", num_warps: int | 
         if hit is not None:
             return hit
         from .diagnose import captured_output, compile_error, replay
+        from .triton_ptxas import capture as ptxas_capture
         import triton
         t0 = time.perf_counter()
         failure = None
         # native code prints diagnostics (and, on failure, the whole module) to fds 1/2:
-        # keep that for err.detail instead of flooding the notebook
-        with captured_output() as printed:
+        # keep that for err.detail instead of flooding the notebook; ptxas's -v log (which
+        # Triton drops) is kept for the report's advisories
+        with captured_output() as printed, ptxas_capture() as ptxas:
             try:
                 compiled = triton.compile(src, target=model.gpu_target(), options=options.__dict__)
                 if not _locations_name(compiled, jit):
@@ -334,7 +336,7 @@ def compile(kernel, *args, target: "str | GPUModel" = "sm_90", num_warps: int | 
         replay(printed)
         seconds = time.perf_counter() - t0
         from .build import build_report
-        report = build_report(compiled, jit, model, options, src, bound_constexprs, key, seconds)
+        report = build_report(compiled, jit, model, options, src, bound_constexprs, key, seconds, ptxas)
     from .diagnose import check_limits
     check_limits(report)
     with _CACHE_LOCK:

@@ -19,6 +19,9 @@ _CSS = """
 .tlxwb-report .site{display:inline-block;margin:1px 3px 1px 0;padding:0 4px;border-radius:3px;background:#eef}
 .tlxwb-report .site.wait{background:#fde2e2}.tlxwb-report .site.arrive{background:#e2f5e9}
 .tlxwb-report .site.expect{background:#fff3d6}.tlxwb-report .site.tma_load{background:#e3ecfb}
+.tlxwb-report .advisory{border-left:4px solid #e67e22;background:#fff8ef;padding:3px 8px;margin:3px 0}
+.tlxwb-report .advisory.info{border-left-color:#7f8c8d;background:#f6f6f6}
+.tlxwb-report .advisory .why{color:#444}
 """
 
 _COLORS = {"buffer": "#4e79a7", "barrier": "#e15759", "scratch": "#bab0ac"}
@@ -146,6 +149,33 @@ def interesting_lines(r, n: int = 3) -> list[int]:
     return picks[:n]
 
 
+def advisories_html(advisories) -> str:
+    """ptxas's advisories as boxes: the code and ptxas's words, then why and what to do."""
+    if not advisories:
+        return ""
+    out = ["<h4>ptxas advisories</h4>"]
+    for a in advisories:
+        cls = "advisory" if a.severity in ("warning", "error") else "advisory info"
+        where = f" <i>(kernel line {a.line})</i>" if a.line else ""
+        out.append(f'<div class="{cls}"><b>{_e(a.code or a.severity)}</b> {_e(a.message)}{where}')
+        if a.explanation:
+            out.append(f'<div class="why"><i>why:</i> {_e(a.explanation)}</div>')
+        if a.hint:
+            out.append(f"<div><i>what to do:</i> {_e(a.hint)}</div>")
+        out.append("</div>")
+    return "".join(out)
+
+
+def _ptxas_numbers(r) -> str:
+    fn = next((f for f in r.ptxas_functions if f.name == r.metadata.get("name", r.kernel)), None)
+    if fn is None:
+        fn = next(iter(r.ptxas_functions), None)
+    if fn is None:
+        return "-"
+    return (f"{_e(fn.registers)} registers, {_e(fn.barriers)} named barriers, {fn.stack_bytes} B stack, "
+            f"{fn.spill_store_bytes} B spill stores, {fn.spill_load_bytes} B spill loads")
+
+
 def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
     """The report as one self-contained HTML fragment."""
     res = r.resources
@@ -163,7 +193,9 @@ def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
              ["options", _e(", ".join(f"{k}={r.options.get(k)}" for k in ("num_warps", "num_stages", "num_ctas",
                                                                          "maxnreg")))],
              ["constexprs", _e(", ".join(f"{k}={v}" for k, v in r.constexprs.items()))],
+             ["ptxas", _ptxas_numbers(r)],
              ["compile time", f"{r.compile_seconds:.2f} s"]]
+    parts.append(advisories_html(r.ptxas_advisories))
     parts.append("<h4>Resources</h4>" + _table(["", ""], rows))
     parts.append("<h4>Tasks</h4>" + _table(
         ["task", "warps", "first warp", "registers (setmaxnreg)", "line"],
@@ -191,5 +223,7 @@ def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
             parts.append(f"<details><summary>IR for line {line}: <code>"
                          f"{_e(linecache.getline(r.source.file, line).strip())}</code></summary>"
                          f"{_excerpt(r, line)}</details>")
+    if r.ptxas_log.strip():
+        parts.append(f"<details><summary>ptxas log</summary><pre>{_e(r.ptxas_log.strip())}</pre></details>")
     parts.append("</div>")
     return "".join(parts)

@@ -157,6 +157,10 @@ class CompileReport:
     _smap: SourceMap | None = dataclasses.field(default=None, repr=False)   # built on first use
     _sass_job: Any = dataclasses.field(default=None, repr=False)
     _sass: str | None = dataclasses.field(default=None, repr=False)
+    # ptxas's -v log: captured at compile time, or a job that runs ptxas again when first asked
+    _ptxas_log: str | None = dataclasses.field(default=None, repr=False)
+    _ptxas_job: Any = dataclasses.field(default=None, repr=False)
+    _ptxas_parsed: Any = dataclasses.field(default=None, repr=False)
 
     # ---- lazily finished pieces --------------------------------------------------------
     def _stage_map(self) -> SourceMap:
@@ -187,6 +191,56 @@ class CompileReport:
                     self._sass_job = None
                     self._sass = sass
         return self._sass
+
+    @property
+    def ptxas_log(self) -> str:
+        """ptxas's own ``-v`` output for this kernel (advisories, registers, spills, barriers).
+
+        Kept from the compile; for a cubin from Triton's disk cache, read from beside it, or
+        (a cache entry made outside the workbench) ptxas runs again on the PTX, once, now.
+        """
+        if self._ptxas_log is None:
+            with _LAZY_LOCK:
+                if self._ptxas_log is None:
+                    log = ""
+                    if self._ptxas_job is not None:
+                        try:
+                            log = self._ptxas_job()
+                        except Exception as e:  # a missing/failed ptxas must not sink the report
+                            log = f"// ptxas log unavailable: {e}"
+                    self._ptxas_job = None
+                    self._ptxas_log = log
+        return self._ptxas_log
+
+    def _ptxas(self):
+        if self._ptxas_parsed is None:
+            log = self.ptxas_log
+            with _LAZY_LOCK:
+                if self._ptxas_parsed is None:
+                    from .ptxas_log import parse
+                    parsed = parse(log)
+                    if any(a.ptx_line for a in parsed.advisories):
+                        parsed.advisories = [dataclasses.replace(a, line=self.source_line("ptx", a.ptx_line))
+                                             if a.ptx_line else a for a in parsed.advisories]
+                    self._ptxas_parsed = parsed
+        return self._ptxas_parsed
+
+    @property
+    def ptxas_advisories(self) -> list:
+        """ptxas's performance advisories and warnings (``PtxasAdvisory``: code, severity,
+        message, explanation, hint), e.g. C7513 "wgmma.mma_async instructions are serialized".
+        Known codes say why and what to do; unknown ones are kept verbatim.
+
+        >>> [a.code for a in report.ptxas_advisories]          # doctest: +SKIP
+        ['C7513']
+        """
+        return list(self._ptxas().advisories)
+
+    @property
+    def ptxas_functions(self) -> list:
+        """Per-function numbers from ptxas (``PtxasFunctionStats``: registers, barriers, stack,
+        spill stores / loads)."""
+        return list(self._ptxas().functions)
 
     @property
     def source_map(self) -> SourceMap:
@@ -267,6 +321,7 @@ class CompileReport:
                                                   "constexprs", "options", "metadata", "resources", "tasks",
                                                   "allocations", "barriers", "compile_seconds", "cache_key")}
         out["source_map"] = conv(self.source_map)
+        out["ptxas_advisories"] = conv(self.ptxas_advisories)
         if stages:
             out["stages"] = dict(self.stages, sass=self.sass)
         return out
@@ -274,8 +329,10 @@ class CompileReport:
     def __getstate__(self):
         # the background disassembly cannot be pickled: finish it first
         self.sass  # noqa: B018
+        self.ptxas_log  # noqa: B018
         state = dict(self.__dict__)
         state["_sass_job"] = None
+        state["_ptxas_job"] = None
         return state
 
     # ---- reprs ---------------------------------------------------------------------------

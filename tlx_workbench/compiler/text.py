@@ -23,6 +23,23 @@ def site_summary(sites) -> str:
     return " ".join(parts)
 
 
+def advisory_lines(advisories) -> list[str]:
+    """ptxas's advisories as text lines: warnings marked "!", each with why and what to do."""
+    if not advisories:
+        return []
+    out = ["ptxas advisories:"]
+    for a in advisories:
+        mark = "!" if a.severity in ("warning", "error") else "-"
+        code = f"[{a.code}] " if a.code else ""
+        where = f" (kernel line {a.line})" if a.line else ""
+        out.append(f"  {mark} {code}{a.message}{where}")
+        if a.explanation:
+            out.append(f"      why: {a.explanation}")
+        if a.hint:
+            out.append(f"      what to do: {a.hint}")
+    return out
+
+
 def render_text(r) -> str:
     res = r.resources
     lines = [f"CompileReport {r.kernel} for {r.target} ({r.gpu}), {r.source.file}:{r.source.first_line}"]
@@ -31,6 +48,7 @@ def render_text(r) -> str:
                  + (f" | TMEM {res.tmem_columns}/{res.tmem_limit} columns" if res.tmem_limit else "")
                  + f" | {res.registers} regs/thread | spills {res.spills} B | {res.num_warps} warps"
                  + (f" | {res.num_ctas} CTAs/cluster" if res.num_ctas > 1 else ""))
+    lines += advisory_lines(r.ptxas_advisories)
     lines.append("tasks:")
     lines += _table(["task", "warps", "first warp", "registers", "line"],
                     [[t.label, t.num_warps, t.warp_start, t.registers if t.registers is not None else "-",
