@@ -97,6 +97,16 @@ def test_a_clean_log_has_no_advisories():
     assert parse(clean).advisories == [] and parse("").advisories == []
 
 
+def test_a_ptxas_failure_names_its_first_error_and_what_to_do():
+    from triton.runtime.errors import PTXASError
+    from tlx_workbench.compiler.diagnose import compile_error
+    from tlx_workbench.target import gpu_model
+    e = PTXASError(f"`ptxas` failed with error code 255\n`ptxas` stderr:\n{SETMAXNREG_FATAL}\nRepro command: ptxas ...\n")
+    err = compile_error(e, chained_dots, gpu_model("sm_90"))
+    assert "[C7406] setmaxnreg.dec has register count (160)" in err.message
+    assert "registers=" in err.hint and err.file == chained_dots.file_name
+
+
 # ---- the tie to Triton's make_cubin ---------------------------------------------------------
 def test_triton_make_cubin_is_what_the_capture_expects():
     """If this fails, Triton changed how it runs ptxas: update triton_ptxas.py (the only module
@@ -146,6 +156,10 @@ def test_c7513_appears_for_a_conversion_under_an_inflight_wgmma_and_not_after_th
     early, late = _compile_chained(early=True), _compile_chained(early=False)
     assert [a.code for a in early.ptxas_advisories] == ["C7513"]
     assert late.ptxas_advisories == []
+    [a] = early.ptxas_advisories
+    with open(chained_dots.fn.__code__.co_filename) as f:
+        wgmma_line = 1 + next(i for i, t in enumerate(f) if "acc = tlx.async_dot(p, b_smem[0], acc)" in t)
+    assert a.line == wgmma_line and f"line {wgmma_line}" in a.hint      # the wgmma reading P from registers
     text, html = repr(early), early._repr_html_()
     assert "[C7513]" in text and "what to do:" in text and "async_dot_wait" in text
     assert "C7513" in html and "ptxas advisories" in html and "ptxas log" in html

@@ -135,18 +135,25 @@ def compile_error(e: BaseException, jit, model, output: "dict | str" = "") -> Co
     front = [c for c in chain if isinstance(c, CompilationError)]
     if front:
         return _front_end_error(front, jit, model)
+    # before the MLIR diagnostics: PTXASError reads "PTXAS error: ...", which looks like one
+    if type(e).__name__ == "PTXASError":
+        from .ptxas_log import parse
+        # the error carries ptxas's log: its first error, explained when it is a known one
+        err = next((a for a in parse(str(e)).advisories if a.severity == "error"), None)
+        if err is not None:
+            first = f"[{err.code}] {err.message}" if err.code else err.message
+        else:
+            first = next((ln.strip() for ln in str(e).splitlines() if "error" in ln.lower()
+                          and "ptxas" in ln.lower()), str(e).splitlines()[0] if str(e) else "ptxas failed")
+        hint = err.hint if err is not None and err.hint else "simplify or split the kernel; see err.detail"
+        return CompileError(f"ptxas rejected the generated code: {first}", file=jit.file_name,
+                            line=jit.def_file_line_number, hint=hint, detail=str(e))
     text = f"{e}\n{stderr_text}"
     diag = _mlir_diagnostic(text, jit)
     if diag is not None:
         file, line, message = diag
         return CompileError(message, file=file, line=line, hint=_hint_for(message, model),
                             detail=stderr_text or str(e))
-    if type(e).__name__ == "PTXASError":
-        first = next((ln.strip() for ln in str(e).splitlines() if "error" in ln.lower() and "ptxas" in ln.lower()),
-                     str(e).splitlines()[0] if str(e) else "ptxas failed")
-        return CompileError(f"ptxas rejected the generated code: {first}", file=jit.file_name,
-                            line=jit.def_file_line_number, hint="simplify or split the kernel; see err.detail",
-                            detail=str(e))
     message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     return CompileError(f"the compiler failed: {message}", file=jit.file_name, line=jit.def_file_line_number,
                         hint=_hint_for(message, model), detail=(stderr_text + "\n" + str(e)).strip())

@@ -156,7 +156,7 @@ def advisories_html(advisories) -> str:
     out = ["<h4>ptxas advisories</h4>"]
     for a in advisories:
         cls = "advisory" if a.severity in ("warning", "error") else "advisory info"
-        where = f" <i>(kernel line {a.line})</i>" if a.line else ""
+        where = f" <i>(line {a.line})</i>" if a.line else ""
         out.append(f'<div class="{cls}"><b>{_e(a.code or a.severity)}</b> {_e(a.message)}{where}')
         if a.explanation:
             out.append(f'<div class="why"><i>why:</i> {_e(a.explanation)}</div>')

@@ -31,7 +31,7 @@ class PtxasAdvisory:
     hint: str = ""
     function: str | None = None     # the kernel / device function the message names
     ptx_line: int | None = None     # for "ptxas file.ptx, line N; warning : ..." messages
-    line: int | None = None         # the kernel source line (from ptx_line through the source map)
+    line: int | None = None         # a line of the kernel's file (through the source map), when the IR tells
 
     @property
     def known(self) -> bool:
@@ -39,7 +39,7 @@ class PtxasAdvisory:
 
     def __str__(self) -> str:
         head = f"[{self.code}] " if self.code else ""
-        where = f" (kernel line {self.line})" if self.line else ""
+        where = f" (line {self.line})" if self.line else ""
         out = f"{head}{self.message}{where}"
         if self.explanation:
             out += f"\n    why: {self.explanation}"
@@ -259,3 +259,38 @@ def parse(text: str) -> PtxasLog:
                 "register-indexed array or a call.",
                 "index tensors with compile-time constants and avoid non-inlined calls in hot loops.", s.name))
     return PtxasLog(text or "", advisories, list(functions.values()))
+
+
+# ---- pointing at the kernel --------------------------------------------------------------------
+_REGISTER_A_WGMMA = re.compile(r"ttng\.warp_group_dot %[\w#]+, .*:\s*tensor<")
+
+
+def register_operand_wgmma_lines(ttgir: str, source_line) -> list[int]:
+    """Kernel lines of the wgmmas whose A operand is in registers (``tlx.async_dot(p, ...)``
+    with `p` a tensor), read from the TTGIR; `source_line(ttgir_line)` maps a TTGIR line back."""
+    out: list[int] = []
+    for i, text in enumerate(ttgir.splitlines(), 1):
+        if _REGISTER_A_WGMMA.search(text):
+            line = source_line(i)
+            if line and line not in out:
+                out.append(line)
+    return out
+
+
+def locate(advisories: list[PtxasAdvisory], stages: dict, source_line) -> list[PtxasAdvisory]:
+    """Advisories with kernel lines where the IR tells: a message on a PTX line maps through the
+    PTX's locations; C7513 names the wgmmas that read A from registers (one of their operands
+    is what is written too early). `source_line(stage, line)` is the report's source map."""
+    out = []
+    for a in advisories:
+        if a.ptx_line and a.line is None:
+            a = dataclasses.replace(a, line=source_line("ptx", a.ptx_line))
+        elif a.known and "defining input registers" in a.message and stages.get("ttgir"):
+            lines = register_operand_wgmma_lines(stages["ttgir"], lambda i: source_line("ttgir", i))
+            if lines:
+                where = ", ".join(map(str, lines))
+                a = dataclasses.replace(a, line=lines[0], hint=a.hint + f" The wgmmas with A from registers are "
+                                        f"`tlx.async_dot` at line{'s' if len(lines) > 1 else ''} {where}: "
+                                        "look where their A operand is computed.")
+        out.append(a)
+    return out

@@ -217,11 +217,12 @@ class CompileReport:
             log = self.ptxas_log
             with _LAZY_LOCK:
                 if self._ptxas_parsed is None:
-                    from .ptxas_log import parse
+                    from .ptxas_log import locate, parse
                     parsed = parse(log)
-                    if any(a.ptx_line for a in parsed.advisories):
-                        parsed.advisories = [dataclasses.replace(a, line=self.source_line("ptx", a.ptx_line))
-                                             if a.ptx_line else a for a in parsed.advisories]
+                    if parsed.advisories:
+                        # the stage map only: pointing at lines must not wait for the SASS
+                        parsed.advisories = locate(parsed.advisories, self.stages,
+                                                   lambda st, i: self._stage_map().source_line(st, i))
                     self._ptxas_parsed = parsed
         return self._ptxas_parsed
 

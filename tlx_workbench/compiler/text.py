@@ -31,7 +31,7 @@ def advisory_lines(advisories) -> list[str]:
     for a in advisories:
         mark = "!" if a.severity in ("warning", "error") else "-"
         code = f"[{a.code}] " if a.code else ""
-        where = f" (kernel line {a.line})" if a.line else ""
+        where = f" (line {a.line})" if a.line else ""
         out.append(f"  {mark} {code}{a.message}{where}")
         if a.explanation:
             out.append(f"      why: {a.explanation}")
