@@ -19,6 +19,12 @@ One CTA owns BM = 128 query rows of one (batch, head):
   loaded while this one finishes, and the O store is not waited for. The default for
   non-causal runs (2-3 % faster than the plain grid at D=128 fp16, a tie in bf16; round 3).
 
+* switches, all off by default and each measured slower on the H200 (benchmarks/RESULTS.md,
+  attention round 4), kept so the experiments can be re-run: ``P_EARLY`` (P converted in the
+  softmax: ptxas then serializes the wgmmas, C7513, -27 % in fp16), ``P_LATE`` (converted after
+  the P V wgmma retired), ``WARP_BAR`` (warp-barrier releases), ``EX2_F16`` (packed fp16 exp2),
+  ``LAZY`` (O rescaled only when a row max grew by > 2^8).
+
 Shapes: q, k, v (Z, H, N, D), D in {64, 128}, fp16 or bf16, any N.
 
 >>> from tlx_workbench.kernels.attention import attention      # on a Hopper GPU
