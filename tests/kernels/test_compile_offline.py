@@ -70,3 +70,19 @@ def test_specs_are_registered():
     for name in MODULES:
         s = spec(name)
         assert s.configs and s.sim_configs and callable(s.launch) and callable(s.reference)
+
+
+def test_attention_compile_report_shows_the_wgmma_serialization_the_h200_measured():
+    """The default attention config compiles without ptxas advisories; converting P inside the
+    softmax (P_EARLY) makes ptxas serialize the wgmmas (C7513), which cost 27 % in fp16 on the
+    H200 (benchmarks/RESULTS.md, attention round 4): the report must say so and point at the
+    P V `async_dot`."""
+    import inspect
+
+    default = attention.compile_report(attention.CONFIGS[0])
+    assert default.ptxas_advisories == []
+    early = attention.compile_report(attention._config(128, 2, PERSISTENT=True, Q_BUFS=2, P_EARLY=True))
+    [adv] = early.ptxas_advisories
+    assert adv.code == "C7513" and "async_dot_wait" in adv.hint
+    src_lines = inspect.getsource(attention).splitlines()
+    assert "tlx.async_dot(p" in src_lines[adv.line - 1]

@@ -600,5 +600,21 @@ def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128)
         return kernel.warmup(*args, grid=(1,), **options)
 
 
+def compile_report(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128), causal=False):
+    """The workbench's CompileReport of one config, compiled offline on any machine: SMEM map,
+    registers per task, IR/PTX/SASS by source line, barrier table, ptxas advisories.
+
+    >>> r = compile_report(_config(128, 2, PERSISTENT=True, Q_BUFS=2, P_EARLY=True))  # doctest: +SKIP
+    >>> [a.code for a in r.ptxas_advisories]                                          # doctest: +SKIP
+    ['C7513']
+    """
+    import torch
+    from ..compiler import compile as wb_compile
+    dt = getattr(torch, dtype)
+    q, k, v, o = (torch.empty(shape, dtype=dt) for _ in range(4))
+    kernel, args, options = _kernel_call(q, k, v, o, causal, 1 / math.sqrt(shape[-1]), cfg, 132)
+    return wb_compile(kernel, *args, target=target, **options)
+
+
 SPEC = KernelSpec(name="attention", kernel=attention_fwd_kernel, launch=attention, reference=reference,
                   configs=CONFIGS, sim_configs=SIM_CONFIGS, make_inputs=make_inputs, flops=flops, doc=__doc__)
