@@ -31,6 +31,11 @@ import gpu_round3 as r3  # noqa: E402  (its interleaved timing loop)
 from _harness import (attn_inputs, check_attn, check_gemm, check_row, device_line, errors_md,  # noqa: E402
                       gemm_inputs, gpu_setup, md_table, prewarm, write_json)
 
+# which variants a run measures: "a" (the first call: pe / wb / ex2h), "lazy" (the second call:
+# the lazy O rescale), "plate" (the third: P converted after the P V wgmma retired); no --set
+# means "a", the command that made round4.json; "g3" (the fourth: three consumer groups, D=64)
+SET = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "a"
+STEM = "round4" if SET == "a" else f"round4_{SET}"
 r3.DEADLINE_S = float(os.environ.get("ROUND4_DEADLINE_S", "150"))
 ATTN_TOL = r3.ATTN_TOL
 GEMM_TOL = r3.GEMM_TOL
@@ -41,13 +46,11 @@ ATTN_BENCH = [((4, 32, 4096, 128), False, ("float16", "bfloat16")),
               ((4, 32, 4096, 64), False, ("float16",))]
 GEMM_CHECK = [(1000, 1032, 520), (4104, 136, 1024), (4096, 4096, 4096)]
 GEMM_BENCH = [(4096, 4096, 4096), (8192, 8192, 8192)]
-
-
-# which variants a run measures: "a" (the first call: pe / wb / ex2h), "lazy" (the second call:
-# the lazy O rescale), "plate" (the third: P converted after the P V wgmma retired); no --set
-# means "a", the command that made round4.json
-SET = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "a"
-STEM = "round4" if SET == "a" else f"round4_{SET}"
+if SET == "g3":     # D=64 only, no GEMM
+    ATTN_BENCH = [((4, 32, 4096, 64), False, ("float16", "bfloat16")),
+                  ((2, 32, 8192, 64), False, ("float16",)),
+                  ((4, 32, 4096, 64), True, ("float16", "bfloat16"))]
+    GEMM_CHECK, GEMM_BENCH = [], []
 
 
 def attn_variants():
@@ -55,6 +58,15 @@ def attn_variants():
     from tlx_workbench.kernels import attention as A
     P = dict(PERSISTENT=True, Q_BUFS=2)
     both = ("float16", "bfloat16")
+    if SET == "g3":
+        G3 = dict(BM=192, GROUPS=3, MMA_REGS=160)
+        return {
+            "pers": (A._config(128, 2, **P), False, both),
+            "plain": (A._config(128, 2), True, both),
+            "g3_pers_bn128": (A._config(128, 2, PERSISTENT=True, Q_BUFS=2, **G3), False, both),
+            "g3_pers_bn64": (A._config(64, 2, PERSISTENT=True, Q_BUFS=2, **G3), False, both),
+            "g3_plain_bn64": (A._config(64, 3, **G3), False, both),
+        }
     if SET == "plate":
         return {
             "pers": (A._config(128, 2, **P), False, both),

@@ -45,23 +45,30 @@ from .host import fastest_first, tuned_config
 
 TURN_0 = tl.constexpr(14)
 TURN_1 = tl.constexpr(15)
+TURN_2 = tl.constexpr(13)
 LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
-def _wait_turn(wg):
+def _wait_turn(wg, GROUPS: tl.constexpr = 2):
+    """Wait for this group's GEMM turn (named barrier TURN_wg: this group + the one before it)."""
     if wg == 0:
         tlx.named_barrier_wait(TURN_0, 256)
-    else:
+    elif wg == 1 or GROUPS == 2:
         tlx.named_barrier_wait(TURN_1, 256)
+    else:
+        tlx.named_barrier_wait(TURN_2, 256)
 
 
 @triton.jit
-def _pass_turn(wg):
-    if wg == 0:
+def _pass_turn(wg, GROUPS: tl.constexpr = 2):
+    """Hand the GEMM turn to the next group (0 -> 1 -> ... -> GROUPS-1 -> 0)."""
+    if wg == GROUPS - 1:
+        tlx.named_barrier_arrive(TURN_0, 256)
+    elif wg == 0:
         tlx.named_barrier_arrive(TURN_1, 256)
     else:
-        tlx.named_barrier_arrive(TURN_0, 256)
+        tlx.named_barrier_arrive(TURN_2, 256)
 
 
 @triton.jit
@@ -117,7 +124,7 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
              p, m_i, l_i, acc, qk_scale, rows, N_CTX,
              MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
              DTYPE: tl.constexpr, ring0=0, P_EARLY: tl.constexpr = False, EX2_F16: tl.constexpr = False,
-             LAZY: tl.constexpr = False, P_LATE: tl.constexpr = False):
+             LAZY: tl.constexpr = False, P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2):
     """Step j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in this group's turn, softmax of S_j
     under the P V wgmma, then rescale O. Returns the new (p, m_i, l_i, acc).
 
@@ -127,10 +134,10 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
     vb = (ring0 + j - 1) % NUM_BUFS
     tlx.barrier_wait(k_full[kb], ((ring0 + j) // NUM_BUFS) & 1)
     tlx.barrier_wait(v_full[vb], ((ring0 + j - 1) // NUM_BUFS) & 1)
-    _wait_turn(wg)
+    _wait_turn(wg, GROUPS)
     qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[kb]))
     acc = tlx.async_dot(p.to(DTYPE), v_tiles[vb], acc)
-    _pass_turn(wg)
+    _pass_turn(wg, GROUPS)
     qk = tlx.async_dot_wait(1, qk)          # S_j ready (P V may still run)
     tlx.barrier_arrive(k_empty[kb])
     p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, j * BN, N_CTX, MASK, CAUSAL, BN,
@@ -156,19 +163,18 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
-                         P_LATE: tl.constexpr = False):
-    HALF: tl.constexpr = BM // 2
+                         P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2):
+    HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
-    tl.static_assert(BM % BN == 0, "BM must be a multiple of BN")
 
-    q_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2)
+    q_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, GROUPS)
     k_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
     v_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
-    q_full = tlx.alloc_barriers(num_barriers=2, arrive_count=1)
+    q_full = tlx.alloc_barriers(num_barriers=GROUPS, arrive_count=1)
     k_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
     v_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
-    k_empty = _release_barriers(NUM_BUFS, 2, WARP_BAR)
-    v_empty = _release_barriers(NUM_BUFS, 2, WARP_BAR)
+    k_empty = _release_barriers(NUM_BUFS, GROUPS, WARP_BAR)
+    v_empty = _release_barriers(NUM_BUFS, GROUPS, WARP_BAR)
 
     # heavy (long causal) query blocks first, so the tail of the grid is short blocks
     if CAUSAL:
@@ -191,7 +197,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
 
     with tlx.async_tasks():
         with tlx.async_task("default", num_regs=LOADER_REGS):
-            for h in tl.static_range(2):
+            for h in tl.static_range(GROUPS):
                 tlx.barrier_expect_bytes(q_full[h], HALF * HEAD_DIM * tlx.size_of(dtype))
                 tlx.async_descriptor_load(desc_q, q_tiles[h], [head_row + start_m * BM + h * HALF, 0], q_full[h])
             for j in range(n_blocks):
@@ -204,22 +210,22 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                 tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
                 tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + j * BN, 0], v_full[b])
 
-        with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
+        with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
             wg = tlx.async_task_replica_id()
             qk_scale = sm_scale * LOG2E
             rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
             m_i = tl.full([HALF], float("-inf"), tl.float32)
             l_i = tl.zeros([HALF], tl.float32)
             q_tile = q_tiles[wg]
-            if wg == 1:
+            if wg == GROUPS - 1:
                 tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn
             tlx.barrier_wait(q_full[wg], 0)
 
             # block 0: S_0 alone (nothing to multiply with V yet)
             tlx.barrier_wait(k_full[0], 0)
-            _wait_turn(wg)
+            _wait_turn(wg, GROUPS)
             qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[0]))
-            _pass_turn(wg)
+            _pass_turn(wg, GROUPS)
             qk = tlx.async_dot_wait(0, qk)
             tlx.barrier_arrive(k_empty[0])
             p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
@@ -229,11 +235,11 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
             for j in range(1, tl.maximum(n_plain, 1)):
                 p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                             j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            False, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY, P_LATE)
+                                            False, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
             for j in range(tl.maximum(n_plain, 1), n_blocks):
                 p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                             j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            True, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY, P_LATE)
+                                            True, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
 
             # last P V
             last = n_blocks - 1
@@ -276,27 +282,26 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
-                         P_LATE: tl.constexpr = False):
+                         P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
     is handed back as soon as its last S = Q K^T retired), and the O store of a tile goes out
     through its own SMEM buffer without being waited for: the next tile's first wgmmas overlap it."""
-    HALF: tl.constexpr = BM // 2
+    HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
-    tl.static_assert(BM % BN == 0, "BM must be a multiple of BN")
 
-    # Q set s of group h lives at 2*s + h
-    q_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, 2 * Q_BUFS)
+    # Q set s of group h lives at GROUPS*s + h
+    q_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, GROUPS * Q_BUFS)
     k_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
     v_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
-    o_tiles = tlx.local_alloc((HALF, HEAD_DIM), tlx.dtype_of(desc_o), 2)
-    q_full = tlx.alloc_barriers(num_barriers=2 * Q_BUFS, arrive_count=1)
-    q_empty = _release_barriers(2 * Q_BUFS, 1, WARP_BAR)
+    o_tiles = tlx.local_alloc((HALF, HEAD_DIM), tlx.dtype_of(desc_o), GROUPS)
+    q_full = tlx.alloc_barriers(num_barriers=GROUPS * Q_BUFS, arrive_count=1)
+    q_empty = _release_barriers(GROUPS * Q_BUFS, 1, WARP_BAR)
     k_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
     v_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
-    k_empty = _release_barriers(NUM_BUFS, 2, WARP_BAR)
-    v_empty = _release_barriers(NUM_BUFS, 2, WARP_BAR)
+    k_empty = _release_barriers(NUM_BUFS, GROUPS, WARP_BAR)
+    v_empty = _release_barriers(NUM_BUFS, GROUPS, WARP_BAR)
 
     ZH = Z * H
     num_m = tl.cdiv(N_CTX, BM)
@@ -317,11 +322,11 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                     n_blocks = tl.cdiv(N_CTX, BN)
                 qs = it % Q_BUFS
                 qpar = (it // Q_BUFS) & 1
-                for h in tl.static_range(2):
-                    tlx.barrier_wait(q_empty[2 * qs + h], qpar ^ 1)
-                    tlx.barrier_expect_bytes(q_full[2 * qs + h], Q_BYTES)
-                    tlx.async_descriptor_load(desc_q, q_tiles[2 * qs + h],
-                                              [head_row + start_m * BM + h * HALF, 0], q_full[2 * qs + h])
+                for h in tl.static_range(GROUPS):
+                    tlx.barrier_wait(q_empty[GROUPS * qs + h], qpar ^ 1)
+                    tlx.barrier_expect_bytes(q_full[GROUPS * qs + h], Q_BYTES)
+                    tlx.async_descriptor_load(desc_q, q_tiles[GROUPS * qs + h],
+                                              [head_row + start_m * BM + h * HALF, 0], q_full[GROUPS * qs + h])
                 for j in range(n_blocks):
                     b = ring % NUM_BUFS
                     parity = (ring // NUM_BUFS) & 1
@@ -334,10 +339,10 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                     ring += 1
                 it += 1
 
-        with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
+        with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
             wg = tlx.async_task_replica_id()
             qk_scale = sm_scale * LOG2E
-            if wg == 1:
+            if wg == GROUPS - 1:
                 tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn, once
             ring = 0
             it = 0
@@ -354,16 +359,16 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
                 m_i = tl.full([HALF], float("-inf"), tl.float32)
                 l_i = tl.zeros([HALF], tl.float32)
-                qslot = 2 * (it % Q_BUFS) + wg
+                qslot = GROUPS * (it % Q_BUFS) + wg
                 q_tile = q_tiles[qslot]
                 tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
 
                 # block 0: S_0 alone
                 b0 = ring % NUM_BUFS
                 tlx.barrier_wait(k_full[b0], (ring // NUM_BUFS) & 1)
-                _wait_turn(wg)
+                _wait_turn(wg, GROUPS)
                 qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[b0]))
-                _pass_turn(wg)
+                _pass_turn(wg, GROUPS)
                 qk = tlx.async_dot_wait(0, qk)
                 tlx.barrier_arrive(k_empty[b0])
                 p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
@@ -372,11 +377,11 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 for j in range(1, tl.maximum(n_plain, 1)):
                     p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                                 j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE)
+                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
                 for j in range(tl.maximum(n_plain, 1), n_blocks):
                     p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                                 j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE)
+                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
                 # every S = Q K^T of this tile has retired: the loader may refill this Q slot
                 tlx.barrier_arrive(q_empty[qslot])
 
@@ -404,7 +409,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
 
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
-            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False):
+            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2):
     # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
     # P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
     # WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
@@ -423,6 +428,9 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
         cfg.update(LAZY=True)
     if P_LATE:
         cfg.update(P_LATE=True)
+    if GROUPS != 2:
+        # GROUPS consumer groups of 64 query rows each take GEMM turns in a ring (BM = 64 * GROUPS)
+        cfg.update(GROUPS=GROUPS)
     return cfg
 
 
@@ -476,6 +484,9 @@ SIM_CONFIGS = {
     "persistent_lazy": _config(64, 2, PERSISTENT=True, Q_BUFS=2, LAZY=True),
     "blocks_of_32_lazy": _config(32, 2, LAZY=True),
     "persistent_plate": _config(64, 2, PERSISTENT=True, Q_BUFS=2, P_LATE=True),
+    # three consumer groups in a turn ring (BM=192: ragged query tiles at N=200)
+    "three_groups": _config(64, 2, BM=192, GROUPS=3, MMA_REGS=160),
+    "three_groups_persistent": _config(32, 3, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
     "plain_plate": _config(32, 3, P_LATE=True),
 }
 
@@ -483,7 +494,7 @@ SIM_CONFIGS = {
 def _descriptors(q, k, v, o, cfg):
     Z, H, N, D = q.shape
     rows = Z * H * N
-    half = cfg["BM"] // 2
+    half = cfg["BM"] // cfg.get("GROUPS", 2)
     return (TensorDescriptor(q, [rows, D], [D, 1], [half, D]),
             TensorDescriptor(k, [rows, D], [D, 1], [cfg["BN"], D]),
             TensorDescriptor(v, [rows, D], [D, 1], [cfg["BN"], D]),
