@@ -51,6 +51,8 @@ def test_gemm_compiles_for_sm90(mod, cfg, dtype):
     ("bm256_d64", next(c for c in attention.CONFIGS if c["BM"] == 256), True, (1, 2, 512, 64)),
     # persistent, two Q sets: the largest SMEM user (Q x2, K/V ring, O buffers) must still fit
     ("persistent_q2", next(c for c in attention.CONFIGS if c.get("Q_BUFS") == 2 and c["BN"] == 128), False, (1, 2, 256, 128)),
+    # D=64's default: three consumer groups in a turn ring (TURN_2 = named barrier 13)
+    ("three_groups_d64", attention.configs_for(64)[0], False, (1, 2, 512, 64)),
 ])
 def test_attention_compiles_for_sm90(name, cfg, causal, shape):
     k = attention.compile_offline(cfg, shape=shape, causal=causal)
@@ -58,6 +60,16 @@ def test_attention_compiles_for_sm90(name, cfg, causal, shape):
     assert k.metadata.shared <= SMEM_LIMIT
     assert ptx.count("wgmma.wait_group.sync.aligned 1") >= 2    # S_j waited while P V runs
     assert "bar.sync \t14, 256" in ptx and "bar.arrive \t15, 256" in ptx
+    if cfg.get("GROUPS") == 3:
+        assert "bar.sync \t13, 256" in ptx and "bar.arrive \t13, 256" in ptx
+
+
+def test_three_groups_are_the_d64_default_and_never_used_at_d128_or_causal():
+    d64 = attention.configs_for(64)[0]
+    assert d64.get("GROUPS") == 3 and d64["BM"] == 192
+    assert all(c.get("GROUPS", 2) == 2 for c in attention.configs_for(128))
+    assert all(c.get("GROUPS", 2) == 2 for c in attention.configs_for(64, causal=True))
+    assert attention.configs_for(128)[0] == attention.CONFIGS[0]
 
 
 def test_every_autotune_config_fits_in_smem():

@@ -35,6 +35,21 @@ def test_gemm_autotuning_launcher():
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(1, 2, 200, 64), (2, 3, 1000, 64), (1, 16, 2048, 64)], ids=str)
+def test_attention_d64_default_three_groups_matches_float64(shape, dtype):
+    """D=64's default config: three consumer groups (BM=192, ragged query tiles at every N
+    here), persistent, several tiles per CTA at the largest shape."""
+    q, k, v = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    scale = 1 / math.sqrt(shape[-1])
+    cfg = attention.configs_for(64)[0]
+    assert cfg.get("GROUPS") == 3
+    attention.launch(q, k, v, o, False, scale, cfg)
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    assert _rel(o, torch.softmax(s, -1) @ v.double()) < TOL[dtype] * 1.5
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [(2, 3, 256, 128), (1, 2, 200, 64), (1, 1, 1000, 128), (2, 2, 128, 64)], ids=str)
 def test_attention_matches_float64(shape, causal, dtype):
