@@ -1,6 +1,6 @@
 """Flash-attention forward for Hopper, warp-specialized, ping-pong: O = softmax(Q K^T * scale) V.
 
-One CTA owns BM = 128 query rows of one (batch, head):
+One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer groups):
 
 * a loader warp group brings Q once (two 64-row halves) and then streams K_j, V_j
   with TMA through a NUM_BUFS-deep ring (``*_full`` count landed bytes, ``*_empty``
@@ -18,7 +18,10 @@ One CTA owns BM = 128 query rows of one (batch, head):
   SM walks query tiles; the ring and the turns carry on across tiles, the next tile's Q is
   loaded while this one finishes, and the O store is not waited for. The default for
   non-causal runs (2-3 % faster than the plain grid at D=128 fp16, a tie in bf16; round 3).
-
+* D=64 default: three consumer groups (``GROUPS=3``, BM=192, 160 registers each) take the GEMM
+  turn in a ring, so each group's softmax hides behind two other groups' GEMMs: 1.04-1.11x SDPA
+  vs 0.92-0.95x with two groups (round 4). ``configs_for(64)`` lists it first; it would spill
+  registers at D=128 and is not used for causal runs.
 * switches, all off by default and each measured slower on the H200 (benchmarks/RESULTS.md,
   attention round 4), kept so the experiments can be re-run: ``P_EARLY`` (P converted in the
   softmax: ptxas then serializes the wgmmas, C7513, -27 % in fp16), ``P_LATE`` (converted after
