@@ -39,7 +39,8 @@ import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
 from ._common import grouped_tile, sm_count, torch_alloc
-from .gemm_ws import CONFIGS as _WS_CONFIGS, _config, _load_steps, _mma_steps, _store_strips, make_descriptors
+from .gemm_ws import (CONFIGS as _WS_CONFIGS, _config, _load_steps, _mma_steps, _ring_barriers, _store_strips,
+                      make_descriptors)
 from .host import gemm_entry_points, gemm_spec, tma_gemm_call
 
 # named barrier ids of the two consumer warp groups' workspace sync (Triton keeps 0 for the CTA)
@@ -186,18 +187,7 @@ def gemm_streamk_kernel(a_desc, b_desc, c_desc, M, N, K, ws_ptr, flags_ptr,
     tl.static_assert(tlx.size_of(tlx.dtype_of(c_desc)) == 2, "C must be fp16 or bf16")
     stage = tlx.local_alloc((HALF_M, EPI_N), tl.float32, 2, reuse=c_strips)
 
-    if SPLIT_FULL:
-        full_a = tlx.alloc_barriers(num_barriers=2 * STAGES, arrive_count=1)
-        full_b = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
-        full = full_b      # unused in this form; keeps one signature for _wait_full
-    else:
-        full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
-        full_a = full
-        full_b = full
-    if WARP_BARRIER:
-        empty = tlx.alloc_warp_barrier(num_barriers=STAGES, num_warps=4, num_arrivals=2)
-    else:
-        empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    full, full_a, full_b, empty = _ring_barriers(STAGES, SPLIT_FULL, WARP_BARRIER)
 
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)

@@ -88,6 +88,27 @@ def _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL: tl.constexpr):
 
 
 @triton.jit
+def _ring_barriers(STAGES: tl.constexpr, SPLIT_FULL: tl.constexpr, WARP_BARRIER: tl.constexpr):
+    """The k-slice ring's barriers: (full, full_a, full_b, empty)."""
+    if SPLIT_FULL:
+        # one barrier per A half and one for B: consumer wg starts on its own half + B,
+        # without waiting for the other group's half to land
+        full_a = tlx.alloc_barriers(num_barriers=2 * STAGES, arrive_count=1)
+        full_b = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+        full = full_b      # unused in this form; keeps one signature for _wait_full
+    else:
+        full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+        full_a = full
+        full_b = full
+    if WARP_BARRIER:
+        # every thread of both consumer groups arrives: no intra-group sync before arriving
+        empty = tlx.alloc_warp_barrier(num_barriers=STAGES, num_warps=4, num_arrivals=2)
+    else:
+        empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    return full, full_a, full_b, empty
+
+
+@triton.jit
 def _load_steps(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, row, col, k0, k1, use,
                 HALF_M: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, STAGE_BYTES: tl.constexpr,
                 HALF_A_BYTES: tl.constexpr, B_BYTES: tl.constexpr, SPLIT_FULL: tl.constexpr):
@@ -161,21 +182,7 @@ def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
     b_ring = tlx.local_alloc((BK, BN), dtype, STAGES)
     c_strips = tlx.local_alloc((HALF_M, EPI_N), tlx.dtype_of(c_desc), 2 * EPI_BUFS)
 
-    if SPLIT_FULL:
-        # one barrier per A half and one for B: consumer wg starts on its own half + B,
-        # without waiting for the other group's half to land
-        full_a = tlx.alloc_barriers(num_barriers=2 * STAGES, arrive_count=1)
-        full_b = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
-        full = full_b      # unused in this form; keeps one signature for _wait_full
-    else:
-        full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
-        full_a = full
-        full_b = full
-    if WARP_BARRIER:
-        # every thread of both consumer groups arrives: no intra-group sync before arriving
-        empty = tlx.alloc_warp_barrier(num_barriers=STAGES, num_warps=4, num_arrivals=2)
-    else:
-        empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    full, full_a, full_b, empty = _ring_barriers(STAGES, SPLIT_FULL, WARP_BARRIER)
 
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
