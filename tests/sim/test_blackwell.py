@@ -3,6 +3,8 @@
 TMEM accumulators, tcgen05 MMAs whose completion arrives on mbarriers, tcgen05_commit, the
 512-column TMEM budget. Cluster, 2-CTA and CLC tutorials are in test_clusters.py.
 """
+import dataclasses
+
 import pytest
 import torch
 import triton
@@ -11,6 +13,7 @@ import triton.language.extra.tlx as tlx
 
 import tlx_workbench as wb
 from tlx_workbench.sim import simulate
+from tlx_workbench.target import GPU_MODELS
 
 WS_BASE = dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=8, NUM_SMEM_BUFFERS=2,
                NUM_TMEM_BUFFERS=2, NUM_MMA_GROUPS=2, EPILOGUE_SUBTILE=2, NUM_CTAS=1, SPLIT_K=1, INTERLEAVE_EPILOGUE=0)
@@ -94,6 +97,20 @@ def test_causal_flash_attention_map_elementwise_and_inline_ptx(tutorial, name, e
                                                            is_causal=True)
     torch.testing.assert_close(res.value.float(), ref, atol=1e-2, rtol=1e-2)
     assert res.ok, res
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_persistent_flash_attention_on_one_sm_runs_every_tile(tutorial, causal):
+    # grid = min(SMs, tiles): on a one-SM B200 the single CTA loops over both tiles (and their barrier phases)
+    mod = tutorial("blackwell_fa_ws_persistent")
+    q, k, v = (torch.randn(1, 2, 256, 128, dtype=torch.float16) for _ in range(3))
+    one_sm = dataclasses.replace(GPU_MODELS["B200"], sm_count=1)
+    res = simulate(mod.attention, q, k, v, 0.5, causal, gpu=one_sm, schedules=3)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=0.5,
+                                                           is_causal=causal)
+    torch.testing.assert_close(res.value.float(), ref, atol=1e-2, rtol=1e-2)
+    assert res.ok, res
+    assert res.grid == (1, 1, 1)
 
 
 @triton.jit

@@ -1,8 +1,11 @@
 """The Hopper tutorials of the triton-utlx wheel, unchanged, on the CPU simulator, against torch."""
+import dataclasses
+
 import pytest
 import torch
 
 from tlx_workbench.sim import simulate
+from tlx_workbench.target import GPU_MODELS
 
 GEMMS = [
     ("hopper_gemm_pipelined", "matmul", {}),
@@ -27,11 +30,18 @@ def test_gemm_tutorial_matches_torch_over_20_schedules(tutorial, name, fn, kw):
         assert any(e.kind == "arrive" and e.count == 128 for e in res.trace.barrier_events)
 
 
-@pytest.mark.parametrize("name", ["hopper_fa_ws", "hopper_fa_ws_pipelined", "hopper_fa_ws_pipelined_pingpong"])
-def test_flash_attention_tutorial_matches_torch(tutorial, name):
+FAS = [("hopper_fa_ws", 20), ("hopper_fa_ws_pipelined", 20), ("hopper_fa_ws_pipelined_pingpong", 20),
+       ("hopper_fa_ws_pipelined_pingpong_persistent", 2)]
+
+
+@pytest.mark.parametrize("name,schedules", FAS, ids=[f[0] for f in FAS])
+def test_flash_attention_tutorial_matches_torch(tutorial, name, schedules):
     mod = tutorial(name)
-    q, k, v = (torch.randn(1, 1, 256, 128, dtype=torch.float16) for _ in range(3))
-    res = simulate(mod.attention, q, k, v, 0.5, schedules=20)
+    persistent = "persistent" in name
+    # the persistent kernel's grid is min(SMs, tiles): on a one-SM H100 one CTA loops over all 4 tiles
+    gpu = dataclasses.replace(GPU_MODELS["H100"], sm_count=1) if persistent else "H100"
+    q, k, v = (torch.randn(1, 2 if persistent else 1, 256, 128, dtype=torch.float16) for _ in range(3))
+    res = simulate(mod.attention, q, k, v, 0.5, gpu=gpu, schedules=schedules)
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=0.5)
     torch.testing.assert_close(res.value.float(), ref, atol=1e-2, rtol=1e-2)
     assert res.ok, res
