@@ -7,6 +7,7 @@ import warnings
 from ..errors import DeadlockError, SimulationError
 from ..target import offline
 from .engine import raise_deadlock, run_launch
+from .hostmem import AddressTaken
 
 DEFAULT_MAX_STEPS = 2_000_000
 _active: list["Simulation"] = []
@@ -145,6 +146,7 @@ class Simulation:
         self.results: list[SimResult] = []
         self._offline = None
         self._saved = []
+        self._taken = None
 
     @property
     def result(self) -> SimResult | None:
@@ -156,6 +158,7 @@ class Simulation:
         from triton.runtime.autotuner import Autotuner
         from triton.runtime.jit import JITFunction
         self._offline = offline(self.gpu).enable()
+        self._taken = AddressTaken().enable()
         sim = self
 
         def jit_run(jit_self, *args, grid, warmup=False, **kwargs):
@@ -179,6 +182,9 @@ class Simulation:
         self._saved = []
         if self in _active:
             _active.remove(self)
+        if self._taken is not None:
+            self._taken.disable()
+            self._taken = None
         if self._offline is not None:
             self._offline.disable()
             self._offline = None
@@ -216,7 +222,8 @@ class Simulation:
                                    f"{tuner.configs[0].all_kwargs()}")
 
     def launch(self, jitfn, grid, args, kwargs):
-        snap = _snapshot(args, kwargs) if self.schedules > 1 else []
+        taken = self._taken.values() if self._taken is not None else []
+        snap = _snapshot([*args, *taken], kwargs) if self.schedules > 1 else []
         first = None
         outputs0 = None
         divergent = []
@@ -226,7 +233,7 @@ class Simulation:
                 for t, saved in snap:
                     t.copy_(saved)
             run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
-                             max_steps=self.max_steps, resident=self.resident)
+                             max_steps=self.max_steps, resident=self.resident, memory=taken)
             if i == 0:
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]

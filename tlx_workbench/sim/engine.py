@@ -158,7 +158,9 @@ def _access_checker(run: LaunchRun, ranges):
             raise SimulationError(
                 f"out-of-bounds {'store' if is_store else 'load'}: {int((~ok).sum())} of {p.size} accessed "
                 f"elements fall outside every tensor passed to the kernel (first bad address {bad:#x})",
-                file=file, line=line, hint="mask the access (mask=offs < n) or fix the offsets")
+                file=file, line=line, hint="mask the access (mask=offs < n) or fix the offsets; a pointer made from "
+                                           "an integer must be the address of a CPU tensor the host took with "
+                                           "tensor.data_ptr() inside simulate")
     return check
 
 
@@ -235,8 +237,9 @@ def _finish_group(run, group, max_steps):
 
 
 def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_steps=2_000_000,
-               resident=None) -> LaunchRun:
-    """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors)."""
+               resident=None, memory=()) -> LaunchRun:
+    """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
+    ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken)."""
     from triton.runtime.jit import JITFunction
     bound, opts = _bind(jitfn, args, kwargs)
     num_warps = int(opts.get("num_warps") or 4)
@@ -251,7 +254,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     cga = cga + (1,) * (3 - len(cga))
     run = LaunchRun(jitfn, grid, gpu, seed, ctas, max_steps, num_warps)
     run.cluster_dims = cga
-    ranges = _memory_ranges(bound.values())
+    ranges = _memory_ranges([*bound.values(), *memory])
     constexpr_names = {p.name for p in jitfn.params if p.is_constexpr}
     kargs = {}
     for name, v in bound.items():

@@ -32,3 +32,44 @@ class HostMemory:
                     self._bufs[lo] = buf
                 return buf[addr - lo:addr - lo + nbytes]
         return None
+
+
+class AddressTaken:
+    """The tensors whose address host code took (``tensor.data_ptr()``) while a simulation is active.
+
+    Kernels such as grouped GEMMs receive a table of raw addresses (``torch.tensor([A.data_ptr(), ...])``)
+    and turn them into pointers on the device. Those tensors are not launch arguments, yet the kernel
+    may read and write them: their storages join the launch's accessible memory (and its schedule
+    snapshots). The tensors are held until the simulation ends, so no address is reused meanwhile.
+    """
+
+    def __init__(self):
+        self.tensors: dict[int, object] = {}
+        self._saved = None
+
+    def enable(self):
+        import torch
+        orig = torch.Tensor.__dict__.get("data_ptr")
+        base = torch._C.TensorBase.data_ptr
+        tensors = self.tensors
+
+        def data_ptr(t):
+            ptr = base(t)
+            if t.device.type == "cpu":
+                tensors.setdefault(id(t), t)
+            return ptr
+        self._saved = orig
+        torch.Tensor.data_ptr = data_ptr
+        return self
+
+    def disable(self):
+        import torch
+        if self._saved is None:
+            del torch.Tensor.data_ptr
+        else:
+            torch.Tensor.data_ptr = self._saved
+        self._saved = None
+        self.tensors.clear()
+
+    def values(self):
+        return list(self.tensors.values())

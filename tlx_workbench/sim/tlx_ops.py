@@ -23,6 +23,7 @@ from ..errors import SimulationError, TLXWorkbenchError
 from . import interp_adapter as ia
 from .barriers import MBarrierArray, MBarrierSlot
 from .cluster_ops import RemoteSlot
+from .desc_scratch import DescScratchOps, reinterpret_tensor_descriptor
 from .memory import SmemAlloc, SmemView
 from .scheduler import Abort, StepLimit
 
@@ -569,7 +570,7 @@ class UTLXBuilderOps:
         return None
 
 
-class SimBuilder(UTLXBuilderOps, _TLXBuilder):
+class SimBuilder(DescScratchOps, UTLXBuilderOps, _TLXBuilder):
     """The interpreter's numpy builder plus TLX's builder ops (both TLX frontends), with CPU meanings."""
 
 
@@ -591,10 +592,11 @@ def _remote_view(local_allocated_buffer, remote_cta_rank, _semantic=None):
                      is_warp_barrier=getattr(buf, "is_warp_barrier", False))
 
 
-OVERRIDES = {"async_task_replica_id": _async_task_replica_id, "remote_view": _remote_view}
+OVERRIDES = {"async_task_replica_id": _async_task_replica_id, "remote_view": _remote_view,
+             "reinterpret_tensor_descriptor": reinterpret_tensor_descriptor}
 
 # ops the CPU simulator does not model (Blackwell TMEM/tcgen05, clusters, CLC)
-UNSUPPORTED = {"stoch_round", "vote_ballot_sync", "allocate_tensor_descriptor", "reinterpret_tensor_descriptor"}
+UNSUPPORTED = {"stoch_round", "vote_ballot_sync"}
 
 
 def _frontends():
