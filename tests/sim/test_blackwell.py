@@ -10,6 +10,8 @@ import torch
 import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
+from triton.language.extra import libdevice
+from triton.language.extra.libdevice import fast_dividef
 
 import tlx_workbench as wb
 from tlx_workbench.sim import simulate
@@ -246,3 +248,60 @@ def test_unknown_inline_ptx_is_a_clear_error():
         simulate(_weird_ptx, torch.zeros(32), BLOCK=32, grid=(1,), gpu="B200")
     assert "popc.b32" in ei.value.message and "register_inline_asm" in ei.value.message
     assert "inline_asm_elementwise" in (ei.value.source_line or "")
+
+
+def _hstu_inputs(lens_kv, lens_q, H=2, D=128):
+    so = torch.zeros(len(lens_kv) + 1, dtype=torch.int64)
+    so[1:] = torch.cumsum(torch.tensor(lens_kv), 0)
+    soq = torch.zeros(len(lens_q) + 1, dtype=torch.int64)
+    soq[1:] = torch.cumsum(torch.tensor(lens_q), 0)
+    q = torch.empty(int(soq[-1]), H, D, dtype=torch.bfloat16).uniform_(-0.1, 0.1)
+    k = torch.empty(int(so[-1]), H, D, dtype=torch.bfloat16).uniform_(-0.1, 0.1)
+    v = torch.empty(int(so[-1]), H, D, dtype=torch.bfloat16).uniform_(-0.1, 0.1)
+    return q, k, v, so, soq
+
+
+def _hstu_reference(q, k, v, so, soq, alpha, max_seq_len):
+    """HSTU cross attention: per sequence and head, silu(alpha Q K^T) V / max_seq_len, in float64."""
+    out = torch.zeros(q.shape[0], q.shape[1], v.shape[2], dtype=torch.float64)
+    for b in range(len(so) - 1):
+        qs, ks = slice(soq[b], soq[b + 1]), slice(so[b], so[b + 1])
+        for h in range(q.shape[1]):
+            s = alpha * q[qs, h].double() @ k[ks, h].double().T
+            out[qs, h] = torch.nn.functional.silu(s) @ v[ks, h].double() / max_seq_len
+    return out
+
+
+@pytest.mark.parametrize("variant", ["tlx_single_q", "tlx_pipeline"])
+def test_hstu_cross_attention_tutorial_matches_torch(tutorial, variant):
+    # jagged sequences (uneven lengths, partial tiles); libdevice.fast_dividef and tanh.approx PTX on numpy
+    mod = tutorial("blackwell-cross-attention")
+    lens_kv, lens_q = (200, 96), (40, 17)
+    q, k, v, so, soq = _hstu_inputs(lens_kv, lens_q)
+    max_seq_len, alpha = max(lens_kv), 1.0 / 128 ** 0.5
+    res = simulate(mod.hstu_cross_mha, max_seq_len, alpha, q, k, v, so, soq, torch.tensor(1.0 / max_seq_len),
+                   variant, max_q_len=max(lens_q), gpu="B200", schedules=3)
+    ref = _hstu_reference(q, k, v, so, soq, alpha, max_seq_len)
+    torch.testing.assert_close(res.value.double(), ref, atol=2e-7, rtol=1e-2)     # outputs ~3e-5, bf16
+    assert res.ok, res
+
+
+@triton.jit
+def _libdevice_ops(x_ptr, y_ptr, BLOCK: tl.constexpr, UNKNOWN: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    y = libdevice.rsqrt(x) + fast_dividef(x, x + 1.0)
+    if UNKNOWN:
+        y = libdevice.cyl_bessel_i0(x)
+    tl.store(y_ptr + tl.arange(0, BLOCK), y)
+
+
+def test_libdevice_functions_run_on_numpy_and_unknown_ones_name_the_line():
+    x = torch.rand(64) + 0.5
+    y = torch.zeros(64)
+    res = simulate(_libdevice_ops, x, y, BLOCK=64, UNKNOWN=False, grid=(1,), gpu="B200")
+    torch.testing.assert_close(y, x.rsqrt() + x / (x + 1))
+    assert res.ok, res
+    with pytest.raises(wb.SimulationError) as ei:
+        simulate(_libdevice_ops, x, y, BLOCK=64, UNKNOWN=True, grid=(1,), gpu="B200")
+    assert "libdevice.cyl_bessel_i0" in ei.value.message and "register_libdevice" in ei.value.hint
+    assert "libdevice.cyl_bessel_i0(x)" in (ei.value.source_line or "")

@@ -170,3 +170,23 @@ def test_waiting_on_a_remote_barrier_is_a_clear_error():
     assert "remote_view" in e.message and "own shared memory" in e.message
     assert e.line == line_of("# BUG: waits on the leader's barrier from every CTA")
     assert "pred=" in e.hint
+
+
+@pytest.mark.parametrize("m,n,cfg", [(2, 1024, None), (3, 1000, {"num_reduction_ctas": 4, "BLOCK_SIZE_M": 2})],
+                         ids=["2ctas", "4ctas-masked"])
+def test_multi_cta_layernorm_tutorial_over_a_1xn_cluster(tutorial, m, n, cfg):
+    # its configs declare ctas_per_cga=(1, n, 1), which uTLX refuses at import: any_cluster_shape lets the
+    # simulator run TLX's meaning (rows of the sum reduced across the cluster with async remote stores)
+    mod = tutorial("blackwell-multi-cta-layernorm_test", any_cluster_shape=True)
+    x = torch.randn(m, n, dtype=torch.float16)
+    w, b = torch.randn(n, dtype=torch.float16), torch.randn(n, dtype=torch.float16)
+    res = simulate(mod.multi_cta_layernorm, x, w, b, 1e-5, gpu="B200", schedules=3, config=cfg)
+    out, mean, rstd = res.value
+    ref = torch.nn.functional.layer_norm(x.double(), (n,), w.double(), b.double(), 1e-5)
+    torch.testing.assert_close(out.double(), ref, atol=1e-2, rtol=1e-2)
+    torch.testing.assert_close(mean.double(), x.double().mean(1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(rstd.double(), 1 / (x.double().var(1, unbiased=False) + 1e-5).sqrt(),
+                               atol=1e-4, rtol=1e-4)
+    assert res.ok, res
+    ctas, bm = (2, 1) if cfg is None else (4, 2)
+    assert res.cluster_dims == (1, ctas, 1) and res.grid == (-(-m // bm), ctas, 1)

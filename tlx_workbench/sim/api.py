@@ -206,14 +206,15 @@ class Simulation:
         if isinstance(want, triton.Config):
             return want
         try:
-            configs = tuner.prune_configs(kwargs) if want is None or isinstance(want, int) else tuner.configs
+            configs = tuner.prune_configs(kwargs)
         except Exception:  # noqa: BLE001 - a pruning hook that needs a GPU: fall back to the declared list
             configs = tuner.configs
         if want is None:
             return configs[0]
         if isinstance(want, int):
             return configs[want]
-        for c in tuner.configs:
+        # a dict: the pruned configs first (a pruning hook may also fill in heuristic values), then the rest
+        for c in list(configs) + [c for c in tuner.configs if c not in configs]:
             allk = c.all_kwargs()
             if all(allk.get(k) == v for k, v in dict(want).items()):
                 return c

@@ -22,7 +22,7 @@ import inspect
 import textwrap
 
 from ..errors import SimulationError
-from . import interp_adapter
+from . import interp_adapter, libdevice
 
 RUN_TASKS = "__tlxwb_run_tasks"
 CONSTEXPR = "__tlxwb_constexpr"
@@ -147,6 +147,7 @@ def rewrite(fn, run_tasks):
     ast.increment_lineno(tree, start - 1)
     code = compile(tree, filename=filename, mode="exec")
     glb = dict(fn.__globals__)
+    glb.update(libdevice.replacements(glb))
     glb.update(interp_adapter.interpreter_globals())
     glb[RUN_TASKS] = run_tasks
     import triton.language as tl

@@ -144,6 +144,12 @@ class _TLXBuilder(ia.InterpreterBuilder):
     def cta(self):
         return _state.cta
 
+    def get_bf16(self, value):
+        # the interpreter has no bf16 constant (uTLX makes one as local_alloc's type carrier): bf16 is
+        # stored as the upper 16 bits of the float32
+        bits = np.array([value], dtype=np.float32).view(np.uint32) >> 16
+        return ia.TensorHandle(bits.astype(np.uint16), tl.bfloat16)
+
     # -- layouts: the CPU has none; keep handles unchanged ----------------------------------
     def make_swizzled_shared_encoding_attr(self, *a):
         return None
