@@ -305,3 +305,45 @@ def test_libdevice_functions_run_on_numpy_and_unknown_ones_name_the_line():
         simulate(_libdevice_ops, x, y, BLOCK=64, UNKNOWN=True, grid=(1,), gpu="B200")
     assert "libdevice.cyl_bessel_i0" in ei.value.message and "register_libdevice" in ei.value.hint
     assert "libdevice.cyl_bessel_i0(x)" in (ei.value.source_line or "")
+
+
+@triton.jit
+def _tmem_packed_p(out_ptr, BM: tl.constexpr, BN: tl.constexpr):
+    s = tlx.local_alloc((BM, BN), tl.float32, 1, tlx.storage_kind.tmem)
+    rows = tl.arange(0, BM)[:, None]
+    tlx.local_store(s[0], (rows * 1000 + tl.arange(0, BN)[None, :]).to(tl.float32))
+    right = tlx.subslice(s[0], BN // 2, BN // 2)
+    p_view = tlx.local_reinterpret(right, tl.float16)        # P written over the right half of S, packed
+    tlx.local_store(p_view, (rows + tl.arange(0, BN // 2)[None, :]).to(tl.float16))
+    p = tlx.local_load(p_view).to(tl.float32)
+    left = tlx.local_load(tlx.subslice(s[0], 0, BN // 2))
+    offs = rows * BN + tl.arange(0, BN // 2)[None, :]
+    tl.store(out_ptr + offs, left)
+    tl.store(out_ptr + offs + BN // 2, p)
+
+
+def test_tmem_column_slice_reinterpreted_as_16_bit_packs_two_values_per_column():
+    # what blackwell-gdpa does: S in float32 columns, P (bf16/fp16) written over a column slice of it
+    out = torch.zeros(128, 64)
+    res = simulate(_tmem_packed_p, out, BM=128, BN=64, grid=(1,), gpu="B200")
+    rows = torch.arange(128)[:, None]
+    torch.testing.assert_close(out[:, :32], (rows * 1000 + torch.arange(32)[None, :]).float())
+    torch.testing.assert_close(out[:, 32:], (rows + torch.arange(32)[None, :]).float())
+    assert res.ok, res
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")        # the racy schedule feeds NaNs to later MMAs
+def test_gdpa_tutorial_epilogue_reads_the_accumulator_without_waiting(tutorial):
+    # blackwell-gdpa's epilogue loads O from TMEM with the wait for the P V MMA commented out ("FIXME: wait till
+    # o0 is done"): the simulator reports the race between that load and the MMA, on both O halves
+    mod = tutorial("blackwell-gdpa")
+    lq, lk = [150, 70], [160, 160]                 # K/V dense: its descriptor spans max_seq_len_kv rows a sequence
+    qo, ko = (torch.tensor([0, *torch.tensor(x).cumsum(0).tolist()], dtype=torch.int32) for x in (lq, lk))
+    q = (torch.rand(int(qo[-1]), 2, 128) - 0.5).to(torch.bfloat16)
+    k, v = ((torch.rand(int(ko[-1]), 2, 128) - 0.5).to(torch.bfloat16) for _ in range(2))
+    res = simulate(mod.gdpa_forward_tlx, q, k, v, qo, ko, max(lq), max(lk), gpu="B200", activation="fast_gelu")
+    src = open(mod.__file__).read().splitlines()
+    load_o0 = next(i + 1 for i, l in enumerate(src) if "o0 = tlx.local_load(o0_view)" in l)
+    pairs = {frozenset((f.line, f.other_line)) for f in res.races}
+    assert any(load_o0 in p for p in pairs), res.findings
+    assert any("o0_buf" in f.message for f in res.races) and any("o1_buf" in f.message for f in res.races)

@@ -164,9 +164,7 @@ class SmemView:
             elif op[0] == "perm":
                 arr = arr.transpose(op[1])
             elif op[0] == "reinterpret":
-                if not arr.flags.c_contiguous:
-                    raise ValueError("local_reinterpret of a non-contiguous view")
-                arr = arr.view(op[1]).reshape(op[2])
+                arr = _reinterpret(arr, op[1], op[2], self.alloc.storage == "tmem")
         return arr
 
     @property
@@ -204,3 +202,16 @@ class SmemView:
 
     def __repr__(self):
         return f"SmemView({self.slot_name})"
+
+
+def _reinterpret(arr: np.ndarray, np_dtype, shape, tmem: bool) -> np.ndarray:
+    """``arr`` as ``shape`` elements of ``np_dtype``. In TMEM a row's values sit in consecutive 32-bit columns of
+    its lane, so a column slice [m, n] of 32-bit values read as 16-bit [m, n] is its first n / 2 columns, packed
+    (how FA kernels write P over the S tile they computed it from)."""
+    if arr.flags.c_contiguous:
+        return arr.view(np_dtype).reshape(shape)
+    if tmem and arr.ndim == 2 and len(shape) == 2 and shape[0] == arr.shape[0] and arr.strides[-1] == arr.itemsize:
+        nbytes = shape[1] * np.dtype(np_dtype).itemsize
+        if nbytes % arr.itemsize == 0 and nbytes <= arr.shape[1] * arr.itemsize:
+            return arr[:, :nbytes // arr.itemsize].view(np_dtype)
+    raise ValueError(f"local_reinterpret of a non-contiguous {list(arr.shape)} view as {list(shape)} {np.dtype(np_dtype)}")
