@@ -1,6 +1,7 @@
 """Fail loudly when Triton's private interpreter (or the TLX frontend) changes under the simulator."""
 import inspect
 
+import numpy as np
 import triton
 from triton.runtime import interpreter
 
@@ -60,3 +61,19 @@ def test_patching_is_undone():
     assert tlx.barrier_wait is not before
     undo()
     assert tlx.barrier_wait is before
+
+
+def test_signatures_the_bf16_numerics_wrap():
+    sig = lambda f: list(inspect.signature(f).parameters)
+    B = interpreter.InterpreterBuilder
+    assert sig(B.binary_op) == ["self", "lhs", "rhs", "op"]
+    assert sig(B.unary_op) == ["self", "arg", "op"]
+    assert sig(B.ternary_op) == ["self", "lhs", "rhs", "other", "op"]
+    assert sig(B.create_fma) == ["self", "x", "y", "z"]
+    assert sig(B.cast_impl) == ["self", "src", "dst_type"]
+    assert sig(interpreter.ReduceOps.sum) == ["self", "input"]
+    assert sig(interpreter.ReduceOps.min_max) == ["self", "input", "val_reduce_op", "idx_reduce_op"]
+    assert sig(interpreter.ScanOps.cumsum) == ["self", "input"] and sig(interpreter.ScanOps.cumprod) == ["self", "input"]
+    # bf16 is stored as its bits in uint16 (what install_bf16_numerics decodes)
+    import triton.language as tl
+    assert ia.np_dtype(tl.bfloat16) == np.uint16

@@ -312,6 +312,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     undo_desc = ia.install_fast_descriptors(HostMemory(ranges), _account_global)
     undo_overflow = ia.skip_dead_overflow_checks()
     undo_memo = ia.memoize_scalar_ops()
+    undo_bf16 = ia.install_bf16_numerics()
     # a launch allocates hundreds of thousands of short-lived objects (scalars, views, spans), almost none
     # in cycles: with the default thresholds the cyclic collector ran ~35 times a launch and a full
     # collection every few launches (~10% of a 512^3 GEMM's time). Collect rarely while it runs.
@@ -348,6 +349,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     finally:
         JITFunction.__call__ = saved_call
         gc.set_threshold(*gc_thresholds)
+        undo_bf16()
         undo_memo()
         undo_overflow()
         undo_desc()

@@ -31,7 +31,7 @@ USED_NAMES = {
     "TensorHandle": "class", "TensorDescHandle": "class", "InterpreterBuilder": "class",
     "InterpreterOptions": "class", "interpreter_semantic": "object", "interpreter_builder": "object",
     "_patch_lang": "function", "_implicit_cvt": "function", "_get_np_dtype": "function",
-    "ASTTransformer": "class",
+    "ASTTransformer": "class", "ReduceOps": "class", "ScanOps": "class",
 }
 
 
@@ -410,4 +410,145 @@ def memoize_scalar_ops():
         for name in _PURE_SCALAR_OPS:
             sem.__dict__.pop(name, None)
         cache.clear()
+    return undo
+
+
+# -- bf16 numerics ------------------------------------------------------------------------------------------
+# Triton's interpreter stores bf16 as its raw 16 bits in uint16 arrays (numpy has no bf16) but then computes
+# on those bits as if they were integers: tl.dot multiplies the bit patterns (an O(1) attention comes out
+# ~1e9), x + y adds them, x < y compares them as unsigned, sums add them, and float32 -> bf16 truncates where
+# the GPU's cvt.rn.bf16.f32 rounds to nearest even. install_bf16_numerics computes every such op on the
+# float32 values of the bits and rounds bf16 results to nearest even, as the GPU does.
+
+def bf16_bits_to_f32(bits) -> np.ndarray:
+    """float32 values of bf16 bit patterns (exact)."""
+    return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16_bits(x) -> np.ndarray:
+    """bf16 bit patterns (uint16) of float values, rounded to nearest even (NaN stays NaN, overflow is inf)."""
+    a = np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+    u = a.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = ((u >> 16) & 0x8000).astype(np.uint16) | np.uint16(0x7FC0)
+    return np.where(np.isnan(a), nan, r).astype(np.uint16)
+
+
+def _is_bf16(h) -> bool:
+    return getattr(h.dtype, "scalar", h.dtype) == tl.bfloat16 and np.asarray(h.data).dtype == np.uint16
+
+
+def _wide(h):
+    """The values of a handle as a numpy array: bf16 decoded to float32, anything else unchanged."""
+    return bf16_bits_to_f32(h.data) if _is_bf16(h) else h.data
+
+
+def _bf16_out(out) -> TensorHandle:
+    out = np.asarray(out)
+    if out.dtype == np.bool_:
+        return TensorHandle(out, tl.int1)
+    return TensorHandle(f32_to_bf16_bits(out), tl.bfloat16)
+
+
+def install_bf16_numerics():
+    """Make the interpreter's ops on bf16 compute on values, not bits (see above): dots (bf16 operands widened
+    exactly to float32, as the tensor cores multiply them), elementwise arithmetic, comparisons, min/max, fma,
+    clamp, casts to and from bf16 (to bf16: round to nearest even), bf16 constants, and the sum / min / max
+    reductions and cumulative sums. Ops on other types are unchanged. Returns a function undoing it."""
+    b = interpreter_builder
+    cls = type(b)
+    bf16 = tl.bfloat16
+
+    def create_dot(a, bb, d, input_precision, max_num_imprecise_acc):
+        if _is_bf16(a):
+            a = TensorHandle(bf16_bits_to_f32(a.data), tl.float32)
+        if _is_bf16(bb):
+            bb = TensorHandle(bf16_bits_to_f32(bb.data), tl.float32)
+        return cls.create_dot(b, a, bb, d, input_precision, max_num_imprecise_acc)
+
+    def binary_op(lhs, rhs, op):
+        if not (_is_bf16(lhs) or _is_bf16(rhs)):
+            return cls.binary_op(b, lhs, rhs, op)
+        with np.errstate(all="ignore"):
+            return _bf16_out(op(_wide(lhs), _wide(rhs)))
+
+    def unary_op(arg, op):
+        if not _is_bf16(arg):
+            return cls.unary_op(b, arg, op)
+        with np.errstate(all="ignore"):
+            return _bf16_out(op(_wide(arg)))
+
+    def ternary_op(lhs, rhs, other, op):
+        # select (np.where) picks bits and is right as it is; clip compares values
+        if op is np.where or not any(_is_bf16(h) for h in (lhs, rhs, other)):
+            return cls.ternary_op(b, lhs, rhs, other, op)
+        return _bf16_out(op(_wide(lhs), _wide(rhs), _wide(other)))
+
+    def create_fma(x, y, z):
+        if not any(_is_bf16(h) for h in (x, y, z)):
+            return cls.create_fma(b, x, y, z)
+        exact = _wide(x).astype(np.float64) * _wide(y) + _wide(z)
+        return _bf16_out(exact.astype(np.float32))
+
+    def cast_impl(src, dst_type):
+        s, d = src.dtype.scalar, dst_type.scalar
+        if s == d or (s != bf16 and d != bf16):
+            return cls.cast_impl(b, src, dst_type)
+        if d == bf16:           # any float or integer -> bf16
+            return TensorHandle(f32_to_bf16_bits(np.asarray(src.data).astype(np.float32)), bf16)
+        vals = bf16_bits_to_f32(src.data)      # bf16 -> float32 exactly, then as the interpreter converts
+        return cls.cast_impl(b, TensorHandle(vals, tl.float32), dst_type) if d != tl.float32 \
+            else TensorHandle(vals, tl.float32)
+
+    def get_bf16(value):
+        return TensorHandle(f32_to_bf16_bits(np.array([value], dtype=np.float32)), bf16)
+
+    ops = {"create_dot": create_dot, "binary_op": binary_op, "unary_op": unary_op, "ternary_op": ternary_op,
+           "create_fma": create_fma, "cast_impl": cast_impl, "get_bf16": get_bf16}
+    saved = {n: b.__dict__.get(n) for n in ops}
+    for n, f in ops.items():
+        setattr(b, n, f)
+
+    # reductions and scans with a fast numpy path (the generic ones run the combine fn through the ops above)
+    R, S = _interp.ReduceOps, _interp.ScanOps
+    r_sum, r_minmax, s_cumsum, s_cumprod = R.sum, R.min_max, S.cumsum, S.cumprod
+
+    def _rebf16(t):
+        """A float32 result of the interpreter's reduction as bf16 (rounded to nearest even), same shape."""
+        ty = tl.block_type(bf16, list(t.type.shape)) if isinstance(t.type, tl.block_type) else bf16
+        return tl.core.tensor(TensorHandle(f32_to_bf16_bits(t.handle.data), bf16), ty)
+
+    def _widened(t):
+        ty = tl.block_type(tl.float32, list(t.type.shape)) if isinstance(t.type, tl.block_type) else tl.float32
+        return tl.core.tensor(TensorHandle(bf16_bits_to_f32(t.handle.data), tl.float32), ty)
+
+    def red_sum(self, input):
+        return r_sum(self, input) if input.dtype != bf16 else _rebf16(r_sum(self, _widened(input)))
+
+    def red_min_max(self, input, val_reduce_op, idx_reduce_op=None):
+        x = input[0] if isinstance(input, tuple) else input
+        if x.dtype != bf16:
+            return r_minmax(self, input, val_reduce_op, idx_reduce_op)
+        res = r_minmax(self, _widened(x), val_reduce_op, idx_reduce_op)
+        if isinstance(res, tuple):
+            return _rebf16(res[0]), res[1]
+        return res if val_reduce_op is None else _rebf16(res)
+
+    def _scan(orig):
+        def scan(self, input):
+            if input.dtype != bf16:
+                return orig(self, input)
+            return [_rebf16(t) for t in orig(self, _widened(input))]
+        return scan
+
+    R.sum, R.min_max = red_sum, red_min_max
+    S.cumsum, S.cumprod = _scan(s_cumsum), _scan(s_cumprod)
+
+    def undo():
+        for n, v in saved.items():
+            if v is None:
+                b.__dict__.pop(n, None)
+            else:
+                setattr(b, n, v)
+        R.sum, R.min_max, S.cumsum, S.cumprod = r_sum, r_minmax, s_cumsum, s_cumprod
     return undo

@@ -146,9 +146,8 @@ class _TLXBuilder(ia.InterpreterBuilder):
 
     def get_bf16(self, value):
         # the interpreter has no bf16 constant (uTLX makes one as local_alloc's type carrier): bf16 is
-        # stored as the upper 16 bits of the float32
-        bits = np.array([value], dtype=np.float32).view(np.uint32) >> 16
-        return ia.TensorHandle(bits.astype(np.uint16), tl.bfloat16)
+        # stored as the upper 16 bits of the float32, rounded to nearest even
+        return ia.TensorHandle(ia.f32_to_bf16_bits(np.array([value], dtype=np.float32)), tl.bfloat16)
 
     # -- layouts: the CPU has none; keep handles unchanged ----------------------------------
     def make_swizzled_shared_encoding_attr(self, *a):
