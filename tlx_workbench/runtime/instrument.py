@@ -15,12 +15,32 @@ Only the first ``max_ctas`` CTAs record, at most ``capacity`` events per lane.
 (time unit: SM cycles, each CTA from its own first record, since SM clocks are
 not synchronised).
 
+Calls into ``@triton.jit`` helpers are timed too: inside an async task, a
+statement that calls a helper (a name, or ``module.name``, of the kernel's or the
+helper's module) whose body (or a helper it calls, up to ``MAX_HELPER_DEPTH``
+deep) holds TLX ops of interest calls an instrumented copy ``_wb_<name>``
+instead, which takes the record state as leading arguments and returns the
+advanced record count next to its own value::
+
+    x = f(a)          ->  x, _wb_n = _wb_f(_wb_prof, _wb_base, _wb_n, _wb_lim, a)
+    a, b = f(a)       ->  (a, b), _wb_n = _wb_f(...)
+    f(a)              ->  _wb_n = _wb_f(...)      (a helper that returns nothing)
+
+Its ops' event sites carry the helper's own file and source line. A helper call
+inside a larger expression (``y = f(a) + 1``, ``use += f(a)``, ``return f(a)``,
+an argument of another call) stays as it is and is not timed; so does an op
+that is not a statement of its own. Each copy runs in a namespace of its own
+module's globals, so helpers imported from another module compile with the
+names they see there. ``mode="proton"`` (Proton scopes) times the kernel's own
+statements only.
+
 >>> inst = instrument(my_kernel)                  # doctest: +SKIP
 >>> inst.kernel[grid](buf, *args, **constexprs)   # doctest: +SKIP
 """
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import hashlib
 import inspect
@@ -31,6 +51,8 @@ from ..errors import GPUError
 
 MAX_REPLICAS = 8
 PARAM = "_wb_prof"
+MAX_HELPER_DEPTH = 4          # helper calls nested deeper than this are not timed
+_STATE = (PARAM, "_wb_base", "_wb_n", "_wb_lim")     # the leading parameters of an instrumented helper
 
 # op name -> (span kind, shown name)
 OPS = {
@@ -63,6 +85,20 @@ class EventSite:
     line: int
     lane_task: str
     barrier: str | None = None
+    file: str | None = None        # the helper's file (None: the kernel's)
+    func: str | None = None        # the @jit helper the op is in (None: the kernel itself)
+
+
+@dataclasses.dataclass
+class HelperCopy:
+    """The instrumented copy of one ``@triton.jit`` helper for the calls of one task."""
+    name: str                      # _wb_<helper>
+    helper: str                    # the helper's own name
+    source: str                    # the rewritten ``def`` (no decorator)
+    file: str
+    first_line: int
+    globals: dict = dataclasses.field(repr=False)   # its module's globals: the copy runs among its names
+    returns: bool = False          # returns a value: call sites assign ``value, _wb_n``
 
 
 @dataclasses.dataclass
@@ -75,6 +111,7 @@ class Instrumented:
     capacity: int
     max_ctas: int
     file: str
+    helpers: tuple = ()        # names of the @jit helpers whose ops are timed too
 
     @property
     def lanes(self) -> int:
@@ -118,12 +155,181 @@ def _is_async_tasks(item) -> bool:
     return isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) and e.func.attr == "async_tasks"
 
 
+class _Helpers:
+    """Finds the ``@triton.jit`` helpers a kernel calls and makes their instrumented copies (clock mode)."""
+
+    def __init__(self):
+        self.copies: list[HelperCopy] = []
+        self._info: dict = {}            # id(function) -> (fdef, first_line, file) or None
+        self._has_ops: dict = {}         # (id(function), depth left) -> bool
+        self._copy: dict = {}            # (id(function), task) -> HelperCopy or None
+        self._names: set = set()
+
+    @staticmethod
+    def resolve(func_node, scope: dict):
+        """The Python function of the @jit helper that ``func_node`` (``f`` or ``mod.f``) names in ``scope``."""
+        from triton.runtime.jit import JITFunction
+        obj = None
+        if isinstance(func_node, ast.Name):
+            obj = scope.get(func_node.id)
+        elif isinstance(func_node, ast.Attribute) and isinstance(func_node.value, ast.Name):
+            mod = scope.get(func_node.value.id)
+            if inspect.ismodule(mod):
+                obj = getattr(mod, func_node.attr, None)
+        if not isinstance(obj, JITFunction):
+            return None
+        fn = obj.fn
+        return fn if inspect.isfunction(fn) else None
+
+    def info(self, fn):
+        if id(fn) not in self._info:
+            try:
+                lines, first = inspect.getsourcelines(fn)
+                tree = ast.parse(textwrap.dedent("".join(lines)))
+                fdef = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
+                self._info[id(fn)] = (fdef, first, fn.__code__.co_filename)
+            except (OSError, TypeError, SyntaxError, StopIteration):
+                self._info[id(fn)] = None
+        return self._info[id(fn)]
+
+    def has_ops(self, fn, depth: int) -> bool:
+        """Whether ``fn``'s statements (or those of helpers it calls, ``depth`` levels more) hold ops to time."""
+        key = (id(fn), depth)
+        if key not in self._has_ops:
+            self._has_ops[key] = False          # a helper that calls itself: no ops through that call
+            info = self.info(fn)
+            found = False
+            if info is not None:
+                for stmt in _simple_stmts(info[0].body):
+                    if _stmt_op(stmt):
+                        found = True
+                    elif depth > 0:
+                        call = _stmt_call(stmt)
+                        callee = self.resolve(call.func, fn.__globals__) if call is not None else None
+                        found = callee is not None and self.has_ops(callee, depth - 1)
+                    if found:
+                        break
+            self._has_ops[key] = found
+        return self._has_ops[key]
+
+    def copy_for(self, fn, task: str, depth: int, sites: list) -> HelperCopy | None:
+        """The instrumented copy of ``fn`` for calls from ``task`` (None: its calls stay untimed)."""
+        key = (id(fn), task)
+        if key in self._copy:
+            return self._copy[key]
+        self._copy[key] = None                   # recursion: the inner call stays untimed
+        fdef, first, file = self.info(fn)
+        returns = _return_shape(fdef)
+        if returns is None:
+            return None
+        fdef = copy.deepcopy(fdef)
+        fdef.decorator_list = []
+        name = f"_wb_{fn.__name__}"
+        i = 1
+        while name in self._names:
+            i += 1
+            name = f"_wb_{fn.__name__}_{i}"
+        self._names.add(name)
+        fdef.name = name
+        fdef.args.args[:0] = [ast.arg(arg=a) for a in _STATE]
+        rw = _Rewriter(first, "clock", file=file, func=fn.__name__, scope=fn.__globals__, helpers=self,
+                       sites=sites, depth=depth + 1)
+        fdef.body = rw.stmts(fdef.body, task)
+        fdef.body = _ReturnState().visit_body(fdef.body)
+        if not returns and not _terminates(fdef.body):
+            fdef.body.append(ast.parse("return _wb_n").body[0])
+        ast.fix_missing_locations(fdef)
+        cp = HelperCopy(name, fn.__name__, ast.unparse(fdef), file, first, fn.__globals__, returns)
+        self.copies.append(cp)
+        self._copy[key] = cp
+        return cp
+
+
+def _stmt_call(stmt) -> ast.Call | None:
+    """The call of a statement ``f(...)`` or ``target = f(...)`` (one target), else None."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return stmt.value
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.value, ast.Call):
+        return stmt.value
+    return None
+
+
+def _simple_stmts(body: list):
+    """The statements the rewriter looks at: through with/for/while/if bodies, not into other defs."""
+    for stmt in body:
+        if isinstance(stmt, (ast.With, ast.For, ast.While)):
+            yield from _simple_stmts(stmt.body)
+        elif isinstance(stmt, ast.If):
+            yield from _simple_stmts(stmt.body)
+            yield from _simple_stmts(stmt.orelse)
+        else:
+            yield stmt
+
+
+def _returns(node):
+    """The return statements of a function body (not those of nested defs)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Return):
+            yield child
+        elif not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            yield from _returns(child)
+
+
+def _return_shape(fdef) -> bool | None:
+    """True: every return gives a value; False: none does (bare returns, falling off the end); None: mixed."""
+    valued = [r.value is not None and not (isinstance(r.value, ast.Constant) and r.value.value is None)
+              for r in _returns(fdef)]
+    if not valued:
+        return False
+    if all(valued):
+        return True if _terminates(fdef.body) else None
+    return False if not any(valued) else None
+
+
+def _terminates(body: list) -> bool:
+    """Every path through ``body`` ends in a return."""
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, ast.Return):
+        return True
+    if isinstance(last, ast.If):
+        return _terminates(last.body) and _terminates(last.orelse)
+    return False
+
+
+class _ReturnState(ast.NodeTransformer):
+    """``return x`` -> ``return x, _wb_n``; bare ``return`` -> ``return _wb_n`` (not inside nested defs)."""
+
+    def visit_body(self, body):
+        return [self.visit(s) for s in body]
+
+    def visit_FunctionDef(self, node):
+        return node
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_FunctionDef
+
+    def visit_Return(self, node):
+        n = ast.Name(id="_wb_n", ctx=ast.Load())
+        if node.value is None or (isinstance(node.value, ast.Constant) and node.value.value is None):
+            node.value = n
+        else:
+            node.value = ast.Tuple(elts=[node.value, n], ctx=ast.Load())
+        return node
+
+
 class _Rewriter:
-    def __init__(self, first_line: int, mode: str = "clock"):
+    def __init__(self, first_line: int, mode: str = "clock", *, file: str | None = None, func: str | None = None,
+                 scope: dict | None = None, helpers: _Helpers | None = None, sites: list | None = None,
+                 tasks: list | None = None, depth: int = 0):
         self.first_line = first_line
         self.mode = mode            # "clock": cycle-counter records; "proton": Proton scopes
-        self.sites: list[EventSite] = []
-        self.tasks: list[str] = []
+        self.file, self.func = file, func
+        self.sites: list[EventSite] = [] if sites is None else sites
+        self.tasks: list[str] = [] if tasks is None else tasks
+        self.scope = scope          # names the code sees (helper calls resolve here); None: no helpers
+        self.helpers = helpers if helpers is not None or mode != "clock" or scope is None else _Helpers()
+        self.depth = depth
 
     def prologue(self, task_idx: int, replicated: bool) -> list[ast.stmt]:
         if self.mode == "proton":
@@ -136,6 +342,31 @@ class _Rewriter:
                f"_wb_n = 0\n")
         return ast.parse(src).body
 
+    def helper_call(self, stmt, task: str) -> list | None:
+        """``stmt`` calling the instrumented copy of a helper with ops to time, or None."""
+        if self.helpers is None or self.depth >= MAX_HELPER_DEPTH:
+            return None
+        call = _stmt_call(stmt)
+        fn = self.helpers.resolve(call.func, self.scope) if call is not None else None
+        if fn is None or not self.helpers.has_ops(fn, MAX_HELPER_DEPTH - self.depth - 1):
+            return None
+        if isinstance(stmt, ast.Assign) and not _return_shape(self.helpers.info(fn)[0]):
+            return None                 # assigns what a helper without a value returns: leave it alone
+        cp = self.helpers.copy_for(fn, task, self.depth, self.sites)
+        if cp is None:
+            return None
+        new_call = ast.Call(func=ast.Name(id=cp.name, ctx=ast.Load()),
+                            args=[ast.Name(id=a, ctx=ast.Load()) for a in _STATE] + call.args,
+                            keywords=call.keywords)
+        n = ast.Name(id="_wb_n", ctx=ast.Store())
+        if isinstance(stmt, ast.Assign):
+            target = ast.Tuple(elts=[stmt.targets[0], n], ctx=ast.Store())
+        elif cp.returns:
+            target = ast.Tuple(elts=[ast.Name(id="_wb_unused", ctx=ast.Store()), n], ctx=ast.Store())
+        else:
+            target = n
+        return [ast.copy_location(ast.Assign(targets=[target], value=new_call), stmt)]
+
     def stmts(self, body: list, task: str) -> list:
         out = []
         for stmt in body:
@@ -147,7 +378,8 @@ class _Rewriter:
                     arg = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "bar"),
                                                               call.keywords[0].value)
                     barrier = ast.unparse(arg)
-                site = EventSite(len(self.sites), op, OPS[op], self.first_line + stmt.lineno - 1, task, barrier)
+                site = EventSite(len(self.sites), op, OPS[op], self.first_line + stmt.lineno - 1, task, barrier,
+                                 self.file, self.func)
                 self.sites.append(site)
                 if self.mode == "proton":
                     scope = proton_scope_name(site)
@@ -159,6 +391,10 @@ class _Rewriter:
                                  f"_wb_rec({PARAM}, _wb_base, _wb_n, _wb_lim, {site.id}, _wb_t0, _wb_t1)\n"
                                  f"_wb_n = _wb_n + 1\n").body
                 out += pre + [stmt] + post
+                continue
+            replaced = self.helper_call(stmt, task) if task is not None else None
+            if replaced is not None:
+                out += replaced
                 continue
             if isinstance(stmt, ast.With):
                 tasks_item = next((it for it in stmt.items if _is_async_tasks(it)), None)
@@ -210,31 +446,43 @@ def proton_scope_name(site: EventSite) -> str:
     return f"{site.op}@{site.line}#{site.id}"
 
 
-def instrument_source(source: str, first_line: int = 1, mode: str = "clock") -> tuple[str, list[EventSite], list[str]]:
-    """Rewrite one kernel's ``def`` source; returns (new source, event sites, task names).
-
-    ``mode="clock"`` adds the record buffer parameter and cycle-counter records;
-    ``mode="proton"`` brackets the same ops with ``pl.enter_scope``/``pl.exit_scope``.
-    """
+def _rewrite(source: str, first_line: int, mode: str, scope: dict | None, file: str | None):
+    """(kernel ``def`` source, sites, task names, helper copies) of one kernel's source."""
     tree = ast.parse(textwrap.dedent(source))
     fdef = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
     fdef.decorator_list = []
     if mode == "clock":
         fdef.args.args.insert(0, ast.arg(arg=PARAM))
-    rw = _Rewriter(first_line, mode)
+    rw = _Rewriter(first_line, mode, file=file, scope=scope if mode == "clock" else None)
     if _uses_async_tasks(fdef):
         fdef.body = rw.stmts(fdef.body, None)
     else:
         rw.tasks.append("default")
         fdef.body = rw.prologue(0, False) + rw.stmts(fdef.body, "default")
     ast.fix_missing_locations(tree)
-    return ast.unparse(tree), rw.sites, rw.tasks
+    copies = rw.helpers.copies if rw.helpers is not None else []
+    return ast.unparse(tree), rw.sites, rw.tasks, copies
+
+
+def instrument_source(source: str, first_line: int = 1, mode: str = "clock", scope: dict | None = None,
+                      file: str | None = None) -> tuple[str, list[EventSite], list[str]]:
+    """Rewrite one kernel's ``def`` source; returns (new source, event sites, task names).
+
+    ``mode="clock"`` adds the record buffer parameter and cycle-counter records;
+    ``mode="proton"`` brackets the same ops with ``pl.enter_scope``/``pl.exit_scope``.
+    ``scope`` (clock mode): the names the kernel sees (its module's globals); calls of
+    ``@triton.jit`` helpers found there are timed too, and the new source then starts
+    with the helpers' instrumented copies (``def _wb_<name>(...)``), the kernel last.
+    """
+    new_src, sites, tasks, copies = _rewrite(source, first_line, mode, scope, file)
+    return "\n\n".join([c.source for c in copies] + [new_src]), sites, tasks
 
 
 def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "clock") -> Instrumented:
     """An instrumented copy of ``kernel`` (a ``@triton.jit`` TLX kernel); see the module docstring.
 
-    ``mode="proton"`` gives a copy with Proton scopes instead (launched without the buffer).
+    ``mode="proton"`` gives a copy with Proton scopes instead (launched without the buffer),
+    around the kernel's own statements only (ops inside @jit helpers are not scoped).
     """
     import triton
     import triton.language as tl
@@ -249,17 +497,20 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
         raise GPUError(f"cannot read the source of {func.__name__}: {e}",
                        hint="define the kernel in a file or a notebook cell") from None
     file = func.__code__.co_filename
-    new_src, sites, tasks = instrument_source("".join(lines), first, mode)
+    new_src, sites, tasks, copies = _rewrite("".join(lines), first, mode, func.__globals__, file)
     if not sites:
         raise GPUError(f"{func.__name__} has no TLX operation to time", file=file, line=first,
-                       hint="profile records barrier waits/arrives, TMA loads/stores, async_dot and stores")
+                       hint="profile records barrier waits/arrives, TMA loads/stores, async_dot and stores that "
+                            "are statements of their own, in the kernel or in a @jit helper called as a statement "
+                            "(`x = helper(...)`, `helper(...)`) inside an async task")
     lanes = max(1, len(tasks)) * MAX_REPLICAS
+    helper_src = "".join(f"\n\n@triton.jit\n{c.source}\n" for c in copies)
     if mode == "proton":
         body = "\n\n@triton.jit\n" + new_src + "\n"
     else:
         header = (f"_WB_CAP = tl.constexpr({capacity})\n_WB_MAXC = tl.constexpr({max_ctas})\n"
                   f"_WB_LANES = tl.constexpr({lanes})\n")
-        body = header + _RECORD_SRC + "\n\n@triton.jit\n" + new_src + "\n"
+        body = header + _RECORD_SRC + helper_src + "\n\n@triton.jit\n" + new_src + "\n"
     digest = hashlib.sha1(body.encode()).hexdigest()[:16]
     from .transport import _CACHE_DIR
     os.makedirs(_CACHE_DIR, exist_ok=True)
@@ -270,12 +521,33 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
         os.replace(path + ".tmp", path)
     ns = dict(func.__globals__)
     import triton.language.extra.tlx as tlx
-    ns.update(triton=triton, tl=tl, tlx=tlx, __file__=path, __name__=f"tlxwb_instrumented_{digest}")
+    modname = f"tlxwb_instrumented_{digest}"
+    ns.update(triton=triton, tl=tl, tlx=tlx, __file__=path, __name__=modname)
     if mode == "proton":
         import triton.profiler.language as pl
         ns["pl"] = pl
-    exec(compile(body, path, "exec"), ns)
-    return Instrumented(ns[func.__name__], body, sites, tasks, capacity, max_ctas, file)
+    # every top-level statement runs in the kernel's namespace, except the copies of helpers
+    # from other modules: each of those runs among its own module's names (one namespace per
+    # module), so that it compiles with what its module imports
+    spaces = {id(func.__globals__): ns}
+    home = {}
+    for c in copies:
+        g = c.globals
+        if id(g) not in spaces:
+            spaces[id(g)] = dict(g, triton=triton, __file__=path, __name__=f"{modname}_{len(spaces)}")
+        home[c.name] = spaces[id(g)]
+    made = {}
+    for node in compile(body, path, "exec", ast.PyCF_ONLY_AST).body:
+        target = home.get(node.name, ns) if isinstance(node, ast.FunctionDef) else ns
+        exec(compile(ast.Module(body=[node], type_ignores=[]), path, "exec"), target)
+        if isinstance(node, ast.FunctionDef) and node.name in home:
+            made[node.name] = target[node.name]
+    for space in spaces.values():
+        if space is not ns:
+            space.update(_wb_clock=ns["_wb_clock"], _wb_rec=ns["_wb_rec"])
+        space.update(made)
+    return Instrumented(ns[func.__name__], body, sites, tasks, capacity, max_ctas, file,
+                        tuple(dict.fromkeys(c.helper for c in copies)))
 
 
 def decode(buf, sites: list[EventSite], tasks: list[str], *, capacity: int, max_ctas: int, file: str | None = None,
@@ -302,8 +574,9 @@ def decode(buf, sites: list[EventSite], tasks: list[str], *, capacity: int, max_
             for ev, t0, t1 in recs[lane][used[lane]]:
                 site = sites[int(ev) - 1]
                 tr.add_span(Span(cta=cta, task=task, replica=replica, kind=site.kind, start=float(t0 - t_min),
-                                 end=float(max(t1, t0) - t_min), name=site.op, line=site.line, file=file,
-                                 barrier=site.barrier))
+                                 end=float(max(t1, t0) - t_min), name=site.op, line=site.line,
+                                 file=site.file or file, barrier=site.barrier,
+                                 args={"helper": site.func} if site.func else {}))
     if truncated:
         tr.meta["truncated_lanes"] = truncated
     return tr
