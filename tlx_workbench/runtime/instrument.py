@@ -431,7 +431,7 @@ def _wb_clock():
 def _wb_rec(buf, base, n, lim, ev: tl.constexpr, t0, t1):
     if n < lim:
         p = buf + base + n * 3
-        tl.store(p, (t0 * 0 + ev + 1).to(tl.int64))
+        tl.store(p, ev + 1)
         tl.store(p + 1, t0)
         tl.store(p + 2, t1)
 '''
