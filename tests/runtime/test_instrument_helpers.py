@@ -71,6 +71,7 @@ def k(x_ptr, bars, N: tl.constexpr):
                 a, b = _h_pair(x_ptr, j)
                 _h_none(x_ptr, i)
                 _h_early(x_ptr, i, True)
+                _h_one(bars, i)
                 y = _h_one(bars, i) + 1
                 z = _h_plain(i)
         with tlx.async_task(num_warps=4, replicate=2):
@@ -92,9 +93,10 @@ def test_helper_calls_are_rewritten_to_instrumented_copies():
     assert f"(a, b), _wb_n = _wb__h_pair({state}, x_ptr, j)" in new
     assert f"_wb_n = _wb__h_none({state}, x_ptr, i)" in new
     assert f"_wb_n = _wb__h_early({state}, x_ptr, i, True)" in new
+    assert f"_wb_drop0, _wb_n = _wb__h_one({state}, bars, i)" in new      # its value is dropped
     # a call inside an expression, and a helper without ops, stay as they are
     assert "y = _h_one(bars, i) + 1" in new and "z = _h_plain(i)" in new and "_wb__h_plain" not in new
-    defs = {d.split("(")[0]: d for d in re.split(r"^def ", new, flags=re.M) if d}
+    defs = {d.split("(")[0]: d for d in re.split(r"^def ", new, flags=re.MULTILINE) if d}
     one, pair, none, early = (defs[n] for n in ("_wb__h_one", "_wb__h_pair", "_wb__h_none", "_wb__h_early"))
     assert one.startswith(f"_wb__h_one({state}, bars, i):") and "return (i + 1, _wb_n)" in one
     assert "return ((v, i), _wb_n)" in pair
@@ -209,7 +211,7 @@ def _check_lanes(tr):
     for lane in tr.lanes():
         spans = list(tr.spans_of(cta=lane[0], task=lane[1], replica=lane[2]))
         assert all(0 <= s.start <= s.end for s in spans)
-        assert all(a.end <= b.start for a, b in zip(spans, spans[1:]))      # one op after the other
+        assert all(a.end <= b.start for a, b in itertools.pairwise(spans))      # one op after the other
         assert all(s.start % _TICK_STEP == 0 for s in spans)
 
 
@@ -293,6 +295,7 @@ def two_modules(x_ptr, y_ptr, z_ptr, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     v = scale_in_place(x_ptr, offs)
     w = hm.scale_in_place(z_ptr, offs)
+    scale_in_place(z_ptr, offs)        # its value dropped
     tl.store(y_ptr + offs, v * SCALE + w)
 '''
 
@@ -315,6 +318,7 @@ def test_helpers_from_another_module_keep_their_own_names(two_modules, clock64_o
     inst = instrument.instrument(two_modules.two_modules, capacity=8, max_ctas=1)
     assert inst.helpers == ("scale_in_place",)
     assert "v, _wb_n = _wb_scale_in_place(" in inst.source and "w, _wb_n = _wb_scale_in_place(" in inst.source
+    assert "_wb_drop0, _wb_n = _wb_scale_in_place(" in inst.source
     helper_file = sys.modules[two_modules.__name__.replace("_kernel", "_helpers")].__file__
     assert [(s.op, s.func, s.file) for s in inst.sites] == [
         ("load", "scale_in_place", helper_file), ("store", "scale_in_place", helper_file),
@@ -327,17 +331,17 @@ def test_helpers_from_another_module_keep_their_own_names(two_modules, clock64_o
     res = wb.simulate(inst.kernel, buf, x, y, z, BLOCK=64, grid=(1,))
     assert res.ok, res
     torch.testing.assert_close(x, x0 * 3)             # the helper multiplies by its module's SCALE
-    torch.testing.assert_close(z, z0 * 3)
+    torch.testing.assert_close(z, z0 * 9)
     torch.testing.assert_close(y, x0 * 5 + z0)        # the kernel by its own
     tr = instrument.decode(buf.numpy(), inst.sites, inst.tasks, capacity=8, max_ctas=1, file=inst.file)
-    assert [(s.name, s.file) for s in tr.spans] == [("load", helper_file), ("store", helper_file)] * 2 + [
+    assert [(s.name, s.file) for s in tr.spans] == [("load", helper_file), ("store", helper_file)] * 3 + [
         ("store", inst.file)]
     _check_lanes(tr)
     with offline("sm_90"):
         xs = [torch.empty(64) for _ in range(3)]
         ptx = inst.kernel.warmup(inst.buffer("cpu"), *xs, BLOCK=64, grid=(1,)).asm["ptx"]
-    # a clock read before and after both helper calls' ops and the kernel's store
-    assert len(re.findall(r"mov\.u64\s+%rd\d+, %clock64;", ptx)) >= 2 * 5
+    # a clock read before and after the three helper calls' ops and the kernel's store
+    assert len(re.findall(r"mov\.u64\s+%rd\d+, %clock64;", ptx)) >= 2 * 7
 
 
 def test_no_op_error_points_at_helper_calls_in_expressions():

@@ -23,7 +23,7 @@ instead, which takes the record state as leading arguments and returns the
 advanced record count next to its own value::
 
     x = f(a)          ->  x, _wb_n = _wb_f(_wb_prof, _wb_base, _wb_n, _wb_lim, a)
-    a, b = f(a)       ->  (a, b), _wb_n = _wb_f(...)
+    a, b = f(a)       ->  (a, b), _wb_n = _wb_f(...)    (the copy returns ``(a, b), _wb_n``)
     f(a)              ->  _wb_n = _wb_f(...)      (a helper that returns nothing)
 
 Its ops' event sites carry the helper's own file and source line. A helper call
@@ -164,6 +164,7 @@ class _Helpers:
         self._has_ops: dict = {}         # (id(function), depth left) -> bool
         self._copy: dict = {}            # (id(function), task) -> HelperCopy or None
         self._names: set = set()
+        self.dropped = 0                 # values of helper calls made as statements: _wb_drop<k>, one per site
 
     @staticmethod
     def resolve(func_node, scope: dict):
@@ -362,7 +363,10 @@ class _Rewriter:
         if isinstance(stmt, ast.Assign):
             target = ast.Tuple(elts=[stmt.targets[0], n], ctx=ast.Store())
         elif cp.returns:
-            target = ast.Tuple(elts=[ast.Name(id="_wb_unused", ctx=ast.Store()), n], ctx=ast.Store())
+            # a name per call site: one shared name could become a loop-carried variable of two types
+            drop = ast.Name(id=f"_wb_drop{self.helpers.dropped}", ctx=ast.Store())
+            self.helpers.dropped += 1
+            target = ast.Tuple(elts=[drop, n], ctx=ast.Store())
         else:
             target = n
         return [ast.copy_location(ast.Assign(targets=[target], value=new_call), stmt)]
@@ -431,7 +435,7 @@ def _wb_clock():
 def _wb_rec(buf, base, n, lim, ev: tl.constexpr, t0, t1):
     if n < lim:
         p = buf + base + n * 3
-        tl.store(p, ev + 1)
+        tl.store(p, ev + 1)          # a constant: the record does not depend on the clock's value
         tl.store(p + 1, t0)
         tl.store(p + 2, t1)
 '''
