@@ -185,10 +185,8 @@ def test_instrumented_attention_compiles_offline_for_hopper(name):
 
 
 # --- the CPU simulator --------------------------------------------------------------------------
-# The simulator's inline PTX results are float32 (its inline-asm hook makes float32 handles whatever
-# dtype the kernel asks for), and a store of such a handle writes its 4 bytes into the int64 slot.
-# So the counter's meaning returns the tick's int32 bit pattern viewed as float32: the buffer then
-# holds the tick itself.
+# The simulator stores an inline-PTX result as the dtype the kernel asks for (int64 here), so the
+# counter's meaning returns plain integer ticks.
 _TICK_STEP = 10
 
 
@@ -198,7 +196,7 @@ def clock64_on_simulator():
     ticks = itertools.count(1)
 
     def clock():
-        return np.array([next(ticks) * _TICK_STEP], dtype=np.int32).view(np.float32)[0]
+        return np.int64(next(ticks) * _TICK_STEP)
 
     tl_extras.register_inline_asm(r"mov\.u64 \$0, %clock64;", clock)
     entry = tl_extras._KNOWN[0]

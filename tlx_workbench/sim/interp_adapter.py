@@ -190,13 +190,19 @@ class _AsmCall:
 
 
 def install_inline_asm(run_asm):
-    """Give ``tl.inline_asm_elementwise`` a meaning: ``run_asm(asm, [np arrays]) -> np array`` (float32
-    results; one output). The interpreter itself refuses inline assembly. Returns a function undoing it."""
+    """Give ``tl.inline_asm_elementwise`` a meaning: ``run_asm(asm, [np arrays of values]) -> np array``
+    (one output). bf16 operands arrive as their float32 values; the result is stored as the dtype the
+    kernel asked for (bf16 rounded to nearest even, integers as integers). The interpreter itself
+    refuses inline assembly. Returns a function undoing it."""
     b = interpreter_builder
 
     def create_inline_asm(asm, constraints, values, types, is_pure, pack):
-        out = run_asm(asm, [np.asarray(v.data) for v in values])
-        return _AsmCall([TensorHandle(out, tl.float32)])
+        out = np.asarray(run_asm(asm, [np.asarray(_wide(v)) for v in values]))
+        ty = types[0] if types else tl.float32
+        ty = getattr(ty, "scalar", ty)
+        if ty == tl.bfloat16:
+            return _AsmCall([TensorHandle(f32_to_bf16_bits(out), tl.bfloat16)])
+        return _AsmCall([TensorHandle(out.astype(np_dtype(ty)), ty)])
 
     b.create_inline_asm = create_inline_asm
 

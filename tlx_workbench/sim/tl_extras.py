@@ -54,10 +54,13 @@ def meaning(asm: str):
 
 
 def run(asm: str, arrays: list[np.ndarray]) -> np.ndarray:
+    """The meaning of ``asm`` applied to ``arrays`` (float operands as float32); the caller stores the
+    result as the dtype the kernel asked for."""
     fn = meaning(asm)
     with np.errstate(all="ignore"):
-        out = fn(*[np.asarray(a, dtype=np.float32) for a in arrays])
-    return np.asarray(out, dtype=np.float32)
+        out = fn(*[np.asarray(a, dtype=np.float32) if np.asarray(a).dtype.kind == "f" else np.asarray(a)
+                   for a in arrays])
+    return np.asarray(out)
 
 
 def _has_control_flow(fn) -> bool:
