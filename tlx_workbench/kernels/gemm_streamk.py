@@ -38,8 +38,9 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
-from ._common import grouped_tile, ring_slot, sm_count, torch_alloc
-from .gemm_ws import CONFIGS as _WS_CONFIGS, _config, _ring_barriers, _store_strips, _wait_full, make_descriptors
+from ._common import grouped_tile, sm_count, torch_alloc
+from .gemm_ws import (CONFIGS as _WS_CONFIGS, _config, _load_steps, _mma_steps, _ring_barriers, _store_strips,
+                      make_descriptors)
 from .host import gemm_entry_points, gemm_spec, tma_gemm_call
 
 # named barrier ids of the two consumer warp groups' workspace sync (Triton keeps 0 for the CTA)
@@ -61,66 +62,6 @@ def _sk_segment(it, end, k_steps):
     k0 = it - tile * k_steps
     k1 = tl.minimum(k_steps, k0 + (end - it))
     return tile, k0, k1
-
-
-# The loader's and a consumer group's k-loops of gemm_ws, over a k-range [k0, k1). gemm_ws keeps
-# its own copy inline in the kernel body: wb.profile times a kernel's own statements only (calls
-# into @jit helpers are not instrumented), and its measured timelines show those loops.
-@triton.jit
-def _load_steps(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, row, col, k0, k1, use,
-                HALF_M: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, STAGE_BYTES: tl.constexpr,
-                HALF_A_BYTES: tl.constexpr, B_BYTES: tl.constexpr, SPLIT_FULL: tl.constexpr):
-    """Loader: k-slices k0..k1-1 of the tile at (row, col) into the ring; returns the ring counter."""
-    for k in range(k0, k1):
-        s, parity = ring_slot(use, STAGES)
-        # a fresh barrier is in phase 0: waiting for parity 1 passes at once
-        tlx.barrier_wait(empty[s], parity ^ 1)
-        if SPLIT_FULL:
-            tlx.barrier_expect_bytes(full_a[2 * s], HALF_A_BYTES)
-            tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full_a[2 * s])
-            tlx.barrier_expect_bytes(full_b[s], B_BYTES)
-            tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full_b[s])
-            tlx.barrier_expect_bytes(full_a[2 * s + 1], HALF_A_BYTES)
-            tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full_a[2 * s + 1])
-        else:
-            tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
-            tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full[s])
-            tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full[s])
-            tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full[s])
-        use += 1
-    return use
-
-
-@triton.jit
-def _mma_steps(a_ring, b_ring, full, full_a, full_b, empty, wg, k0, k1, use,
-               STAGES: tl.constexpr, SPLIT_FULL: tl.constexpr, DOT_WAIT0: tl.constexpr):
-    """One consumer group: acc = sum over k-slices k0..k1-1 (k1 > k0) of its A half @ B.
-    Returns (acc, ring counter); every slot it used is released."""
-    # first k-step peeled: it starts the accumulator and has no slot to free yet
-    s, parity = ring_slot(use, STAGES)
-    _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL)
-    acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s])
-    if DOT_WAIT0:
-        acc = tlx.async_dot_wait(0, acc)
-        tlx.barrier_arrive(empty[s])
-    prev = s
-    use += 1
-    for k in range(k0 + 1, k1):
-        s, parity = ring_slot(use, STAGES)
-        _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL)
-        acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s], acc)
-        if DOT_WAIT0:
-            acc = tlx.async_dot_wait(0, acc)
-            tlx.barrier_arrive(empty[s])
-        else:
-            acc = tlx.async_dot_wait(1, acc)    # step k-1 retired: its slot is free
-            tlx.barrier_arrive(empty[prev])
-        prev = s
-        use += 1
-    if not DOT_WAIT0:
-        acc = tlx.async_dot_wait(0, acc)
-        tlx.barrier_arrive(empty[prev])
-    return acc, use
 
 
 @triton.jit

@@ -109,6 +109,63 @@ def _ring_barriers(STAGES: tl.constexpr, SPLIT_FULL: tl.constexpr, WARP_BARRIER:
 
 
 @triton.jit
+def _load_steps(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, row, col, k0, k1, use,
+                HALF_M: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, STAGE_BYTES: tl.constexpr,
+                HALF_A_BYTES: tl.constexpr, B_BYTES: tl.constexpr, SPLIT_FULL: tl.constexpr):
+    """Loader: k-slices k0..k1-1 of the tile at (row, col) into the ring; returns the ring counter."""
+    for k in range(k0, k1):
+        s, parity = ring_slot(use, STAGES)
+        # a fresh barrier is in phase 0: waiting for parity 1 passes at once
+        tlx.barrier_wait(empty[s], parity ^ 1)
+        if SPLIT_FULL:
+            tlx.barrier_expect_bytes(full_a[2 * s], HALF_A_BYTES)
+            tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full_a[2 * s])
+            tlx.barrier_expect_bytes(full_b[s], B_BYTES)
+            tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full_b[s])
+            tlx.barrier_expect_bytes(full_a[2 * s + 1], HALF_A_BYTES)
+            tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full_a[2 * s + 1])
+        else:
+            tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
+            tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full[s])
+            tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full[s])
+            tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full[s])
+        use += 1
+    return use
+
+
+@triton.jit
+def _mma_steps(a_ring, b_ring, full, full_a, full_b, empty, wg, k0, k1, use,
+               STAGES: tl.constexpr, SPLIT_FULL: tl.constexpr, DOT_WAIT0: tl.constexpr):
+    """One consumer group: acc = sum over k-slices k0..k1-1 (k1 > k0) of its A half @ B.
+    Returns (acc, ring counter); every slot it used is released."""
+    # first k-step peeled: it starts the accumulator and has no slot to free yet
+    s, parity = ring_slot(use, STAGES)
+    _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL)
+    acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s])
+    if DOT_WAIT0:
+        acc = tlx.async_dot_wait(0, acc)
+        tlx.barrier_arrive(empty[s])
+    prev = s
+    use += 1
+    for k in range(k0 + 1, k1):
+        s, parity = ring_slot(use, STAGES)
+        _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL)
+        acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s], acc)
+        if DOT_WAIT0:
+            acc = tlx.async_dot_wait(0, acc)
+            tlx.barrier_arrive(empty[s])
+        else:
+            acc = tlx.async_dot_wait(1, acc)    # step k-1 retired: its slot is free
+            tlx.barrier_arrive(empty[prev])
+        prev = s
+        use += 1
+    if not DOT_WAIT0:
+        acc = tlx.async_dot_wait(0, acc)
+        tlx.barrier_arrive(empty[prev])
+    return acc, use
+
+
+@triton.jit
 def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                         GROUP_M: tl.constexpr, STAGES: tl.constexpr,
@@ -140,58 +197,17 @@ def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
             use = 0
             for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                row = pid_m * BM
-                col = pid_n * BN
-                for k in range(k_steps):
-                    s, parity = ring_slot(use, STAGES)
-                    # a fresh barrier is in phase 0: waiting for parity 1 passes at once
-                    tlx.barrier_wait(empty[s], parity ^ 1)
-                    if SPLIT_FULL:
-                        tlx.barrier_expect_bytes(full_a[2 * s], HALF_A_BYTES)
-                        tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full_a[2 * s])
-                        tlx.barrier_expect_bytes(full_b[s], B_BYTES)
-                        tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full_b[s])
-                        tlx.barrier_expect_bytes(full_a[2 * s + 1], HALF_A_BYTES)
-                        tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK],
-                                                  full_a[2 * s + 1])
-                    else:
-                        tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
-                        tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full[s])
-                        tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full[s])
-                        tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full[s])
-                    use += 1
+                use = _load_steps(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, pid_m * BM,
+                                  pid_n * BN, 0, k_steps, use, HALF_M, BK, STAGES, STAGE_BYTES, HALF_A_BYTES,
+                                  B_BYTES, SPLIT_FULL)
 
         with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
             wg = tlx.async_task_replica_id()
             use = 0
             for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                # first k-step peeled: it starts the accumulator and has no slot to free yet
-                s, parity = ring_slot(use, STAGES)
-                _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL)
-                acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s])
-                if DOT_WAIT0:
-                    # drain every step and free the slot at once: the other group's wgmma keeps
-                    # the tensor core busy meanwhile, and the slot returns to the loader a step earlier
-                    acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(empty[s])
-                prev = s
-                use += 1
-                for k in range(1, k_steps):
-                    s, parity = ring_slot(use, STAGES)
-                    _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL)
-                    acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s], acc)
-                    if DOT_WAIT0:
-                        acc = tlx.async_dot_wait(0, acc)
-                        tlx.barrier_arrive(empty[s])
-                    else:
-                        acc = tlx.async_dot_wait(1, acc)    # step k-1 retired: its slot is free
-                        tlx.barrier_arrive(empty[prev])
-                    prev = s
-                    use += 1
-                if not DOT_WAIT0:
-                    acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(empty[prev])
+                acc, use = _mma_steps(a_ring, b_ring, full, full_a, full_b, empty, wg, 0, k_steps, use,
+                                      STAGES, SPLIT_FULL, DOT_WAIT0)
                 _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, pid_m * BM + wg * HALF_M, pid_n * BN,
                               STRIPS, EPI_BUFS, EPI_N)
             tlx.async_descriptor_store_wait(0)
