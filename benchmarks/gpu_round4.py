@@ -33,7 +33,8 @@ from _harness import (attn_inputs, check_attn, check_gemm, check_row, device_lin
 
 # which variants a run measures: "a" (the first call: pe / wb / ex2h), "lazy" (the second call:
 # the lazy O rescale), "plate" (the third: P converted after the P V wgmma retired); no --set
-# means "a", the command that made round4.json; "g3" (the fourth: three consumer groups, D=64)
+# means "a", the command that made round4.json; "g3" (the fourth: three consumer groups, D=64);
+# "zigzag" (prepared, not run yet: the causal zig-zag pair schedule of the persistent kernel)
 SET = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "a"
 STEM = "round4" if SET == "a" else f"round4_{SET}"
 r3.DEADLINE_S = float(os.environ.get("ROUND4_DEADLINE_S", "150"))
@@ -46,6 +47,11 @@ ATTN_BENCH = [((4, 32, 4096, 128), False, ("float16", "bfloat16")),
               ((4, 32, 4096, 64), False, ("float16",))]
 GEMM_CHECK = [(1000, 1032, 520), (4104, 136, 1024), (4096, 4096, 4096)]
 GEMM_BENCH = [(4096, 4096, 4096), (8192, 8192, 8192)]
+if SET == "zigzag":     # causal only (the zig-zag persistent schedule), no GEMM; not run yet
+    ATTN_BENCH = [((4, 32, 4096, 128), True, ("float16", "bfloat16")),
+                  ((2, 32, 8192, 128), True, ("float16", "bfloat16")),
+                  ((4, 32, 4096, 64), True, ("float16", "bfloat16"))]
+    GEMM_CHECK, GEMM_BENCH = [], []
 if SET == "g3":     # D=64 only, no GEMM
     ATTN_BENCH = [((4, 32, 4096, 64), False, ("float16", "bfloat16")),
                   ((2, 32, 8192, 64), False, ("float16",)),
@@ -58,6 +64,14 @@ def attn_variants():
     from tlx_workbench.kernels import attention as A
     P = dict(PERSISTENT=True, Q_BUFS=2)
     both = ("float16", "bfloat16")
+    if SET == "zigzag":
+        Z = dict(PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)
+        return {
+            "plain": (A._config(128, 2), True, both),
+            "plain_b3": (A._config(128, 3), True, both),
+            "pers_zigzag": (A._config(128, 2, **Z), True, both),
+            "g3_pers_zigzag": (A._config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, **Z), True, both),
+        }
     if SET == "g3":
         G3 = dict(BM=192, GROUPS=3, MMA_REGS=160)
         return {

@@ -53,6 +53,9 @@ def test_gemm_compiles_for_sm90(mod, cfg, dtype):
     ("persistent_q2", next(c for c in attention.CONFIGS if c.get("Q_BUFS") == 2 and c["BN"] == 128), False, (1, 2, 256, 128)),
     # D=64's default: three consumer groups in a turn ring (TURN_2 = named barrier 13)
     ("three_groups_d64", attention.configs_for(64)[0], False, (1, 2, 512, 64)),
+    # persistent causal with the zig-zag pair schedule
+    ("persistent_zigzag_causal", attention._config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True), True,
+     (1, 2, 256, 128)),
 ])
 def test_attention_compiles_for_sm90(name, cfg, causal, shape):
     k = attention.compile_offline(cfg, shape=shape, causal=causal)

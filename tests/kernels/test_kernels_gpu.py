@@ -50,6 +50,19 @@ def test_attention_d64_default_three_groups_matches_float64(shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(1, 3, 200, 128), (2, 16, 2048, 128), (1, 5, 1000, 64)], ids=str)
+def test_attention_causal_zigzag_schedule_matches_float64(shape, dtype):
+    """Causal, persistent, zig-zag pairs of query tiles (odd tile counts, several pairs per CTA)."""
+    q, k, v = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    scale = 1 / math.sqrt(shape[-1])
+    attention.launch(q, k, v, o, True, scale, attention._config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True))
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    s = s.masked_fill(torch.ones(shape[2], shape[2], dtype=torch.bool, device="cuda").triu(1), float("-inf"))
+    assert _rel(o, torch.softmax(s, -1) @ v.double()) < TOL[dtype] * 1.5
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [(2, 3, 256, 128), (1, 2, 200, 64), (1, 1, 1000, 128), (2, 2, 128, 64)], ids=str)
 def test_attention_matches_float64(shape, causal, dtype):

@@ -60,3 +60,29 @@ def test_gemm_ws_balanced_cta_count_on_simulator():
         gemm_ws.launch(a, b, c, gemm_ws.SIM_CONFIGS["tiny"], num_sms=4)
     assert sim.result.ok, sim.result
     assert _rel(c, a.double() @ b.double()) < 2e-3
+
+
+@pytest.mark.parametrize("tiles,ctas", [(1, 132), (4, 1), (5, 2), (7, 3), (4096, 132), (4095, 132), (263, 132)])
+def test_persistent_schedules_cover_every_tile_once(tiles, ctas):
+    for zigzag in (False, True):
+        walk = attention.persistent_schedule(tiles, ctas, zigzag)
+        assert sorted(t for w in walk for t in w) == list(range(tiles))
+    if tiles % 2 == 0 and tiles >= 2 * ctas:
+        # zig-zag: each CTA walks whole pairs (2p, 2p+1)
+        assert all(len(w) % 2 == 0 and all(w[i] + 1 == w[i + 1] for i in range(0, len(w), 2))
+                   for w in attention.persistent_schedule(tiles, ctas, True))
+
+
+@pytest.mark.parametrize("shape,ctas", [((1, 3, 200, 64), 2), ((1, 1, 300, 64), 2), ((2, 1, 384, 64), 3)])
+def test_zigzag_causal_schedule_on_simulator(shape, ctas):
+    """The zig-zag pair schedule (causal persistent) on several CTAs: odd tile counts (a CTA ends on
+    a single tile), odd query-block counts (pairs straddle heads), a CTA with one pair."""
+    torch.manual_seed(3)
+    q, k, v = (torch.randn(shape, dtype=torch.float16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    cfg = attention.SIM_CONFIGS["persistent_zigzag"]
+    with wb.simulate(gpu="H200", seed=1, schedules=2) as sim:
+        attention.launch(q, k, v, o, True, 1 / math.sqrt(64), cfg, num_sms=ctas)
+    assert sim.result.ok, sim.result
+    ref = attention.reference(q.double(), k.double(), v.double(), causal=True)
+    assert _rel(o, ref) < 3e-3

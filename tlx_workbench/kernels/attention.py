@@ -166,7 +166,8 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
-                         P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2):
+                         P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
+                         ZIGZAG: tl.constexpr = False):
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -267,14 +268,44 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
 
 
 @triton.jit
-def _tile_coords(tile, num_m, ZH, CAUSAL: tl.constexpr):
+def _tile_coords(tile, num_m, ZH, CAUSAL: tl.constexpr, ZIGZAG: tl.constexpr = False):
     """(start_m, bh) of persistent tile ``tile``. Non-causal: the query blocks of one head are
     consecutive, so the CTAs of a wave share K/V in L2. Causal: the heaviest query blocks of
-    every head first (long KV loops early, short ones fill the tail)."""
-    if CAUSAL:
+    every head first (long KV loops early, short ones fill the tail). ``ZIGZAG`` (causal): per
+    head, heaviest, lightest, next heaviest, ... so that tiles 2p and 2p+1 have equal work
+    together and share one head's K/V."""
+    if ZIGZAG:
+        j = tile % num_m
+        if j % 2 == 0:
+            return num_m - 1 - j // 2, tile // num_m
+        else:
+            return j // 2, tile // num_m
+    elif CAUSAL:
         return num_m - 1 - tile // ZH, tile % ZH
     else:
         return tile % num_m, tile // num_m
+
+
+@triton.jit
+def _walk(pid, num_tiles, NUM_SMS: tl.constexpr, ZIGZAG: tl.constexpr):
+    """(first, end, step) of a persistent CTA's loop counter k; its tile is ``_tile_at(k, ...)``.
+    Plain: tiles pid, pid + NUM_SMS, ... ZIGZAG: pairs of tiles (2p, 2p+1) for p = pid,
+    pid + NUM_SMS, ... (the last pair is one tile when the count is odd)."""
+    if ZIGZAG:
+        num_pairs = tl.cdiv(num_tiles, 2)
+        n = 2 * tl.cdiv(num_pairs - pid, NUM_SMS)
+        n -= ((num_tiles % 2 == 1) & ((num_pairs - 1) % NUM_SMS == pid)).to(tl.int32)
+        return 0, n, 1
+    else:
+        return pid, num_tiles, NUM_SMS
+
+
+@triton.jit
+def _tile_at(k, pid, NUM_SMS: tl.constexpr, ZIGZAG: tl.constexpr):
+    if ZIGZAG:
+        return 2 * (pid + (k // 2) * NUM_SMS) + k % 2
+    else:
+        return k
 
 
 @triton.jit
@@ -285,7 +316,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
-                         P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2):
+                         P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
+                         ZIGZAG: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -316,8 +348,10 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
         with tlx.async_task("default", num_regs=LOADER_REGS):
             ring = 0
             it = 0
-            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
-                start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL)
+            k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
+            for k_tile in range(k_first, k_end, k_step):
+                tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
+                start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
                 head_row = bh * N_CTX
                 if CAUSAL:
                     n_blocks = tl.cdiv(tl.minimum((start_m + 1) * BM, N_CTX), BN)
@@ -349,8 +383,10 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn, once
             ring = 0
             it = 0
-            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
-                start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL)
+            k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
+            for k_tile in range(k_first, k_end, k_step):
+                tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
+                start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
                 head_row = bh * N_CTX
                 if CAUSAL:
                     kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
@@ -412,7 +448,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
 
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
-            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2):
+            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False):
     # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
     # P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
     # WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
@@ -434,7 +470,24 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
     if GROUPS != 2:
         # GROUPS consumer groups of 64 query rows each take GEMM turns in a ring (BM = 64 * GROUPS)
         cfg.update(GROUPS=GROUPS)
+    if ZIGZAG:
+        # persistent only: each CTA takes pairs of tiles (heaviest + lightest query block of one
+        # head) - a causal schedule with equal work per pair; not measured on a GPU yet
+        cfg.update(ZIGZAG=True)
     return cfg
+
+
+def persistent_schedule(num_tiles: int, num_ctas: int, zigzag: bool = False) -> list[list[int]]:
+    """The tiles each persistent CTA walks, in order (the kernel's ``_walk``/``_tile_at``).
+
+    >>> persistent_schedule(5, 2, zigzag=True)
+    [[0, 1, 4], [2, 3]]
+    """
+    if not zigzag:
+        return [list(range(c, num_tiles, num_ctas)) for c in range(num_ctas)]
+    pairs = -(-num_tiles // 2)
+    return [[t for p in range(c, pairs, num_ctas) for t in (2 * p, 2 * p + 1) if t < num_tiles]
+            for c in range(num_ctas)]
 
 
 def smem_bytes(cfg, head_dim, elem=2) -> int:
@@ -469,7 +522,7 @@ def suits(cfg, head_dim, causal=False) -> bool:
     config must fit the 227 KiB of SMEM a CTA may have) and masking: the persistent form walks
     its tiles in a fixed stride, which balances causal work worse than the hardware's block
     scheduler (0.91x SDPA vs 1.04x for the plain grid, round 3), so causal runs leave it out."""
-    if causal and cfg.get("PERSISTENT"):
+    if causal and cfg.get("PERSISTENT") and not cfg.get("ZIGZAG"):
         return False
     return (cfg["BM"] <= 128 or head_dim <= 64) and smem_bytes(cfg, head_dim) <= 232448
 
@@ -498,6 +551,8 @@ SIM_CONFIGS = {
     # three consumer groups in a turn ring (BM=192: ragged query tiles at N=200)
     "three_groups": _config(64, 2, BM=192, GROUPS=3, MMA_REGS=160),
     "three_groups_persistent": _config(32, 3, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
+    # persistent, zig-zag pairs of query tiles (a causal schedule)
+    "persistent_zigzag": _config(64, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
     "plain_plate": _config(32, 3, P_LATE=True),
 }
 
