@@ -18,6 +18,10 @@ One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer g
   SM walks query tiles; the ring and the turns carry on across tiles, the next tile's Q is
   loaded while this one finishes, and the O store is not waited for. The default for
   non-causal runs (2-3 % faster than the plain grid at D=128 fp16, a tie in bf16; round 3).
+* ``ZIGZAG`` (persistent): each CTA walks pairs of query tiles, the heaviest and the lightest
+  causal block of one head, so every pair has the same work and K/V reuse stays within a few
+  heads per wave. Prepared for causal runs (the fixed stride lost 12 % there, round 3); not
+  measured on a GPU yet, so not in the autotune space (``benchmarks/gpu_round4.py --set zigzag``).
 * D=64 default: three consumer groups (``GROUPS=3``, BM=192, 160 registers each) take the GEMM
   turn in a ring, so each group's softmax hides behind two other groups' GEMMs: 1.04-1.11x SDPA
   vs 0.92-0.95x with two groups (round 4). ``configs_for(64)`` lists it first; it would spill
