@@ -67,12 +67,20 @@ def test_attention_compiles_for_sm90(name, cfg, causal, shape):
         assert "bar.sync \t13, 256" in ptx and "bar.arrive \t13, 256" in ptx
 
 
-def test_three_groups_are_the_d64_default_and_never_used_at_d128_or_causal():
+def test_default_configs_per_head_dim_and_masking():
+    """What round 4 measured fastest is what a launch without a config tries first: three groups at
+    D=64 (never at D=128: registers), zig-zag persistent for causal runs (only there)."""
     d64 = attention.configs_for(64)[0]
-    assert d64.get("GROUPS") == 3 and d64["BM"] == 192
-    assert all(c.get("GROUPS", 2) == 2 for c in attention.configs_for(128))
-    assert all(c.get("GROUPS", 2) == 2 for c in attention.configs_for(64, causal=True))
+    assert d64.get("GROUPS") == 3 and d64["BM"] == 192 and not d64.get("ZIGZAG")
+    assert all(c.get("GROUPS", 2) == 2 for c in attention.configs_for(128) + attention.configs_for(128, True))
     assert attention.configs_for(128)[0] == attention.CONFIGS[0]
+    assert not any(c.get("ZIGZAG") for c in attention.configs_for(128) + attention.configs_for(64))
+    c128 = attention.configs_for(128, causal=True)[0]
+    assert c128.get("ZIGZAG") and c128.get("PERSISTENT") and c128.get("GROUPS", 2) == 2
+    c64 = attention.configs_for(64, causal=True)[0]
+    assert c64.get("ZIGZAG") and c64.get("GROUPS") == 3
+    # persistent without zig-zag stays out of causal runs (round 3: -12 %)
+    assert all(c.get("ZIGZAG") for c in attention.configs_for(128, True) if c.get("PERSISTENT"))
 
 
 def test_every_autotune_config_fits_in_smem():

@@ -18,10 +18,10 @@ One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer g
   SM walks query tiles; the ring and the turns carry on across tiles, the next tile's Q is
   loaded while this one finishes, and the O store is not waited for. The default for
   non-causal runs (2-3 % faster than the plain grid at D=128 fp16, a tie in bf16; round 3).
-* ``ZIGZAG`` (persistent): each CTA walks pairs of query tiles, the heaviest and the lightest
-  causal block of one head, so every pair has the same work and K/V reuse stays within a few
-  heads per wave. Prepared for causal runs (the fixed stride lost 12 % there, round 3); not
-  measured on a GPU yet, so not in the autotune space (``benchmarks/gpu_round4.py --set zigzag``).
+* causal default, ``ZIGZAG`` (persistent): each CTA walks pairs of query tiles, the heaviest and
+  the lightest causal block of one head, so every pair has the same work and a wave's K/V stays
+  within a few heads (the earlier heavy-first order spanned every head and lost 12 %, round 3):
+  1.08-1.10x SDPA at D=128 vs 1.03-1.05x for the plain grid (round 4).
 * D=64 default: three consumer groups (``GROUPS=3``, BM=192, 160 registers each) take the GEMM
   turn in a ring, so each group's softmax hides behind two other groups' GEMMs: 1.04-1.11x SDPA
   vs 0.92-0.95x with two groups (round 4). ``configs_for(64)`` lists it first; it would spill
@@ -518,6 +518,10 @@ CONFIGS = (
     # hides behind two other groups' GEMMs (1.04-1.11x SDPA vs 0.92-0.95x with two groups,
     # round 4); 160 registers per consumer thread would spill at D=128
     _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
+    # causal only, their default: persistent with zig-zag pairs of query tiles (1.08-1.10x SDPA at
+    # D=128 vs 1.03-1.05x for the plain grid; D=64 with three groups 0.96x vs 0.87x; round 4)
+    _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
+    _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
 )
 
 
@@ -528,15 +532,20 @@ def suits(cfg, head_dim, causal=False) -> bool:
     scheduler (0.91x SDPA vs 1.04x for the plain grid, round 3), so causal runs leave it out."""
     if causal and cfg.get("PERSISTENT") and not cfg.get("ZIGZAG"):
         return False
+    if cfg.get("ZIGZAG") and not causal:
+        return False        # measured for causal runs only
     return (cfg["BM"] <= 128 or head_dim <= 64) and smem_bytes(cfg, head_dim) <= 232448
 
 
 def configs_for(head_dim, causal=False):
     """The autotune space for one head dim and masking (the first entry is the default: for
-    D <= 64 the three-group configs come first, measured fastest there in round 4)."""
+    D <= 64 the three-group configs come first, for causal runs the zig-zag persistent ones;
+    each measured fastest there in round 4)."""
     fit = [c for c in CONFIGS if suits(c, head_dim, causal)]
     if head_dim <= 64:
         fit.sort(key=lambda c: c.get("GROUPS", 2) != 3)      # stable: otherwise CONFIGS order
+    if causal:
+        fit.sort(key=lambda c: not c.get("ZIGZAG"))          # zig-zag persistent first
     return tuple(fit)
 
 SIM_CONFIGS = {
