@@ -34,7 +34,8 @@ from _harness import (attn_inputs, check_attn, check_gemm, check_row, device_lin
 # which variants a run measures: "a" (the first call: pe / wb / ex2h), "lazy" (the second call:
 # the lazy O rescale), "plate" (the third: P converted after the P V wgmma retired); no --set
 # means "a", the command that made round4.json; "g3" (the fourth: three consumer groups, D=64);
-# "zigzag" (prepared, not run yet: the causal zig-zag pair schedule of the persistent kernel)
+# "zigzag" (the fifth: the causal zig-zag pair schedule of the persistent kernel); "warp1" (prepared,
+# not run yet: the persistent kernel with a one-warp loader)
 SET = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "a"
 STEM = "round4" if SET == "a" else f"round4_{SET}"
 r3.DEADLINE_S = float(os.environ.get("ROUND4_DEADLINE_S", "150"))
@@ -47,6 +48,11 @@ ATTN_BENCH = [((4, 32, 4096, 128), False, ("float16", "bfloat16")),
               ((4, 32, 4096, 64), False, ("float16",))]
 GEMM_CHECK = [(1000, 1032, 520), (4104, 136, 1024), (4096, 4096, 4096)]
 GEMM_BENCH = [(4096, 4096, 4096), (8192, 8192, 8192)]
+if SET == "warp1":      # the one-warp loader (prepared, not run yet), D=128, no GEMM
+    ATTN_BENCH = [((4, 32, 4096, 128), False, ("float16", "bfloat16")),
+                  ((2, 32, 8192, 128), False, ("float16", "bfloat16")),
+                  ((4, 32, 4096, 128), True, ("float16",))]
+    GEMM_CHECK, GEMM_BENCH = [], []
 if SET == "zigzag":     # causal only (the zig-zag persistent schedule), no GEMM; not run yet
     ATTN_BENCH = [((4, 32, 4096, 128), True, ("float16", "bfloat16")),
                   ((2, 32, 8192, 128), True, ("float16",)),
@@ -64,6 +70,14 @@ def attn_variants():
     from tlx_workbench.kernels import attention as A
     P = dict(PERSISTENT=True, Q_BUFS=2)
     both = ("float16", "bfloat16")
+    if SET == "warp1":
+        W = dict(PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True)
+        return {
+            "pers": (A._config(128, 2, **P), False, both),
+            "pers_warp1": (A._config(128, 2, **W), False, both),
+            "pers_zigzag": (A._config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True), True, both),
+            "pers_zigzag_warp1": (A._config(128, 2, ZIGZAG=True, **W), True, both),
+        }
     if SET == "zigzag":
         Z = dict(PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)
         return {

@@ -109,3 +109,14 @@ def test_attention_compile_report_shows_the_wgmma_serialization_the_h200_measure
     assert adv.code == "C7513" and "async_dot_wait" in adv.hint
     src_lines = inspect.getsource(attention).splitlines()
     assert "tlx.async_dot(p" in src_lines[adv.line - 1]
+
+
+def test_one_warp_loader_variant_compiles_with_a_padded_warp_group():
+    """WARP1_LOADER: the loader is a 1-warp task; Triton pads its warp group (12 warps in all), the
+    consumers keep 240 registers, nothing spills and ptxas has no advisory."""
+    r = attention.compile_report(attention._config(128, 2, PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True),
+                                 shape=(1, 2, 4096, 128))
+    assert r.resources.num_warps == 12 and r.resources.spills == 0 and r.resources.local_bytes == 0
+    assert r.resources.smem_bytes <= SMEM_LIMIT and r.ptxas_advisories == []
+    ptx = str(r.ir("ptx"))
+    assert "setmaxnreg.inc.sync.aligned.u32 \t240" in ptx and "setmaxnreg.dec.sync.aligned.u32 \t24" in ptx

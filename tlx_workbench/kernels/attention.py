@@ -26,6 +26,11 @@ One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer g
   turn in a ring, so each group's softmax hides behind two other groups' GEMMs: 1.04-1.11x SDPA
   vs 0.92-0.95x with two groups (round 4). ``configs_for(64)`` lists it first; it would spill
   registers at D=128 and is not used for causal runs.
+* ``WARP1_LOADER`` (persistent, two groups): the loader is a single warp (its warp group's other
+  warps idle instead of spinning on the ring's barriers, as in FlashAttention-3); the consumer
+  groups become the default task and one 4-warp task. Compiles without spills and runs in the
+  simulator; not measured on a GPU yet, so not in the autotune space
+  (``benchmarks/gpu_round4.py --set warp1``).
 * switches, all off by default and each measured slower on the H200 (benchmarks/RESULTS.md,
   attention round 4), kept so the experiments can be re-run: ``P_EARLY`` (P converted in the
   softmax: ptxas then serializes the wgmmas, C7513, -27 % in fp16), ``P_LATE`` (converted after
@@ -313,6 +318,124 @@ def _tile_at(k, pid, NUM_SMS: tl.constexpr, ZIGZAG: tl.constexpr):
 
 
 @triton.jit
+def _persistent_loader(q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full, k_empty, v_empty,
+                       desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM:
+                       tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr, CAUSAL:
+                       tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr, Q_BUFS: tl.constexpr, HALF:
+                       tl.constexpr, TILE_BYTES: tl.constexpr, Q_BYTES: tl.constexpr, dtype: tl.constexpr,
+                       P_EARLY: tl.constexpr, EX2_F16: tl.constexpr, LAZY: tl.constexpr, P_LATE: tl.constexpr,
+                       GROUPS: tl.constexpr, ZIGZAG: tl.constexpr):
+    """The loader of ``attention_fwd_persistent_kernel``: Q of each tile, then its K/V blocks."""
+    ring = 0
+    it = 0
+    k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
+    for k_tile in range(k_first, k_end, k_step):
+        tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
+        start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
+        head_row = bh * N_CTX
+        if CAUSAL:
+            n_blocks = tl.cdiv(tl.minimum((start_m + 1) * BM, N_CTX), BN)
+        else:
+            n_blocks = tl.cdiv(N_CTX, BN)
+        qs = it % Q_BUFS
+        qpar = (it // Q_BUFS) & 1
+        for h in tl.static_range(GROUPS):
+            tlx.barrier_wait(q_empty[GROUPS * qs + h], qpar ^ 1)
+            tlx.barrier_expect_bytes(q_full[GROUPS * qs + h], Q_BYTES)
+            tlx.async_descriptor_load(desc_q, q_tiles[GROUPS * qs + h],
+                                      [head_row + start_m * BM + h * HALF, 0], q_full[GROUPS * qs + h])
+        for j in range(n_blocks):
+            b = ring % NUM_BUFS
+            parity = (ring // NUM_BUFS) & 1
+            tlx.barrier_wait(k_empty[b], parity ^ 1)
+            tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
+            tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + j * BN, 0], k_full[b])
+            tlx.barrier_wait(v_empty[b], parity ^ 1)
+            tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
+            tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + j * BN, 0], v_full[b])
+            ring += 1
+        it += 1
+
+
+@triton.jit
+def _persistent_consumer(wg, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full, k_empty,
+                         v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH,
+                         HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
+                         CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr, Q_BUFS:
+                         tl.constexpr, HALF: tl.constexpr, TILE_BYTES: tl.constexpr, Q_BYTES: tl.constexpr,
+                         dtype: tl.constexpr, P_EARLY: tl.constexpr, EX2_F16: tl.constexpr, LAZY: tl.constexpr,
+                         P_LATE: tl.constexpr, GROUPS: tl.constexpr, ZIGZAG: tl.constexpr):
+    """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile."""
+    qk_scale = sm_scale * LOG2E
+    if wg == GROUPS - 1:
+        tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn, once
+    ring = 0
+    it = 0
+    k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
+    for k_tile in range(k_first, k_end, k_step):
+        tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
+        start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
+        head_row = bh * N_CTX
+        if CAUSAL:
+            kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
+            n_plain = tl.minimum(start_m * BM, N_CTX) // BN
+        else:
+            kv_end = N_CTX
+            n_plain = N_CTX // BN
+        n_blocks = tl.cdiv(kv_end, BN)
+        rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
+        m_i = tl.full([HALF], float("-inf"), tl.float32)
+        l_i = tl.zeros([HALF], tl.float32)
+        qslot = GROUPS * (it % Q_BUFS) + wg
+        q_tile = q_tiles[qslot]
+        tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
+
+        # block 0: S_0 alone
+        b0 = ring % NUM_BUFS
+        tlx.barrier_wait(k_full[b0], (ring // NUM_BUFS) & 1)
+        _wait_turn(wg, GROUPS)
+        qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[b0]))
+        _pass_turn(wg, GROUPS)
+        qk = tlx.async_dot_wait(0, qk)
+        tlx.barrier_arrive(k_empty[b0])
+        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
+                                             CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY or P_LATE, EX2_F16, LAZY)
+        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+        for j in range(1, tl.maximum(n_plain, 1)):
+            p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
+                                        j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
+                                        False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
+        for j in range(tl.maximum(n_plain, 1), n_blocks):
+            p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
+                                        j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
+                                        True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
+        # every S = Q K^T of this tile has retired: the loader may refill this Q slot
+        tlx.barrier_arrive(q_empty[qslot])
+
+        last = ring + n_blocks - 1
+        vb = last % NUM_BUFS
+        tlx.barrier_wait(v_full[vb], (last // NUM_BUFS) & 1)
+        acc = tlx.async_dot(p.to(dtype), v_tiles[vb], acc)
+        acc = tlx.async_dot_wait(0, acc)
+        tlx.barrier_arrive(v_empty[vb])
+        ring += n_blocks
+        it += 1
+
+        out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
+        if EVEN_M:
+            # the previous tile's store has had a whole tile to drain out of this buffer
+            tlx.async_descriptor_store_wait(0)
+            tlx.local_store(o_tiles[wg], out)
+            tlx.fence("async_shared")
+            tlx.async_descriptor_store(desc_o, o_tiles[wg], [head_row + start_m * BM + wg * HALF, 0])
+        else:
+            cols = tl.arange(0, HEAD_DIM)
+            ptrs = o_ptr + (head_row + rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+            tl.store(ptrs, out, mask=(rows < N_CTX)[:, None])
+    tlx.async_descriptor_store_wait(0)
+
+
+@triton.jit
 def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, o_ptr,
                                     HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                                     NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
@@ -321,7 +444,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
-                         ZIGZAG: tl.constexpr = False):
+                         ZIGZAG: tl.constexpr = False, WARP1_LOADER: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -348,111 +471,46 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
     TILE_BYTES: tl.constexpr = BN * HEAD_DIM * tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = HALF * HEAD_DIM * tlx.size_of(dtype)
 
-    with tlx.async_tasks():
-        with tlx.async_task("default", num_regs=LOADER_REGS):
-            ring = 0
-            it = 0
-            k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
-            for k_tile in range(k_first, k_end, k_step):
-                tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
-                start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
-                head_row = bh * N_CTX
-                if CAUSAL:
-                    n_blocks = tl.cdiv(tl.minimum((start_m + 1) * BM, N_CTX), BN)
-                else:
-                    n_blocks = tl.cdiv(N_CTX, BN)
-                qs = it % Q_BUFS
-                qpar = (it // Q_BUFS) & 1
-                for h in tl.static_range(GROUPS):
-                    tlx.barrier_wait(q_empty[GROUPS * qs + h], qpar ^ 1)
-                    tlx.barrier_expect_bytes(q_full[GROUPS * qs + h], Q_BYTES)
-                    tlx.async_descriptor_load(desc_q, q_tiles[GROUPS * qs + h],
-                                              [head_row + start_m * BM + h * HALF, 0], q_full[GROUPS * qs + h])
-                for j in range(n_blocks):
-                    b = ring % NUM_BUFS
-                    parity = (ring // NUM_BUFS) & 1
-                    tlx.barrier_wait(k_empty[b], parity ^ 1)
-                    tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
-                    tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + j * BN, 0], k_full[b])
-                    tlx.barrier_wait(v_empty[b], parity ^ 1)
-                    tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
-                    tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + j * BN, 0], v_full[b])
-                    ring += 1
-                it += 1
-
-        with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
-            wg = tlx.async_task_replica_id()
-            qk_scale = sm_scale * LOG2E
-            if wg == GROUPS - 1:
-                tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn, once
-            ring = 0
-            it = 0
-            k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
-            for k_tile in range(k_first, k_end, k_step):
-                tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
-                start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
-                head_row = bh * N_CTX
-                if CAUSAL:
-                    kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
-                    n_plain = tl.minimum(start_m * BM, N_CTX) // BN
-                else:
-                    kv_end = N_CTX
-                    n_plain = N_CTX // BN
-                n_blocks = tl.cdiv(kv_end, BN)
-                rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
-                m_i = tl.full([HALF], float("-inf"), tl.float32)
-                l_i = tl.zeros([HALF], tl.float32)
-                qslot = GROUPS * (it % Q_BUFS) + wg
-                q_tile = q_tiles[qslot]
-                tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
-
-                # block 0: S_0 alone
-                b0 = ring % NUM_BUFS
-                tlx.barrier_wait(k_full[b0], (ring // NUM_BUFS) & 1)
-                _wait_turn(wg, GROUPS)
-                qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[b0]))
-                _pass_turn(wg, GROUPS)
-                qk = tlx.async_dot_wait(0, qk)
-                tlx.barrier_arrive(k_empty[b0])
-                p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                                     CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY or P_LATE, EX2_F16, LAZY)
-                acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-                for j in range(1, tl.maximum(n_plain, 1)):
-                    p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
-                                                j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
-                for j in range(tl.maximum(n_plain, 1), n_blocks):
-                    p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
-                                                j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                                True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
-                # every S = Q K^T of this tile has retired: the loader may refill this Q slot
-                tlx.barrier_arrive(q_empty[qslot])
-
-                last = ring + n_blocks - 1
-                vb = last % NUM_BUFS
-                tlx.barrier_wait(v_full[vb], (last // NUM_BUFS) & 1)
-                acc = tlx.async_dot(p.to(dtype), v_tiles[vb], acc)
-                acc = tlx.async_dot_wait(0, acc)
-                tlx.barrier_arrive(v_empty[vb])
-                ring += n_blocks
-                it += 1
-
-                out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
-                if EVEN_M:
-                    # the previous tile's store has had a whole tile to drain out of this buffer
-                    tlx.async_descriptor_store_wait(0)
-                    tlx.local_store(o_tiles[wg], out)
-                    tlx.fence("async_shared")
-                    tlx.async_descriptor_store(desc_o, o_tiles[wg], [head_row + start_m * BM + wg * HALF, 0])
-                else:
-                    cols = tl.arange(0, HEAD_DIM)
-                    ptrs = o_ptr + (head_row + rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
-                    tl.store(ptrs, out, mask=(rows < N_CTX)[:, None])
-            tlx.async_descriptor_store_wait(0)
+    if WARP1_LOADER:
+        # one loader warp (its warp group's other three warps stay idle instead of spinning on the
+        # ring's barriers); the consumer groups are the default task and one 4-warp task
+        tl.static_assert(GROUPS == 2, "WARP1_LOADER is for two consumer groups")
+        with tlx.async_tasks():
+            with tlx.async_task("default", num_regs=MMA_REGS):
+                _persistent_consumer(0, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full,
+                                     k_empty, v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX,
+                                     num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
+                                     Q_BUFS, HALF, TILE_BYTES, Q_BYTES, dtype, P_EARLY, EX2_F16, LAZY, P_LATE,
+                                     GROUPS, ZIGZAG)
+            with tlx.async_task(num_warps=4, num_regs=MMA_REGS):
+                _persistent_consumer(1, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full,
+                                     k_empty, v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX,
+                                     num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
+                                     Q_BUFS, HALF, TILE_BYTES, Q_BYTES, dtype, P_EARLY, EX2_F16, LAZY, P_LATE,
+                                     GROUPS, ZIGZAG)
+            with tlx.async_task(num_warps=1, num_regs=LOADER_REGS):
+                _persistent_loader(q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full, k_empty,
+                                   v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
+                                   num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF,
+                                   TILE_BYTES, Q_BYTES, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, ZIGZAG)
+    else:
+        with tlx.async_tasks():
+            with tlx.async_task("default", num_regs=LOADER_REGS):
+                _persistent_loader(q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full, k_empty,
+                                   v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
+                                   num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF,
+                                   TILE_BYTES, Q_BYTES, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, ZIGZAG)
+            with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
+                _persistent_consumer(tlx.async_task_replica_id(), q_tiles, k_tiles, v_tiles, o_tiles, q_full,
+                                     q_empty, k_full, v_full, k_empty, v_empty, desc_q, desc_k, desc_v, desc_o,
+                                     o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
+                                     CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, dtype, P_EARLY,
+                                     EX2_F16, LAZY, P_LATE, GROUPS, ZIGZAG)
 
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
-            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False):
+            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False,
+            WARP1_LOADER=False):
     # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
     # P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
     # WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
@@ -474,6 +532,9 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
     if GROUPS != 2:
         # GROUPS consumer groups of 64 query rows each take GEMM turns in a ring (BM = 64 * GROUPS)
         cfg.update(GROUPS=GROUPS)
+    if WARP1_LOADER:
+        # persistent only: the loader is one warp (not a spinning warp group); not measured yet
+        cfg.update(WARP1_LOADER=True)
     if ZIGZAG:
         # persistent only: each CTA takes pairs of tiles (heaviest + lightest query block of one
         # head) - a causal schedule with equal work per pair; not measured on a GPU yet
@@ -567,6 +628,7 @@ SIM_CONFIGS = {
     "three_groups_persistent": _config(32, 3, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
     # persistent, zig-zag pairs of query tiles (a causal schedule)
     "persistent_zigzag": _config(64, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
+    "persistent_warp1_loader": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True),
     "plain_plate": _config(32, 3, P_LATE=True),
 }
 
