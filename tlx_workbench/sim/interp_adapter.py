@@ -97,6 +97,23 @@ def descriptor_pointers(desc: TensorDescHandle, offsets):
     return desc.materialize_pointers(offsets)
 
 
+def _patch_builder(attrs: dict):
+    """Set ``attrs`` (name -> function) on the interpreter's builder instance; returns a function that
+    puts back what the instance had before (an earlier patch, or nothing: the class's own method)."""
+    b = interpreter_builder
+    saved = {n: b.__dict__.get(n) for n in attrs}
+    for n, f in attrs.items():
+        setattr(b, n, f)
+
+    def undo():
+        for n, v in saved.items():
+            if v is None:
+                b.__dict__.pop(n, None)
+            else:
+                setattr(b, n, v)
+    return undo
+
+
 def install_access_check(check):
     """Call ``check(ptrs: np.ndarray[uint64], mask: np.ndarray[bool], itemsize, is_store)`` before every
     pointer load/store the interpreter makes (its C++ side would otherwise touch wild addresses).
@@ -116,13 +133,7 @@ def install_access_check(check):
         check(ptrs.data, None if mask is None else mask.data, _itemsize(ptrs), True)
         return orig_store(ptrs, value, mask, cache_modifier, eviction_policy)
 
-    b.create_masked_load = load
-    b.create_masked_store = store
-
-    def undo():
-        for n in ("create_masked_load", "create_masked_store"):
-            b.__dict__.pop(n, None)
-    return undo
+    return _patch_builder({"create_masked_load": load, "create_masked_store": store})
 
 
 def install_polls(poll):
@@ -132,8 +143,6 @@ def install_polls(poll):
     (mask None: every lane). Returns a function undoing it."""
     b = interpreter_builder
     cls = type(b)
-    names = ("create_masked_load", "create_atomic_rmw", "create_atomic_cas")
-    saved = {n: b.__dict__.get(n) for n in names}
     load, rmw, cas = b.create_masked_load, b.create_atomic_rmw, b.create_atomic_cas
 
     def size(ptr):
@@ -168,17 +177,8 @@ def install_polls(poll):
             return out, changed(ptr, None, out)
         return poll(run, key_of(ptr, cmp, val), ptr.data, None, size(ptr), True)
 
-    b.create_masked_load = masked_load
-    b.create_atomic_rmw = atomic_rmw
-    b.create_atomic_cas = atomic_cas
-
-    def undo():
-        for n, v in saved.items():
-            if v is None:
-                b.__dict__.pop(n, None)
-            else:
-                setattr(b, n, v)
-    return undo
+    return _patch_builder({"create_masked_load": masked_load, "create_atomic_rmw": atomic_rmw,
+                           "create_atomic_cas": atomic_cas})
 
 
 class _AsmCall:
@@ -194,7 +194,6 @@ def install_inline_asm(run_asm):
     (one output). bf16 operands arrive as their float32 values; the result is stored as the dtype the
     kernel asked for (bf16 rounded to nearest even, integers as integers). The interpreter itself
     refuses inline assembly. Returns a function undoing it."""
-    b = interpreter_builder
 
     def create_inline_asm(asm, constraints, values, types, is_pure, pack):
         out = np.asarray(run_asm(asm, [np.asarray(_wide(v)) for v in values]))
@@ -204,11 +203,7 @@ def install_inline_asm(run_asm):
             return _AsmCall([TensorHandle(f32_to_bf16_bits(out), tl.bfloat16)])
         return _AsmCall([TensorHandle(out.astype(np_dtype(ty)), ty)])
 
-    b.create_inline_asm = create_inline_asm
-
-    def undo():
-        b.__dict__.pop("create_inline_asm", None)
-    return undo
+    return _patch_builder({"create_inline_asm": create_inline_asm})
 
 
 def _descriptor_box(desc: TensorDescHandle, offsets, memory):
@@ -296,13 +291,7 @@ def install_fast_descriptors(memory, account):
             account(0, True)
         return None
 
-    b.create_descriptor_load = load
-    b.create_descriptor_store = store
-
-    def undo():
-        for n in ("create_descriptor_load", "create_descriptor_store"):
-            b.__dict__.pop(n, None)
-    return undo
+    return _patch_builder({"create_descriptor_load": load, "create_descriptor_store": store})
 
 
 def skip_dead_overflow_checks():
@@ -511,9 +500,7 @@ def install_bf16_numerics():
 
     ops = {"create_dot": create_dot, "binary_op": binary_op, "unary_op": unary_op, "ternary_op": ternary_op,
            "create_fma": create_fma, "cast_impl": cast_impl, "get_bf16": get_bf16}
-    saved = {n: b.__dict__.get(n) for n in ops}
-    for n, f in ops.items():
-        setattr(b, n, f)
+    undo_ops = _patch_builder(ops)
 
     # reductions and scans with a fast numpy path (the generic ones run the combine fn through the ops above)
     R, S = _interp.ReduceOps, _interp.ScanOps
@@ -551,10 +538,6 @@ def install_bf16_numerics():
     S.cumsum, S.cumprod = _scan(s_cumsum), _scan(s_cumprod)
 
     def undo():
-        for n, v in saved.items():
-            if v is None:
-                b.__dict__.pop(n, None)
-            else:
-                setattr(b, n, v)
+        undo_ops()
         R.sum, R.min_max, S.cumsum, S.cumprod = r_sum, r_minmax, s_cumsum, s_cumprod
     return undo
