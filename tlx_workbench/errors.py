@@ -48,7 +48,7 @@ class TLXWorkbenchError(Exception):
         import html
         src = self.source_line
         loc = f"{html.escape(self.file or '')}:{self.line}" if self.file else ""
-        out = [f"<div class='tlxwb-error' style='border-left:4px solid #c0392b;padding:4px 8px'>",
+        out = ["<div class='tlxwb-error' style='border-left:4px solid #c0392b;padding:4px 8px'>",
                f"<b>{html.escape(type(self).__name__)}</b> {html.escape(loc)}<br>{html.escape(self.message)}"]
         if src:
             out.append(f"<pre style='margin:4px 0'>{self.line:>5} | {html.escape(src.strip())}</pre>")

@@ -104,7 +104,7 @@ class AdviceResult:
             checks = "".join(f"<li>{'✔' if ok else ('✘' if ok is False else '–')} <b>{html.escape(p)}</b>: "
                              f"{html.escape(e)}</li>" for p, ok, e in a.checks)
             verdict = (f"safe → <code>{html.escape(a.replacement or '')}</code>" if a.safe else
-                       f"keep ordinary")
+                       "keep ordinary")
             rows.append(f"<details style='border-left:4px solid {colour};padding-left:6px'><summary>"
                         f"<b>{html.escape(a.barrier)}</b> ({html.escape(_where(a))}): {verdict}"
                         f"</summary><ul>{checks}</ul></details>")
@@ -225,7 +225,7 @@ def _advise(ctx: Context, b, fn, assigns) -> Advice:
     ok2 = not predicated and len(warps) == 1
     ev2 = f"arriving per phase: {lane_txt}; sites: {sorted({s.line for s in arrive_sites})}"
     if predicated:
-        ev2 += f"; predicated arrivals: " + ", ".join(f"line {l} under `if {t}`" for l, t in predicated)
+        ev2 += "; predicated arrivals: " + ", ".join(f"line {l} under `if {t}`" for l, t in predicated)
     if len(warps) != 1:
         ev2 += "; the arriving tasks differ in warp count"
     adv.checks.append((CHECKLIST[1], ok2, ev2))

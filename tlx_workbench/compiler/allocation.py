@@ -125,7 +125,6 @@ def _overlap(a: Allocation, b: Allocation) -> bool:
 
 def _alias_groups(allocs: list[Allocation]) -> None:
     """Connected groups of overlapping allocations (per storage), numbered from 1 (TMEM from 1001)."""
-    gid = 0
     for storage, base in (("smem", 0), ("tmem", 1000)):
         items = [a for a in allocs if a.storage == storage and a.size > 0]
         parent = list(range(len(items)))

@@ -15,7 +15,7 @@ import math
 import statistics
 from typing import Callable
 
-from .launch import dispatch, install_launch_hook, is_kernel, launch_name, make_call, require_gpu
+from .launch import dispatch, install_launch_hook, launch_name, make_call, require_gpu
 from .watchdog import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, report_phase
 
 _CEILINGS: dict | None = None

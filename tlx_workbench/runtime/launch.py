@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import html
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 from ..errors import GPUError, NoGPUError
 from .verify import Comparison, compare, poison_

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import html
-import warnings
 
 from ..errors import DeadlockError, SimulationError
 from ..target import offline
@@ -307,7 +306,6 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
             raise SimulationError("simulate(): arguments given without a kernel or function to run",
                                   hint="simulate(kernel, *args, grid=...) or `with simulate(...):`")
         return sim
-    from triton.runtime.autotuner import Autotuner
     from triton.runtime.jit import KernelInterface
     with sim:
         if isinstance(fn, KernelInterface):

@@ -180,7 +180,7 @@ class BarrierOps:
                              f"num_threads {nb.expected} used by another side of the same barrier", line, t.lane)
         start = t.clock
         gen = nb.generation
-        released = nb.arrive(t.threads, count, t.lane, line, "wait" if wait else "arrive", t.clock, t.vc)
+        nb.arrive(t.threads, count, t.lane, line, "wait" if wait else "arrive", t.clock, t.vc)
         t.tick()
         if wait:
             info = {"kind": "named", "barrier": nb, "count": count, "line": line, "since": start}

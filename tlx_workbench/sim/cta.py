@@ -98,7 +98,7 @@ class CTA(BarrierOps, MemoryOps, MmaOps, ClusterOps, ClcOps):
                 t.stats["mma"] += end - start
 
     def bevent(self, slot, kind, time, t: Task | None = None, **kw):
-        name = slot.array.name if isinstance(slot, MBarrierSlot) else f"named_barrier"
+        name = slot.array.name if isinstance(slot, MBarrierSlot) else "named_barrier"
         idx = slot.index if isinstance(slot, MBarrierSlot) else slot.id
         owner = slot.array.cta if isinstance(slot, MBarrierSlot) and slot.array.cta is not None else self
         ev = BarrierEvent(cta=owner.pid, time=time, barrier=name, slot=idx, kind=kind,

@@ -254,8 +254,8 @@ def _reason(s, arrivers, passed, phase, stuck_all=False, missing_stuck="", tma_s
             f"arrivers loop")
     if s.pending == s.array.arrive_count and s.tx == 0 and not s.inflight_tma:
         return PLAIN, (
-            f"nothing has arrived in the current phase; every expected arriver is blocked or done "
-            f"— check the phase passed to barrier_wait (it returns once the parity differs from it)")
+            "nothing has arrived in the current phase; every expected arriver is blocked or done "
+            "— check the phase passed to barrier_wait (it returns once the parity differs from it)")
     if s.pending > 0 and s.arrivals and missing_stuck:
         return CONSEQUENCE, (
             f"{len(s.arrivals)} of {s.array.arrive_count} arrival(s) came this phase; the others come from "

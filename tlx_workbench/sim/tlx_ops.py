@@ -11,7 +11,6 @@ to call the original with ``_semantic`` = a semantic over :class:`SimBuilder`.
 """
 from __future__ import annotations
 
-import inspect
 import sys
 import threading
 import types
@@ -21,7 +20,6 @@ import triton.language as tl
 
 from ..errors import SimulationError, TLXWorkbenchError
 from . import interp_adapter as ia
-from .barriers import MBarrierArray, MBarrierSlot
 from .cluster_ops import RemoteSlot
 from .desc_scratch import DescScratchOps, reinterpret_tensor_descriptor
 from .memory import SmemAlloc, SmemView
