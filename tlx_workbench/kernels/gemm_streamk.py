@@ -123,6 +123,18 @@ def _owner_strip(p, j, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, wg, 
 
 
 @triton.jit
+def _fixup_strip(s, j, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, pid, wg, d0, d1, sk_iters,
+                 OWNER: tl.constexpr, BAR, NUM_SMS: tl.constexpr, HALF_M: tl.constexpr, BN: tl.constexpr,
+                 EPI_N: tl.constexpr, EPI_BUFS: tl.constexpr):
+    """Strip j (EPI_N columns) of the fix-up: the owner's store, or a contributor's partial."""
+    if OWNER:
+        _owner_strip(s, j, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, wg, d0, d1, sk_iters, BAR,
+                     NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
+    else:
+        _strip_out(s, stage, ws_ptr, pid * 2 + wg, j, BAR, HALF_M, BN, EPI_N)
+
+
+@triton.jit
 def _fixup(acc, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, pid, wg, d0, d1, sk_iters,
            OWNER: tl.constexpr, BAR, NUM_SMS: tl.constexpr, HALF_M: tl.constexpr, BN: tl.constexpr,
            EPI_N: tl.constexpr, EPI_BUFS: tl.constexpr):
@@ -130,40 +142,19 @@ def _fixup(acc, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, pid, wg, d0
     stores the tile's rows to C at (row, col); otherwise ``acc`` goes to workspace slot (pid, wg)."""
     STRIPS: tl.constexpr = BN // EPI_N
     if STRIPS == 1:
-        if OWNER:
-            _owner_strip(acc, 0, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, wg, d0, d1, sk_iters, BAR,
-                         NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
-        else:
-            _strip_out(acc, stage, ws_ptr, pid * 2 + wg, 0, BAR, HALF_M, BN, EPI_N)
+        strips = (acc,)
     else:
         left, right = _halves(acc)
         if STRIPS == 2:
-            if OWNER:
-                _owner_strip(left, 0, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, wg, d0, d1, sk_iters,
-                             BAR, NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
-                _owner_strip(right, 1, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, wg, d0, d1, sk_iters,
-                             BAR, NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
-            else:
-                _strip_out(left, stage, ws_ptr, pid * 2 + wg, 0, BAR, HALF_M, BN, EPI_N)
-                _strip_out(right, stage, ws_ptr, pid * 2 + wg, 1, BAR, HALF_M, BN, EPI_N)
+            strips = (left, right)
         else:
             tl.static_assert(STRIPS == 4, "EPI_N must be BN, BN/2 or BN/4")
             s0, s1 = _halves(left)
             s2, s3 = _halves(right)
-            if OWNER:
-                _owner_strip(s0, 0, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, wg, d0, d1, sk_iters,
-                             BAR, NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
-                _owner_strip(s1, 1, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, wg, d0, d1, sk_iters,
-                             BAR, NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
-                _owner_strip(s2, 2, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, wg, d0, d1, sk_iters,
-                             BAR, NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
-                _owner_strip(s3, 3, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, wg, d0, d1, sk_iters,
-                             BAR, NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
-            else:
-                _strip_out(s0, stage, ws_ptr, pid * 2 + wg, 0, BAR, HALF_M, BN, EPI_N)
-                _strip_out(s1, stage, ws_ptr, pid * 2 + wg, 1, BAR, HALF_M, BN, EPI_N)
-                _strip_out(s2, stage, ws_ptr, pid * 2 + wg, 2, BAR, HALF_M, BN, EPI_N)
-                _strip_out(s3, stage, ws_ptr, pid * 2 + wg, 3, BAR, HALF_M, BN, EPI_N)
+            strips = (s0, s1, s2, s3)
+    for j in tl.static_range(STRIPS):
+        _fixup_strip(strips[j], j, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, pid, wg, d0, d1, sk_iters,
+                     OWNER, BAR, NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
 
 
 @triton.jit
