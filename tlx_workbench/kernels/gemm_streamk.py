@@ -39,8 +39,8 @@ import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
 from ._common import grouped_tile, sm_count, torch_alloc
-from .gemm_ws import (CONFIGS as _WS_CONFIGS, _config, _load_steps, _mma_steps, _ring_barriers, _store_strips,
-                      make_descriptors)
+from .gemm_ws import (CONFIGS as _WS_CONFIGS, _config, _halves, _load_steps, _mma_steps, _ring_barriers,
+                      _store_strips, make_descriptors)
 from .host import gemm_entry_points, gemm_spec, tma_gemm_call
 
 # named barrier ids of the two consumer warp groups' workspace sync (Triton keeps 0 for the CTA)
@@ -101,13 +101,6 @@ def _strip_in(p, stage, ws_ptr, wg, j, d0, d1, sk_iters, BAR, NUM_SMS: tl.conste
     p = p + tlx.local_load(stage)
     tlx.named_barrier_wait(BAR, 128)
     return p
-
-
-@triton.jit
-def _halves(x):
-    """The left and right column halves of a 2-D tensor."""
-    h = tl.permute(tl.reshape(x, (x.shape[0], 2, x.shape[1] // 2)), (0, 2, 1))
-    return tl.split(h)
 
 
 @triton.jit

@@ -36,45 +36,29 @@ def _store_strips(acc, c_desc, c_smem, buf_base, row, col, STRIPS: tl.constexpr,
     tl.static_assert(STRIPS % EPI_BUFS == 0, "EPI_BUFS must divide BN // EPI_N")
     out = acc.to(tlx.dtype_of(c_desc))
     if STRIPS == 1:
-        tlx.async_descriptor_store_wait(EPI_BUFS - 1)
-        tlx.local_store(c_smem[buf_base], out)
-        tlx.fence("async_shared")
-        tlx.async_descriptor_store(c_desc, c_smem[buf_base], [row, col])
+        strips = (out,)
     else:
         # split the columns in two halves (recursively: 2 or 4 strips)
-        halves = tl.permute(tl.reshape(out, (out.shape[0], 2, out.shape[1] // 2)), (0, 2, 1))
-        left, right = tl.split(halves)
+        left, right = _halves(out)
         if STRIPS == 2:
-            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
-            tlx.local_store(c_smem[buf_base], left)
-            tlx.fence("async_shared")
-            tlx.async_descriptor_store(c_desc, c_smem[buf_base], [row, col])
-            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
-            tlx.local_store(c_smem[buf_base + (1 % EPI_BUFS)], right)
-            tlx.fence("async_shared")
-            tlx.async_descriptor_store(c_desc, c_smem[buf_base + (1 % EPI_BUFS)], [row, col + EPI_N])
+            strips = (left, right)
         else:
             tl.static_assert(STRIPS == 4, "EPI_N must be BN, BN/2 or BN/4")
-            q = tl.permute(tl.reshape(left, (out.shape[0], 2, out.shape[1] // 4)), (0, 2, 1))
-            s0, s1 = tl.split(q)
-            q = tl.permute(tl.reshape(right, (out.shape[0], 2, out.shape[1] // 4)), (0, 2, 1))
-            s2, s3 = tl.split(q)
-            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
-            tlx.local_store(c_smem[buf_base], s0)
-            tlx.fence("async_shared")
-            tlx.async_descriptor_store(c_desc, c_smem[buf_base], [row, col])
-            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
-            tlx.local_store(c_smem[buf_base + (1 % EPI_BUFS)], s1)
-            tlx.fence("async_shared")
-            tlx.async_descriptor_store(c_desc, c_smem[buf_base + (1 % EPI_BUFS)], [row, col + EPI_N])
-            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
-            tlx.local_store(c_smem[buf_base + (2 % EPI_BUFS)], s2)
-            tlx.fence("async_shared")
-            tlx.async_descriptor_store(c_desc, c_smem[buf_base + (2 % EPI_BUFS)], [row, col + 2 * EPI_N])
-            tlx.async_descriptor_store_wait(EPI_BUFS - 1)
-            tlx.local_store(c_smem[buf_base + (3 % EPI_BUFS)], s3)
-            tlx.fence("async_shared")
-            tlx.async_descriptor_store(c_desc, c_smem[buf_base + (3 % EPI_BUFS)], [row, col + 3 * EPI_N])
+            s0, s1 = _halves(left)
+            s2, s3 = _halves(right)
+            strips = (s0, s1, s2, s3)
+    for j in tl.static_range(STRIPS):
+        buf = buf_base + (j % EPI_BUFS)
+        tlx.async_descriptor_store_wait(EPI_BUFS - 1)
+        tlx.local_store(c_smem[buf], strips[j])
+        tlx.fence("async_shared")
+        tlx.async_descriptor_store(c_desc, c_smem[buf], [row, col + j * EPI_N])
+
+
+@triton.jit
+def _halves(x):
+    """The left and right column halves of a 2-D tensor."""
+    return tl.split(tl.permute(tl.reshape(x, (x.shape[0], 2, x.shape[1] // 2)), (0, 2, 1)))
 
 
 @triton.jit
