@@ -169,6 +169,49 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
 
 
 @triton.jit
+def _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, q_empty, qslot, wg, ring, rows, m_i, l_i,
+            qk_scale, N_CTX, n_plain, n_blocks, HEAD_DIM: tl.constexpr, HALF: tl.constexpr,
+            CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
+            DTYPE: tl.constexpr, P_EARLY: tl.constexpr, EX2_F16: tl.constexpr, LAZY: tl.constexpr,
+            P_LATE: tl.constexpr, GROUPS: tl.constexpr, RELEASE_Q: tl.constexpr):
+    """One consumer group's pass over the K/V blocks of one query tile: S_0 alone, the steps (unmasked
+    blocks first), the last P V. ``ring``: K/V blocks through the ring before this tile's block 0.
+    ``RELEASE_Q``: arrive on ``q_empty[qslot]`` once the tile's last Q K^T retired (persistent form).
+    Returns (the unnormalised O, the row sums)."""
+    # block 0: S_0 alone (nothing to multiply with V yet)
+    b0 = ring % NUM_BUFS
+    tlx.barrier_wait(k_full[b0], (ring // NUM_BUFS) & 1)
+    _wait_turn(wg, GROUPS)
+    qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[b0]))
+    _pass_turn(wg, GROUPS)
+    qk = tlx.async_dot_wait(0, qk)
+    tlx.barrier_arrive(k_empty[b0])
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
+                                         CAUSAL or not EVEN_M, CAUSAL, BN, DTYPE, P_EARLY or P_LATE, EX2_F16, LAZY)
+    acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+    for j in range(1, tl.maximum(n_plain, 1)):
+        p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
+                                    j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
+                                    False, CAUSAL, BN, NUM_BUFS, DTYPE, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
+    for j in range(tl.maximum(n_plain, 1), n_blocks):
+        p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
+                                    j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
+                                    True, CAUSAL, BN, NUM_BUFS, DTYPE, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
+    if RELEASE_Q:
+        # every S = Q K^T of this tile has retired: the loader may refill this Q slot
+        tlx.barrier_arrive(q_empty[qslot])
+
+    # last P V
+    last = ring + n_blocks - 1
+    vb = last % NUM_BUFS
+    tlx.barrier_wait(v_full[vb], (last // NUM_BUFS) & 1)
+    acc = tlx.async_dot(p.to(DTYPE), v_tiles[vb], acc)
+    acc = tlx.async_dot_wait(0, acc)
+    tlx.barrier_arrive(v_empty[vb])
+    return acc, l_i
+
+
+@triton.jit
 def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, o_ptr,
                          HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
@@ -234,33 +277,9 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                 tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn
             tlx.barrier_wait(q_full[wg], 0)
 
-            # block 0: S_0 alone (nothing to multiply with V yet)
-            tlx.barrier_wait(k_full[0], 0)
-            _wait_turn(wg, GROUPS)
-            qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[0]))
-            _pass_turn(wg, GROUPS)
-            qk = tlx.async_dot_wait(0, qk)
-            tlx.barrier_arrive(k_empty[0])
-            p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                                 CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY or P_LATE, EX2_F16, LAZY)
-            acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-
-            for j in range(1, tl.maximum(n_plain, 1)):
-                p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
-                                            j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            False, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
-            for j in range(tl.maximum(n_plain, 1), n_blocks):
-                p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
-                                            j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                            True, CAUSAL, BN, NUM_BUFS, dtype, 0, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
-
-            # last P V
-            last = n_blocks - 1
-            vb = last % NUM_BUFS
-            tlx.barrier_wait(v_full[vb], (last // NUM_BUFS) & 1)
-            acc = tlx.async_dot(p.to(dtype), v_tiles[vb], acc)
-            acc = tlx.async_dot_wait(0, acc)
-            tlx.barrier_arrive(v_empty[vb])
+            acc, l_i = _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, None, 0, wg, 0,
+                               rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, HEAD_DIM, HALF, CAUSAL, EVEN_M,
+                               BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, False)
 
             out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
             if EVEN_M:
@@ -390,34 +409,9 @@ def _persistent_consumer(wg, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty
         q_tile = q_tiles[qslot]
         tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
 
-        # block 0: S_0 alone
-        b0 = ring % NUM_BUFS
-        tlx.barrier_wait(k_full[b0], (ring // NUM_BUFS) & 1)
-        _wait_turn(wg, GROUPS)
-        qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[b0]))
-        _pass_turn(wg, GROUPS)
-        qk = tlx.async_dot_wait(0, qk)
-        tlx.barrier_arrive(k_empty[b0])
-        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                             CAUSAL or not EVEN_M, CAUSAL, BN, dtype, P_EARLY or P_LATE, EX2_F16, LAZY)
-        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-        for j in range(1, tl.maximum(n_plain, 1)):
-            p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
-                                        j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                        False, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
-        for j in range(tl.maximum(n_plain, 1), n_blocks):
-            p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
-                                        j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                        True, CAUSAL, BN, NUM_BUFS, dtype, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
-        # every S = Q K^T of this tile has retired: the loader may refill this Q slot
-        tlx.barrier_arrive(q_empty[qslot])
-
-        last = ring + n_blocks - 1
-        vb = last % NUM_BUFS
-        tlx.barrier_wait(v_full[vb], (last // NUM_BUFS) & 1)
-        acc = tlx.async_dot(p.to(dtype), v_tiles[vb], acc)
-        acc = tlx.async_dot_wait(0, acc)
-        tlx.barrier_arrive(v_empty[vb])
+        acc, l_i = _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, q_empty, qslot, wg, ring,
+                           rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, HEAD_DIM, HALF, CAUSAL, EVEN_M,
+                           BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, True)
         ring += n_blocks
         it += 1
 
