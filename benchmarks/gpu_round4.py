@@ -53,6 +53,13 @@ if SET == "warp1":      # the one-warp loader (prepared, not run yet), D=128, no
                   ((2, 32, 8192, 128), False, ("float16", "bfloat16")),
                   ((4, 32, 4096, 128), True, ("float16",))]
     GEMM_CHECK, GEMM_BENCH = [], []
+if SET == "pin":        # the softmax pinned above the P V wait (+ the one-warp loader), no GEMM
+    ATTN_BENCH = [((4, 32, 4096, 128), False, ("float16", "bfloat16")),
+                  ((2, 32, 8192, 128), False, ("float16", "bfloat16")),
+                  ((4, 32, 4096, 128), True, ("float16", "bfloat16")),
+                  ((4, 32, 4096, 64), False, ("float16",)),
+                  ((4, 32, 4096, 64), True, ("float16",))]
+    GEMM_CHECK, GEMM_BENCH = [], []
 if SET == "zigzag":     # causal only (the zig-zag persistent schedule), no GEMM; not run yet
     ATTN_BENCH = [((4, 32, 4096, 128), True, ("float16", "bfloat16")),
                   ((2, 32, 8192, 128), True, ("float16",)),
@@ -77,6 +84,25 @@ def attn_variants():
             "pers_warp1": (A._config(128, 2, **W), False, both),
             "pers_zigzag": (A._config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True), True, both),
             "pers_zigzag_warp1": (A._config(128, 2, ZIGZAG=True, **W), True, both),
+        }
+    if SET == "pin":
+        W = dict(PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True)
+        Z = dict(PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)
+        G3 = dict(BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2)
+        PIN = dict(PIN_SOFTMAX=True, P_LATE=True)
+        return {
+            "pers": (A._config(128, 2, **P), False, both),
+            "pers_plate": (A._config(128, 2, P_LATE=True, **P), False, both),
+            "pers_pin": (A._config(128, 2, PIN_SOFTMAX=True, **P), False, both),
+            "pers_pin_plate": (A._config(128, 2, **PIN, **P), False, both),
+            "pers_warp1": (A._config(128, 2, **W), False, both),
+            "pers_warp1_pin_plate": (A._config(128, 2, **PIN, **W), False, both),
+            "pers_zigzag": (A._config(128, 2, **Z), True, both),
+            "pers_zigzag_pin_plate": (A._config(128, 2, **PIN, **Z), True, both),
+            "g3": (A._config(128, 2, **G3), False, both),
+            "g3_pin_plate": (A._config(128, 2, **PIN, **G3), False, both),
+            "g3_zigzag": (A._config(128, 2, ZIGZAG=True, **G3), True, both),
+            "g3_zigzag_pin_plate": (A._config(128, 2, ZIGZAG=True, **PIN, **G3), True, both),
         }
     if SET == "zigzag":
         Z = dict(PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)

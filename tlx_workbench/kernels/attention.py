@@ -136,7 +136,8 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
              p, m_i, l_i, acc, qk_scale, rows, N_CTX,
              MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
              DTYPE: tl.constexpr, ring0=0, P_EARLY: tl.constexpr = False, EX2_F16: tl.constexpr = False,
-             LAZY: tl.constexpr = False, P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2):
+             LAZY: tl.constexpr = False, P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
+             PIN_SOFTMAX: tl.constexpr = False, pin_ptr=None):
     """Step j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in this group's turn, softmax of S_j
     under the P V wgmma, then rescale O. Returns the new (p, m_i, l_i, acc).
 
@@ -154,6 +155,13 @@ def _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, j, wg,
     tlx.barrier_arrive(k_empty[kb])
     p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, j * BN, N_CTX, MASK, CAUSAL, BN,
                                          DTYPE, P_EARLY, EX2_F16, LAZY)
+    if PIN_SOFTMAX:
+        # a store that never happens (N_CTX < 0) but needs every exp2 of the softmax (through l_i):
+        # ptxas may not move a store below the wgmma wait, so the softmax stays above it and runs
+        # under the P V wgmma. Without it ptxas hoists the wait above the softmax (the wait has
+        # no inputs, and the rescale after it looks urgent): none of the 64 exp2 of a step
+        # overlapped P V in round 4's SASS.
+        tl.store(pin_ptr + rows, l_i.to(pin_ptr.dtype.element_ty), mask=N_CTX < 0)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[vb])
     if LAZY:
@@ -173,7 +181,8 @@ def _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, q_empty,
             qk_scale, N_CTX, n_plain, n_blocks, HEAD_DIM: tl.constexpr, HALF: tl.constexpr,
             CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
             DTYPE: tl.constexpr, P_EARLY: tl.constexpr, EX2_F16: tl.constexpr, LAZY: tl.constexpr,
-            P_LATE: tl.constexpr, GROUPS: tl.constexpr, RELEASE_Q: tl.constexpr):
+            P_LATE: tl.constexpr, GROUPS: tl.constexpr, RELEASE_Q: tl.constexpr,
+            PIN_SOFTMAX: tl.constexpr = False, pin_ptr=None):
     """One consumer group's pass over the K/V blocks of one query tile: S_0 alone, the steps (unmasked
     blocks first), the last P V. ``ring``: K/V blocks through the ring before this tile's block 0.
     ``RELEASE_Q``: arrive on ``q_empty[qslot]`` once the tile's last Q K^T retired (persistent form).
@@ -192,11 +201,13 @@ def _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, q_empty,
     for j in range(1, tl.maximum(n_plain, 1)):
         p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                     j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                    False, CAUSAL, BN, NUM_BUFS, DTYPE, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
+                                    False, CAUSAL, BN, NUM_BUFS, DTYPE, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS,
+                                    PIN_SOFTMAX, pin_ptr)
     for j in range(tl.maximum(n_plain, 1), n_blocks):
         p, m_i, l_i, acc = _kv_step(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty,
                                     j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX,
-                                    True, CAUSAL, BN, NUM_BUFS, DTYPE, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS)
+                                    True, CAUSAL, BN, NUM_BUFS, DTYPE, ring, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS,
+                                    PIN_SOFTMAX, pin_ptr)
     if RELEASE_Q:
         # every S = Q K^T of this tile has retired: the loader may refill this Q slot
         tlx.barrier_arrive(q_empty[qslot])
@@ -219,7 +230,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
-                         ZIGZAG: tl.constexpr = False):
+                         ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False):
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -279,7 +290,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
 
             acc, l_i = _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, None, 0, wg, 0,
                                rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, HEAD_DIM, HALF, CAUSAL, EVEN_M,
-                               BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, False)
+                               BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, False, PIN_SOFTMAX, o_ptr)
 
             out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
             if EVEN_M:
@@ -383,7 +394,8 @@ def _persistent_consumer(wg, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty
                          CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr, Q_BUFS:
                          tl.constexpr, HALF: tl.constexpr, TILE_BYTES: tl.constexpr, Q_BYTES: tl.constexpr,
                          dtype: tl.constexpr, P_EARLY: tl.constexpr, EX2_F16: tl.constexpr, LAZY: tl.constexpr,
-                         P_LATE: tl.constexpr, GROUPS: tl.constexpr, ZIGZAG: tl.constexpr):
+                         P_LATE: tl.constexpr, GROUPS: tl.constexpr, ZIGZAG: tl.constexpr,
+                         PIN_SOFTMAX: tl.constexpr = False):
     """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile."""
     qk_scale = sm_scale * LOG2E
     if wg == GROUPS - 1:
@@ -411,7 +423,7 @@ def _persistent_consumer(wg, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty
 
         acc, l_i = _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, q_empty, qslot, wg, ring,
                            rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, HEAD_DIM, HALF, CAUSAL, EVEN_M,
-                           BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, True)
+                           BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, True, PIN_SOFTMAX, o_ptr)
         ring += n_blocks
         it += 1
 
@@ -438,7 +450,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
-                         ZIGZAG: tl.constexpr = False, WARP1_LOADER: tl.constexpr = False):
+                         ZIGZAG: tl.constexpr = False, WARP1_LOADER: tl.constexpr = False,
+                         PIN_SOFTMAX: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -475,13 +488,13 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                      k_empty, v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, TILE_BYTES, Q_BYTES, dtype, P_EARLY, EX2_F16, LAZY, P_LATE,
-                                     GROUPS, ZIGZAG)
+                                     GROUPS, ZIGZAG, PIN_SOFTMAX)
             with tlx.async_task(num_warps=4, num_regs=MMA_REGS):
                 _persistent_consumer(1, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full,
                                      k_empty, v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, TILE_BYTES, Q_BYTES, dtype, P_EARLY, EX2_F16, LAZY, P_LATE,
-                                     GROUPS, ZIGZAG)
+                                     GROUPS, ZIGZAG, PIN_SOFTMAX)
             with tlx.async_task(num_warps=1, num_regs=LOADER_REGS):
                 _persistent_loader(q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full, k_empty,
                                    v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
@@ -499,12 +512,12 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                      q_empty, k_full, v_full, k_empty, v_empty, desc_q, desc_k, desc_v, desc_o,
                                      o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
                                      CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, dtype, P_EARLY,
-                                     EX2_F16, LAZY, P_LATE, GROUPS, ZIGZAG)
+                                     EX2_F16, LAZY, P_LATE, GROUPS, ZIGZAG, PIN_SOFTMAX)
 
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
             P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False,
-            WARP1_LOADER=False):
+            WARP1_LOADER=False, PIN_SOFTMAX=False):
     # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
     # P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
     # WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
@@ -529,6 +542,10 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
     if WARP1_LOADER:
         # persistent only: the loader is one warp (not a spinning warp group); not measured yet
         cfg.update(WARP1_LOADER=True)
+    if PIN_SOFTMAX:
+        # the softmax is pinned above the P V wgmma's wait (a never-taken store that needs it), so
+        # it overlaps P V in the SASS too; spills 7 registers at D=128 unless P_LATE
+        cfg.update(PIN_SOFTMAX=True)
     if ZIGZAG:
         # persistent only: each CTA takes pairs of tiles (heaviest + lightest query block of one
         # head) - a causal schedule with equal work per pair; not measured on a GPU yet
@@ -624,6 +641,9 @@ SIM_CONFIGS = {
     "persistent_zigzag": _config(64, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
     "persistent_warp1_loader": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True),
     "plain_plate": _config(32, 3, P_LATE=True),
+    # the softmax pinned above the P V wait by a never-taken store (with and without P_LATE)
+    "persistent_pin_plate": _config(64, 2, PERSISTENT=True, Q_BUFS=2, PIN_SOFTMAX=True, P_LATE=True),
+    "plain_pin": _config(32, 2, PIN_SOFTMAX=True),
 }
 
 
