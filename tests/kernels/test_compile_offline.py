@@ -78,7 +78,11 @@ def test_default_configs_per_head_dim_and_masking():
     c128 = attention.configs_for(128, causal=True)[0]
     assert c128.get("ZIGZAG") and c128.get("PERSISTENT") and c128.get("GROUPS", 2) == 2
     c64 = attention.configs_for(64, causal=True)[0]
-    assert c64.get("ZIGZAG") and c64.get("GROUPS") == 3
+    assert c64.get("ZIGZAG") and c64.get("GROUPS", 2) == 2 and c64.get("PIN_SOFTMAX") and c64.get("P_LATE")
+    assert not any(c.get("PIN_SOFTMAX") for c in attention.configs_for(128) + attention.configs_for(64))
+    assert attention.configs_for(128, causal=True)[1:].count(c64) == 1      # D=128: in the space, not first
+    for (small, causal), cfg in attention.DEFAULTS.items():
+        assert cfg in attention.CONFIGS and attention.suits(cfg, 64 if small else 128, causal)
     # persistent without zig-zag stays out of causal runs (round 3: -12 %)
     assert all(c.get("ZIGZAG") for c in attention.configs_for(128, True) if c.get("PERSISTENT"))
 

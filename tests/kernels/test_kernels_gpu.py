@@ -51,12 +51,15 @@ def test_attention_d64_default_three_groups_matches_float64(shape, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("shape", [(1, 3, 200, 128), (2, 16, 2048, 128), (1, 5, 1000, 64)], ids=str)
-def test_attention_causal_zigzag_schedule_matches_float64(shape, dtype):
-    """Causal, persistent, zig-zag pairs of query tiles (odd tile counts, several pairs per CTA)."""
+def test_attention_causal_default_zigzag_schedule_matches_float64(shape, dtype):
+    """Causal default per head dim: persistent, zig-zag pairs of query tiles (odd tile counts, several
+    pairs per CTA); at D=64 with the softmax pinned under P V (PIN_SOFTMAX + P_LATE)."""
     q, k, v = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
     o = torch.full_like(q, float("nan"))
     scale = 1 / math.sqrt(shape[-1])
-    attention.launch(q, k, v, o, True, scale, attention._config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True))
+    cfg = attention.configs_for(shape[-1], causal=True)[0]
+    assert cfg.get("ZIGZAG") and cfg.get("PIN_SOFTMAX", False) == (shape[-1] == 64)
+    attention.launch(q, k, v, o, True, scale, cfg)
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
     s = s.masked_fill(torch.ones(shape[2], shape[2], dtype=torch.bool, device="cuda").triu(1), float("-inf"))
     assert _rel(o, torch.softmax(s, -1) @ v.double()) < TOL[dtype] * 1.5

@@ -594,7 +594,21 @@ CONFIGS = (
     # D=128 vs 1.03-1.05x for the plain grid; D=64 with three groups 0.96x vs 0.87x; round 4)
     _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
     _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
+    # causal D=64 only, its default: zig-zag pairs, two groups, the softmax pinned under P V
+    # (PIN_SOFTMAX + P_LATE): 1.00x SDPA vs 0.97x for the three-group zig-zag (round 5); at D=128
+    # the same switches lost 2-7 %
+    _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, PIN_SOFTMAX=True, P_LATE=True),
 )
+
+# the first config a launch without a config tries, per (head dim <= 64, causal): each measured
+# fastest there on the H200 (benchmarks/RESULTS.md, rounds 3-5); the rest of ``configs_for``
+# follows in CONFIGS order
+DEFAULTS = {
+    (False, False): CONFIGS[0],
+    (False, True): _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
+    (True, False): _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
+    (True, True): _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, PIN_SOFTMAX=True, P_LATE=True),
+}
 
 
 def suits(cfg, head_dim, causal=False) -> bool:
@@ -611,15 +625,12 @@ def suits(cfg, head_dim, causal=False) -> bool:
 
 
 def configs_for(head_dim, causal=False):
-    """The autotune space for one head dim and masking (the first entry is the default: for
-    D <= 64 the three-group configs come first, for causal runs the zig-zag persistent ones;
-    each measured fastest there in round 4)."""
-    fit = [c for c in CONFIGS if suits(c, head_dim, causal)]
-    if head_dim <= 64:
-        fit.sort(key=lambda c: c.get("GROUPS", 2) != 3)      # stable: otherwise CONFIGS order
-    if causal:
-        fit.sort(key=lambda c: not c.get("ZIGZAG"))          # zig-zag persistent first
-    return tuple(fit)
+    """The autotune space for one head dim and masking, the default first (``DEFAULTS``: three
+    groups for D <= 64, zig-zag persistent for causal runs, the pinned softmax for causal D <= 64),
+    then every other config that ``suits`` it in CONFIGS order."""
+    first = DEFAULTS[(head_dim <= 64, bool(causal))]
+    return (first,) + tuple(c for c in CONFIGS if c != first and suits(c, head_dim, causal))
+
 
 SIM_CONFIGS = {
     "tiny": _config(64, 2),
