@@ -23,7 +23,8 @@ from _harness import (attn_flops, attn_inputs, bench_ms, check_attn, check_row, 
                       load_tutorial, md_table, run_check_sweep_compare, timing_rows, try_call)
 
 BENCH = [((4, 32, 4096, 128), False), ((2, 32, 8192, 128), False),
-         ((4, 32, 4096, 128), True), ((2, 32, 8192, 128), True), ((4, 32, 4096, 64), False)]
+         ((4, 32, 4096, 128), True), ((2, 32, 8192, 128), True), ((4, 32, 4096, 64), False),
+         ((4, 32, 4096, 64), True)]
 CHECK = [(1, 2, 128, 64), (2, 3, 256, 128), (1, 2, 200, 64), (2, 2, 1000, 128), (1, 1, 77, 128),
          (1, 4, 1024, 64), (1, 1, 4096, 128), (1, 2, 130, 128)]
 TOL = {"float16": 3e-3, "bfloat16": 2e-2}
