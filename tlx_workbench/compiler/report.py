@@ -161,6 +161,7 @@ class CompileReport:
     _ptxas_log: str | None = dataclasses.field(default=None, repr=False)
     _ptxas_job: Any = dataclasses.field(default=None, repr=False)
     _ptxas_parsed: Any = dataclasses.field(default=None, repr=False)
+    _wgmma_overlap: Any = dataclasses.field(default=None, repr=False)
 
     # ---- lazily finished pieces --------------------------------------------------------
     def _stage_map(self) -> SourceMap:
@@ -242,6 +243,24 @@ class CompileReport:
         """Per-function numbers from ptxas (``PtxasFunctionStats``: registers, barriers, stack,
         spill stores / loads)."""
         return list(self._ptxas().functions)
+
+    @property
+    def wgmma_overlap(self):
+        """What ptxas runs under each in-flight wgmma (Hopper): one ``WgmmaGroup`` per
+        ``tlx.async_dot`` in SASS order, with its A operand, the wait that retires it, the MUFU /
+        FP / other instructions in between, and the work written under it that ptxas moved behind
+        the wait (explained, with what to do). Empty for other targets or kernels without wgmma.
+
+        >>> [(g.line, g.a_operand, g.mufu, g.moved) for g in report.wgmma_overlap]   # doctest: +SKIP
+        [(194, 'smem', 0, 0), (151, 'smem', 0, 0), (152, 'registers', 0, 232), ...]
+        """
+        if self._wgmma_overlap is None:
+            self.sass  # noqa: B018  (finished outside the lock's critical section below)
+            with _LAZY_LOCK:
+                if self._wgmma_overlap is None:
+                    from .wgmma_overlap import analyze
+                    self._wgmma_overlap = analyze(self)
+        return self._wgmma_overlap
 
     @property
     def source_map(self) -> SourceMap:
