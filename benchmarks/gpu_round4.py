@@ -60,6 +60,13 @@ if SET == "pin":        # the softmax pinned above the P V wait (+ the one-warp 
                   ((4, 32, 4096, 64), False, ("float16",)),
                   ((4, 32, 4096, 64), True, ("float16",))]
     GEMM_CHECK, GEMM_BENCH = [], []
+if SET == "qregs":      # Q in registers for S = Q K^T (with P_LATE), no GEMM
+    ATTN_BENCH = [((4, 32, 4096, 128), False, ("float16", "bfloat16")),
+                  ((2, 32, 8192, 128), False, ("float16", "bfloat16")),
+                  ((4, 32, 4096, 128), True, ("float16", "bfloat16")),
+                  ((4, 32, 4096, 64), False, ("float16",)),
+                  ((4, 32, 4096, 64), True, ("float16", "bfloat16"))]
+    GEMM_CHECK, GEMM_BENCH = [], []
 if SET == "zigzag":     # causal only (the zig-zag persistent schedule), no GEMM; not run yet
     ATTN_BENCH = [((4, 32, 4096, 128), True, ("float16", "bfloat16")),
                   ((2, 32, 8192, 128), True, ("float16",)),
@@ -103,6 +110,23 @@ def attn_variants():
             "g3_pin_plate": (A._config(128, 2, **PIN, **G3), False, both),
             "g3_zigzag": (A._config(128, 2, ZIGZAG=True, **G3), True, both),
             "g3_zigzag_pin_plate": (A._config(128, 2, ZIGZAG=True, **PIN, **G3), True, both),
+        }
+    if SET == "qregs":
+        Z = dict(PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)
+        QR = dict(Q_REGS=True, P_LATE=True)
+        PIN = dict(PIN_SOFTMAX=True, P_LATE=True)
+        G3 = dict(BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2)
+        return {
+            "pers": (A._config(128, 2, **P), False, both),
+            "pers_plate": (A._config(128, 2, P_LATE=True, **P), False, both),
+            "pers_qregs": (A._config(128, 2, **QR, **P), False, both),
+            "pers_qregs_pin": (A._config(128, 2, PIN_SOFTMAX=True, **QR, **P), False, both),
+            "pers_zigzag": (A._config(128, 2, **Z), True, both),
+            "pers_zigzag_qregs": (A._config(128, 2, **QR, **Z), True, both),
+            "pers_zigzag_pin": (A._config(128, 2, **PIN, **Z), True, both),
+            "pers_zigzag_qregs_pin": (A._config(128, 2, PIN_SOFTMAX=True, **QR, **Z), True, both),
+            "g3": (A._config(128, 2, **G3), False, both),
+            "g3_zigzag": (A._config(128, 2, ZIGZAG=True, **G3), True, both),
         }
     if SET == "zigzag":
         Z = dict(PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)

@@ -182,11 +182,15 @@ def _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, q_empty,
             CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
             DTYPE: tl.constexpr, P_EARLY: tl.constexpr, EX2_F16: tl.constexpr, LAZY: tl.constexpr,
             P_LATE: tl.constexpr, GROUPS: tl.constexpr, RELEASE_Q: tl.constexpr,
-            PIN_SOFTMAX: tl.constexpr = False, pin_ptr=None):
+            PIN_SOFTMAX: tl.constexpr = False, pin_ptr=None, Q_REGS: tl.constexpr = False):
     """One consumer group's pass over the K/V blocks of one query tile: S_0 alone, the steps (unmasked
     blocks first), the last P V. ``ring``: K/V blocks through the ring before this tile's block 0.
     ``RELEASE_Q``: arrive on ``q_empty[qslot]`` once the tile's last Q K^T retired (persistent form).
     Returns (the unnormalised O, the row sums)."""
+    if Q_REGS:
+        # Q as the register operand of every S = Q K^T wgmma (read from SMEM once per tile,
+        # not once per step); fits 240 registers only with P_LATE
+        q_tile = tlx.local_load(q_tile)
     # block 0: S_0 alone (nothing to multiply with V yet)
     b0 = ring % NUM_BUFS
     tlx.barrier_wait(k_full[b0], (ring // NUM_BUFS) & 1)
@@ -230,7 +234,8 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
-                         ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False):
+                         ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
+                         Q_REGS: tl.constexpr = False):
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -290,7 +295,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
 
             acc, l_i = _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, None, 0, wg, 0,
                                rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, HEAD_DIM, HALF, CAUSAL, EVEN_M,
-                               BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, False, PIN_SOFTMAX, o_ptr)
+                               BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, False, PIN_SOFTMAX, o_ptr, Q_REGS)
 
             out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
             if EVEN_M:
@@ -395,7 +400,7 @@ def _persistent_consumer(wg, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty
                          tl.constexpr, HALF: tl.constexpr, TILE_BYTES: tl.constexpr, Q_BYTES: tl.constexpr,
                          dtype: tl.constexpr, P_EARLY: tl.constexpr, EX2_F16: tl.constexpr, LAZY: tl.constexpr,
                          P_LATE: tl.constexpr, GROUPS: tl.constexpr, ZIGZAG: tl.constexpr,
-                         PIN_SOFTMAX: tl.constexpr = False):
+                         PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False):
     """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile."""
     qk_scale = sm_scale * LOG2E
     if wg == GROUPS - 1:
@@ -423,7 +428,7 @@ def _persistent_consumer(wg, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty
 
         acc, l_i = _attend(q_tile, k_tiles, v_tiles, k_full, k_empty, v_full, v_empty, q_empty, qslot, wg, ring,
                            rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, HEAD_DIM, HALF, CAUSAL, EVEN_M,
-                           BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, True, PIN_SOFTMAX, o_ptr)
+                           BN, NUM_BUFS, dtype, P_EARLY, EX2_F16, LAZY, P_LATE, GROUPS, True, PIN_SOFTMAX, o_ptr, Q_REGS)
         ring += n_blocks
         it += 1
 
@@ -451,7 +456,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
                          ZIGZAG: tl.constexpr = False, WARP1_LOADER: tl.constexpr = False,
-                         PIN_SOFTMAX: tl.constexpr = False):
+                         PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -488,13 +493,13 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                      k_empty, v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, TILE_BYTES, Q_BYTES, dtype, P_EARLY, EX2_F16, LAZY, P_LATE,
-                                     GROUPS, ZIGZAG, PIN_SOFTMAX)
+                                     GROUPS, ZIGZAG, PIN_SOFTMAX, Q_REGS)
             with tlx.async_task(num_warps=4, num_regs=MMA_REGS):
                 _persistent_consumer(1, q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full,
                                      k_empty, v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, TILE_BYTES, Q_BYTES, dtype, P_EARLY, EX2_F16, LAZY, P_LATE,
-                                     GROUPS, ZIGZAG, PIN_SOFTMAX)
+                                     GROUPS, ZIGZAG, PIN_SOFTMAX, Q_REGS)
             with tlx.async_task(num_warps=1, num_regs=LOADER_REGS):
                 _persistent_loader(q_tiles, k_tiles, v_tiles, o_tiles, q_full, q_empty, k_full, v_full, k_empty,
                                    v_empty, desc_q, desc_k, desc_v, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
@@ -512,12 +517,12 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                      q_empty, k_full, v_full, k_empty, v_empty, desc_q, desc_k, desc_v, desc_o,
                                      o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
                                      CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, dtype, P_EARLY,
-                                     EX2_F16, LAZY, P_LATE, GROUPS, ZIGZAG, PIN_SOFTMAX)
+                                     EX2_F16, LAZY, P_LATE, GROUPS, ZIGZAG, PIN_SOFTMAX, Q_REGS)
 
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
             P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False,
-            WARP1_LOADER=False, PIN_SOFTMAX=False):
+            WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False):
     # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
     # P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
     # WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
@@ -546,6 +551,10 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
         # the softmax is pinned above the P V wgmma's wait (a never-taken store that needs it), so
         # it overlaps P V in the SASS too; spills 7 registers at D=128 unless P_LATE
         cfg.update(PIN_SOFTMAX=True)
+    if Q_REGS:
+        # Q is loaded into registers once per tile and is the register operand of S = Q K^T (the
+        # wgmmas then read only K from SMEM); spills at D=128 unless P_LATE
+        cfg.update(Q_REGS=True)
     if ZIGZAG:
         # persistent only: each CTA takes pairs of tiles (heaviest + lightest query block of one
         # head) - a causal schedule with equal work per pair; not measured on a GPU yet
@@ -655,6 +664,9 @@ SIM_CONFIGS = {
     # the softmax pinned above the P V wait by a never-taken store (with and without P_LATE)
     "persistent_pin_plate": _config(64, 2, PERSISTENT=True, Q_BUFS=2, PIN_SOFTMAX=True, P_LATE=True),
     "plain_pin": _config(32, 2, PIN_SOFTMAX=True),
+    # Q in registers as the S = Q K^T operand (with P_LATE), persistent and plain
+    "persistent_qregs": _config(64, 2, PERSISTENT=True, Q_BUFS=2, Q_REGS=True, P_LATE=True),
+    "plain_qregs": _config(32, 3, Q_REGS=True, P_LATE=True),
 }
 
 
