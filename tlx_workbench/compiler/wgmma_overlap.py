@@ -467,8 +467,11 @@ def _explain(g: dict, inner_lines) -> tuple[str, str]:
                    f"the wait, {left}. ptxas hoists a wgmma wait that has no inputs above independent work.")
     hint = (f"keep that work above the wait at line {g['wait_line']}: give the wait something it may not "
             f"pass, a memory operation that needs the work's result (a store that never happens, see "
-            f"PIN_SOFTMAX in tlx_workbench/kernels/attention.py), or a loop edge (wait for this wgmma in "
-            f"the next iteration); then look at this table again.")
+            f"PIN_SOFTMAX in tlx_workbench/kernels/attention.py), then look at this table again and at "
+            f"ptxas's advisories (waiting in the next loop iteration instead made ptxas serialize the "
+            f"attention kernel's wgmmas, C7512). Then measure: overlap here is not speed by itself (pinned, "
+            f"the attention kernel ran 2-7 % slower on an H200; its other warp group's GEMMs already hid "
+            f"the softmax).")
     return explanation, hint
 
 
