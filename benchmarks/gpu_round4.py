@@ -34,8 +34,9 @@ from _harness import (attn_inputs, check_attn, check_gemm, check_row, device_lin
 # which variants a run measures: "a" (the first call: pe / wb / ex2h), "lazy" (the second call:
 # the lazy O rescale), "plate" (the third: P converted after the P V wgmma retired); no --set
 # means "a", the command that made round4.json; "g3" (the fourth: three consumer groups, D=64);
-# "zigzag" (the fifth: the causal zig-zag pair schedule of the persistent kernel); "warp1" (prepared,
-# not run yet: the persistent kernel with a one-warp loader)
+# "zigzag" (the fifth: the causal zig-zag pair schedule of the persistent kernel); "warp1" (the
+# persistent kernel with a one-warp loader; its variants were timed in the "pin" call of round 5);
+# "pin" and "qregs" (round 5, third session: the softmax pinned under P V, Q in registers)
 SET = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "a"
 STEM = "round4" if SET == "a" else f"round4_{SET}"
 r3.DEADLINE_S = float(os.environ.get("ROUND4_DEADLINE_S", "150"))
@@ -48,7 +49,7 @@ ATTN_BENCH = [((4, 32, 4096, 128), False, ("float16", "bfloat16")),
               ((4, 32, 4096, 64), False, ("float16",))]
 GEMM_CHECK = [(1000, 1032, 520), (4104, 136, 1024), (4096, 4096, 4096)]
 GEMM_BENCH = [(4096, 4096, 4096), (8192, 8192, 8192)]
-if SET == "warp1":      # the one-warp loader (prepared, not run yet), D=128, no GEMM
+if SET == "warp1":      # the one-warp loader, D=128, no GEMM (timed within --set pin)
     ATTN_BENCH = [((4, 32, 4096, 128), False, ("float16", "bfloat16")),
                   ((2, 32, 8192, 128), False, ("float16", "bfloat16")),
                   ((4, 32, 4096, 128), True, ("float16",))]
@@ -67,7 +68,7 @@ if SET == "qregs":      # Q in registers for S = Q K^T (with P_LATE), no GEMM
                   ((4, 32, 4096, 64), False, ("float16",)),
                   ((4, 32, 4096, 64), True, ("float16", "bfloat16"))]
     GEMM_CHECK, GEMM_BENCH = [], []
-if SET == "zigzag":     # causal only (the zig-zag persistent schedule), no GEMM; not run yet
+if SET == "zigzag":     # causal only (the zig-zag persistent schedule), no GEMM
     ATTN_BENCH = [((4, 32, 4096, 128), True, ("float16", "bfloat16")),
                   ((2, 32, 8192, 128), True, ("float16",)),
                   ((4, 32, 4096, 64), True, ("float16",))]

@@ -25,17 +25,22 @@ One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer g
 * D=64 default: three consumer groups (``GROUPS=3``, BM=192, 160 registers each) take the GEMM
   turn in a ring, so each group's softmax hides behind two other groups' GEMMs: 1.04-1.11x SDPA
   vs 0.92-0.95x with two groups (round 4). ``configs_for(64)`` lists it first; it would spill
-  registers at D=128 and is not used for causal runs.
-* ``WARP1_LOADER`` (persistent, two groups): the loader is a single warp (its warp group's other
-  warps idle instead of spinning on the ring's barriers, as in FlashAttention-3); the consumer
-  groups become the default task and one 4-warp task. Compiles without spills and runs in the
-  simulator; not measured on a GPU yet, so not in the autotune space
-  (``benchmarks/gpu_round4.py --set warp1``).
-* switches, all off by default and each measured slower on the H200 (benchmarks/RESULTS.md,
-  attention round 4), kept so the experiments can be re-run: ``P_EARLY`` (P converted in the
+  registers at D=128.
+* causal D=64 default: the zig-zag persistent kernel with two groups and the softmax pinned under
+  the P V wgmma (``PIN_SOFTMAX`` + ``P_LATE``, below): 1.00x SDPA in fp16 vs 0.96-0.97x for three
+  groups; in bf16 the three-group zig-zag is faster (0.96x vs 0.91x), and ``attention()`` autotunes
+  over both (round 5).
+* switches, all off by default and each measured slower or level on the H200 (benchmarks/RESULTS.md,
+  attention rounds 4 and 5), kept so the experiments can be re-run: ``P_EARLY`` (P converted in the
   softmax: ptxas then serializes the wgmmas, C7513, -27 % in fp16), ``P_LATE`` (converted after
   the P V wgmma retired), ``WARP_BAR`` (warp-barrier releases), ``EX2_F16`` (packed fp16 exp2),
-  ``LAZY`` (O rescaled only when a row max grew by > 2^8).
+  ``LAZY`` (O rescaled only when a row max grew by > 2^8), ``WARP1_LOADER`` (a one-warp loader, as
+  in FlashAttention-3: level), ``Q_REGS`` (Q in registers as the operand of Q K^T, with ``P_LATE``:
+  level), ``PIN_SOFTMAX`` (see below: -2 to -7 % at D=128).
+* what ptxas overlaps: in SASS the wait for the P V wgmma sits *above* the softmax written under it
+  (ptxas moves a wait that has no inputs; ``report.wgmma_overlap`` shows it: 0 of 66 exp2 per step
+  run under P V). ``PIN_SOFTMAX`` keeps them there with a store that never happens and needs all of
+  them. Slower at D=128 all the same: the other group's GEMMs already hide the softmax (ping-pong).
 
 Shapes: q, k, v (Z, H, N, D), D in {64, 128}, fp16 or bf16, any N.
 
@@ -545,7 +550,8 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
         # GROUPS consumer groups of 64 query rows each take GEMM turns in a ring (BM = 64 * GROUPS)
         cfg.update(GROUPS=GROUPS)
     if WARP1_LOADER:
-        # persistent only: the loader is one warp (not a spinning warp group); not measured yet
+        # persistent only: the loader is one warp (not a spinning warp group); level with the
+        # four-warp loader on the H200 (round 5)
         cfg.update(WARP1_LOADER=True)
     if PIN_SOFTMAX:
         # the softmax is pinned above the P V wgmma's wait (a never-taken store that needs it), so
@@ -557,7 +563,7 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
         cfg.update(Q_REGS=True)
     if ZIGZAG:
         # persistent only: each CTA takes pairs of tiles (heaviest + lightest query block of one
-        # head) - a causal schedule with equal work per pair; not measured on a GPU yet
+        # head) - a causal schedule with equal work per pair (1.08-1.10x SDPA at D=128, round 4)
         cfg.update(ZIGZAG=True)
     return cfg
 
