@@ -131,18 +131,43 @@ def _ptx_frames(text: str) -> dict[int, Loc]:
 
 
 _SASS_LINE_RE = re.compile(r'"([^"]*)", line (\d+)')
+_SASS_INSN_RE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/")
 
 
 def _sass_frames(text: str) -> dict[int, Loc]:
+    """``nvdisasm -gi`` writes an instruction's inlining chain as a block of ``//##`` lines,
+    innermost first, one frame each, with that frame's caller after ``inlined at``::
+
+        //## File "k.py", line 127 inlined at "k.py", line 202
+        //## File "k.py", line 202 inlined at "k.py", line 516
+        //## File "k.py", line 516
+
+    The block is one Loc (frames innermost first), as the other stages read theirs; it holds
+    for the instructions after it up to the next block. (Keeping only the block's last line
+    mapped every instruction of a helper to the kernel's outermost call line.)
+
+    >>> sass = ('//## File "k.py", line 9 inlined at "k.py", line 20\\n//## File "k.py", line 20\\n'
+    ...         '        /*0010*/    MUFU.EX2 R1, R2 ;')
+    >>> [f.line for f in _sass_frames(sass)[3].frames]
+    [9, 20]
+    """
     out = {}
     cur: Loc | None = None
+    block: list[list[tuple[str, str]]] = []
     for i, line in enumerate(text.splitlines(), start=1):
         if "//##" in line:
-            frames = tuple(Frame(f, int(ln)) for f, ln in _SASS_LINE_RE.findall(line))
-            cur = Loc(frames) if frames else None
+            block.append(_SASS_LINE_RE.findall(line))
             continue
-        if cur is not None and re.match(r"^\s*/\*[0-9a-f]{4,}\*/", line):
+        if block:
+            frames = [Frame(fl[0][0], int(fl[0][1])) for fl in block if fl]
+            if len(block[-1]) > 1:  # a block cut short still names its last frame's caller
+                frames.append(Frame(block[-1][1][0], int(block[-1][1][1])))
+            cur = Loc(tuple(frames)) if frames else None
+            block = []
+        if cur is not None and _SASS_INSN_RE.match(line):
             out[i] = cur
+        elif line.lstrip().startswith(".section"):   # a new function starts with no line yet
+            cur = None
     return out
 
 
