@@ -138,3 +138,19 @@ def test_reprs_name_the_lines_and_survive_pickling(default):
     assert "PIN_SOFTMAX" in text and "PIN_SOFTMAX" in page and "what to do" in page
     back = pickle.loads(pickle.dumps(default))
     assert list(back) == list(default) and back.kernel == default.kernel
+
+
+def test_the_report_itself_shows_what_ptxas_did_not_overlap(default, pinned, gemm):
+    """The compile report's text and HTML carry one finding per async_dot whose work moved behind its
+    wait (the loop copies of the same line are one finding), and nothing when the SASS overlaps it."""
+    pv_line = next(g.line for g in default if g.explanation and not g.serialized)
+    report = A.compile_report(A.CONFIGS[0], shape=SHAPE)          # the fixtures' reports (cached)
+    for text in (report.summary(), report._repr_html_()):
+        assert "wgmma overlap" in text and text.count(f"async_dot at line {pv_line}") == 1
+        assert "PIN_SOFTMAX" in text
+    cfg = A._config(128, 2, PERSISTENT=True, Q_BUFS=2, PIN_SOFTMAX=True, P_LATE=True)
+    a, b, c = (torch.empty(512, 512, dtype=torch.float16) for _ in range(3))
+    args, options = gemm_ws._kernel_call(a, b, c, gemm_ws.SIM_CONFIGS["tiny"])
+    for r in (A.compile_report(cfg, shape=SHAPE), wb.compile(gemm_ws.gemm_ws_coop_kernel, *args, target="sm_90",
+                                                              **options)):
+        assert "wgmma overlap" not in r.summary() and "wgmma overlap" not in r._repr_html_()

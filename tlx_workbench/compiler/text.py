@@ -40,6 +40,22 @@ def advisory_lines(advisories) -> list[str]:
     return out
 
 
+def overlap_lines(r) -> list[str]:
+    """What ptxas did not overlap with a wgmma, as text (the whole table: ``report.wgmma_overlap``)."""
+    from .html import overlap_findings
+    rows = overlap_findings(r)
+    if not rows:
+        return []
+    out = ["wgmma overlap (SASS; the whole table: report.wgmma_overlap):"]
+    for g in rows:
+        what = ("serialized" if g.serialized else
+                f"{g.moved_mufu} MUFU + {g.moved_fp32} FP instructions written under it run after its wait"
+                + (f" at line {g.wait_line}" if g.wait_line else ""))
+        out += [f"  ! async_dot at line {g.line}: {what}", f"      why: {g.explanation}",
+                f"      what to do: {g.hint}"]
+    return out
+
+
 def render_text(r) -> str:
     res = r.resources
     lines = [f"CompileReport {r.kernel} for {r.target} ({r.gpu}), {r.source.file}:{r.source.first_line}"]
@@ -49,6 +65,7 @@ def render_text(r) -> str:
                  + f" | {res.registers} regs/thread | spills {res.spills} B | {res.num_warps} warps"
                  + (f" | {res.num_ctas} CTAs/cluster" if res.num_ctas > 1 else ""))
     lines += advisory_lines(r.ptxas_advisories)
+    lines += overlap_lines(r)
     lines.append("tasks:")
     lines += _table(["task", "warps", "first warp", "registers", "line"],
                     [[t.label, t.num_warps, t.warp_start, t.registers if t.registers is not None else "-",
