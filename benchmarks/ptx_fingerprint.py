@@ -1,0 +1,84 @@
+"""Fingerprints of the library kernels' machine code, for refactors that must not change it.
+
+Compiles every config of every library kernel for sm_90 on this machine (no GPU), strips what
+moves with the source text (debug sections, ``.loc`` lines, comments, label numbers) from the
+PTX and prints one hash per (kernel, config, variant). Run it before and after a refactor of a
+kernel's Python: identical hashes mean identical PTX code, so the GPU measurements still hold.
+
+    python benchmarks/ptx_fingerprint.py > /tmp/before.txt      # on the old code
+    python benchmarks/ptx_fingerprint.py > /tmp/after.txt       # on the new code
+    diff /tmp/before.txt /tmp/after.txt && echo "same code"
+    python benchmarks/ptx_fingerprint.py --only attention        # one module
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import pathlib
+import re
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+
+def code_of(ptx: str) -> str:
+    """The PTX without what the source text moves: debug sections, .loc, comments, label numbers."""
+    ptx = ptx[:ptx.find(".section")] if ".section" in ptx else ptx
+    ptx = re.sub(r"^\s*\.loc.*$|^\s*//.*$|^\s*\.file.*$", "", ptx, flags=re.M)
+    ptx = re.sub(r"\$L__tmp\d+", "L", ptx)
+    ptx = re.sub(r"\$L__BB[0-9_]+", "BB", ptx)
+    return re.sub(r"\n\s*\n+", "\n", ptx)
+
+
+def _digest(compiled) -> str:
+    return hashlib.md5(code_of(compiled.asm["ptx"]).encode()).hexdigest()[:16]
+
+
+def attention_rows():
+    from tlx_workbench.kernels import attention as A
+    cfgs = dict(enumerate(A.CONFIGS))
+    for i, cfg in cfgs.items():
+        for causal in (False, True):
+            for d in (64, 128):
+                if A.suits(cfg, d, causal):
+                    yield (f"attention cfg{i} D={d} causal={causal}", cfg,
+                           lambda cfg=cfg, d=d, causal=causal: A.compile_offline(cfg, shape=(1, 2, 1000, d),
+                                                                               causal=causal))
+
+
+def gemm_rows():
+    import torch
+    from tlx_workbench.kernels import gemm_pingpong, gemm_pipelined, gemm_streamk, gemm_ws
+    from tlx_workbench.target import offline
+    kernels = [(gemm_ws, gemm_ws.gemm_ws_coop_kernel), (gemm_pingpong, gemm_pingpong.gemm_pingpong_kernel),
+               (gemm_streamk, gemm_streamk.gemm_streamk_kernel), (gemm_pipelined, gemm_pipelined.gemm_pipelined_kernel)]
+
+    def build(mod, kernel, cfg, dt):
+        with offline("sm_90"):
+            a, b = torch.empty(1000, 520, dtype=dt), torch.empty(520, 1032, dtype=dt)
+            c = torch.empty(1000, 1032, dtype=dt)
+            args, options = mod._kernel_call(a, b, c, cfg)
+            return kernel.warmup(*args, grid=(1,), **options)
+
+    for mod, kernel in kernels:
+        name = mod.__name__.rsplit(".", 1)[1]
+        for i, cfg in enumerate(mod.CONFIGS):
+            for dt in (torch.float16, torch.bfloat16):
+                yield (f"{name} cfg{i} {str(dt)[6:]}", cfg, lambda mod=mod, kernel=kernel, cfg=cfg, dt=dt:
+                       build(mod, kernel, cfg, dt))
+
+
+def main():
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    for label, cfg, make in list(attention_rows()) + list(gemm_rows()):
+        if only and not label.startswith(only):
+            continue
+        try:
+            digest = _digest(make())
+        except Exception as e:      # a config that no longer compiles is a difference too
+            digest = f"error: {type(e).__name__}"
+        print(f"{digest}  {label}  {json.dumps(cfg, sort_keys=True)}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
