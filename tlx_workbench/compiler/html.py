@@ -166,35 +166,14 @@ def advisories_html(advisories) -> str:
     return "".join(out)
 
 
-def overlap_findings(r) -> list:
-    """The rows of ``r.wgmma_overlap`` that carry an explanation (work written under a wgmma that
-    ptxas moved behind its wait, or a serialized wgmma), one per (async_dot line, wait line):
-    Hopper kernels with wgmma only, so other reports never pay for reading their SASS."""
-    if not r.target.startswith("sm_90") or "wgmma.mma_async" not in r.stages.get("ptx", ""):
-        return []
-    try:
-        rows = r.wgmma_overlap.explained
-    except Exception:       # a report without SASS (no nvdisasm) still renders
-        return []
-    seen, out = set(), []
-    for g in rows:
-        if (g.line, g.wait_line, g.serialized) not in seen:
-            seen.add((g.line, g.wait_line, g.serialized))
-            out.append(g)
-    return out
-
-
 def overlap_html(r) -> str:
     """What ptxas did not overlap, as advisory boxes (the whole table: ``report.wgmma_overlap``)."""
-    rows = overlap_findings(r)
+    rows = r.wgmma_overlap.findings
     if not rows:
         return ""
     out = ["<h4>wgmma overlap <small>(SASS; the whole table: <code>report.wgmma_overlap</code>)</small></h4>"]
     for g in rows:
-        what = ("serialized" if g.serialized else
-                f"{g.moved_mufu} MUFU + {g.moved_fp32} FP instructions written under it run after its wait"
-                + (f" at line {g.wait_line}" if g.wait_line else ""))
-        out.append(f'<div class="advisory"><b>async_dot at line {_e(g.line)}</b> {_e(what)}'
+        out.append(f'<div class="advisory"><b>async_dot at line {_e(g.line)}</b> {_e(g.finding)}'
                    f'<div class="why"><i>why:</i> {_e(g.explanation)}</div>'
                    f"<div><i>what to do:</i> {_e(g.hint)}</div></div>")
     return "".join(out)

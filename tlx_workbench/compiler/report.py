@@ -255,7 +255,8 @@ class CompileReport:
         [(194, 'smem', 0, 0), (151, 'smem', 0, 0), (152, 'registers', 0, 232), ...]
         """
         if self._wgmma_overlap is None:
-            self.sass  # noqa: B018  (finished outside the lock's critical section below)
+            if self.arch == 90 and "wgmma.mma_async" in (self.stages.get("ptx") or ""):
+                self.sass  # noqa: B018  (finished outside the lock's critical section below)
             with _LAZY_LOCK:
                 if self._wgmma_overlap is None:
                     from .wgmma_overlap import analyze

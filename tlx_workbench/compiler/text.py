@@ -42,16 +42,12 @@ def advisory_lines(advisories) -> list[str]:
 
 def overlap_lines(r) -> list[str]:
     """What ptxas did not overlap with a wgmma, as text (the whole table: ``report.wgmma_overlap``)."""
-    from .html import overlap_findings
-    rows = overlap_findings(r)
+    rows = r.wgmma_overlap.findings
     if not rows:
         return []
     out = ["wgmma overlap (SASS; the whole table: report.wgmma_overlap):"]
     for g in rows:
-        what = ("serialized" if g.serialized else
-                f"{g.moved_mufu} MUFU + {g.moved_fp32} FP instructions written under it run after its wait"
-                + (f" at line {g.wait_line}" if g.wait_line else ""))
-        out += [f"  ! async_dot at line {g.line}: {what}", f"      why: {g.explanation}",
+        out += [f"  ! async_dot at line {g.line}: {g.finding}", f"      why: {g.explanation}",
                 f"      what to do: {g.hint}"]
     return out
 

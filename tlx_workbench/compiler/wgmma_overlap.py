@@ -61,7 +61,6 @@ import re
 _INSTR = re.compile(r"^\s*/\*([0-9a-fA-F]{4,})\*/\s+(.*?)\s*;?\s*$")
 _PRED = re.compile(r"^@!?U?P[T\d]+\s+")
 _LABEL = re.compile(r"^(\.L\w+):\s*$")
-_FRAME = re.compile(r'"([^"]*)", line (\d+)')
 _TARGET = re.compile(r"`\((\.L\w+)\)")
 _DEPBAR = re.compile(r"^WARPGROUP\.DEPBAR\.LE\s+gsb0\s*,\s*(0x[0-9a-fA-F]+|\d+)")
 _HGMMA_SHAPE = re.compile(r"^HGMMA\.(\S+)")
@@ -117,36 +116,26 @@ class _Instr:
 
 
 def _read(sass: str, file: str) -> tuple[list[_Instr], dict[str, int]]:
-    """Instructions (in text order) and label -> instruction index."""
+    """Instructions (in text order) and label -> instruction index. Each instruction's chain is
+    its ``//##`` inlining block as the source map reads it (``sourcemap._sass_frames``), kept to
+    the kernel file's lines, innermost first."""
+    from .sourcemap import _sass_frames
+    locs = _sass_frames(sass)
     out: list[_Instr] = []
     labels: dict[str, int] = {}
     pending_labels: list[str] = []
-    block: list[tuple[str, int]] = []     # frames of the //## block being read
-    chain: tuple[int, ...] = ()
-    in_block = False
     for n, raw in enumerate(sass.splitlines(), start=1):
-        if "//##" in raw:
-            if not in_block:
-                block, in_block = [], True
-            block += [(f, int(ln)) for f, ln in _FRAME.findall(raw)]
-            continue
-        if in_block:
-            # nvdisasm -gi prints one comment line per inlined frame: "line 81 inlined at .. 153",
-            # "line 153 inlined at .. 202", ..., "line 511" (the kernel's own)
-            lines: list[int] = []
-            for f, ln in block:
-                if f == file and (not lines or lines[-1] != ln):
-                    lines.append(ln)
-            chain, in_block = tuple(lines), False
         m = _LABEL.match(raw.strip())
         if m:
             pending_labels.append(m.group(1))
             continue
         m = _INSTR.match(raw)
         if not m:
-            if raw.strip().startswith((".section", "//----")):
-                chain = ()
             continue
+        lines: list[int] = []
+        for f in locs[n].frames if n in locs else ():
+            if f.file == file and (not lines or lines[-1] != f.line):
+                lines.append(f.line)
         text = m.group(2)
         pred = _PRED.match(text)
         body = text[pred.end():] if pred else text
@@ -154,7 +143,7 @@ def _read(sass: str, file: str) -> tuple[list[_Instr], dict[str, int]]:
         for lab in pending_labels:
             labels[lab] = len(out)
         pending_labels = []
-        out.append(_Instr(len(out), int(m.group(1), 16), n, op, operands.strip(), bool(pred), chain))
+        out.append(_Instr(len(out), int(m.group(1), 16), n, op, operands.strip(), bool(pred), tuple(lines)))
     return out, labels
 
 
@@ -229,6 +218,14 @@ class WgmmaGroup:
     def other(self) -> int:
         return self.alu + self.memory + self.barriers
 
+    @property
+    def finding(self) -> str:
+        """One line for a report: what ptxas did with the work written under this wgmma."""
+        if self.serialized:
+            return "serialized"
+        return (f"{self.moved_mufu} MUFU + {self.moved_fp32} FP instructions written under it run after its wait"
+                + (f" at line {self.wait_line}" if self.wait_line else ""))
+
     def __str__(self) -> str:
         where = f"line {self.line}" if self.line else f"SASS {self.address:#06x}"
         a = f"A in registers ({self.a_registers})" if self.a_operand == "registers" else "A in SMEM"
@@ -273,6 +270,17 @@ class WgmmaOverlap(list):
     def explained(self) -> list[WgmmaGroup]:
         """The groups whose written overlap ptxas undid (rows with an explanation)."""
         return [g for g in self if g.explanation]
+
+    @property
+    def findings(self) -> list[WgmmaGroup]:
+        """``explained``, one row per (async_dot line, wait line): a loop's copies of one
+        async_dot are one finding (what the compile report's text and HTML show)."""
+        seen, out = set(), []
+        for g in self.explained:
+            if (g.line, g.wait_line, g.serialized) not in seen:
+                seen.add((g.line, g.wait_line, g.serialized))
+                out.append(g)
+        return out
 
     def __str__(self) -> str:
         head = f"wgmma overlap of {self.kernel} for {self.target}"
@@ -521,6 +529,8 @@ def analyze(report) -> WgmmaOverlap:
     meta = {"kernel": report.kernel, "target": report.target, "file": file}
     if report.arch != 90:
         return WgmmaOverlap(note=f"wgmma is Hopper's (sm_90); this report is for {report.target}", **meta)
+    if "wgmma.mma_async" not in (report.stages.get("ptx") or ""):
+        return WgmmaOverlap(note="no HGMMA: the PTX has no wgmma (no tlx.async_dot on wgmma)", **meta)   # SASS not read
     sass = report.sass
     if "HGMMA" not in sass:
         return WgmmaOverlap(note="the SASS has no HGMMA (no tlx.async_dot on wgmma)", **meta)
