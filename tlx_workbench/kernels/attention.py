@@ -588,11 +588,24 @@ def smem_bytes(cfg, head_dim, elem=2) -> int:
     return (q_sets * cfg["BM"] * head_dim + 2 * cfg["NUM_BUFS"] * cfg["BN"] * head_dim) * elem + o + 1024
 
 
-# the autotune space, best-first on the H200 (the first entry is the default): the persistent
-# form with two Q sets measured best or tied-best at every non-causal cell of round 3 (D=128 and
-# D=64, fp16 and bf16); causal runs use the plain grid (benchmarks/RESULTS.md, round 3)
+# the default per (head dim <= 64, causal), each measured fastest there on the H200 (benchmarks/
+# RESULTS.md, rounds 3-5); ``configs_for`` puts it first, then the rest of CONFIGS in order
+# D=128, non-causal: persistent, two Q sets (round 3)
+_PERSISTENT = _config(128, 2, PERSISTENT=True, Q_BUFS=2)
+# D=64: three consumer groups take GEMM turns, so each group's softmax hides behind two other
+# groups' GEMMs (1.04-1.11x SDPA vs 0.92-0.95x with two groups, round 4); 160 registers per
+# consumer thread would spill at D=128
+_THREE_GROUPS = _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2)
+# causal: persistent with zig-zag pairs of query tiles (1.08-1.10x SDPA at D=128 vs 1.03-1.05x for
+# the plain grid, round 4)
+_ZIGZAG = _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)
+# causal D=64: zig-zag pairs, two groups, the softmax pinned under P V (PIN_SOFTMAX + P_LATE):
+# 1.00x SDPA vs 0.97x for the three-group zig-zag (round 5); at D=128 the same switches lost 2-7 %
+_ZIGZAG_PINNED = _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, PIN_SOFTMAX=True, P_LATE=True)
+
+# the autotune space (``suits`` picks what fits a head dim and masking)
 CONFIGS = (
-    _config(128, 2, PERSISTENT=True, Q_BUFS=2),
+    _PERSISTENT,
     _config(128, 2),
     _config(128, 3),
     _config(128, 2, PERSISTENT=True, Q_BUFS=1),
@@ -601,29 +614,14 @@ CONFIGS = (
     # D=64 only: 128 query rows per consumer group, so each K/V block feeds twice the MMA work
     # (at D=128 the 128x128 fp32 accumulator + S spill past 240 registers)
     _config(64, 2, BM=256),
-    # D=64 only, its default: three consumer groups take GEMM turns, so each group's softmax
-    # hides behind two other groups' GEMMs (1.04-1.11x SDPA vs 0.92-0.95x with two groups,
-    # round 4); 160 registers per consumer thread would spill at D=128
-    _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
-    # causal only, their default: persistent with zig-zag pairs of query tiles (1.08-1.10x SDPA at
-    # D=128 vs 1.03-1.05x for the plain grid; D=64 with three groups 0.96x vs 0.87x; round 4)
-    _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
+    _THREE_GROUPS,
+    _ZIGZAG,
     _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
-    # causal D=64 only, its default: zig-zag pairs, two groups, the softmax pinned under P V
-    # (PIN_SOFTMAX + P_LATE): 1.00x SDPA vs 0.97x for the three-group zig-zag (round 5); at D=128
-    # the same switches lost 2-7 %
-    _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, PIN_SOFTMAX=True, P_LATE=True),
+    _ZIGZAG_PINNED,
 )
 
-# the first config a launch without a config tries, per (head dim <= 64, causal): each measured
-# fastest there on the H200 (benchmarks/RESULTS.md, rounds 3-5); the rest of ``configs_for``
-# follows in CONFIGS order
-DEFAULTS = {
-    (False, False): CONFIGS[0],
-    (False, True): _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
-    (True, False): _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
-    (True, True): _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, PIN_SOFTMAX=True, P_LATE=True),
-}
+DEFAULTS = {(False, False): _PERSISTENT, (False, True): _ZIGZAG,
+            (True, False): _THREE_GROUPS, (True, True): _ZIGZAG_PINNED}
 
 
 def suits(cfg, head_dim, causal=False) -> bool:
