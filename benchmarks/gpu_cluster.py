@@ -63,8 +63,9 @@ def main():
     a, b = gemm_inputs(512, 512, 512, torch.float16)
     c = torch.empty(512, 512, device="cuda", dtype=torch.float16)
     gc.launch(a, b, c, gc.CONFIGS[0])       # loads the module: the occupancy query needs its function
-    args, options = gc._kernel_call(a, b, c, gc.CONFIGS[0], 132, gc.smem_offsets(gc.CONFIGS[0]))
-    ck = gc.gemm_cluster_kernel.warmup(*args, grid=(1,), **options)
+    ctas = gc.cluster_ctas(2 * 2 * 2, 132)          # 512^3: 4 x 2 tiles of 128 x 256, 4 pairs
+    args, options = gc._kernel_call(a, b, c, gc.CONFIGS[0], ctas, gc.smem_offsets(gc.CONFIGS[0]))
+    ck = gc.gemm_cluster_kernel.warmup(*args, grid=(ctas // 2,), **options)
     try:
         payload["max_active_clusters"] = triton.runtime.driver.active.utils.cuOccupancyMaxActiveClusters(
             ck.function, ck.metadata.shared, 2)

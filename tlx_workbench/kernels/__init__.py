@@ -6,6 +6,7 @@
 | ``gemm_ws`` | gemm_ws.py | warp-specialized, TMA loader + 2 cooperative wgmma groups, persistent |
 | ``gemm_pingpong`` | gemm_pingpong.py | warp-specialized, 2 wgmma groups alternating whole tiles |
 | ``gemm_streamk`` | gemm_streamk.py | ``gemm_ws`` with its last partial wave split stream-K over every SM |
+| ``gemm_cluster`` | gemm_cluster.py | ``gemm_ws`` in 2-CTA clusters, B multicast to both (inline PTX) |
 | ``attention`` | attention.py | flash-attention forward, warp-specialized ping-pong |
 
 Each module has ``matmul``/``attention`` (the launcher), ``launch`` (one explicit
@@ -25,7 +26,7 @@ import importlib
 from ._common import KernelSpec
 
 MODULES = {"gemm_pipelined": "gemm_pipelined", "gemm_ws": "gemm_ws", "gemm_pingpong": "gemm_pingpong",
-           "gemm_streamk": "gemm_streamk", "attention": "attention"}
+           "gemm_streamk": "gemm_streamk", "gemm_cluster": "gemm_cluster", "attention": "attention"}
 
 
 def spec(name: str) -> KernelSpec:

@@ -43,9 +43,50 @@ from ._common import grouped_tile, ring_slot, sm_count, torch_alloc
 from .gemm_ws import _store_strips, persistent_ctas
 from .host import gemm_descriptors, gemm_entry_points, gemm_spec
 
-KERNEL_NAME = "gemm_cluster_kernel"
-B_DESC_PARAM = 5      # PTX parameter index of b_desc's tensor map (a_desc takes 0..4)
-BOX_N = 64            # columns of one TMA box of B (128-byte swizzle: 64 fp16/bf16)
+@triton.jit
+def _cluster_start(TLX_OPS: tl.constexpr):
+    """Every task, first thing: wait until both CTAs' barriers are initialised (the peer
+    multicasts into our SMEM and arrives at our barriers)."""
+    if TLX_OPS:
+        tlx.cluster_barrier()
+    else:
+        cluster_sync_after_init(tl.program_id(0))
+
+
+@triton.jit
+def _arrive_peer(bars, s, bars_off, leader, peer, TLX_OPS: tl.constexpr, CLUSTER_RELEASE: tl.constexpr):
+    """One arrival at barrier ``s`` of ``bars`` (at SMEM offset ``bars_off``) in CTA ``peer``."""
+    if TLX_OPS:
+        tlx.barrier_arrive(bars[s], 1, remote_cta_rank=peer)
+    else:
+        arrive_at_peer(leader, bars_off + 8 * s, peer, CLUSTER_RELEASE)
+
+
+@triton.jit
+def _release(empty, s, leader, peer, EMPTY_OFF: tl.constexpr, LOADER_SYNC: tl.constexpr, TLX_OPS: tl.constexpr,
+             CLUSTER_RELEASE: tl.constexpr):
+    """A consumer group is done with ring slot ``s``: tell our loader and, unless the loaders
+    talk to each other (LOADER_SYNC), the peer's loader too."""
+    tlx.barrier_arrive(empty[s])
+    if not LOADER_SYNC:
+        _arrive_peer(empty, s, EMPTY_OFF, leader, peer, TLX_OPS, CLUSTER_RELEASE)
+
+
+@triton.jit
+def _load_b_half(b_desc, b_ring, full, s, rank, leader, col, k_off, BK: tl.constexpr, BN: tl.constexpr,
+                 B_OFF: tl.constexpr, FULL_OFF: tl.constexpr, TLX_OPS: tl.constexpr):
+    """Our half of B's k-slice (columns ``rank * BN/2`` on) into slot ``s`` of both CTAs."""
+    HALF_N: tl.constexpr = BN // 2
+    if TLX_OPS:
+        half = tlx.local_slice(b_ring[s], [0, rank * HALF_N], [BK, HALF_N])
+        tlx.async_descriptor_load(b_desc, half, [k_off, col + rank * HALF_N], full[s], multicast_targets=[0, 1])
+    else:
+        # a 128-byte-swizzled slot is a row of [BK, 64] boxes, 64 columns each; ours are contiguous
+        BOX_BYTES: tl.constexpr = BK * 64 * 2
+        for j in tl.static_range(HALF_N // 64):
+            box = rank * (HALF_N // 64) + j
+            multicast_box(leader, B_OFF + s * (BK * BN * 2) + box * BOX_BYTES, FULL_OFF + 8 * s, col + box * 64,
+                          k_off)
 
 
 @triton.jit
@@ -56,17 +97,15 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                         NUM_SMS: tl.constexpr, DOT_WAIT0: tl.constexpr = False,
                         LOADER_REGS: tl.constexpr = 40, MMA_REGS: tl.constexpr = 232,
                         LOADER_SYNC: tl.constexpr = False, CLUSTER_RELEASE: tl.constexpr = False,
+                        TLX_OPS: tl.constexpr = False,
                         B_OFF: tl.constexpr = 0, FULL_OFF: tl.constexpr = 0, EMPTY_OFF: tl.constexpr = 0,
                         PEER_FREE_OFF: tl.constexpr = 0):
     HALF_M: tl.constexpr = BM // 2
     STRIPS: tl.constexpr = BN // EPI_N
     dtype: tl.constexpr = tlx.dtype_of(a_desc)
-    ELEM: tl.constexpr = tlx.size_of(dtype)
-    BOXES: tl.constexpr = BN // 64                 # TMA boxes of 64 columns per B slice
-    HALF_BOXES: tl.constexpr = BOXES // 2          # ... each CTA loads and multicasts half of them
-    BOX_BYTES: tl.constexpr = BK * 64 * ELEM
-    B_SLOT: tl.constexpr = BK * BN * ELEM
-    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * ELEM
+    tl.static_assert(tlx.size_of(dtype) == 2, "fp16 / bf16 only")
+    tl.static_assert(BN % 128 == 0, "each CTA multicasts whole 64-column boxes: BN must be a multiple of 128")
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * 2      # our A, our half of B and the peer's half
 
     a_ring = tlx.local_alloc((HALF_M, BK), dtype, 2 * STAGES)
     b_ring = tlx.local_alloc((BK, BN), dtype, STAGES)
@@ -77,67 +116,62 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
         empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
         peer_free = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
     else:
+        # both CTAs' consumer groups release each slot: ours and the peer's two
         empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=4)
         peer_free = empty
 
     rank = tl.program_id(0) % 2          # CTA rank in the cluster: clusters are (2, 1, 1)
+    peer = 1 - rank
     cluster = tl.program_id(0) // 2
     clusters: tl.constexpr = NUM_SMS // 2
     num_pid_m = tl.cdiv(M, BM)
-    num_pairs_m = tl.cdiv(num_pid_m, 2)
+    num_pairs_m = tl.cdiv(num_pid_m, 2)  # a pair = our tile and the peer's, one above the other
     num_pid_n = tl.cdiv(N, BN)
     num_pair_tiles = num_pairs_m * num_pid_n
     k_steps = tl.cdiv(K, BK)
 
     with tlx.async_tasks():
         with tlx.async_task("default", num_regs=LOADER_REGS):
-            # the peer multicasts into our SMEM and arrives at our barriers: both CTAs' barriers
-            # must be initialised first. Every warp of both CTAs waits here once (the top level
-            # runs on the default warps only, so the cluster barrier cannot go there)
-            cluster_sync_after_init(tl.program_id(0))
+            _cluster_start(TLX_OPS)
             leader = one_thread(128)
             use = 0
             for pair_tile in range(cluster, num_pair_tiles, clusters):
                 pair_m, pid_n = grouped_tile(pair_tile, num_pairs_m, num_pid_n, GROUP_M // 2)
-                row = (2 * pair_m + rank) * BM
-                col = pid_n * BN
+                row = (2 * pair_m + rank) * BM       # past M for the odd CTA of a last half pair:
+                col = pid_n * BN                     # its A is zeros and TMA stores none of it
                 for k in range(0, k_steps):
                     s, parity = ring_slot(use, STAGES)
                     tlx.barrier_wait(empty[s], parity ^ 1)
                     if LOADER_SYNC:
-                        arrive_at_peer(leader, PEER_FREE_OFF + 8 * s, 1 - rank, CLUSTER_RELEASE)
+                        _arrive_peer(peer_free, s, PEER_FREE_OFF, leader, peer, TLX_OPS, CLUSTER_RELEASE)
                         tlx.barrier_wait(peer_free[s], parity)
                     tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
                     tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full[s])
                     tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full[s])
-                    for j in tl.static_range(HALF_BOXES):
-                        box = rank * HALF_BOXES + j
-                        multicast_box(leader, B_OFF + s * B_SLOT + box * BOX_BYTES, FULL_OFF + 8 * s,
-                                      col + box * 64, k * BK)
+                    _load_b_half(b_desc, b_ring, full, s, rank, leader, col, k * BK, BK, BN, B_OFF, FULL_OFF,
+                                 TLX_OPS)
                     use += 1
-            # drain: every slot released by all four consumer groups, so no peer arrival is pending
+            # drain: every slot released by all its consumers, so no peer arrival is still on its way
             for i in range(0, STAGES):
                 s, parity = ring_slot(use, STAGES)
                 tlx.barrier_wait(empty[s], parity ^ 1)
                 use += 1
 
         with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
-            cluster_sync_after_init(tl.program_id(0))
+            _cluster_start(TLX_OPS)
             wg = tlx.async_task_replica_id()
             leader = one_thread(128)
-            peer = 1 - rank
             use = 0
             for pair_tile in range(cluster, num_pair_tiles, clusters):
                 pair_m, pid_n = grouped_tile(pair_tile, num_pairs_m, num_pid_n, GROUP_M // 2)
                 row = (2 * pair_m + rank) * BM
+                # first k-step peeled: it starts the accumulator and has no slot to free yet
                 s, parity = ring_slot(use, STAGES)
                 tlx.barrier_wait(full[s], parity)
                 acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s])
                 if DOT_WAIT0:
                     acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(empty[s])
-                    if not LOADER_SYNC:
-                        arrive_at_peer(leader, EMPTY_OFF + 8 * s, peer, CLUSTER_RELEASE)
+                    _release(empty, s, leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE)
                 prev = s
                 use += 1
                 for k in range(1, k_steps):
@@ -146,42 +180,47 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                     acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s], acc)
                     if DOT_WAIT0:
                         acc = tlx.async_dot_wait(0, acc)
-                        tlx.barrier_arrive(empty[s])
-                        if not LOADER_SYNC:
-                            arrive_at_peer(leader, EMPTY_OFF + 8 * s, peer, CLUSTER_RELEASE)
+                        _release(empty, s, leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE)
                     else:
-                        acc = tlx.async_dot_wait(1, acc)
-                        tlx.barrier_arrive(empty[prev])
-                        if not LOADER_SYNC:
-                            arrive_at_peer(leader, EMPTY_OFF + 8 * prev, peer, CLUSTER_RELEASE)
+                        acc = tlx.async_dot_wait(1, acc)     # step k-1 retired: its slot is free
+                        _release(empty, prev, leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE)
                     prev = s
                     use += 1
                 if not DOT_WAIT0:
                     acc = tlx.async_dot_wait(0, acc)
-                    tlx.barrier_arrive(empty[prev])
-                    if not LOADER_SYNC:
-                        arrive_at_peer(leader, EMPTY_OFF + 8 * prev, peer, CLUSTER_RELEASE)
+                    _release(empty, prev, leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE)
                 _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, row + wg * HALF_M, pid_n * BN,
                               STRIPS, EPI_BUFS, EPI_N)
             tlx.async_descriptor_store_wait(0)
 
 
 def _config(BM=128, BN=256, BK=64, STAGES=4, EPI_N=64, GROUP_M=8, EPI_BUFS=2, DOT_WAIT0=False,
-            MMA_REGS=232, LOADER_REGS=40, LOADER_SYNC=False, CLUSTER_RELEASE=False):
+            MMA_REGS=232, LOADER_REGS=40, LOADER_SYNC=False, CLUSTER_RELEASE=False, TLX_OPS=False):
     return dict(BM=BM, BN=BN, BK=BK, STAGES=STAGES, EPI_N=EPI_N, GROUP_M=GROUP_M, EPI_BUFS=EPI_BUFS,
                 DOT_WAIT0=DOT_WAIT0, MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS, LOADER_SYNC=LOADER_SYNC,
-                CLUSTER_RELEASE=CLUSTER_RELEASE)
+                CLUSTER_RELEASE=CLUSTER_RELEASE, TLX_OPS=TLX_OPS)
 
 
+# the autotune space, best-first on the H200 (benchmarks/RESULTS.md, GEMM round 6): consumers
+# release the peer's slot themselves, or the loaders hand the slot over (LOADER_SYNC), level;
+# draining every step (DOT_WAIT0) 1 % behind. CLUSTER_RELEASE (-22 %) is left out.
 CONFIGS = (
     _config(),
     _config(LOADER_SYNC=True),
-    _config(CLUSTER_RELEASE=True),
     _config(LOADER_SYNC=True, DOT_WAIT0=True),
 )
 
-# small tiles for the compile tests (the CPU simulator does not run this kernel: inline PTX)
-SMALL_CONFIG = _config(BN=128, BK=32, STAGES=2, EPI_N=64, EPI_BUFS=1, MMA_REGS=None, LOADER_REGS=None)
+# the same protocol written with TLX's own cluster ops (multicast_targets, remote_cta_rank,
+# cluster_barrier), which the simulator runs and uTLX cannot compile; small tiles
+SIM_CONFIGS = {
+    "tiny": _config(BN=128, BK=32, STAGES=2, EPI_N=64, EPI_BUFS=1, GROUP_M=2, MMA_REGS=None, LOADER_REGS=None,
+                    TLX_OPS=True),
+    "loader_sync": _config(BN=128, BK=32, STAGES=2, EPI_N=64, EPI_BUFS=1, GROUP_M=2, MMA_REGS=None,
+                           LOADER_REGS=None, TLX_OPS=True, LOADER_SYNC=True, DOT_WAIT0=True),
+}
+
+# small tiles for the compile tests (inline PTX, not simulated)
+SMALL_CONFIG = dict(SIM_CONFIGS["tiny"], TLX_OPS=False)
 
 
 @functools.lru_cache(maxsize=None)
@@ -245,8 +284,10 @@ def clustered(compiled):
 
 
 def make_descriptors(a, b, c, cfg):
+    """Host TMA descriptors: A in BM/2-row halves, B in BN/2-column halves (each CTA of a pair
+    loads one), C in BM/2 x EPI_N strips."""
     half = cfg["BM"] // 2
-    return gemm_descriptors(a, b, c, [half, cfg["BK"]], [cfg["BK"], cfg["BN"]], [half, cfg["EPI_N"]])
+    return gemm_descriptors(a, b, c, [half, cfg["BK"]], [cfg["BK"], cfg["BN"] // 2], [half, cfg["EPI_N"]])
 
 
 def _kernel_call(a, b, c, cfg, num_ctas=132, offsets=None):
@@ -262,11 +303,17 @@ def cluster_ctas(tiles: int, num_sms: int) -> int:
 
 
 def launch(a, b, c, cfg, num_sms=None):
-    """Run the kernel once with one explicit config (no tuning). Returns ``c``."""
+    """Run the kernel once with one explicit config (no tuning). Returns ``c``.
+    ``num_sms``: SMs to spread the clusters over (default: all)."""
     num_sms = num_sms or sm_count()
     pairs = triton.cdiv(triton.cdiv(a.shape[0], cfg["BM"]), 2) * triton.cdiv(b.shape[1], cfg["BN"])
     ctas = cluster_ctas(2 * pairs, num_sms)
     triton.set_allocator(torch_alloc)
+    if cfg["TLX_OPS"]:
+        # TLX's cluster ops (the simulator): TLX's launch convention, grid = every CTA
+        args, options = _kernel_call(a, b, c, cfg, ctas)
+        gemm_cluster_kernel[(ctas,)](*args, ctas_per_cga=(2, 1, 1), **options)
+        return c
     args, options = _kernel_call(a, b, c, cfg, ctas, smem_offsets(cfg))
     clustered(gemm_cluster_kernel.warmup(*args, grid=(ctas // 2,), **options))
     gemm_cluster_kernel[(ctas // 2,)](*args, **options)
@@ -280,4 +327,4 @@ def _offline_call(a, b, c, cfg, num_sms=132):
 matmul, tune, compile_offline = gemm_entry_points(
     __name__, gemm_cluster_kernel, launch, _offline_call, CONFIGS, "the 2-CTA cluster kernel (B multicast)")
 
-SPEC = gemm_spec("gemm_cluster", gemm_cluster_kernel, matmul, CONFIGS, {}, __doc__)
+SPEC = gemm_spec("gemm_cluster", gemm_cluster_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)
