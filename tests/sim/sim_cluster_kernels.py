@@ -1,5 +1,6 @@
-"""Small cluster kernels for the simulator's tests: a 2-CTA GEMM with switchable 2-CTA protocol bugs, and
-a cluster all-gather through remote SMEM stores.
+"""Small cluster kernels for the simulator's tests: a 2-CTA GEMM with switchable 2-CTA protocol bugs,
+a cluster all-gather through remote SMEM stores, and a warp-specialized 2-CTA exchange whose cluster
+barrier is in every task or (SYNC="top"/"after", a GPU hang) outside async_tasks.
 
 BUG (each marked on its line with ``# BUG:``):
 "" (none), "expect_both" (a 1-CTA habit: every CTA announces and waits for its B bytes on its own
@@ -111,3 +112,36 @@ def wait_remote(out_ptr):
     tlx.barrier_arrive(bar[0], 1, remote_cta_rank=0)
     tlx.barrier_wait(tlx.remote_view(bar[0], 0), 0)  # BUG: waits on the leader's barrier from every CTA
     tl.store(out_ptr + tl.program_id(0), 1)
+
+
+@triton.jit
+def ws_exchange(x_ptr, out_ptr, BLOCK: tl.constexpr, SYNC: tl.constexpr):
+    """A warp-specialized 2-CTA exchange: each CTA's producer task sends its block of x into the peer's SMEM
+    (st.async, bytes counted on the peer's barrier); the consumer task waits for the peer's block and stores it
+    to out. The peer's barrier must be initialised before the send, which a cluster barrier orders.
+
+    SYNC: "tasks" (correct: cluster_barrier first thing in every async_task), "top" (the cluster barrier at the
+    top level, before async_tasks: the producer task's warps never arrive, the GPU hangs), "after" (correct
+    per-task barriers plus one more after async_tasks, where the producer task's warps are parked again)."""
+    rank = tlx.cluster_cta_rank()
+    cid = tl.program_id(0) // 2
+    offs = tl.arange(0, BLOCK)
+    buf = tlx.local_alloc((1, BLOCK), tl.float32, 1)
+    bar = tlx.alloc_barriers(1, arrive_count=1)
+    tlx.barrier_expect_bytes(bar[0], BLOCK * 4)
+    if SYNC == "top":
+        tlx.cluster_barrier()  # BUG: outside async_tasks, before it
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            if SYNC != "top":
+                tlx.cluster_barrier()
+            tlx.barrier_wait(bar[0], 0)
+            v = tlx.local_load(buf[0])
+            tl.store(out_ptr + (cid * 2 + rank) * BLOCK + offs[None, :], v)
+        with tlx.async_task(num_warps=1):
+            if SYNC != "top":
+                tlx.cluster_barrier()
+            x = tl.load(x_ptr + (cid * 2 + rank) * BLOCK + offs)[None, :]
+            tlx.async_remote_shmem_store(dst=buf[0], src=x, remote_cta_rank=rank ^ 1, barrier=bar[0])
+    if SYNC == "after":
+        tlx.cluster_barrier()  # BUG: outside async_tasks, after it

@@ -190,3 +190,39 @@ def test_multi_cta_layernorm_tutorial_over_a_1xn_cluster(tutorial, m, n, cfg):
     assert res.ok, res
     ctas, bm = (2, 1) if cfg is None else (4, 2)
     assert res.cluster_dims == (1, ctas, 1) and res.grid == (-(-m // bm), ctas, 1)
+
+
+def _ws_exchange(sync, schedules=1):
+    x = torch.randn(4 * 32)                               # two clusters of 2 CTAs, a block of 32 per CTA
+    out = torch.zeros(4 * 32)
+    res = simulate(ck.ws_exchange, x, out, BLOCK=32, SYNC=sync, grid=(4,), ctas_per_cga=(2, 1, 1), gpu="H200",
+                   schedules=schedules, on_deadlock="return")
+    return res, x, out
+
+
+def test_cluster_barrier_first_thing_in_every_async_task_is_clean():
+    res, x, out = _ws_exchange("tasks", schedules=5)
+    assert res.ok, res
+    torch.testing.assert_close(out, x.view(2, 2, 32).flip(1).reshape(-1))   # each CTA got its peer's block
+    assert sum(s.name == "cluster_barrier" for s in res.trace.spans) == 8    # 2 tasks x 4 CTAs
+
+
+@pytest.mark.parametrize("sync,marker,todo", [("top", "# BUG: outside async_tasks, before it", "first thing"),
+                                              ("after", "# BUG: outside async_tasks, after it", "last thing")],
+                         ids=["before", "after"])
+def test_cluster_barrier_outside_async_tasks_is_a_hang(sync, marker, todo):
+    # on the GPU only the default task's warps run code outside async_tasks: the others never arrive
+    res, *_ = _ws_exchange(sync)
+    d = res.deadlock
+    assert d is not None and d.ctas == [0, 1], res
+    assert d.line == line_of(marker)
+    assert all(b.kind == "cluster-ws" and b.line == d.line for b in d.blocked) and len(d.blocked) == 2
+    assert "outside tlx.async_tasks()" in d.message and f"at line {d.line}" in d.message
+    assert f"call tlx.cluster_barrier() {todo} in every async_task" in d.hint
+    assert f"the async_tasks at line {line_of('with tlx.async_tasks():')}" in d.blocked[0].reason
+    # the default: raised like every other hang, naming the line and what to do
+    import tlx_workbench as wb
+    with pytest.raises(wb.DeadlockError) as ei:
+        simulate(ck.ws_exchange, torch.randn(64), torch.zeros(64), BLOCK=32, SYNC=sync, grid=(2,),
+                 ctas_per_cga=(2, 1, 1), gpu="H200")
+    assert ei.value.line == d.line and ei.value.hint == d.hint

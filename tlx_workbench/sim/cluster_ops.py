@@ -74,9 +74,22 @@ class ClusterOps:
         return target.allocs[ordn]
 
     def cluster_barrier(self):
-        """barrier.cluster.arrive + wait: every running task of every CTA of the cluster meets here."""
+        """barrier.cluster.arrive + wait: every running task of every CTA of the cluster meets here.
+
+        On the GPU it waits for every thread of every CTA of the cluster. In a warp-specialized kernel only the
+        default task's warps run the code outside ``tlx.async_tasks()``; the other tasks' warps stay parked in the
+        compiler's dispatch loop (before the region and again after it), so a cluster barrier there never
+        completes. Here only the root task exists outside async_tasks, so such a barrier releases; the hang is
+        reported once the CTA shows it is warp-specialized: when it enters async_tasks after a top-level
+        cluster barrier, or runs one at top level after async_tasks (see :meth:`hang_outside_tasks`).
+        """
         file, line = self.where()
         t = self.step(line)
+        if t.parent is None and not self.in_default_body:
+            if self.async_tasks_line is not None:
+                self.hang_outside_tasks(t, line, after=True)
+            if self.top_cluster_barrier is None:
+                self.top_cluster_barrier = line
         lead = self.cluster[0]
         cb = lead.__dict__.setdefault("_cluster_bar", {"gen": 0, "arrived": set(), "vc": {}, "time": 0.0,
                                                       "vc_done": {}, "release": 0.0})
@@ -102,6 +115,13 @@ class ClusterOps:
         vc_join(t.vc, cb["vc_done"])
         t.clock = max(t.clock, cb["release"]) + self.cost.remote_extra
         self.span(t, "sync", start, t.clock, "cluster_barrier", line, barrier="cluster", slot=0)
+
+    def hang_outside_tasks(self, t, line, after: bool):
+        """Block ``t`` (the root task) for good: the GPU hangs in the cluster barrier at ``line``, which runs
+        outside async_tasks in a CTA whose other tasks' warps never arrive there. The scheduler then reports
+        the deadlock, with this wait (kind "cluster-ws") as its root cause."""
+        self.sched.block(t, lambda: False, {"kind": "cluster-ws", "line": line, "since": t.clock, "after": after,
+                                            "tasks_line": self.async_tasks_line})
 
     def remote_store(self, view: SmemView, data: np.ndarray, rank: int, bar=None):
         """remote_shmem_store (``bar`` None: a plain st.shared::cluster) / async_remote_shmem_store (the bytes

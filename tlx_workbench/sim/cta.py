@@ -72,6 +72,12 @@ class CTA(BarrierOps, MemoryOps, MmaOps, ClusterOps, ClcOps):
         self.tc_free = 0.0      # when the tensor cores are next free
         self.tma_agents: dict = {}
         self.in_async_op = False      # inside a TLX op that reads/writes global memory itself
+        # warp specialization and the cluster barrier (see ClusterOps.cluster_barrier): the line of the first
+        # tlx.cluster_barrier() run outside async_tasks, the line of the first async_tasks entered, and whether
+        # the root task is running the default async_task's body inline (then it is inside async_tasks)
+        self.top_cluster_barrier: int | None = None
+        self.async_tasks_line: int | None = None
+        self.in_default_body = 0
         self.arrivers = group.arrivers
         self.waiters = group.waiters
         self.passed = group.passed
@@ -265,6 +271,11 @@ class CTA(BarrierOps, MemoryOps, MmaOps, ClusterOps, ClcOps):
     def run_tasks(self, specs):
         """The body of ``with tlx.async_tasks()``: run each task (times replicate) concurrently."""
         parent = self.task
+        if self.async_tasks_line is None:
+            self.async_tasks_line = self.where()[1]
+        if self.top_cluster_barrier is not None:
+            # on the GPU this CTA never got past that cluster barrier: no task starts
+            self.hang_outside_tasks(parent, self.top_cluster_barrier, after=False)
         children, inline = [], None
         k = 0
         for obj, fn, line in specs:
@@ -282,7 +293,11 @@ class CTA(BarrierOps, MemoryOps, MmaOps, ClusterOps, ClcOps):
                 children.append(self.sched.new_task(name, r, warps, (lambda task, fn=fn: fn()), line, self))
         self.sched.spawn(parent, children)
         if inline is not None:
-            inline()
+            self.in_default_body += 1
+            try:
+                inline()
+            finally:
+                self.in_default_body -= 1
         start = parent.clock
         info = {"kind": "join", "line": None, "since": start}
         self.sched.block(parent, lambda: all(c.state == "done" for c in children), info)

@@ -27,6 +27,7 @@ class BlockedTask:
     reason: str = ""
     multi: bool = False         # several CTAs in the graph: name the CTA of each lane
     priority: int = 1           # 0: breaks a cluster rule (the likely root cause); the report lists it first
+    hint: str = ""              # what to do, where the kind of wait alone says it
 
     def describe(self, file=None) -> str:
         who = f"{self.lane[1]}[{self.lane[2]}]"
@@ -34,7 +35,7 @@ class BlockedTask:
             who = f"CTA {self.lane[0]} {who}"
         if self.kind == "join":
             return f"{who} waits for its async tasks to finish"
-        if self.kind in ("remote", "cluster", "poll"):
+        if self.kind in ("remote", "cluster", "cluster-ws", "poll"):
             src = linecache.getline(file, self.line).strip() if file and self.line else ""
             return f"{who} line {self.line}: {src}\n      {self.reason}"
         src = linecache.getline(file, self.line).strip() if file and self.line else ""
@@ -114,6 +115,8 @@ def _where(t, stuck=()) -> str:
         return f"itself blocked at line {info['line']} on named barrier {info['barrier'].id}"
     if info.get("kind") == "join":
         return "waiting for its async tasks"
+    if info.get("kind") in ("cluster", "cluster-ws"):
+        return f"itself blocked at line {info['line']} in cluster_barrier"
     return f"at line {t.line}"
 
 
@@ -176,6 +179,10 @@ def deadlock_report(run, group) -> DeadlockReport:
                                        reason="waits in cluster_barrier for every CTA of the cluster; some task "
                                               "of the cluster is blocked elsewhere and never arrives",
                                        priority=INFERRED))
+        elif info["kind"] == "cluster-ws":
+            blocked.append(BlockedTask(lane, "cluster-ws", info["line"], "cluster", since=info["since"], multi=multi,
+                                       reason=_ws_cluster_reason(info), priority=CONCRETE,
+                                       hint=_ws_cluster_hint(info)))
         elif info["kind"] == "poll":
             blocked.append(BlockedTask(lane, "poll", info["line"], "global memory", since=info["since"], multi=multi,
                                        reason=_poll_reason(run, info), priority=CONCRETE))
@@ -194,6 +201,10 @@ def deadlock_report(run, group) -> DeadlockReport:
                f"{first.barrier} phase parity {first.phase} (missing {first.missing_arrivals} arrival(s), "
                f"{first.missing_bytes} byte(s))")
         hint = first.reason or "check arrive counts, phases and expect_bytes of the barriers in the wait-for graph"
+    elif first.kind == "cluster-ws":
+        msg = (f"deadlock in {where}: tlx.cluster_barrier() at line {first.line} runs outside tlx.async_tasks() "
+               f"in a warp-specialized kernel, where the other tasks' warps never arrive: the GPU hangs there")
+        hint = first.hint
     else:
         msg = f"deadlock in {where}: {len(real)} task(s) blocked on {first.barrier or 'tasks'}"
         hint = ("check num_threads on every side of the named barrier" if first.kind == "named" else
@@ -202,6 +213,26 @@ def deadlock_report(run, group) -> DeadlockReport:
     rep = DeadlockReport(first.lane[0], real if real is not blocked else blocked, msg + "\n" + "\n".join(
         "  - " + b.describe(run.file) for b in real), first.line, hint, run.file, time, pids)
     return rep
+
+
+def _ws_cluster_reason(info) -> str:
+    """Why a cluster barrier outside async_tasks hangs a warp-specialized kernel (a "cluster-ws" wait)."""
+    tasks = f"the async_tasks at line {info['tasks_line']}" if info.get("tasks_line") else "async_tasks"
+    if info.get("after"):
+        return (f"a cluster barrier after {tasks}: only the default task's warps run the code outside "
+                f"tlx.async_tasks(); the other tasks' warps, once their async_task bodies end, wait parked in "
+                f"the compiler's dispatch loop until the kernel exits, so they never arrive at this barrier, "
+                f"which waits for every thread of every CTA of the cluster — it never completes")
+    return (f"a cluster barrier before {tasks}: only the default task's warps run the code outside "
+            f"tlx.async_tasks(); the other tasks' warps wait parked until the default warps enter "
+            f"async_tasks, so they never arrive at this barrier, which waits for every thread of every CTA "
+            f"of the cluster — it never completes (the simulator stops where the CTA enters async_tasks)")
+
+
+def _ws_cluster_hint(info) -> str:
+    where = "last thing in every async_task" if info.get("after") else "first thing in every async_task"
+    return (f"call tlx.cluster_barrier() {where}, inside each `with tlx.async_task(...)`, not outside "
+            f"tlx.async_tasks() (a kernel without async_tasks may keep it at top level)")
 
 
 def _poll_reason(run, info) -> str:
