@@ -32,8 +32,9 @@ TOL = {"float16": 2e-3, "bfloat16": 1.2e-2}
 
 
 def _ours():
-    from tlx_workbench.kernels import gemm_pingpong, gemm_pipelined, gemm_ws
-    return {"ws_coop": gemm_ws, "ws_pingpong": gemm_pingpong, "pipelined": gemm_pipelined}
+    from tlx_workbench.kernels import gemm_cluster, gemm_pingpong, gemm_pipelined, gemm_ws
+    return {"ws_coop": gemm_ws, "ws_pingpong": gemm_pingpong, "pipelined": gemm_pipelined,
+            "cluster": gemm_cluster}
 
 
 def check_jobs(dtypes):
