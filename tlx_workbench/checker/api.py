@@ -96,13 +96,16 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
         can_sim = simulate and str(target) in _SIM_TARGETS
         if simulate and not can_sim:
             notes.append(f"the simulator runs Hopper kernels only: {target} is checked statically")
+        def simulated():
+            from ..sim import simulate as _simulate
+            return _simulate(obj, *args, grid=grid or (1,), gpu=gpu, seed=seed, ctas=ctas, config=config,
+                             on_deadlock="return", **constexprs)
+
         try:
             if _is_kernel(obj):
                 report = _compile(obj, args, target, config, constexprs)
                 if can_sim:
-                    from ..sim import simulate as _simulate
-                    sim_res = _simulate(obj, *args, grid=grid or (1,), gpu=gpu, seed=seed, ctas=ctas, config=config,
-                                        on_deadlock="return", **constexprs)
+                    sim_res = simulated()
             else:
                 jitfn, largs, lkwargs, sim_res = record_launch(obj, args, constexprs, run=can_sim, gpu=gpu,
                                                                seed=seed, config=config, ctas=ctas)
@@ -111,7 +114,8 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
             return CheckResult([e.finding], kernel=getattr(obj, "__name__", str(obj)),
                                notes=["the compiler rejected the kernel; fix this first"])
         except CompileError as e:
-            # uTLX cannot build every cluster kernel yet (remote arrivals); the source rules still apply
+            # uTLX cannot build every cluster kernel yet (remote arrivals on Hopper): the source rules still
+            # apply, and the simulator (which runs TLX's cluster ops) still finds deadlocks and races
             jit = _jit_of(obj)
             n = _num_ctas(constexprs, config)
             if jit is None or n < 2:
@@ -119,9 +123,14 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
             names = {**_config_kwargs(config), **constexprs}
             file, name = jit.fn.__code__.co_filename, jit.fn.__name__
             found = list(cta_source_rules(file, name, names, n)) + list(two_ctas_source_rule(file, name, names))
-            return CheckResult(found, kernel=jit.fn.__name__,
-                               notes=[f"static source rules only: the compiler could not build the kernel "
-                                      f"({e.message.splitlines()[0][:200]})"])
+            if can_sim and sim_res is None and _is_kernel(obj):
+                sim_res = simulated()
+            found += sim_findings(file, sim_res)
+            where = f" (line {e.line})" if e.line else ""
+            rules = "source rules and the simulator's diagnoses" if sim_res is not None else "static source rules"
+            return CheckResult(found, kernel=jit.fn.__name__, sim=sim_res,
+                               notes=[f"{rules} only: the compiler could not build the kernel{where}: "
+                                      f"{e.message.splitlines()[0][:200]}; the per-phase rules need its IR"])
     ctx = Context(report, slot_facts(sim_res.trace) if sim_res is not None else None)
     findings = []
     for rule in ALL_RULES:

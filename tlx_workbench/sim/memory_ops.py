@@ -54,8 +54,10 @@ class MemoryOps:
             self.tma_agents[agent] = epoch
             vc = dict(t.vc)
             vc[agent] = epoch
-            self.races.write(dview.slot, dview.slot_name, vc,
-                             Access(agent, epoch, line, t.lane, f"TMA load into {dview.slot_name}"), start)
+            into = dview.alloc.cta
+            what = (f"TMA load into {dview.slot_name}" if into in (None, self) else
+                    f"CTA {self.pid}'s multicast TMA load into CTA {into.pid}'s {dview.slot_name}")
+            self.races.write(dview.slot, dview.slot_name, vc, Access(agent, epoch, line, t.lane, what), start)
             issued = self._issue_bytes(bslot, line, nbytes)
             # who brings bytes to this barrier, and in which phase it last did (for the deadlock diagnosis)
             if not hasattr(bslot, "tma_last"):

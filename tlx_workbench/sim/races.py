@@ -97,10 +97,16 @@ class RaceTracker:
         for s in slots:
             for r in s.reads.values():
                 if r.agent != acc.agent and vc.get(r.agent, -1) < r.epoch:
+                    why = "the consumer has not released the buffer"
+                    if acc.lane and r.lane and acc.lane[0] != r.lane[0]:
+                        # a multicast copy writes the same slot in every target CTA
+                        why = (f"CTA {r.lane[0]}'s consumer has not released the buffer to CTA {acc.lane[0]}, whose "
+                               f"copy writes it: a multicast loader must wait until the consumers of every target "
+                               f"CTA released the slot (they arrive on its barrier with remote_cta_rank=, and its "
+                               f"arrive count counts them)")
                     self._report("write-before-release", slot_name,
                                  f"{acc.what} (line {acc.line}) overwrites {slot_name} while the {r.what} "
-                                 f"(line {r.line}) may still read it: the consumer has not released the buffer",
-                                 acc, r, time)
+                                 f"(line {r.line}) may still read it: {why}", acc, r, time)
                     break
         s = slots[0]
         w = s.write
