@@ -78,8 +78,13 @@ def _load_b_half(b_desc, b_ring, full, s, rank, leader, col, k_off, BK: tl.const
     """Our half of B's k-slice (columns ``rank * BN/2`` on) into slot ``s`` of both CTAs."""
     HALF_N: tl.constexpr = BN // 2
     if TLX_OPS:
-        half = tlx.local_slice(b_ring[s], [0, rank * HALF_N], [BK, HALF_N])
-        tlx.async_descriptor_load(b_desc, half, [k_off, col + rank * HALF_N], full[s], multicast_targets=[0, 1])
+        # slice offsets must be constants: one branch per rank
+        if rank == 0:
+            tlx.async_descriptor_load(b_desc, tlx.local_slice(b_ring[s], [0, 0], [BK, HALF_N]), [k_off, col],
+                                      full[s], multicast_targets=[0, 1])
+        else:
+            tlx.async_descriptor_load(b_desc, tlx.local_slice(b_ring[s], [0, HALF_N], [BK, HALF_N]),
+                                      [k_off, col + HALF_N], full[s], multicast_targets=[0, 1])
     else:
         # a 128-byte-swizzled slot is a row of [BK, 64] boxes, 64 columns each; ours are contiguous
         BOX_BYTES: tl.constexpr = BK * 64 * 2
