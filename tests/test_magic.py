@@ -255,3 +255,13 @@ def test_declared_options_are_the_parsers_options(shell):
         parser = getattr(magics, name).parser
         flags = [a.option_strings[-1] if a.option_strings else a.dest for a in parser._actions if a.dest != "help"]
         assert flags == [d.args[-1] for d in declared], name
+
+
+def test_launch_options_are_not_listed_as_constexprs(shell):
+    launch = "ws_add[(triton.cdiv(n, BLOCK_),)](x, y, z, a, b, c, n, BLOCK=BLOCK_, num_warps=4)\n"
+    with capture_output():
+        shell.run_cell_magic("tlx", "--sim -o r", ADD_CELL + launch)
+    r = shell.user_ns["r"]
+    assert r.sim is not None and r.sim.ok
+    assert r.constexprs == {"BLOCK": 256}            # the kernel's specialization; num_warps is a launch option
+    assert "num_warps" not in repr(r).split("constexprs:")[1].splitlines()[0]

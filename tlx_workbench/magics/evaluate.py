@@ -14,6 +14,9 @@ from .launch import Launch, capture_kernel_launch, outputs_of
 from .result import CellResult
 
 
+
+_LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "ctas_per_cga", "maxnreg", "grid"})
+
 def has_gpu() -> bool:
     """Whether a real GPU is present (not an offline target)."""
     from ..target import has_gpu as _has
@@ -71,7 +74,8 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
                                 hint="end the cell with the kernel launch itself (kernel[grid](...)), or give the "
                                      "host function that keyword")
         kwargs.update(constexprs)
-    res.constexprs = {k: v for k, v in kwargs.items() if not hasattr(v, "shape")}
+    # what the kernel is specialized on; launch options (num_warps, ctas_per_cga, ...) are not constexprs
+    res.constexprs = {k: v for k, v in kwargs.items() if not hasattr(v, "shape") and k not in _LAUNCH_OPTIONS}
     from ..target import gpu_model
     model = "H200" if gpu_model(target).arch == 90 else gpu_model(target).name
     if mode == "sim" and gpu_model(target).arch != 90:
