@@ -43,6 +43,7 @@ def test_release_to_our_loader_only_is_a_cross_cta_race():
     f = races[0]
     assert {bug_line("multicast"), bug_line("read")} <= {ln for _, ln in f.lines}, f
     assert "multicast" in f.message and "remote_cta_rank=" in f.message, f.message
+    assert "remote_cta_rank=peer" in f.fix and "arrive_count" in f.fix, f.fix
 
 
 def test_cluster_barrier_outside_async_tasks_is_the_hang():
