@@ -48,16 +48,19 @@ def attention_rows():
 
 def gemm_rows():
     import torch
-    from tlx_workbench.kernels import gemm_pingpong, gemm_pipelined, gemm_streamk, gemm_ws
+    from tlx_workbench.kernels import gemm_cluster, gemm_pingpong, gemm_pipelined, gemm_streamk, gemm_ws
     from tlx_workbench.target import offline
     kernels = [(gemm_ws, gemm_ws.gemm_ws_coop_kernel), (gemm_pingpong, gemm_pingpong.gemm_pingpong_kernel),
-               (gemm_streamk, gemm_streamk.gemm_streamk_kernel), (gemm_pipelined, gemm_pipelined.gemm_pipelined_kernel)]
+               (gemm_streamk, gemm_streamk.gemm_streamk_kernel), (gemm_pipelined, gemm_pipelined.gemm_pipelined_kernel),
+               (gemm_cluster, gemm_cluster.gemm_cluster_kernel)]
 
     def build(mod, kernel, cfg, dt):
+        # gemm_cluster's compiled form takes its SMEM offsets as constexprs (_offline_call adds them)
+        kernel_call = getattr(mod, "_offline_call", mod._kernel_call)
         with offline("sm_90"):
             a, b = torch.empty(1000, 520, dtype=dt), torch.empty(520, 1032, dtype=dt)
             c = torch.empty(1000, 1032, dtype=dt)
-            args, options = mod._kernel_call(a, b, c, cfg)
+            args, options = kernel_call(a, b, c, cfg)
             return kernel.warmup(*args, grid=(1,), **options)
 
     for mod, kernel in kernels:
