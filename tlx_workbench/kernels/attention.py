@@ -528,43 +528,35 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
             P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False,
             WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False):
-    # PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
-    # P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
-    # WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
-    # EX2_F16 (fp16 only): exp2 on packed fp16 pairs; LAZY: O is rescaled only when a row max grew
-    # by more than 2^8 (skipped for the whole group otherwise)
+    """A config dict; a switch appears in it only when it is not at its default, so each config names
+    what it changes. The switches:
+
+    - PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
+    - P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
+    - WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
+    - EX2_F16 (fp16 only): exp2 on packed fp16 pairs;
+    - LAZY: O is rescaled only when a row max grew by more than 2^8 (skipped for the whole group otherwise);
+    - P_LATE: P is converted after the P V wgmma retired;
+    - GROUPS: consumer groups of 64 query rows each take GEMM turns in a ring (BM = 64 * GROUPS);
+    - WARP1_LOADER (persistent only): the loader is one warp, not a spinning warp group; level with the
+      four-warp loader on the H200 (round 5);
+    - PIN_SOFTMAX: the softmax is pinned above the P V wgmma's wait (a never-taken store that needs it), so
+      it overlaps P V in the SASS too; spills 7 registers at D=128 unless P_LATE;
+    - Q_REGS: Q is loaded into registers once per tile and is the register operand of S = Q K^T (the
+      wgmmas then read only K from SMEM); spills at D=128 unless P_LATE;
+    - ZIGZAG (persistent only): each CTA takes pairs of tiles (heaviest + lightest query block of one
+      head), a causal schedule with equal work per pair (1.08-1.10x SDPA at D=128, round 4).
+    """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if PERSISTENT:
         cfg.update(PERSISTENT=True, Q_BUFS=Q_BUFS)
-    if P_EARLY:
-        cfg.update(P_EARLY=True)
-    if WARP_BAR:
-        cfg.update(WARP_BAR=True)
-    if EX2_F16:
-        cfg.update(EX2_F16=True)
-    if LAZY:
-        cfg.update(LAZY=True)
-    if P_LATE:
-        cfg.update(P_LATE=True)
-    if GROUPS != 2:
-        # GROUPS consumer groups of 64 query rows each take GEMM turns in a ring (BM = 64 * GROUPS)
-        cfg.update(GROUPS=GROUPS)
-    if WARP1_LOADER:
-        # persistent only: the loader is one warp (not a spinning warp group); level with the
-        # four-warp loader on the H200 (round 5)
-        cfg.update(WARP1_LOADER=True)
-    if PIN_SOFTMAX:
-        # the softmax is pinned above the P V wgmma's wait (a never-taken store that needs it), so
-        # it overlaps P V in the SASS too; spills 7 registers at D=128 unless P_LATE
-        cfg.update(PIN_SOFTMAX=True)
-    if Q_REGS:
-        # Q is loaded into registers once per tile and is the register operand of S = Q K^T (the
-        # wgmmas then read only K from SMEM); spills at D=128 unless P_LATE
-        cfg.update(Q_REGS=True)
-    if ZIGZAG:
-        # persistent only: each CTA takes pairs of tiles (heaviest + lightest query block of one
-        # head) - a causal schedule with equal work per pair (1.08-1.10x SDPA at D=128, round 4)
-        cfg.update(ZIGZAG=True)
+    for name, value, default in (("P_EARLY", P_EARLY, False), ("WARP_BAR", WARP_BAR, False),
+                                 ("EX2_F16", EX2_F16, False), ("LAZY", LAZY, False), ("P_LATE", P_LATE, False),
+                                 ("GROUPS", GROUPS, 2), ("WARP1_LOADER", WARP1_LOADER, False),
+                                 ("PIN_SOFTMAX", PIN_SOFTMAX, False), ("Q_REGS", Q_REGS, False),
+                                 ("ZIGZAG", ZIGZAG, False)):
+        if value != default:
+            cfg[name] = value
     return cfg
 
 
