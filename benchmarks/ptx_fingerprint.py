@@ -22,9 +22,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 
 def code_of(ptx: str) -> str:
-    """The PTX without what the source text moves: debug sections, .loc, comments, label numbers."""
+    """The PTX without what the source text moves: debug sections, .loc, comments, debug labels, label numbers."""
     ptx = ptx[:ptx.find(".section")] if ".section" in ptx else ptx
     ptx = re.sub(r"^\s*\.loc.*$|^\s*//.*$|^\s*\.file.*$", "", ptx, flags=re.M)
+    # debug labels (one per inlined call boundary): an extra @jit helper level adds some, no code
+    ptx = re.sub(r"^\$L__tmp\d+:\s*$", "", ptx, flags=re.M)
     ptx = re.sub(r"\$L__tmp\d+", "L", ptx)
     ptx = re.sub(r"\$L__BB[0-9_]+", "BB", ptx)
     return re.sub(r"\n\s*\n+", "\n", ptx)
