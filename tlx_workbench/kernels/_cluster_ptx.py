@@ -27,13 +27,13 @@ _MULTICAST_ASM = tl.constexpr("""
         mov.u32 base, global_smem;
         add.u32 dst, base, $2;
         add.u32 bar, base, $3;
-        mov.b64 tmap, gemm_cluster_kernel_param_5;
+        mov.b64 tmap, B_MAP;
         cvta.param.u64 tmap, tmap;
         mov.b16 mask, 3;
         @p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [dst], [tmap, {$4, $5}], [bar], mask;
         mov.u32 $0, 0;
         }
-        """)
+        """.replace("B_MAP", B_MAP_PARAM))
 
 
 @triton.jit
