@@ -212,21 +212,17 @@ SMALL_CONFIG = dict(SIM_CONFIGS["tiny"], TLX_OPS=False)
 def _offsets(cfg_items: tuple) -> dict:
     cfg = dict(cfg_items)
     import torch
-    from ..compiler.compile import compile as compile_report
-    from ..target import offline
+    from ..compiler import compile as compile_report
     from ..errors import TLXWorkbenchError
 
     def allocated(offsets):
-        with offline("sm_90"):
-            a, b, c = (torch.empty(256, 256, dtype=torch.float16) for _ in range(3))
-            args, options = _kernel_call(a, b, c, cfg, offsets=offsets)
-            del options["num_warps"], options["num_stages"]
-            report = compile_report(gemm_cluster_kernel, *args, target="sm_90", num_warps=4, num_stages=0,
-                                    **options)
-        names = {a.name for a in report.allocations}
-        return {key: report.allocation(name).offset for key, name in
+        a, b, c = (torch.empty(256, 256, dtype=torch.float16) for _ in range(3))
+        args, options = _kernel_call(a, b, c, cfg, offsets=offsets)
+        report = compile_report(gemm_cluster_kernel, *args, target="sm_90", **options)
+        offset = {alloc.name: alloc.offset for alloc in report.allocations}
+        return {key: offset[name] for key, name in
                 (("B_OFF", "b_ring"), ("FULL_OFF", "full"), ("EMPTY_OFF", "empty"), ("PEER_FREE_OFF", "peer_free"))
-                if name in names}
+                if name in offset}
 
     found = allocated(None)
     again = allocated(found)
