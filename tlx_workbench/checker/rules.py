@@ -598,16 +598,8 @@ def sim_findings(ctx_file: str, sim) -> list[Finding]:
             continue
         seen.add(key)
         out.append(Finding(f.kind, "error", f.message, [(ctx_file, l) for l in (f.line, f.other_line) if l],
-                           _race_fix(f) if f.kind == "race" else ""))
+                           (f.hint or "order the accesses through a barrier") if f.kind == "race" else ""))
     return out
-
-
-def _race_fix(f) -> str:
-    if "multicast" in f.message and f.message.count("CTA ") > 1:
-        return ("make the loader wait until the consumers of every CTA its copy writes have released the slot: "
-                "each consumer also arrives on the peer's barrier (barrier_arrive(..., remote_cta_rank=peer)), "
-                "and the barrier's arrive_count counts those arrivals")
-    return "order the accesses through a barrier"
 
 
 ALL_RULES = (count_rules, bytes_rules, named_rules, mma_rules)

@@ -32,9 +32,10 @@ LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "ctas_per_cga", "maxnre
 class Finding:
     """Something wrong the simulator saw that did not stop the run (races, overflows, count mismatches)."""
 
-    def __init__(self, kind, message, line=None, lane=None, other_line=None, file=None):
+    def __init__(self, kind, message, line=None, lane=None, other_line=None, file=None, hint=""):
         self.kind, self.message, self.line, self.lane, self.other_line, self.file = (
             kind, message, line, lane, other_line, file)
+        self.hint = hint            # what to do, when the simulator knows it
 
     def __repr__(self):
         # a finding of the whole run (e.g. outputs that differ between schedules) has no line
@@ -217,7 +218,7 @@ def _finish_group(run, group, max_steps):
         st["cycles"] = max(st["cycles"], t.clock)
     for r in group.races.findings:
         run.findings.append(Finding("race", f"CTA {r.lane[0]}: {r.message}", r.line, r.lane, r.other_line,
-                                    run.file))
+                                    run.file, r.hint))
     if sched.error is not None:
         e = sched.error
         if isinstance(e, StepLimit):

@@ -32,6 +32,7 @@ class RaceFinding:
     other_lane: tuple | None = None
     file: str | None = None
     time: float | None = None
+    hint: str = ""                # what to do, when the tracker knows more than "order them"
 
     def __str__(self):
         return (f"race ({self.kind}) on {self.slot}: {self.message} "
@@ -73,13 +74,13 @@ class RaceTracker:
             own = ranges[rng] = _Slot()
         return [own] + [sl for r, sl in ranges.items() if r != rng and r[0] < rng[1] and rng[0] < r[1]]
 
-    def _report(self, kind, slot_name, msg, acc: Access, other: Access, time):
+    def _report(self, kind, slot_name, msg, acc: Access, other: Access, time, hint=""):
         sig = (kind, slot_name.split("[")[0], acc.line, other.line)
         if sig in self._seen:
             return
         self._seen.add(sig)
         self.findings.append(RaceFinding(kind, slot_name, msg, acc.line, other.line, acc.lane, other.lane,
-                                         self.file, time))
+                                         self.file, time, hint))
 
     def read(self, key, slot_name, vc: dict, acc: Access, time=None) -> None:
         slots = self._slots(key)
@@ -97,16 +98,20 @@ class RaceTracker:
         for s in slots:
             for r in s.reads.values():
                 if r.agent != acc.agent and vc.get(r.agent, -1) < r.epoch:
-                    why = "the consumer has not released the buffer"
+                    why, hint = "the consumer has not released the buffer", ""
                     if acc.lane and r.lane and acc.lane[0] != r.lane[0]:
                         # a multicast copy writes the same slot in every target CTA
                         why = (f"CTA {r.lane[0]}'s consumer has not released the buffer to CTA {acc.lane[0]}, whose "
                                f"copy writes it: a multicast loader must wait until the consumers of every target "
                                f"CTA released the slot (they arrive on its barrier with remote_cta_rank=, and its "
                                f"arrive count counts them)")
+                        hint = ("make the loader wait until the consumers of every CTA its copy writes have "
+                                "released the slot: each consumer also arrives on the peer's barrier "
+                                "(barrier_arrive(..., remote_cta_rank=peer)), and the barrier's arrive_count "
+                                "counts those arrivals")
                     self._report("write-before-release", slot_name,
                                  f"{acc.what} (line {acc.line}) overwrites {slot_name} while the {r.what} "
-                                 f"(line {r.line}) may still read it: {why}", acc, r, time)
+                                 f"(line {r.line}) may still read it: {why}", acc, r, time, hint)
                     break
         s = slots[0]
         w = s.write
