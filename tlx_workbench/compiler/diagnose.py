@@ -113,7 +113,7 @@ def _hint_for(message: str, model) -> str:
                 "config's pre_hook)")
     if "shape" in low or "block" in low:
         return "check the shapes (block sizes, buffer shapes) at this line"
-    if "not 'tensor'" in low or "cannot be a tensor" in low:
+    if "not 'tensor'" in low:       # int()/bool() of a runtime value where a constant is needed
         return ("this argument must be known at compile time, and it is a runtime value (a program id, a cluster "
                 "rank, a loaded value): branch on the value (`if rank == 0: ...`) and give each branch a constant, "
                 "or pass it as a constexpr")
