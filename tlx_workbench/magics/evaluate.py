@@ -14,9 +14,6 @@ from .launch import Launch, capture_kernel_launch, outputs_of
 from .result import CellResult
 
 
-
-_LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "ctas_per_cga", "maxnreg", "grid"})
-
 def has_gpu() -> bool:
     """Whether a real GPU is present (not an offline target)."""
     from ..target import has_gpu as _has
@@ -75,7 +72,9 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
                                      "host function that keyword")
         kwargs.update(constexprs)
     # what the kernel is specialized on; launch options (num_warps, ctas_per_cga, ...) are not constexprs
-    res.constexprs = {k: v for k, v in kwargs.items() if not hasattr(v, "shape") and k not in _LAUNCH_OPTIONS}
+    from ..sim.engine import LAUNCH_OPTIONS
+    res.constexprs = {k: v for k, v in kwargs.items()
+                      if not hasattr(v, "shape") and k not in LAUNCH_OPTIONS and k != "grid"}
     from ..target import gpu_model
     model = "H200" if gpu_model(target).arch == 90 else gpu_model(target).name
     if mode == "sim" and gpu_model(target).arch != 90:
