@@ -40,7 +40,7 @@ import triton.language.extra.tlx as tlx
 
 from ._cluster_ptx import arrive_at_peer, cluster_sync_after_init, multicast_box, one_thread
 from ._common import grouped_tile, ring_slot, sm_count, torch_alloc
-from .gemm_ws import _mma_steps, _store_strips, persistent_ctas
+from .gemm_ws import _store_strips, persistent_ctas
 from .host import gemm_descriptors, gemm_entry_points, gemm_spec
 
 @triton.jit
@@ -170,10 +170,30 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
             for pair_tile in range(cluster, num_pair_tiles, clusters):
                 pair_m, pid_n = grouped_tile(pair_tile, num_pairs_m, num_pid_n, GROUP_M // 2)
                 row = (2 * pair_m + rank) * BM
-                # gemm_ws's k-loop; each slot is released to our loader and (unless LOADER_SYNC) the peer's
-                acc, use = _mma_steps(a_ring, b_ring, full, full, full, empty, wg, 0, k_steps, use, STAGES, False,
-                                      DOT_WAIT0, _release,
-                                      (leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE))
+                # first k-step peeled: it starts the accumulator and has no slot to free yet
+                s, parity = ring_slot(use, STAGES)
+                tlx.barrier_wait(full[s], parity)
+                acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s])
+                if DOT_WAIT0:
+                    acc = tlx.async_dot_wait(0, acc)
+                    _release(empty, s, leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE)
+                prev = s
+                use += 1
+                for k in range(1, k_steps):
+                    s, parity = ring_slot(use, STAGES)
+                    tlx.barrier_wait(full[s], parity)
+                    acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s], acc)
+                    if DOT_WAIT0:
+                        acc = tlx.async_dot_wait(0, acc)
+                        _release(empty, s, leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE)
+                    else:
+                        acc = tlx.async_dot_wait(1, acc)     # step k-1 retired: its slot is free
+                        _release(empty, prev, leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE)
+                    prev = s
+                    use += 1
+                if not DOT_WAIT0:
+                    acc = tlx.async_dot_wait(0, acc)
+                    _release(empty, prev, leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE)
                 _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, row + wg * HALF_M, pid_n * BN,
                               STRIPS, EPI_BUFS, EPI_N)
             tlx.async_descriptor_store_wait(0)

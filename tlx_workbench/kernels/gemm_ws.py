@@ -118,25 +118,17 @@ def _load_steps(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, row
 
 
 @triton.jit
-def _release_slot(empty, s):
-    """A consumer group is done with ring slot ``s``."""
-    tlx.barrier_arrive(empty[s])
-
-
-@triton.jit
 def _mma_steps(a_ring, b_ring, full, full_a, full_b, empty, wg, k0, k1, use,
-               STAGES: tl.constexpr, SPLIT_FULL: tl.constexpr, DOT_WAIT0: tl.constexpr,
-               release: tl.constexpr = _release_slot, release_args=()):
+               STAGES: tl.constexpr, SPLIT_FULL: tl.constexpr, DOT_WAIT0: tl.constexpr):
     """One consumer group: acc = sum over k-slices k0..k1-1 (k1 > k0) of its A half @ B.
-    Returns (acc, ring counter); every slot it used is released with
-    ``release(empty, slot, *release_args)`` (gemm_cluster also releases the peer CTA's slot)."""
+    Returns (acc, ring counter); every slot it used is released."""
     # first k-step peeled: it starts the accumulator and has no slot to free yet
     s, parity = ring_slot(use, STAGES)
     _wait_full(full, full_a, full_b, s, wg, parity, SPLIT_FULL)
     acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s])
     if DOT_WAIT0:
         acc = tlx.async_dot_wait(0, acc)
-        release(empty, s, *release_args)
+        tlx.barrier_arrive(empty[s])
     prev = s
     use += 1
     for k in range(k0 + 1, k1):
@@ -145,15 +137,15 @@ def _mma_steps(a_ring, b_ring, full, full_a, full_b, empty, wg, k0, k1, use,
         acc = tlx.async_dot(a_ring[2 * s + wg], b_ring[s], acc)
         if DOT_WAIT0:
             acc = tlx.async_dot_wait(0, acc)
-            release(empty, s, *release_args)
+            tlx.barrier_arrive(empty[s])
         else:
             acc = tlx.async_dot_wait(1, acc)    # step k-1 retired: its slot is free
-            release(empty, prev, *release_args)
+            tlx.barrier_arrive(empty[prev])
         prev = s
         use += 1
     if not DOT_WAIT0:
         acc = tlx.async_dot_wait(0, acc)
-        release(empty, prev, *release_args)
+        tlx.barrier_arrive(empty[prev])
     return acc, use
 
 
