@@ -100,7 +100,7 @@ def test_sim_check_keeps_the_result_and_defines_the_kernel(shell):
 
 
 def test_sim_check_catches_a_wrong_reference_with_tiles(shell):
-    shell.run_cell_magic("tlx", '--sim --check --outputs c --ref "lambda x, y, z, a, b, c, n: a - b" -o r',
+    shell.run_cell_magic("tlx", '--sim --check --outputs c --ref "lambda x, y, z, a, b, c, n: a - b" --no-raise -o r',
                          ADD_CELL + LAUNCH)
     r = shell.user_ns["r"]
     assert not r.ok
@@ -110,14 +110,14 @@ def test_sim_check_catches_a_wrong_reference_with_tiles(shell):
 def test_syntax_error_keeps_the_namespace(shell):
     shell.user_ns["keep_me"] = 42
     with capture_output() as cap:
-        shell.run_cell_magic("tlx", "--sim", "def broken(:\n    pass\n")
+        shell.run_cell_magic("tlx", "--sim --no-raise", "def broken(:\n    pass\n")
     assert shell.user_ns["keep_me"] == 42
     assert "CellError" in _html(cap) and "syntax error" in _html(cap)
 
 
 def test_exception_in_cell_is_a_clean_error_and_earlier_definitions_stay(shell):
     with capture_output() as cap:
-        shell.run_cell_magic("tlx", "--sim", "defined_before = 1\nraise ValueError('boom')\n")
+        shell.run_cell_magic("tlx", "--sim --no-raise", "defined_before = 1\nraise ValueError('boom')\n")
     assert shell.user_ns["defined_before"] == 1
     out = _html(cap)
     assert "CellError" in out and "boom" in out and "variables defined before the error are kept" in out
@@ -126,7 +126,8 @@ def test_exception_in_cell_is_a_clean_error_and_earlier_definitions_stay(shell):
 def test_deadlock_shows_the_simulator_diagnosis(shell):
     # two arrivals expected, one comes: the consumer waits forever
     with capture_output() as cap:
-        shell.run_cell_magic("tlx", "--sim --check -o r", HANDSHAKE_CELL + "handshake[(1,)](z, ARRIVE_COUNT=2)\n")
+        shell.run_cell_magic("tlx", "--sim --check --no-raise -o r",
+                             HANDSHAKE_CELL + "handshake[(1,)](z, ARRIVE_COUNT=2)\n")
     r = shell.user_ns["r"]
     assert not r.ok and r.errors and type(r.errors[0]).__name__ == "DeadlockError"
     assert r.findings is not None and not r.findings.ok      # the checker names the protocol error too
@@ -140,10 +141,10 @@ def test_definitions_only_cell(shell):
     assert "definitions only" in repr(shell.user_ns["r"])
 
 
-def test_bad_option_is_reported_not_raised(shell):
+def test_bad_option_is_reported_and_fails_the_cell(shell):
     with capture_output() as cap:
-        shell.run_cell_magic("tlx", "--no-such-option", "x1 = 1\n")
-    assert "CellError" in _html(cap)
+        res = shell.run_cell("%%tlx --no-such-option\nx1 = 1\n")
+    assert "CellError" in _html(cap) and not res.success and "x1" not in shell.user_ns
 
 
 def test_report_memory_ir_through_offline_compile(shell):
@@ -172,7 +173,7 @@ def test_knobs_recompute_in_place(shell):
 def test_knob_with_a_fixed_grid_shows_the_unwritten_tiles(shell):
     # the grid is computed for BLOCK_=256: with BLOCK=128 half the output is never written
     shell.run_cell_magic("tlx", '--sim --check --outputs z --ref "lambda x, y, z, a, b, c, n: x + y" '
-                                '--knobs "BLOCK=256,128" -o r', ADD_CELL + LAUNCH)
+                                '--knobs "BLOCK=256,128" -o r', ADD_CELL + LAUNCH)     # its own run is correct
     panel = shell.magics_manager.registry["TLXMagics"].panels[-1]
     panel.controls["BLOCK"].value = 128
     c = shell.user_ns["r"].check[0]

@@ -21,7 +21,7 @@ module keeps the names that ``tlx_magic``, tests and notebooks import from here.
 """
 from __future__ import annotations
 
-from .magics import (DEFAULTS, CellError, CellResult, Knob, KnobError, KnobPanel, Launch, TLXMagics,  # noqa: F401
+from .magics import (DEFAULTS, CellCode, CellError, CellFailed, CellResult, Knob, KnobError, KnobPanel, Launch, TLXMagics,  # noqa: F401
                      capture_kernel_launch, cell_error, display_result, evaluate, has_gpu,
                      load_ipython_extension, offline_context, parse_knobs, parse_launch, resolve_mode,
                      show_object, show_widgets, split_cell, unload_ipython_extension)

@@ -2,15 +2,17 @@
 from __future__ import annotations
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import magic_arguments, parse_argstring
+from IPython.core.magic_arguments import magic_arguments
 
 from ..errors import TLXWorkbenchError
 from . import options as opts
-from .errors import CellError, cell_error
+from .cells import cache_cell
+from .diagnosis import error_html, error_text
+from .errors import CellError, CellFailed, cell_error
 from .evaluate import evaluate, offline_context, resolve_mode
-from .knobs import Knob, KnobPanel, parse_knobs
+from .knobs import CellCode, Knob, KnobPanel, parse_knobs
 from .launch import Launch, parse_launch, split_cell
-from .options import DEFAULTS, print_help, unquote
+from .options import DEFAULTS, print_help
 from .result import CellResult
 from .views import display, display_result, show_object
 
@@ -39,10 +41,15 @@ class TLXMagics(Magics):
             raise CellError(f"cannot evaluate {what} `{expr}`: {type(e).__name__}: {e}",
                             hint=f"{what} is a Python expression over the notebook's variables") from None
 
-    def _fail(self, e: BaseException, filename: str = "<tlx>") -> None:
+    def _fail(self, e: BaseException, filename: str = "<tlx>", *, raise_: bool = False,
+              where: str = "the cell") -> None:
+        """Show ``e`` as one error box; with ``raise_``, then fail the cell (CellFailed)."""
         err = cell_error(e, filename)
         self.last_error = err
-        display(err)
+        display({"text/plain": error_text(err), "text/html": error_html(err)}, raw=True)
+        if raise_:
+            raise CellFailed(error_text(err).splitlines()[0], error=err, where=where) from None
+        return None
 
     def _mode(self, args) -> str:
         if getattr(args, "sim", False):
@@ -72,36 +79,38 @@ class TLXMagics(Magics):
         The cell runs in the notebook namespace like a normal cell; if its last
         statement is a call (``kernel[grid](...)`` or ``host_fn(...)``), that call is
         the launch: it is simulated (``--sim``) or run on the GPU (``--gpu``), checked,
-        benchmarked, profiled and shown as the options ask.
+        benchmarked, profiled and shown as the options ask. A cell that fails (a syntax
+        error, an exception, a compile error, a deadlock, a race, a wrong output) shows
+        its diagnosis and then fails, so "Run All" stops there; ``--no-raise`` keeps going.
         """
-        if print_help(self.tlx, line):
+        if print_help(self.tlx, line, opts.magics_list(type(self), skip="tlx")):
             return None
+        n = getattr(self.shell, "execution_count", 0)
         try:
-            args = unquote(parse_argstring(self.tlx, line))
-        except Exception as e:  # argparse errors: show them, keep going
-            self._fail(CellError(f"%%tlx options: {e}", hint="see %%tlx --help"))
-            return None
+            args = opts.parse(self.tlx, line)
+        except CellError as e:
+            return self._fail(e, raise_=self.settings["raise"] and "--no-raise" not in line.split(),
+                              where=f"cell [{n}]")
+        raise_ = self.settings["raise"] and not args.no_raise
+        where = f"cell [{n}]"
         target = args.target or self.settings["target"]
         mode = self._mode(args)
         show = tuple(k for k in ("report", "memory", "ir", "timeline", "barriers") if getattr(args, k))
-        filename = "<tlx cell>"
+        # cached with the %%tlx line counted: every line number reported is the editor's
+        filename, text = cache_cell(self.shell, cell)
         try:
-            body, launch_node = split_cell(cell)
+            body, launch_node = split_cell(text)
         except SyntaxError as e:
-            self._fail(e, filename)
-            return None
+            return self._fail(e, filename, raise_=raise_, where=where)
         with offline_context(mode, target):
             try:
-                # a linecache-backed file name, so triton.jit can read the kernels' source
-                filename = self.shell.compile.cache(body, self.shell.execution_count)
                 exec(compile(body, filename, "exec"), self._ns())
             except BaseException as e:  # noqa: BLE001 - a bad cell must not kill the notebook
-                self._fail(e, filename)
-                return None
+                return self._fail(e, filename, raise_=raise_, where=where)
             if launch_node is None:
                 res = CellResult(mode=resolve_mode(mode), target=target, show=show)
                 res.notes.append("definitions only: end the cell with a launch to simulate, run or benchmark it")
-                return self._finish(res, args)
+                return self._finish(res, args, raise_=raise_, where=where)
             try:
                 launch = parse_launch(launch_node.value, self._ns(), filename=filename)
                 options = dict(
@@ -114,22 +123,30 @@ class TLXMagics(Magics):
                     schedules=self.settings["schedules"], isolate=self.settings["isolate"])
                 knobs = parse_knobs(args.knobs) if args.knobs else []
                 if knobs:
-                    return self._knob_panel(launch, knobs, options, args)
+                    cellcode = CellCode(body=body, launch=launch_node.value, filename=filename, ns=self._ns())
+                    return self._knob_panel(launch, knobs, options, args, cellcode, raise_=raise_, where=where)
                 res = evaluate(launch, **options)
             except BaseException as e:  # noqa: BLE001
-                self._fail(e, filename)
-                return None
-        return self._finish(res, args)
+                return self._fail(e, filename, raise_=raise_, where=where)
+        return self._finish(res, args, raise_=raise_, where=where)
 
-    def _finish(self, res: CellResult, args):
+    def _finish(self, res: CellResult, args, *, raise_: bool = False, where: str = "the cell"):
         self._store(res, args)
         display_result(res)
+        reason = res.failure()
+        if raise_ and reason:
+            raise CellFailed(reason, result=res, error=res.errors[0] if res.errors else None, where=where)
         return None
 
-    def _knob_panel(self, launch: Launch, knobs: list[Knob], options: dict, args):
-        panel = KnobPanel(launch, knobs, options, on_result=lambda r: self._store(r, args))
+    def _knob_panel(self, launch: Launch, knobs: list[Knob], options: dict, args, cellcode=None, *,
+                    raise_: bool = False, where: str = "the cell"):
+        panel = KnobPanel(launch, knobs, options, on_result=lambda r: self._store(r, args), cell=cellcode)
         self.panels.append(panel)
         display(panel.widget)
+        # the first run is the cell's own: when it fails, the cell fails (the panel stays, to try other values)
+        reason = panel.result.failure() if panel.result is not None else None
+        if raise_ and reason:
+            raise CellFailed(reason, result=panel.result, where=where)
         return None
 
     def _store(self, res, args):
@@ -146,7 +163,7 @@ class TLXMagics(Magics):
         if print_help(self.tlx_bench, line):
             return None
         try:
-            args = unquote(parse_argstring(self.tlx_bench, line))
+            args = opts.parse(self.tlx_bench, line)
             launch = parse_launch(" ".join(args.expr), self._ns())
             import tlx_workbench as wb
             res = wb.bench(launch.fn, *launch.args, grid=launch.grid, flops=self._eval(args.flops, "--flops"),
@@ -170,7 +187,7 @@ class TLXMagics(Magics):
         if print_help(self.tlx_profile, line):
             return None
         try:
-            args = unquote(parse_argstring(self.tlx_profile, line))
+            args = opts.parse(self.tlx_profile, line)
             mode = "sim" if args.sim else self.settings["mode"]
             with offline_context(mode, self.settings["target"]):
                 launch = parse_launch(" ".join(args.expr), self._ns())
@@ -197,9 +214,13 @@ class TLXMagics(Magics):
         if print_help(self.tlx_show, line):
             return None
         try:
-            args = unquote(parse_argstring(self.tlx_show, line))
+            args = opts.parse(self.tlx_show, line)
             obj = self._eval(args.obj, "the object")
-            display(show_object(obj, barriers=args.barriers))
+            shown = show_object(obj, barriers=args.barriers)
+            if isinstance(shown, CellResult):
+                display_result(shown)
+            else:
+                display(shown)
         except BaseException as e:  # noqa: BLE001
             self._fail(e)
         return None
@@ -213,7 +234,7 @@ class TLXMagics(Magics):
         if print_help(self.tlx_config, line):
             return None
         try:
-            args = unquote(parse_argstring(self.tlx_config, line))
+            args = opts.parse(self.tlx_config, line)
         except BaseException as e:  # noqa: BLE001
             self._fail(e)
             return None
@@ -232,6 +253,8 @@ class TLXMagics(Magics):
                 self.settings[key] = v
         if args.isolate is not None:
             self.settings["isolate"] = args.isolate == "yes"
+        if args.raise_ is not None:
+            self.settings["raise"] = args.raise_ == "yes"
         return dict(self.settings)
 
 

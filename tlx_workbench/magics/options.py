@@ -9,7 +9,7 @@ from IPython.core.magic_arguments import argument
 
 # -- session defaults (%tlx_config) ------------------------------------------------------
 DEFAULTS: dict[str, Any] = {"target": "sm_90", "mode": "auto", "timeout": 20.0, "seed": 0, "schedules": 1,
-                            "isolate": True}
+                            "isolate": True, "raise": True}
 
 
 
@@ -24,13 +24,58 @@ def unquote(args):
     return args
 
 
-def print_help(magic, line: str) -> bool:
-    """``--help`` / ``-h``: print the magic's usage (magic_arguments builds it into the docstring)."""
+def print_help(magic, line: str, others: str = "") -> bool:
+    """``--help`` / ``-h``: print the magic's usage (magic_arguments builds it into the docstring),
+    then ``others`` (the list of the other magics)."""
     tokens = line.split()
     if "--help" in tokens or "-h" in tokens:
         print(inspect.getdoc(magic) or "")
+        if others:
+            print("\n" + others)
         return True
     return False
+
+
+def magics_list(magics_cls, skip: str = "") -> str:
+    """"Other magics:" and one line per magic of ``magics_cls`` (first line of its docstring).
+
+    Read from the class, so a magic added to it later is listed without editing this.
+    """
+    rows = []
+    for kind, prefix in (("cell", "%%"), ("line", "%")):
+        for name, meth in sorted(magics_cls.magics.get(kind, {}).items()):
+            if name == skip:
+                continue
+            func = getattr(magics_cls, meth if isinstance(meth, str) else meth.__name__, None)
+            # magic_arguments puts the usage ("::", "%name [...]") before the docstring's own first line
+            doc = [ln for ln in (inspect.getdoc(func) or "").splitlines()
+                   if ln.strip() and ln.strip() != "::" and not ln.startswith((" ", "%"))]
+            rows.append(f"  {prefix}{name:<14} {doc[0] if doc else ''}")
+    return "Other magics (each takes --help):\n" + "\n".join(rows) if rows else ""
+
+
+def parse(magic, line: str):
+    """``parse_argstring`` with the quotes taken off; a bad option raises a CellError that says
+    what was wrong and, for a misspelt option, which one was meant ("did you mean --check?")."""
+    import difflib
+
+    from IPython.core.magic_arguments import parse_argstring
+
+    from .errors import CellError
+    name = getattr(magic, "__name__", "tlx")
+    try:
+        return unquote(parse_argstring(magic, line))
+    except BaseException as e:  # noqa: BLE001 - argparse raises UsageError (or SystemExit)
+        msg = str(e).strip() or type(e).__name__
+        known = [s for a in magic.parser._actions for s in a.option_strings]
+        unknown = [t.split("=")[0] for t in line.split() if t.startswith("-") and t.split("=")[0] not in known]
+        hint = f"see %{'%' if name == 'tlx' else ''}{name} --help"
+        for t in unknown:
+            close = difflib.get_close_matches(t, known, n=1, cutoff=0.6)
+            if close:
+                hint = f"did you mean {close[0]}? ({hint})"
+                break
+        raise CellError(f"%{'%' if name == 'tlx' else ''}{name} options: {msg}", hint=hint) from None
 
 
 
@@ -67,9 +112,12 @@ TLX_OPTIONS = (
     argument("--ir", action="store_true", help="show the IR explorer"),
     argument("--timeline", action="store_true", help="show the timeline (simulated or measured)"),
     argument("--barriers", action="store_true", help="show barrier phases"),
-    argument("--knobs", default=None, help='constexpr controls, e.g. "BM=64,128 NUM_STAGES=2:5 USE_WARP_BARRIER"'),
+    argument("--knobs", default=None, help='controls for constexprs or the cell\'s own variables (a move re-runs the cell\'s host '
+                                             'code), e.g. "BM=64,128 NUM_STAGES=2:5 USE_WARP_BARRIER"'),
     argument("--timeout", type=float, default=None, help="seconds before a GPU launch counts as hung"),
     argument("--seed", type=int, default=None, help="simulator schedule seed"),
+    argument("--no-raise", action="store_true", dest="no_raise",
+             help="show a failure without failing the cell (for a cell that fails on purpose)"),
     argument("-o", "--output", default=None, dest="output", help="keep the result object in this variable"),
 )
 
@@ -106,5 +154,7 @@ CONFIG_OPTIONS = (
     argument("--schedules", type=int, default=None, help="simulator schedules to explore"),
     argument("--isolate", default=None, choices=["yes", "no"],
              help="run GPU launches in the watchdog worker (yes, default) or in this process"),
+    argument("--raise", default=None, choices=["yes", "no"], dest="raise_",
+             help="a failing %%%%tlx cell fails (yes, default: Run All and nbval stop there) or only shows it"),
     argument("--reset", action="store_true", help="back to the defaults"),
 )

@@ -7,6 +7,11 @@ from typing import Any
 
 from .render import html_of, view_html
 
+# the views a cell can ask for: option -> (widget class, what it shows, the result part it draws)
+VIEWS = {"report": (None, "compile report", "report"), "memory": ("MemoryMapWidget", "memory map", "report"),
+         "ir": ("IRExplorer", "IR", "report"), "timeline": ("TimelineWidget", "timeline", "trace"),
+         "barriers": ("BarrierPhaseWidget", "barrier phases", "trace")}
+
 
 @dataclasses.dataclass
 class CellResult:
@@ -26,6 +31,7 @@ class CellResult:
     show: tuple = ()
     notes: list = dataclasses.field(default_factory=list)
     errors: list = dataclasses.field(default_factory=list)
+    knobs: dict = dataclasses.field(default_factory=dict)     # a --knobs run: the controls' values
 
     @property
     def ok(self) -> bool:
@@ -35,50 +41,92 @@ class CellResult:
         parts += [c.ok for c in (self.check or [])]
         return all(parts)
 
+    def failure(self) -> str | None:
+        """Why the cell failed (an error, a race, a wrong output, a checker error), or None.
+
+        Checker warnings do not fail a cell; they are shown.
+        """
+        if self.errors:
+            from .diagnosis import error_text
+            return error_text(self.errors[0]).splitlines()[0]
+        if self.sim is not None and not self.sim.ok:
+            kinds = sorted({f.kind for f in self.sim.findings})
+            return f"the simulator found {len(self.sim.findings)} problem(s): {', '.join(kinds)}"
+        if self.run is not None and hasattr(self.run, "ok") and not self.run.ok:
+            return "the GPU run's output is wrong: " + "; ".join(
+                c.summary().splitlines()[0] for c in getattr(self.run, "comparisons", []) if not c.ok)
+        bad = [c for c in (self.check or []) if not c.ok]
+        if bad:
+            return "the output is wrong: " + "; ".join(c.summary().splitlines()[0] for c in bad)
+        errs = [f for f in (self.findings or []) if getattr(f, "severity", "") == "error"]
+        if errs:
+            return f"the barrier-protocol checker found {len(errs)} error(s): {errs[0].rule_id}"
+        return None
+
+    @property
+    def _deadlock_shown(self) -> bool:
+        return any(type(e).__name__ == "DeadlockError" for e in self.errors)
+
     def __repr__(self) -> str:
+        from .diagnosis import error_text
         lines = [f"%%tlx {self.mode} ({self.target}): {self.launch or '(definitions only)'}"]
         if self.constexprs:
             lines.append("  constexprs: " + ", ".join(f"{k}={v}" for k, v in self.constexprs.items()))
+        lines += ["  error: " + error_text(e).replace("\n", "\n  ") for e in self.errors]
         for part in (self.report, self.sim, self.run, self.bench, self.trace):
-            if part is not None:
-                lines.append("  " + repr(part).replace("\n", "\n  "))
+            if part is None:
+                continue
+            if part is self.sim and self._deadlock_shown:
+                text = "\n".join(ln for ln in part._lines() if not ln.startswith("  DEADLOCK:"))
+            else:
+                text = repr(part)
+            lines.append("  " + text.replace("\n", "\n  "))
         for c in self.check or []:
             lines.append("  " + c.summary().replace("\n", "\n  "))
         if self.findings is not None:
-            lines.append(f"  check: {self.findings!r}")
+            fs = [f for f in self.findings if not (self._deadlock_shown and getattr(f, "rule_id", "") == "deadlock")]
+            head = self.findings._head() if hasattr(self.findings, "_head") else repr(self.findings)
+            lines.append(f"  check: {head}")
+            lines += ["    " + f.text().replace("\n", "\n    ") for f in fs if hasattr(f, "text")]
         lines += [f"  note: {n}" for n in self.notes]
-        lines += [f"  error: {e}" for e in self.errors]
         return "\n".join(lines)
 
+    def views(self) -> list[str]:
+        """The views this result draws: those asked for that have something to draw."""
+        shown = [k for k in VIEWS if k in self.show and getattr(self, VIEWS[k][2]) is not None]
+        if not self.show and self.trace is not None:
+            shown = ["timeline"]           # a plain cell shows its timeline
+        return shown
+
     def _repr_html_(self) -> str:
+        return self.html()
+
+    def html(self, skip_views=()) -> str:
+        """The result as HTML; ``skip_views`` are drawn elsewhere (as live widgets) and left out here."""
+        from .diagnosis import error_html, findings_html, sim_html
         out = [f"<div class='tlxwb-cell'><small>%%tlx &middot; {html.escape(self.mode)} &middot; "
                f"{html.escape(self.target)} &middot; <code>{html.escape(self.launch or 'definitions only')}</code>"]
         if self.constexprs:
             out.append(" &middot; " + html.escape(", ".join(f"{k}={v}" for k, v in self.constexprs.items())))
         out.append("</small>")
         for e in self.errors:
-            out.append(html_of(e))
+            out.append(error_html(e))
         for n in self.notes:
             out.append(f"<div><i>{html.escape(n)}</i></div>")
-        for part in (self.sim, self.run, self.bench):
+        if self.sim is not None:
+            out.append(sim_html(self.sim, deadlock_shown=self._deadlock_shown))
+        for part in (self.run, self.bench):
             if part is not None:
                 out.append(html_of(part))
         for c in self.check or []:
             out.append(html_of(c))
         if self.findings is not None:
-            out.append(html_of(self.findings))
-        if self.report is not None:
-            if "report" in self.show:
-                out.append(html_of(self.report))
-            if "memory" in self.show:
-                out.append(view_html("MemoryMapWidget", self.report, "memory map"))
-            if "ir" in self.show:
-                out.append(view_html("IRExplorer", self.report, "IR"))
-        if self.trace is not None:
-            if "timeline" in self.show or not self.show:
-                out.append(view_html("TimelineWidget", self.trace, "timeline"))
-            if "barriers" in self.show:
-                out.append(view_html("BarrierPhaseWidget", self.trace, "barrier phases"))
+            out.append(findings_html(self.findings, deadlock_shown=self._deadlock_shown))
+        for key in self.views():
+            if key in skip_views:
+                continue
+            widget, what, part = VIEWS[key]
+            obj = getattr(self, part)
+            out.append(html_of(obj) if widget is None else view_html(widget, obj, what))
         out.append("</div>")
         return "".join(out)
-

@@ -1,26 +1,28 @@
-"""Choosing what to show: the live widgets of a :class:`CellResult`, the best view of any result object."""
+"""Choosing what to show: each view once (the live widget, whose bundle carries the static
+fallback for exports; or the static view when no widget exists), the best view of any result."""
 from __future__ import annotations
 
-from .result import CellResult
+from .result import VIEWS, CellResult
 
 
 def show_widgets(result: CellResult) -> list:
-    """The live widgets for ``result`` (shown under its HTML), those that exist."""
+    """The live widgets for ``result``'s views, those that exist (the rest stay static in its HTML)."""
     out = []
     try:
         from .. import widgets
     except ImportError:
         return out
-    wanted = [("timeline", "TimelineWidget", result.trace), ("barriers", "BarrierPhaseWidget", result.trace),
-              ("memory", "MemoryMapWidget", result.report), ("ir", "IRExplorer", result.report)]
-    for key, name, obj in wanted:
-        if key in result.show and obj is not None and hasattr(widgets, name):
-            try:
-                out.append(getattr(widgets, name)(obj))
-            except Exception as e:  # pragma: no cover - a broken view must not break the cell
-                result.notes.append(f"{name} failed: {e}")
+    for key in result.views():
+        name, _, part = VIEWS[key]
+        if key not in result.show or name is None or not hasattr(widgets, name):
+            continue
+        try:
+            w = getattr(widgets, name)(getattr(result, part))
+            w._tlxwb_view = key
+            out.append(w)
+        except Exception as e:  # pragma: no cover - a broken view must not break the cell
+            result.notes.append(f"{name} failed: {e}")
     return out
-
 
 
 def show_object(obj, *, barriers: bool = False):
@@ -39,16 +41,20 @@ def show_object(obj, *, barriers: bool = False):
     return obj
 
 
-
-def display(obj) -> None:
+def display(obj, **kwargs) -> None:
     """IPython's display (imported late: the plain-Python core must not need IPython)."""
     from IPython.display import display as ipython_display
-    ipython_display(obj)
+    ipython_display(obj, **kwargs)
 
 
+def display_result(res: CellResult) -> list:
+    """Display ``res``: its HTML without the views drawn as live widgets, then those widgets.
 
-def display_result(res: CellResult) -> None:
-    """Display ``res`` (its HTML), then the live widgets its ``show`` asks for."""
-    display(res)
-    for w in show_widgets(res):
+    Returns the widgets shown.
+    """
+    widgets = show_widgets(res)
+    skip = {w._tlxwb_view for w in widgets}
+    display({"text/plain": repr(res), "text/html": res.html(skip_views=skip)}, raw=True)
+    for w in widgets:
         display(w)
+    return widgets

@@ -1,0 +1,68 @@
+"""Locations as the user sees them: "cell [3], line 5", counted from the ``%%tlx`` line.
+
+A ``%%tlx`` cell's code is cached (for ``linecache``, so ``triton.jit`` can read the kernels'
+source) under a file name the kernel invents (``/tmp/ipykernel_.../123.py`` or
+``<ipython-input-3-...>``). :func:`cache_cell` stores it with one empty line in front: the
+``%%tlx`` line, which the magic does not receive, so every line number the compiler, the
+simulator or a traceback reports is the line number the editor shows. :func:`where` and
+:func:`relabel` turn those file names back into "cell [n]".
+"""
+from __future__ import annotations
+
+import re
+
+# file name -> "cell [n]"; a few hundred entries in a long session, each a short string
+_LABELS: dict[str, str] = {}
+
+
+def cache_cell(shell, cell: str) -> tuple[str, str]:
+    """Cache ``cell`` (the body of a ``%%tlx`` cell) for linecache; returns (file name, the cached text).
+
+    The cached text is the cell with an empty first line standing for ``%%tlx ...``.
+    """
+    text = "\n" + cell
+    n = getattr(shell, "execution_count", 0) or 0
+    filename = shell.compile.cache(text, n)
+    _LABELS[filename] = f"cell [{n}]"
+    return filename, text
+
+
+def label(file: str | None) -> str | None:
+    """``"cell [n]"`` for a ``%%tlx`` cell's file; other files by their name.
+
+    >>> label("/tmp/k.py")
+    '/tmp/k.py'
+    """
+    if file is None:
+        return None
+    return _LABELS.get(file, file)
+
+
+def where(file: str | None, line: int | None) -> str:
+    """``"cell [3], line 5"`` for a cell, ``"k.py:12"`` for a file, ``""`` when nothing is known.
+
+    >>> where("/tmp/k.py", 12)
+    '/tmp/k.py:12'
+    """
+    if not file:
+        return f"line {line}" if line else ""
+    name = label(file)
+    if file in _LABELS:
+        return f"{name}, line {line}" if line else name
+    return f"{name}:{line}" if line else name
+
+
+def relabel(text: str) -> str:
+    """Replace cells' file names inside a message (``<ipython-input-3-ab>:7`` -> ``cell [3], line 7``).
+
+    >>> relabel("no cell here: k.py:3")
+    'no cell here: k.py:3'
+    """
+    if not text:
+        return text
+    for file, name in _LABELS.items():
+        if file in text:
+            pat = re.escape(file)
+            text = re.sub(rf'"?{pat}"?:(\d+)(?::\d+)?', lambda m: f"{name}, line {m.group(1)}", text)
+            text = text.replace(file, name)
+    return text
