@@ -136,7 +136,9 @@ def exec_job(source: str, name: str, args: tuple = (), kwargs: dict | None = Non
 class Worker:
     """A spawned worker process and the pipe to it; restarts itself after a kill."""
 
-    def __init__(self):
+    def __init__(self, env: dict | None = None):
+        # ``env``: variables the worker starts with (e.g. CUDA_VISIBLE_DEVICES: one worker per GPU)
+        self.env = dict(env or {})
         self._proc = None
         self._conn = None
 
@@ -159,8 +161,17 @@ class Worker:
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
         self._proc = ctx.Process(target=_worker_main, args=(child,), daemon=True, name="tlx-workbench-gpu")
-        with _plain_main():
-            self._proc.start()
+        saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        try:
+            with _plain_main():
+                self._proc.start()
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
         child.close()
         self._conn = parent
 

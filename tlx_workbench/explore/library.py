@@ -1,0 +1,163 @@
+"""Problems and spaces of the library's own kernels (``tlx_workbench.kernels``).
+
+>>> p = problem("gemm_ws"); s = space("gemm_ws")
+>>> len(s) >= 100
+True
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import TLXWorkbenchError
+from .problem import Problem
+from .space import Space
+
+GEMMS = ("gemm_ws", "gemm_pingpong", "gemm_streamk", "gemm_pipelined")
+
+
+def _gemm_module(name):
+    import importlib
+    return importlib.import_module(f"tlx_workbench.kernels.{name}")
+
+
+def gemm_launch(name):
+    """``launch(a, b, cfg)`` of library GEMM ``name``: C allocated here, the module's own launch."""
+    mod = _gemm_module(name)
+
+    def launch(a, b, cfg):
+        import torch
+        c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+        return mod.launch(a, b, c, cfg)
+
+    launch.__qualname__ = launch.__name__ = f"{name}_launch"
+    return launch
+
+
+def _gemm_sim_shape(cfg):
+    # two CTAs of one tile each; three trips round the ring, so every slot's phase flips twice
+    stages = max(1, cfg.get("STAGES", 2))
+    return (cfg["BM"], 2 * cfg["BN"], 3 * stages * cfg["BK"])
+
+
+def _gemm_timing_shapes(shape, cfg):
+    # one CTA, one tile, two depths of K: per-CTA cycles are affine in the k-steps of its tiles
+    stages = max(1, cfg.get("STAGES", 2))
+    return [(cfg["BM"], cfg["BN"], 2 * stages * cfg["BK"]), (cfg["BM"], cfg["BN"], 6 * stages * cfg["BK"])]
+
+
+def _gemm_bytes(shape, elem=2):
+    M, N, K = shape
+    return float(elem * (M * K + K * N + M * N))
+
+
+def _gemm_flops(shape):
+    M, N, K = shape
+    return 2.0 * M * N * K
+
+
+def _gemm_inputs(shape, dtype, device):
+    import torch
+    from ..kernels._common import gemm_inputs
+    return gemm_inputs(shape, getattr(torch, dtype) if isinstance(dtype, str) else dtype, device)
+
+
+def _gemm_reference(a, b):
+    from ..kernels._common import gemm_reference
+    return gemm_reference(a, b)
+
+
+def _attention_parts(causal):
+    from ..kernels import attention as att
+
+    def launch(q, k, v, cfg):
+        import torch
+        o = torch.empty_like(q)
+        return att.launch(q, k, v, o, causal, 1.0 / math.sqrt(q.shape[-1]), cfg)
+
+    def reference(q, k, v):
+        return att.reference(q, k, v, causal=causal)
+
+    def make_inputs(shape, dtype, device):
+        import torch
+        return att.make_inputs(shape, getattr(torch, dtype) if isinstance(dtype, str) else dtype, device)
+
+    def flops(shape):
+        return att.flops(*shape, causal=causal)
+
+    def nbytes(shape, elem=2):
+        Z, H, N, D = shape
+        return float(4 * elem * Z * H * N * D)
+
+    def sim_shape(cfg):
+        # two query tiles of one head and two of another, K/V of three trips round the ring
+        return (1, 2, 2 * cfg["BM"], 128)
+
+    def timing_shapes(shape, cfg):
+        D = shape[-1]
+        return [(1, 1, cfg["BM"] * 1, D), (1, 1, cfg["BM"] * 4, D)] if not cfg.get("PERSISTENT") else \
+            [(1, 1, cfg["BM"] * 2, D), (1, 1, cfg["BM"] * 6, D)]
+
+    return launch, reference, make_inputs, flops, nbytes, sim_shape, timing_shapes
+
+
+def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Problem:
+    """The :class:`Problem` of library kernel ``name`` ("gemm_ws", "gemm_pingpong",
+    "gemm_streamk", "gemm_pipelined", "attention")."""
+    ref = ("tlx_workbench.explore.library:problem", (name,), {"dtype": dtype, "causal": causal})
+    if name in GEMMS:
+        mod = _gemm_module(name)
+        return Problem(name=name, launch=gemm_launch(name), make_inputs=_gemm_inputs, reference=_gemm_reference,
+                       flops=_gemm_flops, bytes=_gemm_bytes, sim_shape=_gemm_sim_shape,
+                       timing_shapes=_gemm_timing_shapes, dtype=dtype, ref=ref, default=dict(mod.CONFIGS[0]))
+    if name == "attention":
+        from ..kernels import attention as att
+        launch, reference, make_inputs, flops, nbytes, sim_shape, timing = _attention_parts(causal)
+        return Problem(name="attention_causal" if causal else "attention", launch=launch, make_inputs=make_inputs,
+                       reference=reference, flops=flops, bytes=nbytes, sim_shape=sim_shape, timing_shapes=timing,
+                       dtype=dtype, ref=ref, default=dict(att.DEFAULTS[(False, bool(causal))]))
+    raise TLXWorkbenchError(f"no library problem named {name!r}", hint=f"use one of {GEMMS + ('attention',)}")
+
+
+def gemm_ws_smem(cfg, elem=2) -> int:
+    from ..kernels.gemm_ws import smem_bytes
+    return smem_bytes(cfg, elem)
+
+
+def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> Space:
+    """The explorer's space of library kernel ``name``.
+
+    ``gemm_ws``: tiles, depth, epilogue strips and the protocol switches of the cooperative kernel,
+    kept where the epilogue strips divide the tile and the ring's SMEM estimate is within 10 % of a
+    CTA's budget (the compiler drops the configs just over it, with its message). ``attention``: the
+    library's configs that suit ``head_dim`` and ``causal``, and the ring depths and block widths
+    around them."""
+    if name == "gemm_ws":
+        def epilogue_divides(c):
+            return c["BN"] % c["EPI_N"] == 0 and (c["BN"] // c["EPI_N"]) in (1, 2, 4) and \
+                (c["BN"] // c["EPI_N"]) % c["EPI_BUFS"] == 0
+
+        def smem_near_budget(c):
+            return gemm_ws_smem(c) <= 1.1 * 232448
+
+        def wide_tiles_only(c):
+            # a 128-row tile of two 64-row wgmma groups needs BN >= 128 to keep the tensor cores fed
+            return c["BN"] >= 128
+
+        return Space({"BM": [128, 256], "BN": [128, 256], "BK": [64, 128], "STAGES": [2, 3, 4, 5],
+                      "EPI_N": [64, 128], "EPI_BUFS": [1, 2], "SPLIT_FULL": [False, True],
+                      "DOT_WAIT0": [False, True]},
+                     constraints=[epilogue_divides, smem_near_budget, wide_tiles_only],
+                     fixed={"GROUP_M": 8, "WARP_BARRIER": False, "MMA_REGS": 232, "LOADER_REGS": 40},
+                     seeds=seeds)
+    if name in GEMMS:
+        return Space(_gemm_module(name).CONFIGS, seeds=seeds)
+    if name == "attention":
+        from ..kernels import attention as att
+        base = list(att.configs_for(head_dim, causal))
+        extra = []
+        for c in base:
+            for bufs in (2, 3):
+                for bn in (64, 128):
+                    extra.append({**c, "NUM_BUFS": bufs, "BN": bn})
+        return Space(base + extra, constraints=[lambda c: att.suits(c, head_dim, causal)], seeds=seeds)
+    raise TLXWorkbenchError(f"no library space named {name!r}", hint=f"use one of {GEMMS + ('attention',)}")

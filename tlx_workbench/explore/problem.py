@@ -1,0 +1,204 @@
+"""What an exploration explores: a kernel's launcher, its inputs, its reference and its work.
+
+A :class:`Problem` names everything a stage needs, as plain callables:
+
+* ``launch(*inputs, cfg)`` runs the kernel once with one config and returns its output
+  (an autotuned kernel: ``launch(*inputs)``, the config is imposed on its ``Autotuner``);
+* ``make_inputs(shape, dtype, device)`` fresh random inputs; ``reference(*inputs)`` the
+  expected output (float64 is best);
+* ``flops(shape)`` / ``bytes(shape)`` the work of one call, so times become TFLOP/s, GB/s
+  and a share of the roofline;
+* ``sim_shape(cfg)`` the small shape at which the CPU simulator proves a config's
+  protocol, and ``timing_shapes(shape, cfg)`` the two or more shapes, each run as one CTA,
+  from which the simulated time at ``shape`` is extrapolated (per-CTA cycles are taken as
+  affine in the per-CTA work). Without ``timing_shapes`` no time is predicted.
+
+A problem travels to worker processes (a process pool, Ray) by reference when its
+callables live in modules, and by source when they were defined in a notebook cell (the
+same transport the GPU worker uses).
+
+>>> from tlx_workbench.explore import library
+>>> p = library.problem("gemm_ws")
+>>> p.flops((4096, 4096, 4096)) / 1e12
+0.137438953472
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+from typing import Any, Callable
+
+from ..errors import TLXWorkbenchError
+
+
+@dataclasses.dataclass
+class Problem:
+    name: str
+    launch: Callable
+    make_inputs: Callable
+    reference: Callable | None = None
+    flops: Callable | None = None
+    bytes: Callable | None = None
+    sim_shape: Any = None                    # a shape, or cfg -> shape
+    timing_shapes: Callable | None = None    # (shape, cfg) -> [shape, shape, ...]
+    dtype: str = "float16"
+    autotuned: bool = False                  # launch(*inputs); the config is imposed on the Autotuner
+    tolerance: float | None = None           # max |out - ref| / max |ref|; default by dtype
+    #: a (factory "module:function", args, kwargs) that rebuilds this problem in a worker
+    ref: tuple | None = None
+    #: the configs the library calls its default, first (the best of a sweep is compared with it)
+    default: dict | None = None
+
+    def sim_shape_for(self, cfg: dict):
+        if self.sim_shape is None:
+            raise TLXWorkbenchError(f"problem {self.name!r} has no sim_shape",
+                                    hint="give Problem(sim_shape=...) a small shape (or cfg -> shape) "
+                                         "for the simulated stage")
+        return tuple(self.sim_shape(cfg) if callable(self.sim_shape) else self.sim_shape)
+
+    def call(self, inputs: tuple, cfg: dict):
+        """Launch once with ``cfg`` on ``inputs``; returns the output."""
+        if self.autotuned:
+            with imposed_config(cfg):
+                return self.launch(*inputs)
+        return self.launch(*inputs, cfg)
+
+    @functools.cached_property
+    def source_hash(self) -> str:
+        """A hash of the code that decides a result: the launcher's source and every
+        ``@triton.jit`` function it reaches (Triton's own cache key covers a kernel and the
+        functions it calls)."""
+        h = hashlib.sha256()
+        for fn in (self.launch, self.make_inputs, self.reference):
+            if fn is None:
+                continue
+            try:
+                h.update(inspect.getsource(fn).encode())
+            except (OSError, TypeError):
+                h.update(getattr(fn, "__qualname__", repr(fn)).encode())
+            for k in _jit_functions_reached(fn):
+                h.update(k.encode())
+        return h.hexdigest()[:16]
+
+    # -- travelling to workers ------------------------------------------------------------
+    def travel(self):
+        """What a worker needs to rebuild this problem (see :func:`arrive`)."""
+        if self.ref is not None:
+            return ("ref", self.ref)
+        from ..runtime.transport import callable_spec
+        fields = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            fields[f.name] = ("fn", callable_spec(v)) if callable(v) else ("value", v)
+        return ("fields", fields)
+
+
+def arrive(travelled) -> Problem:
+    """The problem :meth:`Problem.travel` sent, rebuilt here (cached per process)."""
+    key = repr(travelled) if travelled[0] == "ref" else None
+    if key is not None and key in _ARRIVED:
+        return _ARRIVED[key]
+    kind, body = travelled
+    if kind == "ref":
+        import importlib
+        factory, args, kwargs = body
+        mod, _, attr = factory.partition(":")
+        p = getattr(importlib.import_module(mod), attr)(*args, **kwargs)
+        _ARRIVED[key] = p
+        return p
+    from ..runtime.transport import resolve
+    vals = {name: (resolve(v) if how == "fn" else v) for name, (how, v) in body.items()}
+    return Problem(**vals)
+
+
+_ARRIVED: dict = {}
+
+
+def _jit_functions_reached(fn) -> list[str]:
+    """Cache keys of the ``@triton.jit`` functions that ``fn``'s globals name (one level:
+    a launcher names its kernel; the kernel's key covers what it calls)."""
+    from triton.runtime.jit import JITFunction
+    from triton.runtime.autotuner import Autotuner
+    code = getattr(fn, "__code__", None)
+    g = getattr(fn, "__globals__", {})
+    if code is None:
+        return []
+    keys = []
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if inspect.iscode(c):
+            names.update(c.co_names)
+    for n in sorted(names):
+        v = g.get(n)
+        if isinstance(v, Autotuner):
+            v = v.fn
+        if isinstance(v, JITFunction):
+            try:
+                keys.append(v.cache_key)
+            except Exception:   # a kernel whose dependencies do not resolve yet: its text will do
+                keys.append(hashlib.sha256(v.src.encode()).hexdigest())
+    return keys
+
+
+class imposed_config:
+    """Within this block, every autotuned kernel launches with ``cfg`` instead of tuning."""
+
+    def __init__(self, cfg: dict):
+        self.cfg = cfg
+
+    def __enter__(self):
+        import triton
+        from triton.runtime.autotuner import Autotuner
+        self._saved = Autotuner.__dict__.get("run")
+        cfg = self.cfg
+        options = {"num_warps", "num_stages", "num_ctas", "maxnreg", "ctas_per_cga", "num_buffers_warp_spec",
+                   "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer"}
+
+        def run(tuner, *args, **kwargs):
+            kw = {k: v for k, v in cfg.items() if k not in options}
+            opts = {k: v for k, v in cfg.items() if k in options}
+            config = triton.Config(kw, **opts)
+            nargs = dict(zip(tuner.arg_names, args))
+            tuner.nargs = nargs
+            tuner.best_config = config
+            if config.pre_hook is not None:
+                config.pre_hook({**nargs, **kwargs, **config.all_kwargs()})
+            return tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+
+        Autotuner.run = run
+        return self
+
+    def __exit__(self, *exc):
+        from triton.runtime.autotuner import Autotuner
+        Autotuner.run = self._saved
+        return False
+
+
+class captured_launches:
+    """Within this block, kernel launches are recorded, not run: ``.launches`` holds
+    (JITFunction, grid, args, kwargs) for each. Used to compile what a launcher would launch.
+
+    >>> with captured_launches() as cap:                      # doctest: +SKIP
+    ...     gemm_ws.launch(a, b, c, cfg)
+    >>> jit, grid, args, kwargs = cap.launches[0]              # doctest: +SKIP
+    """
+
+    def __enter__(self):
+        from triton.runtime.jit import JITFunction
+        self.launches = []
+        self._saved = JITFunction.__dict__.get("run")
+        cap = self
+
+        def run(jit_self, *args, grid, warmup=False, **kwargs):
+            cap.launches.append((jit_self, grid, args, kwargs))
+            return None
+
+        JITFunction.run = run
+        return self
+
+    def __exit__(self, *exc):
+        from triton.runtime.jit import JITFunction
+        JITFunction.run = self._saved
+        return False

@@ -1,0 +1,218 @@
+"""The explorer's stages, cheapest first. Each is one of the workbench's verbs applied to one
+config at one shape, and returns an :class:`Outcome` (plain data that travels between
+processes); the driver turns it into a store row.
+
+* :func:`static` — ``tlx_workbench.compile`` offline for the target: SMEM/TMEM, registers,
+  spills, CTAs per SM, ptxas advisories. A config that does not compile, or does not fit, is
+  dropped with the compiler's message and the kernel line it names.
+* :func:`simulated` — ``tlx_workbench.simulate`` at the problem's small shape proves the
+  protocol (no deadlock, no race, output equal to the reference); a deadlocking config is
+  dropped with its wait-for graph *before it reaches a GPU*. Then the cost model's time at the
+  real shape, extrapolated from one CTA at the problem's timing shapes.
+* measured — on a GPU, in a watchdog worker: see :mod:`tlx_workbench.explore.measure`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+import warnings
+
+from ..errors import TLXWorkbenchError
+from .problem import Problem, arrive, captured_launches, imposed_config
+
+
+@dataclasses.dataclass
+class Outcome:
+    status: str                         # ok | dropped | hung | crashed | error
+    reason: str | None = None
+    file: str | None = None
+    line: int | None = None
+    diagnosis: str | None = None
+    metrics: dict = dataclasses.field(default_factory=dict)
+    device: str | None = None
+    env: dict = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+
+
+_INPUTS: dict = {}
+
+
+def inputs_for(problem: Problem, shape, device: str, *, fresh: bool = False, seed: int | None = None):
+    """Random inputs of ``shape`` (kept per process and shape unless ``fresh``: a sweep's
+    configs share them, as a bench run would)."""
+    import torch
+    key = (problem.name, tuple(shape), problem.dtype, device)
+    if fresh or key not in _INPUTS:
+        if seed is not None:
+            torch.manual_seed(seed)
+        val = problem.make_inputs(tuple(shape), problem.dtype, device)
+        val = val if isinstance(val, tuple) else tuple(val) if isinstance(val, list) else (val,)
+        if fresh:
+            return val
+        _INPUTS[key] = val
+    return _INPUTS[key]
+
+
+def _error_outcome(e: BaseException, t0: float, stage: str) -> Outcome:
+    """A workbench error as a dropped row (its file, line and hint), anything else as an error row."""
+    if isinstance(e, TLXWorkbenchError):
+        text = str(e)
+        detail = getattr(e, "detail", None)
+        return Outcome("dropped", reason=e.message if hasattr(e, "message") else text.splitlines()[0],
+                       file=getattr(e, "file", None), line=getattr(e, "line", None),
+                       diagnosis=text + (f"\n\n{detail}" if detail else ""), seconds=time.perf_counter() - t0)
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-8))
+    return Outcome("error", reason=f"the {stage} stage failed: {type(e).__name__}: {str(e)[:300]}",
+                   diagnosis=tb, seconds=time.perf_counter() - t0)
+
+
+# ---- static --------------------------------------------------------------------------------
+def capture(problem: Problem, cfg: dict, shape, target: str):
+    """The launches ``problem`` makes for ``cfg`` at ``shape``, recorded under the offline target
+    (nothing runs): [(JITFunction, grid, args, kwargs), ...]."""
+    from ..target import offline
+    with offline(target):
+        inputs = inputs_for(problem, shape, "cpu")
+        with captured_launches() as cap:
+            problem.call(inputs, cfg)
+    if not cap.launches:
+        raise TLXWorkbenchError(f"the launcher of {problem.name!r} launched no kernel for config {cfg}",
+                                hint="the problem's launch(*inputs, cfg) must launch a @triton.jit kernel")
+    return cap.launches
+
+
+def occupancy(res, model) -> int:
+    """CTAs of this kernel one SM holds at once (SMEM, registers, threads, and the 32-CTA cap)."""
+    threads = res.num_warps * 32
+    limits = [32, 2048 // max(threads, 1)]
+    if res.smem_bytes:
+        limits.append(model.smem_per_sm // res.smem_bytes)
+    if res.registers:
+        # registers are allocated per warp in units of 256 (8 per thread)
+        per_warp = -(-res.registers * 32 // 256) * 256
+        limits.append(model.regs_per_sm // (per_warp * res.num_warps))
+    return max(0, min(limits))
+
+
+def static(travelled, cfg: dict, shape, target: str = "sm_90") -> Outcome:
+    """The static stage: compile what the launcher launches for ``cfg`` at ``shape``, offline."""
+    import tlx_workbench as wb
+    from ..target import gpu_model
+    t0 = time.perf_counter()
+    try:
+        problem = arrive(travelled)
+        launches = capture(problem, cfg, shape, target)
+        jit, grid, args, kwargs = launches[0]
+        report = wb.compile(jit, *args, target=target, **kwargs)
+        res = report.resources
+        model = gpu_model(target)
+        adv = [dict(code=a.code, line=a.line, text=str(getattr(a, "message", "") or a)) for a in report.ptxas_advisories]
+        g = grid(dict(kwargs)) if callable(grid) else grid
+        g = tuple(g) + (1,) * (3 - len(tuple(g)))
+        metrics = dict(smem_bytes=res.smem_bytes, smem_limit=res.smem_limit, registers=res.registers,
+                       spills=res.spills, num_warps=res.num_warps, threads=res.num_warps * 32,
+                       tmem_columns=res.tmem_columns, ctas_per_sm=occupancy(res, model), advisories=adv,
+                       grid=list(g), ctas=g[0] * g[1] * g[2], kernel=report.kernel,
+                       tasks=[dict(label=t.label, warps=t.num_warps, registers=t.registers) for t in report.tasks],
+                       compile_seconds=report.compile_seconds, launches=len(launches))
+        if res.spills:
+            metrics["spill_note"] = f"{res.spills} bytes of local memory per thread (register spills)"
+        return Outcome("ok", metrics=metrics, device=target, seconds=time.perf_counter() - t0)
+    except Exception as e:  # noqa: BLE001 - a config that fails is a row, not the end of a sweep
+        return _error_outcome(e, t0, "static")
+
+
+# ---- simulated -----------------------------------------------------------------------------
+def _compare(out, ref, dtype: str, tolerance: float | None):
+    """(ok, max relative error) of ``out`` against ``ref`` (|out - ref| max over |ref| max)."""
+    import torch
+    o, r = out.double().cpu(), ref.double().cpu()
+    if o.shape != r.shape:
+        return False, float("inf")
+    if not torch.isfinite(o).all():
+        return False, float("inf")
+    err = float((o - r).abs().max() / r.abs().max().clamp_min(1e-30))
+    tol = tolerance if tolerance is not None else {"float16": 2e-2, "bfloat16": 5e-2}.get(dtype, 1e-3)
+    return err <= tol, err
+
+
+def _first_finding(res):
+    f = res.findings[0]
+    return f
+
+
+def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None) -> dict:
+    """Simulated time at ``shape``: CTA 0 run alone at each of the problem's timing shapes, its
+    cycles fitted as ``a + b * work`` (work = the shape's flops over its CTA count), then evaluated
+    at the real shape's work per CTA (``real_ctas`` CTAs; more than one wave counts as
+    ceil(ctas / SMs) CTAs in a row on one SM)."""
+    import numpy as np
+    import tlx_workbench as wb
+    from ..target import gpu_model
+    model = gpu_model(gpu)
+    works, cycles = [], []
+    for s in problem.timing_shapes(tuple(shape), cfg):
+        inputs = inputs_for(problem, s, "cpu", fresh=True, seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # "only 1 of n CTAs simulated": meant
+            res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, ctas=[0], on_deadlock="return")
+        if res.deadlock is not None:
+            return dict(predict_note=f"no prediction: CTA 0 deadlocks at timing shape {list(s)}")
+        n = int(np.prod(res.grid)) if res.grid else 1
+        works.append(problem.flops(s) / n)
+        cycles.append(res.cycles)
+    if len(works) < 2 or works[0] == works[1]:
+        return dict(predict_note="no prediction: the timing shapes give the same work per CTA")
+    b, a = np.polyfit(works, cycles, 1)
+    n_real = real_ctas or 1
+    waves = -(-n_real // model.sm_count)
+    per_sm = waves * problem.flops(tuple(shape)) / n_real
+    cyc = float(a + b * per_sm)
+    return dict(predicted_cycles=cyc, predicted_us=cyc / (model.clock_ghz * 1e3), clock_ghz=model.clock_ghz,
+                fit=dict(intercept=float(a), cycles_per_flop=float(b), works=works, cycles=cycles))
+
+
+def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1, seed: int = 0,
+              real_ctas: int | None = None, do_predict: bool = True) -> Outcome:
+    """The simulated stage: prove the protocol at the problem's small shape, then predict the time."""
+    import tlx_workbench as wb
+    t0 = time.perf_counter()
+    try:
+        problem = arrive(travelled)
+        small = problem.sim_shape_for(cfg)
+        inputs = inputs_for(problem, small, "cpu", fresh=True, seed=seed)
+        res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, schedules=schedules, seed=seed, on_deadlock="return")
+        metrics = dict(sim_shape=list(small), sim_cycles=res.cycles, schedules=len(res.schedules))
+        if res.deadlock is not None:
+            d = res.deadlock
+            return Outcome("dropped", reason=d.message.splitlines()[0], file=res.file, line=d.line,
+                           diagnosis=d.text() + (f"\n\nwhat to do: {d.hint}" if getattr(d, "hint", None) else ""),
+                           metrics=dict(metrics, verdict="deadlock"), device=gpu, seconds=time.perf_counter() - t0)
+        if res.findings:
+            f = _first_finding(res)
+            text = "\n".join(getattr(x, "text", lambda: str(x))() if callable(getattr(x, "text", None))
+                             else str(x) for x in res.findings)
+            return Outcome("dropped", reason=f"{f.kind}: {f.message}", file=getattr(f, "file", None) or res.file,
+                           line=f.line, diagnosis=text, metrics=dict(metrics, verdict=f.kind), device=gpu,
+                           seconds=time.perf_counter() - t0)
+        if problem.reference is not None:
+            out = res.value
+            ref = problem.reference(*inputs)
+            ok, err = _compare(out, ref, problem.dtype, problem.tolerance)
+            metrics["max_rel_err"] = err
+            if not ok:
+                return Outcome("dropped", reason=f"wrong result on the simulator at shape {list(small)}: max "
+                               f"relative error {err:.3g}", metrics=dict(metrics, verdict="wrong result"),
+                               device=gpu, seconds=time.perf_counter() - t0)
+        if do_predict and problem.timing_shapes is not None:
+            metrics.update(predict(problem, cfg, shape, gpu, real_ctas))
+        return Outcome("ok", metrics=dict(metrics, verdict="ok"), device=gpu, seconds=time.perf_counter() - t0)
+    except Exception as e:  # noqa: BLE001
+        return _error_outcome(e, t0, "simulated")
+
+
+def run_stage(stage: str, travelled, cfg: dict, shape, options: dict) -> dict:
+    """One CPU stage, as the workers call it; returns the Outcome as a dict (plain data)."""
+    fn = {"static": static, "simulated": simulated}[stage]
+    return dataclasses.asdict(fn(travelled, cfg, shape, **options))
