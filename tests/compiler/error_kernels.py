@@ -33,9 +33,9 @@ def helper_error_kernel(x_ptr, BLOCK: tl.constexpr):
 
 @triton.jit
 def tmem_kernel(x_ptr, BLOCK: tl.constexpr):
-    acc = tlx.local_alloc((128, BLOCK), tl.float32, 1, tlx.storage_kind.tmem)
+    acc = tlx.local_alloc((128, BLOCK), tl.float32, 1, tlx.storage_kind.tmem)  # MARK:tmem (blamed: the alloc)
     view = tlx.local_view(acc, 0)
-    tlx.local_store(view, tl.zeros([128, BLOCK], tl.float32))  # MARK:tmem
+    tlx.local_store(view, tl.zeros([128, BLOCK], tl.float32))  # MARK:tmem-use
     v = tlx.local_load(view)
     offs = tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, tl.sum(v, axis=0))

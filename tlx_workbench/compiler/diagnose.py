@@ -138,7 +138,7 @@ def compile_error(e: BaseException, jit, model, output: "dict | str" = "") -> Co
         x = x.__cause__ or x.__context__
     front = [c for c in chain if isinstance(c, CompilationError)]
     if front:
-        return _front_end_error(front, jit, model)
+        return _blame_tmem_alloc(_front_end_error(front, jit, model), jit, model)
     # before the MLIR diagnostics: PTXASError reads "PTXAS error: ...", which looks like one
     if type(e).__name__ == "PTXASError":
         from .ptxas_log import parse
@@ -156,8 +156,8 @@ def compile_error(e: BaseException, jit, model, output: "dict | str" = "") -> Co
     diag = _mlir_diagnostic(text, jit)
     if diag is not None:
         file, line, message = diag
-        return CompileError(message, file=file, line=line, hint=_hint_for(message, model),
-                            detail=stderr_text or str(e))
+        return _blame_tmem_alloc(CompileError(message, file=file, line=line, hint=_hint_for(message, model),
+                                              detail=stderr_text or str(e)), jit, model)
     message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     return CompileError(f"the compiler failed: {message}", file=jit.file_name, line=jit.def_file_line_number,
                         hint=_hint_for(message, model), detail=(stderr_text + "\n" + str(e)).strip())
@@ -179,6 +179,59 @@ def _front_end_error(errs, jit, model) -> CompileError:
     message = _clean(err.error_message) or str(err)
     return CompileError(message, file=jit.file_name, line=jit.def_file_line_number, hint=_hint_for(message, model),
                         detail=str(errs[0]))
+
+
+_TMEM_WORDS = ("tmem", "tensor memory", "storage_kind.tmem")
+
+
+def _tmem_allocs(fn) -> list[tuple[str, int]]:
+    """(name, file line) of each ``x = tlx.local_alloc(..., tlx.storage_kind.tmem ...)`` in a @jit function."""
+    import ast
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(fn.src))
+    except (SyntaxError, AttributeError, TypeError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        call = node.value
+        name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        if name != "local_alloc" or "tmem" not in ast.unparse(call):
+            continue
+        for t in node.targets:
+            if isinstance(t, ast.Name):
+                out.append((t.id, fn.def_file_line_number + node.lineno - 1))
+    return out
+
+
+def _blame_tmem_alloc(err: CompileError, jit, model) -> CompileError:
+    """On a GPU without tensor memory the compiler fails at a TMEM buffer's first use; the fix is at
+    the ``local_alloc`` that put it there, so the error names that line (and the use it failed at)."""
+    low = err.message.lower()
+    if model.arch >= 100 or not any(w in low for w in _TMEM_WORDS):
+        return err
+    import linecache
+    used = linecache.getline(err.file, err.line) if err.file and err.line else ""
+    for fn in _jit_functions(jit):
+        if fn.file_name != err.file:
+            continue
+        allocs = _tmem_allocs(fn)
+        if not allocs:
+            continue
+        hit = next(((n, ln) for n, ln in allocs if re.search(rf"\b{re.escape(n)}\b", used)), allocs[0])
+        name, line = hit
+        if line == err.line:
+            return err
+        new = CompileError(f"{name} is allocated in tensor memory (tlx.storage_kind.tmem), which {model.name} "
+                           f"(sm_{model.arch}) does not have; the compiler stopped at its first use, line "
+                           f"{err.line}: {err.message}", file=err.file, line=line,
+                           hint=f"allocate {name} in SMEM (drop tlx.storage_kind.tmem) and use wgmma on Hopper, "
+                                "or compile with target='sm_100'", detail=err.detail)
+        new.__dict__.update({k: v for k, v in err.__dict__.items() if k not in new.__dict__})
+        return new
+    return err
 
 
 # `file:line:col: error: msg` (MLIR's printed diagnostic) or `loc("file":line:col): error: msg`

@@ -9,7 +9,7 @@ import contextlib
 import inspect
 
 from ..errors import TLXWorkbenchError
-from .errors import KnobError
+from .errors import CellError, KnobError
 from .launch import Launch, capture_kernel_launch, outputs_of
 from .result import CellResult
 
@@ -71,6 +71,17 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
                                 hint="end the cell with the kernel launch itself (kernel[grid](...)), or give the "
                                      "host function that keyword")
         kwargs.update(constexprs)
+    missing = launch.unbound() if launch.is_kernel else []
+    missing = [m for m in missing if m not in kwargs]
+    if missing:
+        # the launch forgot it: say so at the launch, not at the kernel's @triton.jit
+        def_line = getattr(launch.fn, "def_file_line_number", None)
+        what = ", ".join(missing)
+        res.errors.append(CellError(
+            f"the launch gives no value for {what}, a parameter of {launch.name}"
+            + (f" (defined at line {def_line})" if def_line else ""), file=launch.file, line=launch.line,
+            hint=f"add {', '.join(m + '=...' for m in missing)} to the launch (constexprs are passed by name)"))
+        return res
     # what the kernel is specialized on; launch options (num_warps, ctas_per_cga, ...) are not constexprs
     from ..sim.engine import LAUNCH_OPTIONS
     res.constexprs = {k: v for k, v in kwargs.items()

@@ -123,7 +123,8 @@ class TLXMagics(Magics):
                     schedules=self.settings["schedules"], isolate=self.settings["isolate"])
                 knobs = parse_knobs(args.knobs) if args.knobs else []
                 if knobs:
-                    cellcode = CellCode(body=body, launch=launch_node.value, filename=filename, ns=self._ns())
+                    cellcode = CellCode(body=body, launch=launch_node.value, filename=filename, ns=self._ns(),
+                                        exprs={"reference": args.ref, "flops": args.flops, "nbytes": args.bytes})
                     return self._knob_panel(launch, knobs, options, args, cellcode, raise_=raise_, where=where)
                 res = evaluate(launch, **options)
             except BaseException as e:  # noqa: BLE001

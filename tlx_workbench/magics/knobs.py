@@ -87,6 +87,7 @@ class CellCode:
     launch: Any                  # the launch's ast expression
     filename: str
     ns: dict                     # the notebook namespace the cell ran in
+    exprs: dict = dataclasses.field(default_factory=dict)   # evaluate() option -> expression (--ref, ...)
 
     def names(self) -> set[str]:
         """Every name the cell's code and launch read or assign."""
@@ -103,8 +104,9 @@ class CellCode:
             out |= {t.id for t in targets if isinstance(t, ast.Name)}
         return out
 
-    def rerun(self, values: dict) -> Launch:
-        """Run the cell's host code again with ``values`` for the knobs' names; the launch it ends with."""
+    def rerun(self, values: dict) -> tuple[Launch, dict]:
+        """Run the cell's host code again with ``values`` for the knobs' names: (the launch it ends with,
+        the options whose expressions (``--ref``, ``--flops``, ...) read the re-run's variables)."""
         tree = ast.parse(self.body)
         for node in tree.body:
             targets = node.targets if isinstance(node, ast.Assign) else \
@@ -115,7 +117,8 @@ class CellCode:
         ns = dict(self.ns)
         ns.update(values)          # names the cell reads but does not assign (set in an earlier cell)
         exec(compile(tree, self.filename, "exec"), ns)
-        return parse_launch(self.launch, ns, filename=self.filename)
+        options = {k: eval(e, ns) for k, e in self.exprs.items() if e is not None}
+        return parse_launch(self.launch, ns, filename=self.filename), options
 
 
 def _kernel_params(launch: Launch) -> set[str] | None:
@@ -168,9 +171,9 @@ class KnobPanel:
     def _changed(self, change) -> None:
         self.update()
 
-    def _launch_for(self, values: dict) -> Launch:
+    def _launch_for(self, values: dict) -> tuple[Launch, dict]:
         if self.cell is None or not self.host_knobs or all(values[k] == self._own.get(k) for k in self.host_knobs):
-            return self.launch
+            return self.launch, {}
         return self.cell.rerun({k: values[k] for k in self.host_knobs})
 
     def update(self) -> CellResult | None:
@@ -181,9 +184,9 @@ class KnobPanel:
         try:
             ctx = offline_context(self.options.get("mode", "auto"), self.options.get("target", "sm_90"))
             with ctx:
-                launch = self._launch_for(values)
+                launch, redone = self._launch_for(values)
                 res = evaluate(launch, constexprs={k: v for k, v in values.items() if k in self.constexpr_knobs},
-                               **self.options)
+                               **{**self.options, **redone})
         except BaseException as e:  # noqa: BLE001 - a bad combination must not break the panel
             res = CellResult(mode=resolve_mode(self.options.get("mode", "auto")),
                              target=self.options.get("target", ""), launch=self.launch.text)

@@ -23,6 +23,22 @@ class Launch:
     grid: Any = None
     is_kernel: bool = False
     arg_texts: tuple = ()        # the source text of each positional argument ("z", "c_desc", ...)
+    file: str | None = None      # where the launch is written (the cell), and its line
+    line: int | None = None
+
+    def unbound(self) -> list[str]:
+        """The kernel's parameters (constexprs included) that this launch gives no value, in order.
+
+        Only for a plain @triton.jit kernel: an autotuner's configs or a host function may supply them.
+        """
+        from triton.runtime.jit import JITFunction
+        if not isinstance(self.fn, JITFunction):
+            return []
+        import inspect
+        params = inspect.signature(self.fn.fn).parameters
+        given = set(list(params)[:len(self.args)]) | set(self.kwargs)
+        return [n for n, p in params.items() if n not in given and p.default is p.empty
+                and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
     def output_positions(self, outputs):
         """``outputs`` names as the launch writes them (``z``) or as the kernel calls them (``z_ptr``)."""
@@ -74,7 +90,8 @@ def parse_launch(expr: "str | ast.expr", ns: dict, *, filename: str = "<launch>"
             kwargs.update(ev(k.value))
         else:
             kwargs[k.arg] = ev(k.value)
-    return Launch(text, fn, tuple(args), kwargs, grid, is_kernel(fn), tuple(texts))
+    return Launch(text, fn, tuple(args), kwargs, grid, is_kernel(fn), tuple(texts),
+                  file=filename if filename != "<launch>" else None, line=getattr(node, "lineno", None))
 
 
 def split_cell(cell: str) -> tuple[str, "ast.Expr | None"]:
