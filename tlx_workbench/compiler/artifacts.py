@@ -44,21 +44,8 @@ def _mlir_context(arch: int):
     return entry[0]
 
 
-def post_allocation_ttgir(ttgir: str, arch: int, ptx_version: int | None = None) -> str:
-    """The TTGIR as ``make_llir`` sees it right after SMEM/TMEM allocation.
-
-    ``make_llir`` runs allocation and LLVM lowering in one pass manager, so the
-    annotated module never reaches Python. Running the same passes, in the same
-    order, on the final TTGIR gives the same ``allocation.offset`` /
-    ``tensor_memory_col_offset`` attributes and ``ttg.shared`` total; the caller
-    checks ``ttg.shared`` against the compiled kernel's metadata.
-    """
-    from triton._C.libtriton import ir, passes, nvidia
-    from triton.backends.nvidia.compiler import get_ptx_version_from_options, CUDAOptions
-
-    if ptx_version is None:
-        ptx_version = get_ptx_version_from_options(CUDAOptions(), arch)
-    ctx = _mlir_context(arch)
+def _parse(ttgir: str, ctx):
+    from triton._C.libtriton import ir
     with tempfile.NamedTemporaryFile("w", suffix=".ttgir", delete=False) as f:
         f.write(ttgir)
         path = f.name
@@ -67,19 +54,68 @@ def post_allocation_ttgir(ttgir: str, arch: int, ptx_version: int | None = None)
     finally:
         os.unlink(path)
     mod.context = ctx
-    pm = ir.pass_manager(ctx)
+    return mod
+
+
+def _warp_group_passes(pm) -> None:
+    from triton._C.libtriton import passes
     plugin = getattr(passes, "plugin", None)
     # uTLX lowers its storage aliases before allocation (custom_stages.make_llir_wrapper)
     if plugin is not None and hasattr(plugin, "utlx_storage_alias_lowering"):
         plugin.utlx_storage_alias_lowering(pm, [])
         plugin.utlx_rewrite_local_alias(pm, [])
-    # the head of CUDABackend.make_llir, up to and including tensor-memory allocation
+    # the head of CUDABackend.make_llir, up to and including warp-group allocation
     passes.ttgpuir.add_combine_tensor_select_and_if(pm)
     passes.ttgpuir.add_allocate_warp_groups(pm, False)
+
+
+def _allocation_passes(pm, arch: int, ptx_version: int) -> None:
+    from triton._C.libtriton import passes, nvidia
+    # the rest of make_llir's head, up to and including tensor-memory allocation
     passes.convert.add_scf_to_cf(pm)
     passes.gluon.add_inliner(pm)
     nvidia.passes.ttgpuir.add_allocate_shared_memory_nv(pm, arch, ptx_version)
     nvidia.passes.ttnvgpuir.add_allocate_tensor_memory(pm)
+
+
+def warp_group_ttgir(ttgir: str, arch: int) -> str:
+    """The TTGIR after ``make_llir``'s warp-group allocation only: the ``ttg.warp_specialize``
+    ops carry ``warpGroupStartIds`` and the register budgets, which is all the task layout
+    needs (~2.5x cheaper than :func:`post_allocation_ttgir`, whose SMEM allocation passes are
+    most of the cost). Feed the result to ``post_allocation_ttgir(..., after_warp_groups=True)``
+    to finish the allocation without running these passes twice."""
+    from triton._C.libtriton import ir
+    ctx = _mlir_context(arch)
+    mod = _parse(ttgir, ctx)
+    pm = ir.pass_manager(ctx)
+    _warp_group_passes(pm)
+    pm.run(mod, "tlx_workbench_warp_groups")
+    return str(mod)
+
+
+def post_allocation_ttgir(ttgir: str, arch: int, ptx_version: int | None = None,
+                          after_warp_groups: bool = False) -> str:
+    """The TTGIR as ``make_llir`` sees it right after SMEM/TMEM allocation.
+
+    ``make_llir`` runs allocation and LLVM lowering in one pass manager, so the
+    annotated module never reaches Python. Running the same passes, in the same
+    order, on the final TTGIR gives the same ``allocation.offset`` /
+    ``tensor_memory_col_offset`` attributes and ``ttg.shared`` total; the caller
+    checks ``ttg.shared`` against the compiled kernel's metadata. With
+    ``after_warp_groups``, `ttgir` is :func:`warp_group_ttgir`'s output and only the
+    passes after warp-group allocation run.
+    """
+    from triton._C.libtriton import ir
+    from triton.backends.nvidia.compiler import get_ptx_version_from_options, CUDAOptions
+
+    if ptx_version is None:
+        ptx_version = get_ptx_version_from_options(CUDAOptions(), arch)
+    ctx = _mlir_context(arch)
+    mod = _parse(ttgir, ctx)
+    pm = ir.pass_manager(ctx)
+    if not after_warp_groups:
+        _warp_group_passes(pm)
+    _allocation_passes(pm, arch, ptx_version)
     pm.run(mod, "tlx_workbench_allocation")
     return str(mod)
 
@@ -100,15 +136,122 @@ def _run_on_cubin(args: list[str], cubin: bytes) -> str:
         os.unlink(path)
 
 
+def _sections(cubin: bytes) -> dict[str, tuple]:
+    """Section name -> ELF section header of a 64-bit little-endian cubin ({} if it is not one)."""
+    if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:
+        return {}
+    shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+    entsize, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * entsize) for i in range(count)]
+    names_at = headers[names_index][4]
+
+    def name(h) -> str:
+        start = names_at + h[0]
+        return cubin[start:cubin.index(b"\0", start)].decode()
+
+    return {name(h): h for h in headers}
+
+
+def _nv_info_attributes(body: bytes) -> dict[int, list[bytes]]:
+    """EIATTR code -> the values of a ``.nv.info*`` section (EIFMT_SVAL payloads; b"" otherwise)."""
+    attrs: dict[int, list[bytes]] = {}
+    i = 0
+    while i + 4 <= len(body):
+        fmt, attr, size = struct.unpack_from("<BBH", body, i)
+        i += 4
+        if fmt == _EIFMT_SVAL:
+            attrs.setdefault(attr, []).append(body[i:i + size])
+            i += size
+        else:                   # NVAL / BVAL / HVAL: the value, if any, sits in the header
+            attrs.setdefault(attr, []).append(b"")
+    return attrs
+
+
+_EIATTR_INDIRECT_BRANCH_TARGETS = 0x34
+
+
+def _dataflow_needed(cubin: bytes) -> bool:
+    """Whether nvdisasm's dataflow analysis can add anything to this cubin's SASS.
+
+    The analysis (~0.2 s of nvdisasm's ~0.7 s) only annotates indirect branches (``BRX``) with
+    their targets (``(*"BRANCH_TARGETS .L_x_1,..."*)``), and ptxas lists every such branch in
+    the function's ``EIATTR_INDIRECT_BRANCH_TARGETS``. A single-function cubin without that
+    attribute disassembles to the same text with ``-ndf``; anything else keeps the analysis."""
+    try:
+        sections = _sections(cubin)
+        texts = [n for n in sections if n.startswith(".text.")]
+        if len(texts) != 1:
+            return True
+        for n, h in sections.items():
+            if n.startswith(".nv.info") and _EIATTR_INDIRECT_BRANCH_TARGETS in _nv_info_attributes(
+                    cubin[h[4]:h[4] + h[5]]):
+                return True
+        return False
+    except (struct.error, ValueError, IndexError, UnicodeDecodeError):
+        return True
+
+
+def nvdisasm_args(cubin: bytes) -> list[str]:
+    """The nvdisasm command line (less the file) :func:`disassemble` runs for `cubin`."""
+    return [_tool("nvdisasm"), "-c", "-gi"] + ([] if _dataflow_needed(cubin) else ["-ndf"])
+
+
 def disassemble(cubin: bytes) -> str:
-    """SASS with source-line (and inlining) annotations: ``nvdisasm -c -gi``."""
-    return _run_on_cubin([_tool("nvdisasm"), "-c", "-gi"], cubin)
+    """SASS with source-line (and inlining) annotations: ``nvdisasm -c -gi`` (``-ndf`` when the
+    dataflow analysis has nothing to annotate, see :func:`_dataflow_needed`)."""
+    return _run_on_cubin(nvdisasm_args(cubin), cubin)
 
 
 def disassemble_async(cubin: bytes) -> "concurrent.futures.Future[str]":
-    """Start :func:`disassemble` in the background (nvdisasm takes ~0.3 s, more than the
+    """Start :func:`disassemble` in the background (nvdisasm takes ~0.5 s, more than the
     rest of the report together); the report waits for it only when SASS is asked for."""
     return _SASS_POOL.submit(disassemble, cubin)
+
+
+class SassJob:
+    """The SASS of one cubin, disassembled when first asked for, or in the background once
+    :meth:`start` is called. ``compile(sass="lazy")`` makes one unstarted; the default starts it
+    at once. ``started`` / ``done`` say where it stands (tests use them: the static stage of a
+    sweep must not start nvdisasm).
+
+    >>> job = SassJob(report.cubin); job.started             # doctest: +SKIP
+    False
+    >>> job.result()[:20]                                     # doctest: +SKIP
+    '\t.headerflags\t@"EF_CU'
+    """
+
+    def __init__(self, cubin: bytes, start: bool = False):
+        self._cubin = cubin
+        self._future: "concurrent.futures.Future[str] | None" = None
+        self._lock = threading.Lock()
+        if start:
+            self.start()
+
+    @property
+    def started(self) -> bool:
+        return self._future is not None
+
+    def done(self) -> bool:
+        return self._future is not None and self._future.done()
+
+    def start(self) -> "SassJob":
+        """Start nvdisasm in the background (idempotent)."""
+        with self._lock:
+            if self._future is None:
+                self._future = disassemble_async(self._cubin)
+        return self
+
+    def result(self) -> str:
+        """The SASS: waits for the background run, or (never started) runs nvdisasm now, here."""
+        with self._lock:
+            if self._future is None:
+                done: "concurrent.futures.Future[str]" = concurrent.futures.Future()
+                try:
+                    done.set_result(disassemble(self._cubin))
+                except Exception as e:
+                    done.set_exception(e)
+                self._future = done
+        return self._future.result()
 
 
 def resource_usage(cubin: bytes) -> dict[str, int]:
@@ -137,18 +280,9 @@ def resource_usage_from_cubin(cubin: bytes) -> dict[str, int] | None:
     {'REG': 28, 'STACK': 0, 'LOCAL': 0, 'SHARED': 1024}
     """
     try:
-        if cubin[:4] != b"\x7fELF" or cubin[4] != 2 or cubin[5] != 1:    # 64-bit little-endian
+        sections = _sections(cubin)
+        if not sections:
             return None
-        shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
-        entsize, count, names_index = struct.unpack_from("<HHH", cubin, 0x3A)
-        headers = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + i * entsize) for i in range(count)]
-        names_at = headers[names_index][4]
-
-        def name(h) -> str:
-            start = names_at + h[0]
-            return cubin[start:cubin.index(b"\0", start)].decode()
-
-        sections = {name(h): h for h in headers}
         texts = [n for n in sections if n.startswith(".text.")]
         info = sections.get(".nv.info")
         if len(texts) != 1 or info is None or any(n.startswith(".nv.local") for n in sections):

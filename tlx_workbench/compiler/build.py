@@ -7,7 +7,7 @@ from typing import Any
 from . import artifacts, triton_ptxas
 from .allocation import allocation_map
 from .barriers import barrier_table
-from .irtext import IRModule
+from .irtext import IRModule, WarpSpecializeHeaders
 from .report import CompileReport, Resources, SourceInfo
 from .tasks import task_layout
 
@@ -25,14 +25,17 @@ def _plain(v: Any) -> Any:
 
 
 def build_report(compiled, jit, model, options, src, constexprs: dict, key: str, seconds: float,
-                 ptxas=None) -> CompileReport:
-    """`ptxas`: the :class:`triton_ptxas.Capture` of the compile (its ptxas -v log)."""
+                 ptxas=None, sass: str = "background") -> CompileReport:
+    """`ptxas`: the :class:`triton_ptxas.Capture` of the compile (its ptxas -v log). `sass`:
+    "background" starts nvdisasm now, "lazy" when SASS is first asked for (see ``compile``)."""
     from triton.backends.nvidia.compiler import get_ptx_version_from_options
 
     asm = compiled.asm
     stages = {s: asm[s] for s in STAGES if s in asm}
     cubin = asm.get("cubin", b"")
-    # everything runs here, in order: the allocation passes hold the GIL, so a second
+    # nvdisasm (~0.5 s, a process of its own) first, so that it overlaps all the rest
+    sass_job = artifacts.SassJob(cubin, start=sass == "background") if cubin else None
+    # everything else runs here, in order: the allocation passes hold the GIL, so a second
     # Python thread would only add switching delays (5 ms each) to the report
     meta = compiled.metadata._asdict()
     meta["target"] = f"sm_{model.arch}"
@@ -41,18 +44,17 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
                         def_line=jit.def_file_line_number)
     first, last = source.first_line, source.first_line + len(jit.raw_src) - 1
     ptx_version = get_ptx_version_from_options(options, model.arch)
-    post_text = artifacts.post_allocation_ttgir(stages["ttgir"], model.arch, ptx_version)
-    stages["ttgir_alloc"] = post_text
-    pre = IRModule(stages["ttgir"])
-    post = IRModule(post_text)
-    # the source map is read from the stage texts when first asked for (CompileReport.source_map)
-
-    layout = task_layout(pre, post, source.text, source.first_line, options.num_warps,
+    # the task layout needs only make_llir's warp-group allocation (warp starts, register
+    # budgets) and the warp_specialize headers; the SMEM/TMEM allocation passes, the op-by-op
+    # parse, the barrier table and the allocation map wait until one of stages["ttgir_alloc"],
+    # allocations, barriers is first read (CompileReport._finish_analysis)
+    warp_groups = artifacts.warp_group_ttgir(stages["ttgir"], model.arch)
+    layout = task_layout(WarpSpecializeHeaders(stages["ttgir"]), WarpSpecializeHeaders(warp_groups), source.text,
+                         source.first_line, options.num_warps,
                          {k: getattr(v, "value", v) for k, v in constexprs.items()})
     env = {k: getattr(v, "value", v) for k, v in constexprs.items()}
-    barriers, barrier_allocs = barrier_table(pre, layout.label, source.file, first, last, env)
-    # barrier allocations are named the same in the post-allocation module (same printer)
-    allocations = allocation_map(post, pre, barrier_allocs, source.file, first, last, meta.get("shared") or 0)
+    analysis = functools.partial(_analysis, stages["ttgir"], warp_groups, model.arch, ptx_version, layout.label,
+                                 source.file, first, last, env, meta.get("shared") or 0)
 
     # read from the cubin's ELF sections; cuobjdump (a ~4 ms process start) only for shapes
     # that reader does not take on
@@ -74,9 +76,6 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
         tmem_limit=model.tmem_columns,
         local_bytes=usage.get("STACK", 0),
     )
-    # the slowest piece (nvdisasm, ~0.3 s) runs in the background once the rest is done; the
-    # report waits for it only when SASS is asked for
-    sass_job = artifacts.disassemble_async(cubin) if cubin else None
     # ptxas's own log: captured from this compile, or stored beside a cached cubin; failing
     # both, ptxas runs again on the PTX only when the advisories are first asked for
     ptxas_log = triton_ptxas.log_for(compiled, ptxas) if ptxas is not None else None
@@ -98,11 +97,26 @@ def build_report(compiled, jit, model, options, src, constexprs: dict, key: str,
         metadata={k: _plain(v) for k, v in meta.items()},
         resources=resources,
         tasks=layout.tasks,
-        allocations=allocations,
-        barriers=barriers,
+        allocations=None,
+        barriers=None,
         compile_seconds=seconds,
         cache_key=key,
         _sass_job=sass_job,
         _ptxas_log=ptxas_log,
         _ptxas_job=ptxas_job,
+        _analysis_job=analysis,
     )
+
+
+def _analysis(ttgir: str, warp_groups: str, arch: int, ptx_version: int, label, file: str, first: int,
+              last: int, env: dict, shared: int):
+    """(stages["ttgir_alloc"], allocations, barriers): the report's deferred part."""
+    # the allocation passes go on from the warp-group pass's output (same passes, same order,
+    # each run once: the text is the one make_llir's allocation sees)
+    post_text = artifacts.post_allocation_ttgir(warp_groups, arch, ptx_version, after_warp_groups=True)
+    pre = IRModule(ttgir)
+    post = IRModule(post_text)
+    barriers, barrier_allocs = barrier_table(pre, label, file, first, last, env)
+    # barrier allocations are named the same in the post-allocation module (same printer)
+    allocations = allocation_map(post, pre, barrier_allocs, file, first, last, shared)
+    return post_text, allocations, barriers

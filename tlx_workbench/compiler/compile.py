@@ -286,7 +286,7 @@ def _compile_uncached(src, model: GPUModel, options):
 # ---- the entry point ---------------------------------------------------------------------
 def compile(kernel, *args, target: "str | GPUModel" = "sm_90", num_warps: int | None = None,
             num_stages: int | None = None, ctas_per_cga=None, config=None, signature: dict | None = None,
-            **constexprs) -> CompileReport:
+            sass: str = "background", **constexprs) -> CompileReport:
     """Compile a TLX kernel for `target` (no GPU needed) and report what the compiler made of it.
 
     `args` are example launch arguments (torch tensors, ``TensorDescriptor``s, scalars) as
@@ -295,10 +295,24 @@ def compile(kernel, *args, target: "str | GPUModel" = "sm_90", num_warps: int | 
     ``config`` (a ``triton.Config``, its index, or a dict), by default its first config;
     the config's ``pre_hook`` runs on copies of the arguments, as a launch would run it.
 
+    ``sass``: when nvdisasm (~0.5 s of CPU, more than the rest of the report) runs.
+    ``"background"`` (default) starts it before ``compile`` returns, so ``report.sass`` (and
+    ``report.wgmma_overlap``, ``source_map``, the reprs, which read it) is ready soon after;
+    ``"lazy"`` starts it only when SASS is first asked for: a sweep that reads only
+    ``resources``, ``metadata``, ``ptxas_advisories`` and ``tasks`` never pays for it, nor has
+    it compete with its next compile for the CPU. The report is the same either way (one
+    cached object: a ``"background"`` call that hits a ``"lazy"`` report starts its nvdisasm).
+    Whatever the mode, the SMEM/TMEM allocation map, the barrier table and
+    ``stages["ttgir_alloc"]`` are worked out when one of them is first read.
+
     >>> import tlx_workbench as wb
     >>> r = wb.compile(add_kernel, x, y, out, 1024, target="sm_90", BLOCK=256)   # doctest: +SKIP
     >>> r.resources.smem_bytes, r.ir("ptx", line=12)                             # doctest: +SKIP
+    >>> wb.compile(add_kernel, x, y, out, 1024, BLOCK=256, sass="lazy").resources   # doctest: +SKIP
     """
+    if sass not in ("background", "lazy"):
+        raise CompileError(f"sass={sass!r}: expected 'background' or 'lazy'",
+                           hint="pass sass='lazy' to disassemble only when report.sass is first read")
     model = gpu_model(target)
     k = _resolve(kernel, config)
     jit = k.jit
@@ -315,6 +329,8 @@ def compile(kernel, *args, target: "str | GPUModel" = "sm_90", num_warps: int | 
         with _CACHE_LOCK:
             hit = _CACHE.get(key)
         if hit is not None:
+            if sass == "background" and hit._sass_job is not None and hasattr(hit._sass_job, "start"):
+                hit._sass_job.start()
             return hit
         from .diagnose import captured_output, compile_error, replay
         from .triton_ptxas import capture as ptxas_capture
@@ -336,7 +352,8 @@ def compile(kernel, *args, target: "str | GPUModel" = "sm_90", num_warps: int | 
         replay(printed)
         seconds = time.perf_counter() - t0
         from .build import build_report
-        report = build_report(compiled, jit, model, options, src, bound_constexprs, key, seconds, ptxas)
+        report = build_report(compiled, jit, model, options, src, bound_constexprs, key, seconds, ptxas,
+                              sass=sass)
     from .diagnose import check_limits
     check_limits(report)
     with _CACHE_LOCK:

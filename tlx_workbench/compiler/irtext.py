@@ -99,6 +99,55 @@ class WarpSpecialize:
     loc: Loc = UNKNOWN
 
 
+_PARTITION_LINE_RE = re.compile(r"^[ \t]*partition\d+\(.*$", re.M)
+
+
+class WarpSpecializeHeaders:
+    """The ``ttg.warp_specialize`` ops of a module and their partition headers, and nothing
+    else: what the task layout reads, found with two regexes over the text instead of
+    :class:`IRModule`'s op-by-op parse (which the task layout does not need). Each
+    :class:`WarpSpecialize` has its op's line (``op.text``, with the attributes), operands and
+    partitions (index, num_warps, block args, header line); ``default_*``, ``end_line`` and
+    locations stay unset.
+
+    >>> WarpSpecializeHeaders(ttgir).warp_specializes[0].partitions[0].num_warps   # doctest: +SKIP
+    4
+    """
+
+    def __init__(self, text: str):
+        self.warp_specializes: list[WarpSpecialize] = []
+        found = [(m.start(), 1, m.group(0)) for m in _PARTITION_LINE_RE.finditer(text)]
+        i = text.find("ttg.warp_specialize")
+        while i >= 0:
+            start = text.rfind("\n", 0, i) + 1
+            end = text.find("\n", i)
+            end = len(text) if end < 0 else end
+            found.append((start, 0, text[start:end]))
+            i = text.find("ttg.warp_specialize", end)
+        found.sort(key=lambda x: x[0])
+        line, at = 1, 0
+        current: WarpSpecialize | None = None
+        for pos, kind, raw in found:
+            line += text.count("\n", at, pos)
+            at = pos
+            if kind == 0:
+                om = _OP_RE.match(raw)
+                if not om or om.group("name").strip('"') != "ttg.warp_specialize":
+                    continue
+                rest = om.group("rest")
+                body = rest.rsplit(" loc(", 1)[0] if rest.rstrip().endswith(")") else rest
+                operands = _VAL_RE.findall(body)
+                op = Op(line, raw, "ttg.warp_specialize", IRModule._results(om.group("res")), operands,
+                        UNKNOWN, None, 0)
+                current = WarpSpecialize(line, operands, op=op)
+                self.warp_specializes.append(current)
+            elif current is not None:
+                pm = _PARTITION_RE.match(raw)
+                if pm:
+                    args = re.findall(r"(%[\w.$-]+)\s*:", pm.group(2))
+                    current.partitions.append(Partition(int(pm.group(1)), int(pm.group(3)), args, line))
+
+
 class IRModule:
     """The ops of one TTIR/TTGIR module, with tasks, constants and memdesc roots."""
 

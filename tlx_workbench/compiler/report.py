@@ -126,6 +126,30 @@ class BarrierInfo:
 _STAGE_ORDER = ("ttir", "ttgir", "ttgir_alloc", "llir", "ptx", "sass")
 
 
+class _Analyzed:
+    """A CompileReport field that the report's deferred analysis finishes on first read.
+
+    ``stages`` (its ``"ttgir_alloc"``), ``allocations`` and ``barriers`` need the SMEM/TMEM
+    allocation passes re-run and the TTGIR parsed op by op, which most readers of a report
+    (a sweep's static stage: resources, metadata, ptxas advisories, tasks) never look at. The
+    value lives in the instance's ``__dict__`` under the field's own name, so pickling and
+    ``dataclasses.fields`` see a plain field; no class-level default (``__get__`` on the class
+    raises AttributeError, which dataclasses reads as "no default")."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError(self.name)
+        if obj.__dict__.get("_analysis_job") is not None:
+            obj._finish_analysis()
+        return obj.__dict__[self.name]
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.name] = value
+
+
 @dataclasses.dataclass(eq=False, repr=False)
 class CompileReport:
     """What the TLX compiler made of one kernel for one target.
@@ -145,13 +169,13 @@ class CompileReport:
     signature: dict[str, str]         # parameter -> Triton type ("*fp16", "i32", "tensordesc<...>", "constexpr")
     constexprs: dict[str, Any]        # constexpr parameter -> value
     options: dict[str, Any]           # the compile options: num_warps, num_stages, num_ctas, maxnreg, ...
-    stages: dict[str, str]            # "ttir", "ttgir", "ttgir_alloc" (after SMEM/TMEM allocation), "llir", "ptx"
+    stages: dict[str, str] = _Analyzed()   # "ttir", "ttgir", "ttgir_alloc" (after SMEM/TMEM allocation), "llir", "ptx"
     cubin: bytes
     metadata: dict[str, Any]          # the compiled kernel's metadata (shared, num_warps, tmem_size, ...)
     resources: Resources
     tasks: list[TaskInfo]
-    allocations: list[Allocation]
-    barriers: list[BarrierInfo]
+    allocations: list[Allocation] = _Analyzed()
+    barriers: list[BarrierInfo] = _Analyzed()
     compile_seconds: float            # wall time of triton.compile (0 on an in-memory cache hit: same object)
     cache_key: str
     _smap: SourceMap | None = dataclasses.field(default=None, repr=False)   # built on first use
@@ -162,17 +186,56 @@ class CompileReport:
     _ptxas_job: Any = dataclasses.field(default=None, repr=False)
     _ptxas_parsed: Any = dataclasses.field(default=None, repr=False)
     _wgmma_overlap: Any = dataclasses.field(default=None, repr=False)
+    # finishes stages["ttgir_alloc"], allocations and barriers when one of them is first read:
+    # a callable returning (ttgir_alloc text, allocations, barriers); None once done
+    _analysis_job: Any = dataclasses.field(default=None, repr=False)
 
     # ---- lazily finished pieces --------------------------------------------------------
+    def _finish_analysis(self) -> None:
+        with _LAZY_LOCK:
+            job = self.__dict__.get("_analysis_job")
+            if job is None:
+                return
+            post_text, allocations, barriers = job()
+            self.__dict__["stages"]["ttgir_alloc"] = post_text
+            self.__dict__["allocations"] = allocations
+            self.__dict__["barriers"] = barriers
+            self._analysis_job = None
+
+    def _raw_stage(self, stage: str) -> str | None:
+        """A stage's text without finishing the deferred analysis (all but "ttgir_alloc")."""
+        if stage == "ttgir_alloc":
+            return self.stages.get(stage)
+        return self.__dict__["stages"].get(stage)
+
+    def _stages_map(self, stages) -> SourceMap:
+        """The source map with (at least) `stages` read in: each stage's locations are read
+        once, when a reader first needs that stage (ptxas advisories need only the PTX's and
+        the TTGIR's, not the LLVM IR's, the slowest to read)."""
+        from .sourcemap import add_stage
+        with _LAZY_LOCK:
+            if self._smap is None:
+                self._smap = SourceMap(file=self.source.file)
+            for st in stages:
+                if st not in self._smap.forward:
+                    text = self._raw_stage(st)
+                    if isinstance(text, str):
+                        add_stage(self._smap, st, text, self.source.first_line, self.last_line)
+            return self._smap
+
     def _stage_map(self) -> SourceMap:
-        """The source map over the IR stages, read from their texts on first use: most
+        """The source map over every IR stage, read from their texts on first use: most
         reports are looked at for their tables, and reading every stage's locations is
         most of the fixed cost of a small kernel's report."""
         with _LAZY_LOCK:
-            if self._smap is None:
-                from .sourcemap import build
-                self._smap = build(self.source.file, self.source.first_line, self.last_line, self.stages)
-            return self._smap
+            smap = self._stages_map([st for st in self.stages if st != "sass"])
+            # stage order as the stages dict has it (then SASS), however the stages came in
+            order = [st for st in self.stages if st in smap.forward] + [st for st in smap.forward
+                                                                        if st not in self.stages]
+            if list(smap.forward) != order:
+                smap.forward = {st: smap.forward[st] for st in order}
+                smap.backward = {st: smap.backward[st] for st in order}
+            return smap
 
     @property
     def sass(self) -> str:
@@ -221,9 +284,11 @@ class CompileReport:
                     from .ptxas_log import locate, parse
                     parsed = parse(log)
                     if parsed.advisories:
-                        # the stage map only: pointing at lines must not wait for the SASS
-                        parsed.advisories = locate(parsed.advisories, self.stages,
-                                                   lambda st, i: self._stage_map().source_line(st, i))
+                        # the stage map only: pointing at lines must not wait for the SASS (nor
+                        # for the stages and analyses the advisories do not point into)
+                        stages = {st: self._raw_stage(st) for st in ("ttgir", "ptx") if self._raw_stage(st)}
+                        parsed.advisories = locate(parsed.advisories, stages,
+                                                   lambda st, i: self._stages_map([st]).source_line(st, i))
                     self._ptxas_parsed = parsed
         return self._ptxas_parsed
 
@@ -255,7 +320,7 @@ class CompileReport:
         [(194, 'smem', 0, 0), (151, 'smem', 0, 0), (152, 'registers', 0, 232), ...]
         """
         if self._wgmma_overlap is None:
-            if self.arch == 90 and "wgmma.mma_async" in (self.stages.get("ptx") or ""):
+            if self.arch == 90 and "wgmma.mma_async" in (self._raw_stage("ptx") or ""):
                 self.sass  # noqa: B018  (finished outside the lock's critical section below)
             with _LAZY_LOCK:
                 if self._wgmma_overlap is None:
@@ -281,7 +346,7 @@ class CompileReport:
         >>> print(report.ir("ptx", line=183))          # doctest: +SKIP
         """
         stage = stage.lower()
-        text = self.sass if stage == "sass" else self.stages.get(stage)
+        text = self.sass if stage == "sass" else self._raw_stage(stage)
         if text is None:
             raise KeyError(f"no stage {stage!r}; stages: {', '.join(s for s in _STAGE_ORDER)}")
         if line is None:
@@ -351,9 +416,11 @@ class CompileReport:
         # the background disassembly cannot be pickled: finish it first
         self.sass  # noqa: B018
         self.ptxas_log  # noqa: B018
+        self._finish_analysis()
         state = dict(self.__dict__)
         state["_sass_job"] = None
         state["_ptxas_job"] = None
+        state["_analysis_job"] = None
         return state
 
     # ---- reprs ---------------------------------------------------------------------------
