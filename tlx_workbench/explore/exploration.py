@@ -75,6 +75,7 @@ class Exploration:
                 elif st == "simulated":
                     for k in ("predicted_us", "sim_cycles", "verdict"):
                         e[k] = m.get(k)
+                    e["sim_rel_err"] = m.get("max_rel_err")
                 else:
                     for k in ("us", "tflops", "gbps", "roofline", "max_rel_err"):
                         e[k] = m.get(k)

@@ -133,21 +133,16 @@ def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> 
     around them."""
     if name == "gemm_ws":
         def epilogue_divides(c):
-            return c["BN"] % c["EPI_N"] == 0 and (c["BN"] // c["EPI_N"]) in (1, 2, 4) and \
-                (c["BN"] // c["EPI_N"]) % c["EPI_BUFS"] == 0
+            return (c["BN"] // c["EPI_N"]) in (1, 2, 4) and (c["BN"] // c["EPI_N"]) % c["EPI_BUFS"] == 0
 
-        def smem_near_budget(c):
-            return gemm_ws_smem(c) <= 1.1 * 232448
+        def smem_estimate_fits(c):
+            return gemm_ws_smem(c) <= 232448
 
-        def wide_tiles_only(c):
-            # a 128-row tile of two 64-row wgmma groups needs BN >= 128 to keep the tensor cores fed
-            return c["BN"] >= 128
-
-        return Space({"BM": [128, 256], "BN": [128, 256], "BK": [64, 128], "STAGES": [2, 3, 4, 5],
-                      "EPI_N": [64, 128], "EPI_BUFS": [1, 2], "SPLIT_FULL": [False, True],
-                      "DOT_WAIT0": [False, True]},
-                     constraints=[epilogue_divides, smem_near_budget, wide_tiles_only],
-                     fixed={"GROUP_M": 8, "WARP_BARRIER": False, "MMA_REGS": 232, "LOADER_REGS": 40},
+        return Space({"BM": [128, 256], "BN": [128, 256], "BK": [64], "STAGES": [2, 3, 4, 5, 6],
+                      "EPI_N": [64, 128], "SPLIT_FULL": [False, True], "DOT_WAIT0": [False, True],
+                      "WARP_BARRIER": [False, True]},
+                     constraints=[epilogue_divides, smem_estimate_fits],
+                     fixed={"GROUP_M": 8, "EPI_BUFS": 2, "MMA_REGS": 232, "LOADER_REGS": 40},
                      seeds=seeds)
     if name in GEMMS:
         return Space(_gemm_module(name).CONFIGS, seeds=seeds)
@@ -161,3 +156,26 @@ def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> 
                     extra.append({**c, "NUM_BUFS": bufs, "BN": bn})
         return Space(base + extra, constraints=[lambda c: att.suits(c, head_dim, causal)], seeds=seeds)
     raise TLXWorkbenchError(f"no library space named {name!r}", hint=f"use one of {GEMMS + ('attention',)}")
+
+
+def seeded(name: str) -> dict:
+    """Configs of library kernel ``name`` that are wrong on purpose, to watch the explorer drop
+    them: {"deadlock": [...], "over_budget": [...]}.
+
+    gemm_ws with a one-slot ring and one wgmma kept in flight deadlocks: a consumer waits for
+    k-step 1 to land before it releases the slot of step 0, and the loader needs that slot to
+    load step 1 (on a GPU: a hang). attention with four consumer groups deadlocks on the GEMM
+    turn's named barrier."""
+    if name == "gemm_ws":
+        from ..kernels.gemm_ws import CONFIGS
+        base = dict(CONFIGS[1])
+        return {"deadlock": [dict(base, STAGES=1), dict(base, STAGES=1, BN=128, EPI_N=64)],
+                "over_budget": [dict(base, STAGES=5), dict(base, STAGES=4, BK=128)]}
+    if name == "attention":
+        from ..kernels.attention import DEFAULTS
+        # four consumer groups in the GEMM-turn ring: the turn's named barrier is shared by groups
+        # that never meet at it
+        base = dict(DEFAULTS[(False, False)])
+        return {"deadlock": [dict(base, GROUPS=4, BM=256, MMA_REGS=120)],
+                "over_budget": [dict(base, NUM_BUFS=4, Q_BUFS=2)]}
+    return {}

@@ -91,12 +91,24 @@ class Problem:
         fields = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            fields[f.name] = ("fn", callable_spec(v)) if callable(v) else ("value", v)
+            if callable(v):
+                qual = getattr(v, "__qualname__", "")
+                if "<" in qual:
+                    raise TLXWorkbenchError(
+                        f"problem {self.name!r}: its {f.name} ({qual}) is a lambda or a local function, which "
+                        f"cannot travel to a worker process",
+                        hint="define it with def at the top level of a module or cell, or give Problem(ref=("
+                             "'module:factory', args, kwargs)) to rebuild the problem in each worker")
+                fields[f.name] = ("fn", callable_spec(v))
+            else:
+                fields[f.name] = ("value", v)
         return ("fields", fields)
 
 
 def arrive(travelled) -> Problem:
     """The problem :meth:`Problem.travel` sent, rebuilt here (cached per process)."""
+    if travelled[0] == "local":        # the serial executor: the problem never left this process
+        return travelled[1]
     key = repr(travelled) if travelled[0] == "ref" else None
     if key is not None and key in _ARRIVED:
         return _ARRIVED[key]

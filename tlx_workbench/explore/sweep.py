@@ -80,7 +80,17 @@ class Sweep:
         self.measured_order: dict = {}                  # shape -> config ids in the order measured
         self.error: BaseException | None = None
         self.done = threading.Event()
-        self._travel = problem.travel()
+        try:
+            self._travel = problem.travel()
+        except TLXWorkbenchError as e:
+            if backend == "serial":
+                self._travel = ("local", problem)
+            else:
+                import warnings
+                warnings.warn(f"{e.message if hasattr(e, 'message') else e}; running every stage in this process "
+                              f"(backend='serial'). {getattr(e, 'hint', '')}", stacklevel=3)
+                self.backend = "serial"
+                self._travel = ("local", problem)
 
     # -- keys -----------------------------------------------------------------------------------
     def where(self, stage: str, device: str | None = None) -> str:
