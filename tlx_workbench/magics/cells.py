@@ -21,10 +21,21 @@ def cache_cell(shell, cell: str) -> tuple[str, str]:
     The cached text is the cell with an empty first line standing for ``%%tlx ...``.
     """
     text = "\n" + cell
-    n = getattr(shell, "execution_count", 0) or 0
+    n = cell_number(shell)
     filename = shell.compile.cache(text, n)
     _LABELS[filename] = f"cell [{n}]"
     return filename, text
+
+
+def cell_number(shell) -> int:
+    """The number the frontend shows for the running cell ("[3]").
+
+    IPython 9 counts the cell up before running it, older ones after; the running cell's own
+    ExecutionResult, which the displayhook holds meanwhile, has the right number either way.
+    """
+    running = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    n = getattr(running, "execution_count", None)
+    return n if n is not None else (getattr(shell, "execution_count", 0) or 0)
 
 
 def label(file: str | None) -> str | None:

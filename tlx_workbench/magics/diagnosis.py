@@ -118,8 +118,7 @@ def waitfor_svg(report) -> str:
         out.append(f"<g class='tlxwb-stuck' data-lane='{_e(_lane_name(b.lane, multi))}'>"
                    f"<rect x='4' y='{y + 4}' width='230' height='44' rx='4' fill='#fdecea' stroke='{RED}'/>"
                    f"<text x='12' y='{y + 20}' font-weight='bold'>&#9632; {_e(_lane_name(b.lane, multi))}</text>"
-                   f"<text x='12' y='{y + 37}' fill='#333'>stuck here: line {_e(b.line or '?')}</text>"
-                   f"<title>{_e(b.describe(report.file))}</title></g>")
+                   f"<text x='12' y='{y + 37}' fill='#333'>stuck here: line {_e(b.line or '?')}</text></g>")
         if b.kind in ("mbarrier", "named") and b.barrier:
             phase = f"parity {b.phase}" if b.phase is not None else ""
             missing = []
@@ -151,7 +150,7 @@ def waitfor_svg(report) -> str:
                            f"{_e(_lane_name(lane, multi))} ({state}), arrives line {_e(arrives)}</text>"
                            f"<title>{_e(where_)}</title></g>")
             if not expected:
-                out.append(f"<text x='580' y='{y + 30}' fill='{RED}'>no task arrives on it</text>")
+                out.append(f"<text x='580' y='{y + 30}' fill='{RED}'>no task has arrived on it yet</text>")
         elif b.reason:
             out.append(f"<text x='250' y='{y + 30}' fill='#333'>{_e(b.reason[:110])}</text>")
     out.append("</svg>")

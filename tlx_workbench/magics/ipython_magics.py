@@ -6,7 +6,7 @@ from IPython.core.magic_arguments import magic_arguments
 
 from ..errors import TLXWorkbenchError
 from . import options as opts
-from .cells import cache_cell
+from .cells import cache_cell, cell_number
 from .diagnosis import error_html, error_text
 from .errors import CellError, CellFailed, cell_error
 from .evaluate import evaluate, offline_context, resolve_mode
@@ -85,7 +85,7 @@ class TLXMagics(Magics):
         """
         if print_help(self.tlx, line, opts.magics_list(type(self), skip="tlx")):
             return None
-        n = getattr(self.shell, "execution_count", 0)
+        n = cell_number(self.shell)
         try:
             args = opts.parse(self.tlx, line)
         except CellError as e:
