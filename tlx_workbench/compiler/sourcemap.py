@@ -9,6 +9,7 @@ kernel function, else its call site in the kernel.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 from .locations import Frame, Loc, LocTable
@@ -29,22 +30,24 @@ def _mlir_frames(text: str) -> dict[int, Loc]:
 
 _DILOC_RE = re.compile(r"^(!\d+) = (?:distinct )?!DILocation\((.*)\)\s*$")
 _DISCOPE_RE = re.compile(r"^(!\d+) = (?:distinct )?!(DISubprogram|DILexicalBlock\w*|DIFile)\((.*)\)\s*$")
+_DBG_RE = re.compile(r"!dbg (!\d+)")
+_DI_LINE, _DI_COL = re.compile(r"line: (\d+)"), re.compile(r"column: (\d+)")
+_DI_SCOPE, _DI_INLINED = re.compile(r"scope: (!\d+)"), re.compile(r"inlinedAt: (!\d+)")
 
 
 def _llir_frames(text: str) -> dict[int, Loc]:
-    lines = text.splitlines()
     dilocs: dict[str, tuple[int, int, str, str | None]] = {}
     scopes: dict[str, tuple[str, str]] = {}
-    for line in lines:
+    # metadata lines (`!12 = ...`) are the module's tail: only that part is read line by line
+    first_meta = 0 if text.startswith("!") else text.find("\n!") + 1
+    for line in text[first_meta:].splitlines() if first_meta or text.startswith("!") else ():
         if not line.startswith("!"):
             continue
         m = _DILOC_RE.match(line)
         if m:
             body = m.group(2)
-            ln = re.search(r"line: (\d+)", body)
-            col = re.search(r"column: (\d+)", body)
-            sc = re.search(r"scope: (!\d+)", body)
-            ia = re.search(r"inlinedAt: (!\d+)", body)
+            ln, col = _DI_LINE.search(body), _DI_COL.search(body)
+            sc, ia = _DI_SCOPE.search(body), _DI_INLINED.search(body)
             dilocs[m.group(1)] = (int(ln.group(1)) if ln else 0, int(col.group(1)) if col else 0,
                                   sc.group(1) if sc else "", ia.group(1) if ia else None)
             continue
@@ -80,15 +83,22 @@ def _llir_frames(text: str) -> dict[int, Loc]:
         memo[ref] = fr
         return fr
 
+    # the instructions' `!dbg !N`, found by one regex over the text (a Python-level look at
+    # each of the module's lines was most of the LLVM IR's time)
     out = {}
-    for i, line in enumerate(lines, start=1):
-        if line.startswith("!") or "!dbg" not in line:
+    line_no, at, last = 1, 0, 0
+    for m in _DBG_RE.finditer(text):
+        pos = m.start()
+        line_no += text.count("\n", at, pos)
+        at = pos
+        if line_no == last:         # a line's first !dbg is its own
             continue
-        m = re.search(r"!dbg (!\d+)", line)
-        if m:
-            fr = frames_of(m.group(1))
-            if fr:
-                out[i] = Loc(fr)
+        last = line_no
+        if text.startswith("!", text.rfind("\n", 0, pos) + 1):    # metadata, not an instruction
+            continue
+        fr = frames_of(m.group(1))
+        if fr:
+            out[line_no] = Loc(fr)
     return out
 
 
@@ -171,8 +181,12 @@ def _sass_frames(text: str) -> dict[int, Loc]:
     return out
 
 
+# the source map and the wgmma analysis both read the SASS's frames: once per text (the
+# callers only read the result)
+sass_frames = functools.lru_cache(maxsize=2)(_sass_frames)
+
 _READERS = {"ttir": _mlir_frames, "ttgir": _mlir_frames, "ttgir_alloc": _mlir_frames, "llir": _llir_frames, "ptx": _ptx_frames,
-            "sass": _sass_frames}
+            "sass": sass_frames}
 
 
 def add_stage(smap: SourceMap, stage: str, text: str, first_line: int, last_line: int) -> None:

@@ -119,8 +119,8 @@ def _read(sass: str, file: str) -> tuple[list[_Instr], dict[str, int]]:
     """Instructions (in text order) and label -> instruction index. Each instruction's chain is
     its ``//##`` inlining block as the source map reads it (``sourcemap._sass_frames``), kept to
     the kernel file's lines, innermost first."""
-    from .sourcemap import _sass_frames
-    locs = _sass_frames(sass)
+    from .sourcemap import sass_frames
+    locs = sass_frames(sass)
     out: list[_Instr] = []
     labels: dict[str, int] = {}
     pending_labels: list[str] = []
