@@ -13,6 +13,7 @@ from .timeline import TimelineWidget, timeline_html, timeline_svg
 from .barriers import BarrierPhaseWidget, barrier_svg
 from .memory_map import MemoryMapWidget, memory_map_svg, memory_map_table
 from .ir_explorer import IRExplorer, ir_html
+from .explorer import ExplorerWidget, exploration_html, heatmap_png, pareto_png, roofline_png  # noqa: F401
 
 __all__ = ["KIND_COLORS", "View", "standalone_html", "TimelineWidget", "timeline_svg", "timeline_html",
            "BarrierPhaseWidget", "barrier_svg",
