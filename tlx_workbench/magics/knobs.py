@@ -90,30 +90,34 @@ class CellCode:
     exprs: dict = dataclasses.field(default_factory=dict)   # evaluate() option -> expression (--ref, ...)
 
     def names(self) -> set[str]:
-        """Every name the cell's code and launch read or assign."""
-        tree = ast.parse(self.body)
-        found = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        return found | {n.id for n in ast.walk(self.launch) if isinstance(n, ast.Name)}
-
-    def assigned(self) -> set[str]:
-        """Names the cell assigns at its top level (``BM = 128``): a knob of that name replaces the value."""
-        out = set()
+        """Every name the cell's host code and launch read or assign (not the names inside its @jit kernels)."""
+        found = set()
         for node in ast.parse(self.body).body:
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
-            out |= {t.id for t in targets if isinstance(t, ast.Name)}
-        return out
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    "jit" in ast.unparse(d) for d in node.decorator_list):
+                continue
+            found |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        return found | {n.id for n in ast.walk(self.launch) if isinstance(n, ast.Name)}
 
     def rerun(self, values: dict) -> tuple[Launch, dict]:
         """Run the cell's host code again with ``values`` for the knobs' names: (the launch it ends with,
-        the options whose expressions (``--ref``, ``--flops``, ...) read the re-run's variables)."""
+        the options whose expressions (``--ref``, ``--flops``, ...) read the re-run's variables).
+
+        A top-level statement that assigns a knob's name (``BM = 128``, ``N, BM = 4, 128``) is followed
+        by ``BM = <the knob's value>``, so what the cell builds after it is built from the knob.
+        """
         tree = ast.parse(self.body)
+        body = []
         for node in tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
-            names = [t.id for t in targets if isinstance(t, ast.Name)]
-            if len(targets) == 1 and names and names[0] in values:
-                node.value = ast.copy_location(ast.Constant(values[names[0]]), node.value)
+            body.append(node)
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                hit = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)} & set(values)
+                for name in sorted(hit):
+                    body.append(ast.copy_location(ast.Assign(targets=[ast.Name(name, ast.Store())],
+                                                             value=ast.Constant(values[name])), node))
+        tree.body = body
+        ast.fix_missing_locations(tree)
         ns = dict(self.ns)
         ns.update(values)          # names the cell reads but does not assign (set in an earlier cell)
         exec(compile(tree, self.filename, "exec"), ns)
