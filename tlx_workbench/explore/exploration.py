@@ -81,13 +81,13 @@ class Exploration:
                         e[k] = m.get(k)
                     e["device"] = r.device
                 e["stage"] = st
+                # a later stage's row after a drop: the config was forced past that stage's gate
+                # (gate=...), and the later row says where it stands now
                 if r.ok:
-                    e["status"] = {"static": "static", "simulated": "simulated", "measured": "measured"}[st]
+                    e.update(status=st, reason=None, file=None, line=None, diagnosis=None, dropped_at=None)
                 else:
-                    e.update(status="dropped" if r.status == "dropped" else r.status, reason=r.reason,
-                             file=r.file, line=r.line, diagnosis=r.diagnosis, dropped_at=st)
-                    if r.status in ("dropped", "hung", "crashed", "error"):
-                        break
+                    e.update(status=r.status, reason=r.reason, file=r.file, line=r.line, diagnosis=r.diagnosis,
+                             dropped_at=st)
             out.append(e)
         return out
 

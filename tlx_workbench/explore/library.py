@@ -92,12 +92,17 @@ def _attention_parts(causal):
         # two query tiles of one head and two of another, K/V of three trips round the ring
         return (1, 2, 2 * cfg["BM"], 128)
 
+    def verify_shape(shape, cfg):
+        # checked against float64 at a few query tiles of a few heads (a ragged last tile when N allows)
+        Z, H, N, D = shape
+        return (1, 4, min(N, 4 * cfg["BM"] + 64), D)
+
     def timing_shapes(shape, cfg):
         D = shape[-1]
         return [(1, 1, cfg["BM"] * 1, D), (1, 1, cfg["BM"] * 4, D)] if not cfg.get("PERSISTENT") else \
             [(1, 1, cfg["BM"] * 2, D), (1, 1, cfg["BM"] * 6, D)]
 
-    return launch, reference, make_inputs, flops, nbytes, sim_shape, timing_shapes
+    return launch, reference, make_inputs, flops, nbytes, sim_shape, timing_shapes, verify_shape
 
 
 def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Problem:
@@ -111,9 +116,10 @@ def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Probl
                        timing_shapes=_gemm_timing_shapes, dtype=dtype, ref=ref, default=dict(mod.CONFIGS[0]))
     if name == "attention":
         from ..kernels import attention as att
-        launch, reference, make_inputs, flops, nbytes, sim_shape, timing = _attention_parts(causal)
+        launch, reference, make_inputs, flops, nbytes, sim_shape, timing, verify = _attention_parts(causal)
         return Problem(name="attention_causal" if causal else "attention", launch=launch, make_inputs=make_inputs,
                        reference=reference, flops=flops, bytes=nbytes, sim_shape=sim_shape, timing_shapes=timing,
+                       verify_shape=verify,
                        dtype=dtype, ref=ref, default=dict(att.DEFAULTS[(False, bool(causal))]))
     raise TLXWorkbenchError(f"no library problem named {name!r}", hint=f"use one of {GEMMS + ('attention',)}")
 

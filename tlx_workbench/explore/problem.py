@@ -43,6 +43,9 @@ class Problem:
     bytes: Callable | None = None
     sim_shape: Any = None                    # a shape, or cfg -> shape
     timing_shapes: Callable | None = None    # (shape, cfg) -> [shape, shape, ...]
+    #: the shape at which the measured stage checks the output before timing (a shape, or
+    #: (shape, cfg) -> shape); default the timed shape itself
+    verify_shape: Any = None
     dtype: str = "float16"
     autotuned: bool = False                  # launch(*inputs); the config is imposed on the Autotuner
     tolerance: float | None = None           # max |out - ref| / max |ref|; default by dtype
@@ -57,6 +60,10 @@ class Problem:
                                     hint="give Problem(sim_shape=...) a small shape (or cfg -> shape) "
                                          "for the simulated stage")
         return tuple(self.sim_shape(cfg) if callable(self.sim_shape) else self.sim_shape)
+
+    def verify_shape_for(self, shape, cfg: dict):
+        v = self.verify_shape
+        return tuple(shape) if v is None else tuple(v(tuple(shape), cfg) if callable(v) else v)
 
     def call(self, inputs: tuple, cfg: dict):
         """Launch once with ``cfg`` on ``inputs``; returns the output."""

@@ -60,7 +60,7 @@ class Sweep:
 
     def __init__(self, problem: Problem, space: Space, shapes, *, stages, search, search_options, store: Store,
                  backend, workers, address, measure, gate, target, gpu, schedules, seed, timeout,
-                 compile_timeout, warmup, rep, progress):
+                 compile_timeout, warmup, rep, progress, measure_seconds=None):
         self.problem, self.space, self.shapes = problem, space, [tuple(s) for s in shapes]
         self.stages = tuple(s for s in STAGE_ORDER if s in stages)
         self.search, self.search_options = search, dict(search_options or {})
@@ -72,6 +72,8 @@ class Sweep:
         self.schedules, self.seed = schedules, seed
         self.timeout, self.compile_timeout, self.warmup, self.rep = timeout, compile_timeout, warmup, rep
         self.progress = progress
+        self.measure_seconds = measure_seconds
+        self.unmeasured: dict = {}                      # shape -> config ids left when measure_seconds ran out
         self.id = uuid.uuid4().hex[:12]
         self.versions = versions_text()
         self.ran = {s: 0 for s in STAGE_ORDER}          # stage calls this sweep made (not found in the store)
@@ -214,17 +216,26 @@ class Sweep:
                     self.reused["measured"] += 1
                     measured[cid] = r.metrics.get("us") if r.ok else None
                     order.append(cid)
-                calls = [(self._travel, by_id[cid], list(shape), opts) for cid, _ in todo]
-                for i, out in measurer.measure(calls):
-                    cid = todo[i][0]
-                    d = dict(out.__dict__)
-                    if out.status in ("hung", "crashed"):
-                        d["diagnosis"] = self._diagnosis_for(by_id[cid], shape)
-                    row = self._put(by_id[cid], shape, "measured", d, device_key)
-                    self.ran["measured"] += 1
-                    measured[cid] = row.metrics.get("us") if row.ok else None
-                    order.append(cid)
-                    bar.update(1)
+                # in chunks of one call per GPU, so a time budget stops between measurements
+                chunk = max(1, len(getattr(measurer, "gpus", None) or getattr(measurer, "actors", None) or [0]))
+                for start in range(0, len(todo), chunk):
+                    if self.measure_seconds is not None and time.perf_counter() - t0 > self.measure_seconds:
+                        self.unmeasured.setdefault(shape, []).extend(cid for cid, _ in todo[start:])
+                        break
+                    part = todo[start:start + chunk]
+                    calls = [(self._travel, by_id[cid], list(shape), opts) for cid, _ in part]
+                    for i, out in measurer.measure(calls):
+                        cid = part[i][0]
+                        d = dict(out.__dict__)
+                        if out.status in ("hung", "crashed"):
+                            d["diagnosis"] = self._diagnosis_for(by_id[cid], shape)
+                        row = self._put(by_id[cid], shape, "measured", d, device_key)
+                        self.ran["measured"] += 1
+                        measured[cid] = row.metrics.get("us") if row.ok else None
+                        order.append(cid)
+                        bar.update(1)
+                if self.unmeasured.get(shape):
+                    break
         finally:
             bar.close()
             if own:
@@ -263,7 +274,7 @@ def explore(problem, space=None, shapes=None, *, stages=("static", "simulated", 
             address: str | None = None, measure=None, gate=("static", "simulated"), target: str = "H200",
             gpu: str = "H200", schedules: int = 1, seed: int = 0, timeout: float = 20.0,
             compile_timeout: float = 600.0, warmup: int = 25, rep: int = 100, progress: bool = True,
-            background: bool = False):
+            background: bool = False, measure_seconds: float | None = None):
     """Explore a kernel's configs: static, simulated and measured stages, cheapest first.
 
     ``problem``: a :class:`Problem` or a library kernel's name ("gemm_ws", "attention").
@@ -277,8 +288,9 @@ def explore(problem, space=None, shapes=None, *, stages=("static", "simulated", 
     :func:`default_store_path`); rows already there are not run again. ``backend``: "process"
     (a local pool), "ray" (Ray tasks and one GPU actor per GPU; ``address`` of an existing
     cluster) or "serial". ``measure``: None (this host's GPUs), "ray", or a store path/``Store``
-    to replay measured rows from. ``background=True`` returns at once; the Exploration fills
-    as rows arrive.
+    to replay measured rows from. ``measure_seconds``: stop starting GPU measurements after that
+    long (the rest is listed in ``Exploration.sweep.unmeasured``). ``background=True`` returns at
+    once; the Exploration fills as rows arrive.
 
     >>> ex = explore("gemm_ws", shapes=[(4096, 4096, 4096)], stages=("static", "simulated"))  # doctest: +SKIP
     >>> ex.best(), ex.dropped()[:1]                                                            # doctest: +SKIP
@@ -303,7 +315,7 @@ def explore(problem, space=None, shapes=None, *, stages=("static", "simulated", 
     sweep = Sweep(problem, space, shapes, stages=stages, search=search, search_options=search_options, store=st,
                   backend=backend, workers=workers, address=address, measure=measure, gate=gate, target=target,
                   gpu=gpu, schedules=schedules, seed=seed, timeout=timeout, compile_timeout=compile_timeout,
-                  warmup=warmup, rep=rep, progress=progress)
+                  warmup=warmup, rep=rep, progress=progress, measure_seconds=measure_seconds)
     ex = Exploration(st, problem, space, sweep.shapes, sweep=sweep)
     if background:
         threading.Thread(target=_quiet(sweep.run), daemon=True, name="tlx-explore").start()
