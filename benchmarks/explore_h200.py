@@ -75,7 +75,9 @@ def main(part):
     summary = dict(part=part, kernel=name, shape=list(shape), configs=len(space), date=time.strftime("%Y-%m-%d %H:%M"))
     t0 = time.perf_counter()
     ex = tx.explore(problem, space, shapes=[shape], store=store_path, backend="process",
-                    workers=min(16, os.cpu_count() or 1), timeout=15.0, progress=False)
+                    workers=min(16, os.cpu_count() or 1), timeout=15.0, progress=False,
+                    measure_seconds=float(os.environ.get("MEASURE_SECONDS", "300")))
+    summary["unmeasured"] = {str(k): len(v) for k, v in ex.sweep.unmeasured.items()}
     summary["sweep_seconds"] = time.perf_counter() - t0
     summary["rates"] = ex.rates()
     summary["counts"] = ex.counts()
