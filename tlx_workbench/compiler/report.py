@@ -239,19 +239,25 @@ class CompileReport:
 
     @property
     def sass(self) -> str:
-        """SASS with source-line annotations (nvdisasm runs in the background after compile)."""
+        """SASS with source-line annotations (nvdisasm runs in the background from compile on,
+        or, after ``compile(..., sass="lazy")``, from the first read of this on)."""
         if self._sass is None:
             with _LAZY_LOCK:
                 if self._sass is None:
-                    if self._sass_job is None:
+                    job = self._sass_job
+                    if job is not None and hasattr(job, "start"):
+                        job.start()     # a lazy job: nvdisasm runs while the IR stages are read
+                    # the IR stages' part of the map first: it is built while nvdisasm runs
+                    smap = self._stage_map()
+                    if job is None:
                         sass = ""
                     else:
                         try:
-                            sass = self._sass_job.result()
+                            sass = job.result()
                         except Exception as e:  # a missing/failed nvdisasm must not sink the report
                             sass = f"// SASS unavailable: {e}"
                     from .sourcemap import add_stage
-                    add_stage(self._stage_map(), "sass", sass, self.source.first_line, self.last_line)
+                    add_stage(smap, "sass", sass, self.source.first_line, self.last_line)
                     self._sass_job = None
                     self._sass = sass
         return self._sass
