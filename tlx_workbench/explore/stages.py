@@ -63,6 +63,10 @@ def _error_outcome(e: BaseException, t0: float, stage: str) -> Outcome:
                        file=getattr(e, "file", None), line=getattr(e, "line", None),
                        diagnosis=text + (f"\n\n{detail}" if detail else ""), seconds=time.perf_counter() - t0)
     tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-8))
+    if type(e).__name__ == "OutOfResources":
+        # Triton's launch-time check (SMEM, registers): the config does not fit, like a static drop
+        return Outcome("dropped", reason=f"does not fit at launch: {str(e)[:300]}", diagnosis=tb,
+                       seconds=time.perf_counter() - t0)
     return Outcome("error", reason=f"the {stage} stage failed: {type(e).__name__}: {str(e)[:300]}",
                    diagnosis=tb, seconds=time.perf_counter() - t0)
 
@@ -80,6 +84,18 @@ def capture(problem: Problem, cfg: dict, shape, target: str):
         raise TLXWorkbenchError(f"the launcher of {problem.name!r} launched no kernel for config {cfg}",
                                 hint="the problem's launch(*inputs, cfg) must launch a @triton.jit kernel")
     return cap.launches
+
+
+# ptxas advisories that say the wgmma pipeline runs serialized (C7510-C7515: registers, calls,
+# an ill-formed wait, ...): the config loses the overlap the kernel was written for
+SERIALIZING = {"C7510", "C7511", "C7512", "C7513", "C7514", "C7515"}
+
+
+def _spill_bytes(text: str) -> int:
+    """The bytes of the first 'N bytes spill stores' of a ptxas line (0 if none)."""
+    import re
+    m = re.search(r"(\d+) bytes spill stores", text)
+    return int(m.group(1)) if m else 0
 
 
 def occupancy(res, model) -> int:
@@ -116,8 +132,9 @@ def static(travelled, cfg: dict, shape, target: str = "sm_90") -> Outcome:
                        grid=list(g), ctas=g[0] * g[1] * g[2], kernel=report.kernel,
                        tasks=[dict(label=t.label, warps=t.num_warps, registers=t.registers) for t in report.tasks],
                        compile_seconds=report.compile_seconds, launches=len(launches))
-        if res.spills:
-            metrics["spill_note"] = f"{res.spills} bytes of local memory per thread (register spills)"
+        # ptxas's own word on register pressure, which the cost model does not see
+        metrics["spill_bytes"] = max([res.spills or 0] + [_spill_bytes(a["text"]) for a in adv if a["code"] == "spills"])
+        metrics["wgmma_serialized"] = any(a["code"] in SERIALIZING for a in adv)
         return Outcome("ok", metrics=metrics, device=target, seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a config that fails is a row, not the end of a sweep
         return _error_outcome(e, t0, "static")

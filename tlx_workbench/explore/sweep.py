@@ -190,15 +190,19 @@ class Sweep:
             return meas.RayGPUMeasurer(timeout=self.timeout, compile_timeout=self.compile_timeout), True
         return meas.GPUMeasurer(timeout=self.timeout, compile_timeout=self.compile_timeout), True
 
+    def score(self, cfg, shape):
+        """What model-guided search ranks a config by: its simulated time at ``shape``. The cost
+        model does not see register pressure and ptxas does: a config whose static row says the
+        wgmma pipeline is serialized or registers spill ranks after every config without (among
+        themselves, by simulated time). None without a prediction."""
+        return rank_score(self.store.get(self.key(cfg, shape, "simulated")),
+                          self.store.get(self.key(cfg, shape, "static")))
+
     def _measured(self, configs, shape):
         from .search import strategy
         t0 = time.perf_counter()
         by_id = {config_id(c): c for c in configs}
-        cands = []
-        for c in configs:
-            sim = self.store.get(self.key(c, shape, "simulated")) if "simulated" in self.stages else None
-            pred = sim.metrics.get("predicted_us") if sim is not None and sim.ok else None
-            cands.append((config_id(c), pred))
+        cands = [(config_id(c), self.score(c, shape)) for c in configs]
         measurer, own = self._measurer()
         device_key = getattr(measurer, "device_key", None) or _device_key(measurer)
         measured: dict = {}
@@ -255,6 +259,17 @@ class Sweep:
                     f"or race: the hang depends on something the small shape does not reach")
         where = f" (line {r.line})" if r.line else ""
         return f"the simulator's diagnosis of the same config{where}: {r.reason}\n\n{r.diagnosis or ''}"
+
+
+def rank_score(sim, static) -> float | None:
+    """See :meth:`Sweep.score` (rows in, a number out; Exploration.search_costs uses it too)."""
+    pred = sim.metrics.get("predicted_us") if sim is not None and sim.ok else None
+    if pred is None:
+        return None
+    from .stages import SERIALIZING
+    adv = static.metrics.get("advisories") or [] if static is not None else []
+    flagged = any(a.get("code") in SERIALIZING or a.get("code") == "spills" for a in adv)
+    return pred + (1e9 if flagged else 0.0)
 
 
 def _device_key(measurer) -> str:
