@@ -65,6 +65,11 @@ def measured(ex, tmp_path):
     return tx.Exploration.load(st.path, "gemm_ws"), made
 
 
+def _send(w, content):
+    """A message from the view's JavaScript (model.send(content)), as the kernel's comm hands it over."""
+    w._handle_msg({"content": {"data": {"method": "custom", "content": content}}, "buffers": []})
+
+
 def _rows(html_text):
     return re.findall(r"<tr class='(tlxwb-ex-row[^']*)' data-config-id='([0-9a-f]+)' data-status='(\w+)'", html_text)
 
@@ -163,6 +168,9 @@ def test_widget_state_holds_the_entries(ex):
     assert {w.heat_x, w.heat_y} <= set(w._knobs) and w.heat_x != w.heat_y
     assert not w.running and w._thread is None              # the sweep is over: nothing to follow
     assert _rows(w._repr_mimebundle_()[0]["text/html"])     # the static view rides in the bundle
+    # the view's own controls still reach Python (the widget keeps ipywidgets' message handler)
+    w._handle_msg({"content": {"data": {"method": "update", "state": {"resource": "STAGES"}}}, "buffers": []})
+    assert w.resource == "STAGES"
 
 
 def test_a_click_opens_the_report_the_timeline_and_the_diff(ex):
@@ -171,7 +179,7 @@ def test_a_click_opens_the_report_the_timeline_and_the_diff(ex):
     w.on_open(lambda entry, parts: opened.append((entry["config_id"], sorted(parts))))
     other = next(e for e in ex.entries() if e["status"] == "simulated"
                  and e["config"] != ex.best(SHAPE, by="predicted_us"))
-    w._handle_msg(w, {"type": "select", "config_id": other["config_id"], "shape": list(SHAPE)}, [])
+    _send(w, {"type": "select", "config_id": other["config_id"], "shape": list(SHAPE)})
     assert w.selected == other["config_id"]
     assert ex.report(other["config"], SHAPE)._repr_html_() in w.detail
     assert "tlxwb-timeline-svg" in w.detail and "tlxwb-ex-diff" in w.detail
@@ -184,11 +192,11 @@ def test_a_click_opens_the_report_the_timeline_and_the_diff(ex):
 def test_a_click_on_a_dropped_config_says_why_in_the_panel(ex):
     w = ExplorerWidget(ex)
     smem = next(e for e in ex.dropped() if e["dropped_at"] == "static")
-    w._handle_msg(w, {"type": "select", "config_id": smem["config_id"]}, [])
+    _send(w, {"type": "select", "config_id": smem["config_id"]})
     assert "dropped at static" in w.detail and "does not compile" in w.detail and "shared memory" in w.detail
     assert "report" not in w.opened
     dead = next(e for e in ex.dropped() if e["dropped_at"] == "simulated")
-    w._handle_msg(w, {"type": "select", "config_id": dead["config_id"]}, [])
+    _send(w, {"type": "select", "config_id": dead["config_id"]})
     assert "deadlock" in w.detail and w.opened["simulation"].deadlock is not None
 
 
@@ -196,7 +204,7 @@ def test_a_click_on_a_dropped_config_says_why_in_the_panel(ex):
                                  {"type": "select", "config_id": 7}, {"type": "zoom"}, ["select"], None])
 def test_bad_input_gives_a_message_not_an_exception(ex, msg):
     w = ExplorerWidget(ex)
-    w._handle_msg(w, msg, [])
+    _send(w, msg)
     assert "tlxwb-ex-error" in w.detail
     if isinstance(msg, dict) and msg.get("config_id") == "0123456789ab":
         assert "no config '0123456789ab'" in w.detail.replace("&#x27;", "'")

@@ -509,7 +509,7 @@ class ExplorerWidget(View):
                          _resources=[r for r in RESOURCES] + [k for k in vary if k not in RESOURCES],
                          _ceilings=ceilings(gpu), summary="\n".join(exploration.summary_lines()),
                          running=bool(exploration.running), heat_x=hx or "", heat_y=hy or "", **kwargs)
-        self.on_msg(self._handle_msg)
+        self.on_msg(self._on_custom_msg)
         if self.running:
             self._thread = threading.Thread(target=self._follow, daemon=True, name="tlxwb-explorer-follow")
             self._thread.start()
@@ -560,7 +560,7 @@ class ExplorerWidget(View):
         """
         self._callbacks.append(callback)
 
-    def _handle_msg(self, _widget, content, _buffers=None):
+    def _on_custom_msg(self, _widget, content, _buffers=None):
         # the front end's one message: {"type": "select", "config_id": ..., "shape": [...]}
         try:
             if not isinstance(content, dict) or content.get("type") != "select":
