@@ -179,9 +179,11 @@ function render({ model, el }) {
       tr.dataset.status = e.status;
       for (const c of cols) {
         const v = get(c, e);
-        const td = tlxEl("td", null, tr, c.key === "reason" && v ? v + (e.line ? " (line " + e.line + ")" : "") :
-          (c.key === "tflops_eff" && v != null && e.time_by !== "us" ? exFmt(v, 3) + " (sim)" : exFmt(v)));
-        if (c.key === "reason") td.className = "tlxwb-ex-reason";
+        if (c.key === "reason") {   // a block inside the cell: a table squeezed by its output area keeps the text readable
+          tlxEl("div", null, tlxEl("td", "tlxwb-ex-reason", tr), v ? v + (e.line ? " (line " + e.line + ")" : "") : "");
+          continue;
+        }
+        tlxEl("td", null, tr, c.key === "tflops_eff" && v != null && e.time_by !== "us" ? exFmt(v, 3) + " (sim)" : exFmt(v));
       }
       if (!ALIVE.has(e.status)) tr.title = (e.reason || e.status) + (e.line ? " (line " + e.line + ")" : "");
       tr.addEventListener("click", () => select(e));
