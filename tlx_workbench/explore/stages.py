@@ -120,7 +120,8 @@ def static(travelled, cfg: dict, shape, target: str = "sm_90") -> Outcome:
         problem = arrive(travelled)
         launches = capture(problem, cfg, shape, target)
         jit, grid, args, kwargs = launches[0]
-        report = wb.compile(jit, *args, target=target, **kwargs)
+        # nvdisasm only when someone opens the SASS: a sweep's next compile should not share the cores
+        report = wb.compile(jit, *args, target=target, sass="lazy", **kwargs)
         res = report.resources
         model = gpu_model(target)
         adv = [dict(code=a.code, line=a.line, text=str(getattr(a, "message", "") or a)) for a in report.ptxas_advisories]
