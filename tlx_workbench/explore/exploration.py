@@ -93,6 +93,9 @@ class Exploration:
         return out
 
     # -- what it found -------------------------------------------------------------------------
+    def _all_shapes(self) -> list[tuple]:
+        return [tuple(s) for s in self.shapes] if self.shapes else sorted({tuple(r.shape) for r in self.rows()})
+
     def _shape(self, shape):
         if shape is not None:
             return tuple(shape)
@@ -123,8 +126,11 @@ class Exploration:
         ordered by the resource. Time is measured µs, or the simulated prediction without it."""
         es = [e for e in self.entries(shape) if e["status"] in ("measured", "simulated", "static")]
         by = by or ("us" if any(e.get("us") is not None for e in es) else "predicted_us")
-        pts = sorted((e for e in es if e.get(by) is not None and e.get(resource) is not None),
-                     key=lambda e: (e[resource], e[by]))
+        def value(e):
+            v = e.get(resource)
+            return e["config"].get(resource) if v is None else v      # a resource, or a knob
+        pts = sorted((e for e in es if e.get(by) is not None and isinstance(value(e), (int, float))),
+                     key=lambda e: (value(e), e[by]))
         front, best = [], float("inf")
         for e in pts:
             if e[by] < best:
@@ -191,7 +197,7 @@ class Exploration:
         import triton
         opts = ("num_warps", "num_stages", "num_ctas", "maxnreg")
         out = {}
-        for shape in (self.shapes or sorted({tuple(r.shape) for r in self.rows()})):
+        for shape in self._all_shapes():
             best = self.best(shape, n=max(n, 2))
             best = best if isinstance(best, list) else [best]
             out[tuple(shape)] = [triton.Config({k: v for k, v in c.items() if k not in opts},
@@ -204,7 +210,7 @@ class Exploration:
         lines = [f"# best configs of {self.kernel} found by tlx_workbench.explore "
                  f"({time.strftime('%Y-%m-%d')}; measured where a GPU ran, else simulated)",
                  f"BEST_CONFIGS = {{"]
-        for shape in (self.shapes or sorted({tuple(r.shape) for r in self.rows()})):
+        for shape in self._all_shapes():
             best = self.best(shape) or self.best(shape, by="predicted_us")
             if best is not None:
                 lines.append(f"    {tuple(shape)!r}: {json.dumps(best)},".replace("true", "True")
@@ -214,7 +220,11 @@ class Exploration:
 
     # -- one config, opened --------------------------------------------------------------------
     def _cfg(self, cfg_or_id):
-        e = self.entry(cfg_or_id) if isinstance(cfg_or_id, str) else {"config": cfg_or_id}
+        if isinstance(cfg_or_id, str):       # a config id: found at any shape
+            r = next((r for r in self.rows() if r.config_id == cfg_or_id), None)
+            e = {"config": r.config} if r is not None else None
+        else:
+            e = {"config": cfg_or_id}
         if e is None:
             from ..errors import TLXWorkbenchError
             raise TLXWorkbenchError(f"no config {cfg_or_id!r} in this exploration", hint="use an entry's config_id")
@@ -272,12 +282,13 @@ class Exploration:
 
     # -- reprs ------------------------------------------------------------------------------------
     def summary_lines(self) -> list[str]:
-        lines = [f"Exploration of {self.kernel}: {len(self.space) if self.space is not None else '?'} configs, "
+        n = len(self.space) if self.space is not None else len({r.config_id for r in self.rows()})
+        lines = [f"Exploration of {self.kernel}: {n} configs, "
                  f"shapes {[list(s) for s in self.shapes] if self.shapes else '(all in store)'}"
                  + (" — running" if self.running else "")]
         for st, by in sorted(self.counts().items(), key=lambda kv: _STAGE_RANK[kv[0]]):
             lines.append(f"  {st:<9} " + ", ".join(f"{n} {s}" for s, n in sorted(by.items())))
-        for shape in (self.shapes or []):
+        for shape in self._all_shapes():
             b = self.best(shape)
             bp = self.best(shape, by="predicted_us")
             if b is not None:

@@ -23,6 +23,7 @@ import time
 
 from .stages import Outcome, _compare, inputs_for
 from .problem import arrive
+from .space import config_id
 
 _REFS: dict = {}
 
@@ -137,7 +138,7 @@ def _guarded(worker, call, timeout: float, compile_timeout: float) -> Outcome:
     try:
         d = worker.call("tlx_workbench.explore.measure:measure_job",
                         dict(travelled=travelled, cfg=cfg, shape=list(shape), **opts), timeout=timeout,
-                        compile_timeout=compile_timeout, what=f"config {cfg}")
+                        compile_timeout=compile_timeout, what=f"config {config_id(cfg)}")
         return Outcome(**d)
     except (KernelTimeoutError, WorkerCrashedError) as e:
         status = "hung" if isinstance(e, KernelTimeoutError) else "crashed"

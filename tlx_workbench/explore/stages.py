@@ -111,34 +111,48 @@ def occupancy(res, model) -> int:
     return max(0, min(limits))
 
 
+def _static_metrics(report, model, grid, kwargs, launches) -> dict:
+    res = report.resources
+    adv = [dict(code=a.code, line=a.line, text=str(getattr(a, "message", "") or a)) for a in report.ptxas_advisories]
+    g = grid(dict(kwargs)) if callable(grid) else grid
+    g = tuple(g) + (1,) * (3 - len(tuple(g)))
+    metrics = dict(smem_bytes=res.smem_bytes, smem_limit=res.smem_limit, registers=res.registers,
+                   spills=res.spills, num_warps=res.num_warps, threads=res.num_warps * 32,
+                   tmem_columns=res.tmem_columns, ctas_per_sm=occupancy(res, model), advisories=adv,
+                   grid=list(g), ctas=g[0] * g[1] * g[2], kernel=report.kernel,
+                   tasks=[dict(label=t.label, warps=t.num_warps, registers=t.registers) for t in report.tasks],
+                   compile_seconds=report.compile_seconds, launches=launches)
+    # ptxas's own word on register pressure, which the cost model does not see
+    metrics["spill_bytes"] = max([res.spills or 0] + [_spill_bytes(a["text"]) for a in adv if a["code"] == "spills"])
+    metrics["wgmma_serialized"] = any(a["code"] in SERIALIZING for a in adv)
+    return metrics
+
+
 def static(travelled, cfg: dict, shape, target: str = "sm_90") -> Outcome:
     """The static stage: compile what the launcher launches for ``cfg`` at ``shape``, offline."""
     import tlx_workbench as wb
     from ..target import gpu_model
     t0 = time.perf_counter()
+    model = gpu_model(target)
+    launches = None
     try:
         problem = arrive(travelled)
         launches = capture(problem, cfg, shape, target)
         jit, grid, args, kwargs = launches[0]
         # nvdisasm only when someone opens the SASS: a sweep's next compile should not share the cores
         report = wb.compile(jit, *args, target=target, sass="lazy", **kwargs)
-        res = report.resources
-        model = gpu_model(target)
-        adv = [dict(code=a.code, line=a.line, text=str(getattr(a, "message", "") or a)) for a in report.ptxas_advisories]
-        g = grid(dict(kwargs)) if callable(grid) else grid
-        g = tuple(g) + (1,) * (3 - len(tuple(g)))
-        metrics = dict(smem_bytes=res.smem_bytes, smem_limit=res.smem_limit, registers=res.registers,
-                       spills=res.spills, num_warps=res.num_warps, threads=res.num_warps * 32,
-                       tmem_columns=res.tmem_columns, ctas_per_sm=occupancy(res, model), advisories=adv,
-                       grid=list(g), ctas=g[0] * g[1] * g[2], kernel=report.kernel,
-                       tasks=[dict(label=t.label, warps=t.num_warps, registers=t.registers) for t in report.tasks],
-                       compile_seconds=report.compile_seconds, launches=len(launches))
-        # ptxas's own word on register pressure, which the cost model does not see
-        metrics["spill_bytes"] = max([res.spills or 0] + [_spill_bytes(a["text"]) for a in adv if a["code"] == "spills"])
-        metrics["wgmma_serialized"] = any(a["code"] in SERIALIZING for a in adv)
-        return Outcome("ok", metrics=metrics, device=target, seconds=time.perf_counter() - t0)
+        return Outcome("ok", metrics=_static_metrics(report, model, grid, kwargs, len(launches)), device=target,
+                       seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a config that fails is a row, not the end of a sweep
-        return _error_outcome(e, t0, "static")
+        out = _error_outcome(e, t0, "static")
+        rep = getattr(e, "report", None)
+        if rep is not None and launches:
+            # over the SMEM/TMEM budget: the compile finished, so its figures place the config on the plots
+            try:
+                out.metrics = _static_metrics(rep, model, launches[0][1], launches[0][3], len(launches))
+            except Exception:   # noqa: BLE001 - the drop stands without them
+                pass
+        return out
 
 
 # ---- simulated -----------------------------------------------------------------------------
