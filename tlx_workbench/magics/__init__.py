@@ -9,6 +9,7 @@ launch and returns a :class:`CellResult`; the magics parse options, call it and 
 - ``result``, ``render``, ``views``, ``diagnosis``: the CellResult and how it is shown (each thing once)
 - ``cells``: locations as the editor shows them ("cell [3], line 5")
 - ``knobs``: ``--knobs`` controls and the :class:`KnobPanel`
+- ``explore``: ``%tlx_explore``, reading its line into one ``tlx_workbench.explore.explore`` call
 - ``ipython_magics``: the IPython ``Magics`` class and the extension hooks
 """
 from .errors import CellError, CellFailed, KnobError, cell_error

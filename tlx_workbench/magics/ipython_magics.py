@@ -5,6 +5,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import magic_arguments
 
 from ..errors import TLXWorkbenchError
+from . import explore as explore_magic
 from . import options as opts
 from .cells import cache_cell, cell_number
 from .diagnosis import error_html, error_text
@@ -19,7 +20,7 @@ from .views import display, display_result, show_object
 
 @magics_class
 class TLXMagics(Magics):
-    """``%%tlx``, ``%tlx_bench``, ``%tlx_profile``, ``%tlx_show``, ``%tlx_config``."""
+    """``%%tlx``, ``%tlx_bench``, ``%tlx_profile``, ``%tlx_show``, ``%tlx_explore``, ``%tlx_config``."""
 
     def __init__(self, shell=None):
         super().__init__(shell)
@@ -226,6 +227,21 @@ class TLXMagics(Magics):
             self._fail(e)
         return None
 
+    # ---- %tlx_explore
+    @magic_arguments()
+    @opts.declare(explore_magic.EXPLORE_OPTIONS)
+    @line_magic
+    def tlx_explore(self, line):
+        """Sweep a kernel's configs, cheapest stage first: ``%tlx_explore gemm_ws --shapes 4096x4096x4096``.
+
+        A thin shell over ``tlx_workbench.explore.explore``: ``--problem VAR --space VAR`` name your own
+        Problem and Space; the Exploration is shown (``--widget``: the live ExplorerWidget) and kept under
+        ``-o``. A bad option or shape shows what to do and fails the cell (``--no-raise`` keeps going).
+        """
+        if print_help(self.tlx_explore, line):
+            return None
+        return explore_magic.run(self, line)
+
     # ---- %tlx_config
     @magic_arguments()
     @opts.declare(opts.CONFIG_OPTIONS)
@@ -268,7 +284,8 @@ def load_ipython_extension(ipython) -> None:
 def unload_ipython_extension(ipython) -> None:
     # IPython has no unregister; drop our names so a reload starts clean
     mm = ipython.magics_manager
-    for kind, names in (("cell", ["tlx"]), ("line", ["tlx_bench", "tlx_profile", "tlx_show", "tlx_config"])):
+    line_names = ["tlx_bench", "tlx_profile", "tlx_show", "tlx_explore", "tlx_config"]
+    for kind, names in (("cell", ["tlx"]), ("line", line_names)):
         for n in names:
             mm.magics[kind].pop(n, None)
     mm.registry.pop("TLXMagics", None)
