@@ -22,7 +22,7 @@ import pathlib
 from typing import Callable
 
 from .compiler import compile, load_module
-from .compiler.html import render_html
+from .widgets.compile_report import render_html
 
 
 @dataclasses.dataclass

@@ -439,9 +439,10 @@ class Trace:
         return cls.from_chrome(path)
 
     def _repr_html_(self) -> str:
-        """Static timeline + per-lane summary (for live views: tlx_workbench.widgets.TimelineWidget)."""
-        from .widgets.timeline import timeline_html
-        return timeline_html(self)
+        """Static timeline + per-lane summary, drawn by the view registered in ``tlx_workbench.views``
+        (``widgets/timeline.py``; for live views: tlx_workbench.widgets.TimelineWidget)."""
+        from . import views
+        return views.html_or_text(self)
 
     def __repr__(self):
         return (f"Trace({self.source}, {len(self.lanes())} lanes, {len(self.spans)} spans, "

@@ -439,5 +439,6 @@ class CompileReport:
         return self.summary()
 
     def _repr_html_(self) -> str:
-        from .html import render_html
-        return render_html(self)
+        # drawn by widgets/compile_report.py, registered in tlx_workbench.views (a result never imports a view)
+        from .. import views
+        return views.html_or_text(self)

@@ -1,8 +1,6 @@
 """``tlx_workbench.simulate``: run TLX kernels, unchanged, on the CPU."""
 from __future__ import annotations
 
-import html
-
 from ..errors import DeadlockError, SimulationError
 from ..target import offline
 from .engine import raise_deadlock, run_launch
@@ -93,20 +91,9 @@ class SimResult:
         return "\n".join(self._lines())
 
     def _repr_html_(self):
-        head = html.escape(self._lines()[0])
-        colour = "#27ae60" if self.ok else "#c0392b"
-        rows = "".join(f"<tr><td>{html.escape(t)}[{r}]</td><td>{st['ops']}</td><td>{st['busy'] / max(st['ctas'], 1):.0f}"
-                       f"</td><td>{st['waiting'] / max(st['ctas'], 1):.0f}</td><td>{st['mma'] / max(st['ctas'], 1):.0f}"
-                       f"</td></tr>" for (t, r), st in sorted(self.stats.items()))
-        body = [f"<div class='tlxwb-simresult' style='border-left:4px solid {colour};padding:4px 8px'>",
-                f"<b>{head}</b>"]
-        if self.deadlock is not None:
-            body.append(self.deadlock._repr_html_())
-        if self.findings:
-            body.append("<ul>" + "".join(f"<li>{html.escape(repr(f))}</li>" for f in self.findings) + "</ul>")
-        body.append("<table><tr><th>task</th><th>ops</th><th>busy/CTA</th><th>waiting/CTA</th><th>mma/CTA</th></tr>"
-                    f"{rows}</table></div>")
-        return "".join(body)
+        # drawn by widgets/sim_result.py, registered in tlx_workbench.views (a result never imports a view)
+        from .. import views
+        return views.html_or_text(self)
 
 
 def _snapshot(args, kwargs):

@@ -25,7 +25,7 @@ def render(ctx) -> str:
     import torch
     from ..compiler import load_module
     from ..demo import _tutorial
-    from ..widgets import barrier_svg, timeline_svg
+    from .. import views
     from . import simulate
 
     mod = load_module(_tutorial("hopper_gemm_ws.py"), "sm_90")
@@ -45,8 +45,8 @@ def render(ctx) -> str:
         f"Output {verdict} torch (relative error {err:.1e} against float64); "
         f"{'no deadlock, no races' if res.ok else html.escape(repr(res))}; "
         f"{res.cycles:,.0f} simulated cycles.</p>"
-        f"<h3>Timeline (all CTAs)</h3>{timeline_svg(res.trace)}"
-        f"<h3>Barrier phases (CTA 0)</h3>{barrier_svg(cta0)}"
+        f"<h3>Timeline (all CTAs)</h3>{views.render(res.trace, 'timeline_svg') or ''}"
+        f"<h3>Barrier phases (CTA 0)</h3>{views.render(cta0, 'barrier_svg') or ''}"
         f"<h3>Where each task's time went (CTA 0)</h3>{summary_html}")
 
 

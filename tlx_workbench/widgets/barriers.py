@@ -7,6 +7,7 @@ import linecache
 import numpy as np
 import traitlets
 
+from .. import views
 from ..trace import Trace
 from ._base import View, esm_source
 from .timeline import _fmt, _nice_step
@@ -228,3 +229,6 @@ def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | N
                        f"y2='{row_y[r] + band + k * sub + sub / 2}' stroke='#555' stroke-opacity='0.6'/>")
     out.append("</svg>")
     return "".join(out)
+
+
+views.register("Trace", barrier_svg, view="barrier_svg")

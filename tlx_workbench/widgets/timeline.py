@@ -8,6 +8,7 @@ from typing import Callable
 import numpy as np
 import traitlets
 
+from .. import views
 from ..trace import SPAN_KINDS, Span, Trace
 from ._base import KIND_COLORS, View, esm_source
 
@@ -275,6 +276,10 @@ def timeline_html(trace: Trace, title: str | None = None) -> str:
     return (f"<div class='tlxwb-static tlxwb-timeline-static'><div style='font:600 12px sans-serif'>{head}"
             f" <span style='font-weight:normal;color:#666'>{html.escape(repr(trace))}</span></div>"
             f"{timeline_svg(trace)}{trace.summary()._repr_html_()}</div>")
+
+
+views.register("Trace", timeline_html)
+views.register("Trace", timeline_svg, view="timeline_svg")
 
 
 def _nice_step(raw: float) -> float:

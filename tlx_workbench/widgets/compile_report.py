@@ -1,9 +1,14 @@
 """The HTML rendering of a CompileReport: self-contained (inline CSS and SVG, no
-scripts, no network), so it survives nbconvert, nbval and GitHub's notebook view."""
+scripts, no network), so it survives nbconvert, nbval and GitHub's notebook view.
+
+Registered in :mod:`tlx_workbench.views`: ``CompileReport._repr_html_`` draws it without
+importing a view."""
 from __future__ import annotations
 
 import html
 import re
+
+from .. import views
 
 _CSS = """
 .tlxwb-report{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;color:#222;max-width:1100px}
@@ -241,3 +246,6 @@ def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
         parts.append(f"<details><summary>ptxas log</summary><pre>{_e(r.ptxas_log.strip())}</pre></details>")
     parts.append("</div>")
     return "".join(parts)
+
+
+views.register("CompileReport", render_html)
