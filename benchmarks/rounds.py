@@ -2,10 +2,10 @@
 
     python3 benchmarks/rounds.py --list                          # every round: parts, cells, configs, checks
     python3 benchmarks/rounds.py round2 --stages static,simulated --shape 256x256x256   # CPU: compile + simulate
-    source .gpu/env.sh && python3 benchmarks/rounds.py round2    # GPU: writes round2.json/.md/.sqlite under $OUT
+    source .gpu/env.sh && python3 benchmarks/rounds.py round2    # GPU: writes round2.json/.md (+ stores) under $OUT
 
 On a GPU a round is (1) the explorer over each part's configs at its shapes, static -> simulated ->
-measured (one sweep per dtype, store ``$OUT/<round>.sqlite``); (2) the float64 checks of every config
+measured (one sweep per dtype, stores ``$OUT/<round>_<dtype>.sqlite``); (2) the float64 checks of every config
 at the round's check shapes, ragged ones included, outputs NaN-poisoned (``benchmarks/validate.py``
 runs the same checks); (3) interleaved rounds over every cell: the configs that passed both, the
 vendor (cuBLAS / SDPA) and the round's TLX tutorials, best round shown, every round listed. Without a
@@ -55,8 +55,10 @@ def selected_parts(rnd, part=None, dtype=None, shape=None):
     return out
 
 
-def explore_part(rnd, p, stages, store, gate, workers, log):
-    """The explorer over one part, one sweep per dtype. Returns (summary rows, {(name, dtype)} dropped)."""
+def explore_part(rnd, p, stages, out, gate, workers, log):
+    """The explorer over one part, one sweep per dtype, each into ``<out>/<round>_<dtype>.sqlite``: a
+    store row's key does not name the problem's dtype, so one file would hand a bf16 sweep the fp16
+    rows. Returns (summary rows, {(name, dtype)} dropped)."""
     import tlx_workbench.explore as tx
     from tlx_workbench.explore.space import config_id
     names = {config_id(c): n for n, c in p.configs.items()}
@@ -65,6 +67,7 @@ def explore_part(rnd, p, stages, store, gate, workers, log):
         prob = suite.problem(p.kernel, dtype=dname, causal=p.causal)
         space = tx.Space([c for n, c in p.configs.items() if dname in p.dtypes_of(n)])
         t0 = time.perf_counter()
+        store = str(out / f"{rnd.name}_{dname}.sqlite")
         ex = suite.try_call(f"explore {p.name} {dname}", lambda: tx.explore(
             prob, space, shapes=p.shapes(dname), stages=stages, store=store, gate=gate, backend="process",
             workers=workers, timeout=20.0, progress=False), log)
@@ -141,7 +144,7 @@ def main(argv=None):
     gate = () if a.no_gate else ("static", "simulated")
     rows, dropped = [], set()
     for p in parts:
-        r, d = explore_part(rnd, p, stages, str(out / f"{rnd.name}.sqlite"), gate, a.workers, log)
+        r, d = explore_part(rnd, p, stages, out, gate, a.workers, log)
         rows += r
         dropped |= {(p.name,) + x for x in d}
     payload["explore"] = rows

@@ -1,0 +1,185 @@
+"""The benchmark entry scripts import, and each old GPU round's space is the one that ran.
+
+``benchmarks/suite.py`` rebuilds every round of rounds 2-5 from the kernels' own config helpers
+(``gemm_ws._config``, ``attention._config``, ``CONFIGS[0]``). The raw JSON each round wrote on the
+H200 records what it compared (the configs, and the subjects timed in every cell); these tests hold
+the rebuilt rounds to it, so a change to a kernel's configs or defaults that would make a re-run
+measure something else fails here (pin the old config in ``suite.py`` then). CPU only, no compile.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import json
+import pathlib
+import sys
+
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+VENDORS = {"cublas", "sdpa"}
+
+
+def _load(stem):
+    """``benchmarks/<stem>.py`` as a module (the entry scripts import ``suite`` and ``_harness`` by name,
+    from ``benchmarks/``, as they do when run)."""
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    if stem == "suite":
+        import suite
+        return suite
+    name = f"bench_{stem}"
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{stem}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return _load("suite")
+
+
+@pytest.fixture(scope="module")
+def rounds():
+    return _load("rounds")
+
+
+@pytest.fixture(scope="module")
+def validate():
+    return _load("validate")
+
+
+def _raw(name):
+    return json.loads((BENCH / name).read_text())
+
+
+def _cfg(text):
+    """A config as the old scripts recorded it (``str(dict)``, or ``str((dict, ctas))``)."""
+    v = ast.literal_eval(text)
+    return dict(v[0], num_sms=v[1], balance=False) if isinstance(v, tuple) else v
+
+
+def _expected_cells(suite, rnd):
+    """cell label -> the subjects the rebuilt round times there (vendor included, tutorials too)."""
+    out = {}
+    for p in rnd.parts:
+        for shape, d in p.cells:
+            label = suite.cell_label(p.kind, shape, d, p.causal)
+            subj = out.setdefault(label, {suite.VENDOR[p.kind]})
+            subj.update(n for n in p.configs if d in p.dtypes_of(n))
+            subj.update(t for t, dts in p.tutorials if d in dts)
+    return out
+
+
+def _timed_cells(raw):
+    """cell label -> the subjects an old round's JSON has timing rows for."""
+    out = {}
+    if "timing" in raw:
+        for r in raw["timing"]:
+            out.setdefault(r["cell"], set()).add(r["subject"])
+        return out
+    for r in raw.get("gemm_compare", []) + raw.get("attn_compare", []):     # round 2's layout
+        shape = r["shape"] if "x" in r["shape"] else "x".join(str(x) for x in ast.literal_eval(r["shape"]))
+        out.setdefault(f"{shape}{' causal' if r.get('causal') else ''} {r['dtype']}", set()).add(r["kernel"])
+    return out
+
+
+def test_entry_scripts_import_and_list(suite, rounds, validate, capsys):
+    assert rounds.main(["--list"]) is None
+    listed = capsys.readouterr().out
+    for name in suite.ROUNDS:
+        assert f"{name}: " in listed
+    assert validate.main(["--list"]) is None
+    assert "checks" in capsys.readouterr().out
+    assert set(suite.ROUNDS) >= {"round2", "round3", "round4", "round4_lazy", "round4_plate", "round4_g3",
+                                 "round4_zigzag", "round4_pin", "round4_qregs", "validate"}
+
+
+@pytest.mark.parametrize("name", ["round2", "round3", "round4", "round4_lazy", "round4_plate", "round4_g3",
+                                  "round4_zigzag", "round4_warp1", "round4_pin", "round4_qregs", "validate"])
+def test_round_space_is_non_empty_and_one_config_per_name(suite, name):
+    from tlx_workbench.explore.space import config_json
+    rnd = suite.get(name)
+    assert rnd.parts and rnd.ran_as
+    for p in rnd.parts:
+        space = p.space()
+        assert len(space) == len(p.configs) > 0, f"{name} {p.name}: two names for one config"
+        assert {config_json(c) for c in space} == {config_json(c) for c in p.configs.values()}
+        assert p.cells and all(d in ("float16", "bfloat16") for _, d in p.cells)
+        assert rnd.checks.get(p.kind), f"{name} {p.name}: no float64 check shapes"
+    # a name means one config throughout a round (parts repeat the controls)
+    seen = {}
+    for p in rnd.parts:
+        for n, c in p.configs.items():
+            assert seen.setdefault(n, c) == c, f"{name}: {n!r} names two configs"
+
+
+@pytest.mark.parametrize("name,raw", [("round2", "round2.json"), ("round3", "round3.json"), ("round4", "round4.json"),
+                                      ("round4_lazy", "round4_lazy.json"), ("round4_plate", "round4_plate.json"),
+                                      ("round4_g3", "round4_g3.json"), ("round4_zigzag", "round4_zigzag.json"),
+                                      ("round4_pin", "round4_pin.json"), ("round4_qregs", "round4_qregs.json")])
+def test_round_is_what_ran(suite, name, raw):
+    rnd = suite.get(name)
+    data = _raw(raw)
+    assert rnd.ran_as[0][2] == raw
+    configs = rnd.configs()
+    recorded = {}
+    for key in ("gemm_variants", "attn_variants"):
+        recorded.update({n: _cfg(t) for n, t in data.get(key, {}).items()})
+    for n, cfg in recorded.items():
+        assert n in configs, f"{name}: the round compared {n!r}, the rebuilt round has no such config"
+        assert configs[n] == cfg, (f"{name}: {n!r} is not the config that ran (a kernel's configs or defaults "
+                                   f"changed? pin the old one in benchmarks/suite.py)")
+    assert _expected_cells(suite, rnd) == _timed_cells(data)
+
+
+def test_round2_attention_is_the_config_list_of_its_commit(suite):
+    # attention.CONFIGS at c21212b (round 2 timed them as ours_cfg0..4; BM=256 at D=64 only)
+    then = [dict(BM=128, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240),
+            dict(BM=128, BN=128, NUM_BUFS=3, LOADER_REGS=24, MMA_REGS=240),
+            dict(BM=128, BN=64, NUM_BUFS=3, LOADER_REGS=24, MMA_REGS=240),
+            dict(BM=128, BN=128, NUM_BUFS=2, LOADER_REGS=40, MMA_REGS=232),
+            dict(BM=256, BN=64, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240)]
+    d128, d64 = suite.get("round2").parts[1:]
+    assert list(d128.configs.values()) == then[:4]
+    assert list(d64.configs.values()) == then
+
+
+def test_stream_k_and_validate_subjects(suite):
+    from tlx_workbench.kernels import gemm_streamk, gemm_ws
+    r4 = suite.get("round4_lazy").configs()
+    assert r4["ws_default"] == gemm_ws.CONFIGS[0]
+    assert r4["streamk_g132"] == dict(gemm_streamk.CONFIGS[0], num_sms=132)     # round4_gemm.py's subject
+    v = suite.get("validate")
+    rows = _raw("validate.json")["rows"]
+    assert [d for _, d in v.parts[0].cells] == [r["dtype"] for r in rows]
+    assert v.parts[0].configs == {"ws_128ctas_balanced": gemm_ws.CONFIGS[0],
+                                  "ws_132ctas": dict(gemm_ws.CONFIGS[0], num_sms=132, balance=False)}
+    assert suite.split_launch(v.parts[0].configs["ws_132ctas"]) == (gemm_ws.CONFIGS[0], dict(num_sms=132, balance=False))
+
+
+def test_selected_parts_and_checks(suite, rounds):
+    rnd = suite.get("round2")
+    parts = rounds.selected_parts(rnd, shape=(256, 256, 256))
+    assert [p.name for p in parts] == ["gemm"]
+    assert parts[0].cells == (((256, 256, 256), "float16"), ((256, 256, 256), "bfloat16"))
+    assert rounds.selected_parts(rnd, part="D=64", dtype="bfloat16")[0].cells == (((4, 32, 4096, 64), "bfloat16"),)
+    # attention checks only at the head dims the part times; every config in each of its dtypes
+    r4 = suite.get("round4")
+    d64 = next(p for p in r4.parts if p.name == "attention D=64")
+    jobs = suite.check_jobs(d64, r4.checks["attention"])
+    assert {s[-1] for _, s, _ in jobs} == {64}
+    assert ("pers_ex2h_wb", (1, 2, 200, 64), "float16") in jobs
+    assert not any(n == "pers_ex2h_wb" and d == "bfloat16" for n, _, d in jobs)
+
+
+def test_validate_suite_covers_the_library_defaults(validate):
+    from tlx_workbench.kernels import attention, gemm_ws
+    parts = validate.library_suite()
+    configs = [c for p, _ in parts for c in p.configs.values()]
+    assert gemm_ws.CONFIGS[0] in configs
+    assert all(cfg in configs for cfg in attention.DEFAULTS.values())
+    ragged = [s for p, shapes in parts for s in shapes if p.kind == "attention" and s[2] % 128]
+    assert ragged, "the suite checks ragged sequence lengths"
