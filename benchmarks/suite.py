@@ -441,13 +441,13 @@ def cell_label(kind, shape, dtype, causal):
     return f"{'x'.join(map(str, shape))}{' causal' if causal else ''} {dtype}"
 
 
-def _inputs(kind, shape, dtype):
+def _inputs(kind, shape, dtype, device="cuda"):
     import torch
     dt = getattr(torch, dtype)
     if kind == "gemm":
         M, N, K = shape
-        return torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
-    return tuple(torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
+        return torch.randn(M, K, device=device, dtype=dt), torch.randn(K, N, device=device, dtype=dt)
+    return tuple(torch.randn(shape, device=device, dtype=dt) for _ in range(3))
 
 
 def _flops(kind, shape, causal):
@@ -457,41 +457,47 @@ def _flops(kind, shape, causal):
     return attn_flops(shape, causal)
 
 
-def side_by_side_groups(rnd: Round, keep, log, parts=None, shape_override=None):
+def _vendor_call(kind, x, causal):
+    import torch
+    if kind == "gemm":
+        a, b = x
+        return lambda: torch.matmul(a, b)
+    q, k, v = x
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+
+def _config_call(kind, kernel, cfg, x, causal):
+    """One config's call on the cell's inputs, into an output allocated once (as the old rounds timed)."""
+    import torch
+    fn = launch_into(kernel, cfg, causal)
+    if kind == "gemm":
+        a, b = x
+        c = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
+        return lambda: fn(a, b, c)
+    q, k, v = x
+    o, scale = torch.empty_like(q), 1.0 / math.sqrt(q.shape[-1])
+    return lambda: fn(q, k, v, o, scale)
+
+
+def side_by_side_groups(rnd: Round, keep, log, parts=None, device="cuda"):
     """[(kind, label, flops, {subject: fn}, vendor, rounds)] per cell (parts of one kind, shape,
     dtype and masking share a cell): the vendor first, then every config ``keep(part, name,
     dtype)`` allows, then the part's tutorials. Inputs are drawn once per cell."""
     import torch
-    F = torch.nn.functional
     by = {}
     for p in parts or rnd.parts:
         for shape, dname in p.cells:
-            shape = shape_override(p, shape) if shape_override else shape
-            if shape is None:
-                continue
             by.setdefault((p.kind, tuple(shape), dname, p.causal), []).append(p)
     groups = []
     torch.manual_seed(0)
     for (kind, shape, dname, causal), ps in by.items():
-        x = _inputs(kind, shape, dname)
-        if kind == "gemm":
-            a, b = x
-            subj = {"cublas": (lambda a, b: lambda: torch.matmul(a, b))(a, b)}
-        else:
-            q, k, v = x
-            scale = 1.0 / math.sqrt(shape[-1])
-            subj = {"sdpa": (lambda q, k, v: lambda: F.scaled_dot_product_attention(
-                q, k, v, is_causal=causal, scale=scale))(q, k, v)}
+        x = _inputs(kind, shape, dname, device)
+        subj = {VENDOR[kind]: _vendor_call(kind, x, causal)}
         for p in ps:
             for name, cfg in p.configs.items():
-                if dname not in p.dtypes_of(name) or not keep(p, name, dname) or name in subj:
-                    continue
-                fn = launch_into(p.kernel, cfg, causal)
-                if kind == "gemm":
-                    out = torch.empty(shape[0], shape[1], device="cuda", dtype=x[0].dtype)
-                    subj[name] = (lambda fn, out: lambda: fn(x[0], x[1], out))(fn, out)
-                else:
-                    subj[name] = (lambda fn, out: lambda: fn(q, k, v, out, scale))(fn, out)
+                if dname in p.dtypes_of(name) and keep(p, name, dname) and name not in subj:
+                    subj[name] = _config_call(kind, p.kernel, cfg, x, causal)
             for label, dts in p.tutorials:
                 if dname in dts and label not in subj:
                     stem, make = TUTORIALS[label]

@@ -183,3 +183,38 @@ def test_validate_suite_covers_the_library_defaults(validate):
     assert all(cfg in configs for cfg in attention.DEFAULTS.values())
     ragged = [s for p, shapes in parts for s in shapes if p.kind == "attention" and s[2] % 128]
     assert ragged, "the suite checks ragged sequence lengths"
+
+
+def test_side_by_side_binds_each_cell_to_its_own_inputs(suite, monkeypatch):
+    """The timed rounds' machinery on the CPU: kernels replaced by torch (a launch into the given
+    output), do_bench by a call; every subject of every cell must see that cell's inputs."""
+    import dataclasses
+    import torch
+
+    def fake_launch_into(kernel, cfg, causal=False):
+        if kernel == "attention":
+            def attn(q, k, v, o, scale):
+                o.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale))
+                return o
+            return attn
+        return lambda a, b, c: c.copy_(a @ b)
+
+    monkeypatch.setattr(suite, "launch_into", fake_launch_into)
+    monkeypatch.setattr(suite, "bench_ms", lambda fn: (fn(), 1.0)[1])
+    rnd = suite.get("round4_lazy")
+    small = []
+    for p in rnd.parts:
+        shape = (64, 48, 32) if p.kind == "gemm" else (1, 2, 16, p.cells[0][0][-1])
+        shape2 = (32, 16, 8) if p.kind == "gemm" else (1, 1, 8, p.cells[0][0][-1])
+        small.append(dataclasses.replace(p, cells=((shape, "float32"), (shape2, "float32")),
+                                         dtypes={n: ("float32",) for n in p.configs}))
+    dropped = {("attention D=128", "pers_lazy", "float32")}
+    groups = suite.side_by_side_groups(rnd, lambda p, n, d: (p.name, n, d) not in dropped, [], parts=small,
+                                       device="cpu")
+    rows, done = suite.timed(groups, [])
+    assert done == rnd.rounds
+    cells = {g[1]: set(g[3]) for g in groups}
+    assert cells["64x48x32 float32"] == {"cublas", "ws_default", "streamk_g132"}
+    assert "pers_lazy" not in cells["1x2x16x128 float32"] and "pers" in cells["1x2x16x128 float32"]
+    assert "pers_lazy" in cells["1x2x16x64 float32"]        # dropped in one part only
+    assert all(r["err_vs_vendor"] < 1e-5 and r["vs_vendor"] == 1.0 for r in rows), rows
