@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import pathlib
 import statistics
 import sys
@@ -247,50 +246,6 @@ def timing_rows(cell, times, errs, fl, base, vs_key, err_key, keep_failed=False)
                     err_key: errs[name]})
         rows.append(row)
     return rows
-
-
-# ---- prewarm -----------------------------------------------------------------------------
-
-def warm_one(job):
-    """Worker: launch one job once so Triton's disk cache holds its kernel.
-
-    ``("gemm", cfg, dtype, (M, N, K)[, ctas])`` runs gemm_ws (with ``ctas`` persistent CTAs,
-    unbalanced, when given); ``("attn", cfg, dtype, shape, causal)`` runs the attention kernel.
-    """
-    import torch
-    kind, cfg, dname = job[:3]
-    dt = getattr(torch, dname)
-    try:
-        if kind == "gemm":
-            from tlx_workbench.kernels import gemm_ws
-            M, N, K = job[3]
-            extra = {} if len(job) < 5 else dict(num_sms=job[4], balance=False)
-            a, b = torch.zeros(M, K, device="cuda", dtype=dt), torch.zeros(K, N, device="cuda", dtype=dt)
-            gemm_ws.launch(a, b, torch.empty(M, N, device="cuda", dtype=dt), cfg, **extra)
-        else:
-            from tlx_workbench.kernels import attention as A
-            shape, causal = job[3], job[4]
-            q = torch.zeros(shape, device="cuda", dtype=dt)
-            A.launch(q, q, q, torch.empty_like(q), causal, 0.125, cfg)
-        torch.cuda.synchronize()
-        return None
-    except Exception as e:  # the main process re-runs it and records the error properly
-        return f"{job[0]} {job[2]} {job[3:]}: {type(e).__name__}: {str(e)[:200]}"
-
-
-def prewarm(jobs):
-    """Compile every kernel the run will launch, in parallel processes (16 cores there, one
-    compile takes ~1 s): the timed run then finds each one in Triton's cache."""
-    import concurrent.futures as cf
-    import multiprocessing as mp
-    t0 = time.time()
-    workers = max(1, min(14, (os.cpu_count() or 2) - 2))
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
-        errs = [e for e in ex.map(warm_one, jobs, chunksize=1) if e]
-    print(f"prewarm: {len(jobs)} launches in {time.time() - t0:.0f} s on {workers} processes, "
-          f"{len(errs)} errors", flush=True)
-    for e in errs[:5]:
-        print("  ", e, flush=True)
 
 
 def device_line() -> str:
