@@ -267,21 +267,20 @@ def smem_offsets(cfg) -> dict:
 def clustered(compiled):
     """Make Triton launch ``compiled`` (a CompiledKernel of :func:`gemm_cluster_kernel`, compiled
     as one CTA) in clusters of 2 CTAs: its launcher then starts ``2 * grid[0]`` CTAs.
-    Refuses a kernel whose PTX does not hold B's tensor map where the inline PTX reads it."""
+    Refuses a kernel whose PTX does not hold B's tensor map where the inline PTX reads it.
+    (How Triton is told is ``runtime/triton_launch.py``'s: the one module that edits a
+    CompiledKernel.)"""
     from ._cluster_ptx import B_MAP_PARAM
     from ..errors import TLXWorkbenchError
-    if compiled.metadata.num_ctas == 2:
+    from ..runtime.triton_launch import cluster_size, launch_in_clusters
+    if cluster_size(compiled) == 2:
         return compiled
     if f".param .align 64 .b8 {B_MAP_PARAM}[128]" not in compiled.asm["ptx"]:
         raise TLXWorkbenchError(
             f"gemm_cluster: the PTX has no {B_MAP_PARAM}, the parameter the multicast copy reads B's "
             "tensor map from (kernels/_cluster_ptx.py); Triton changed how it passes tensor descriptors",
             hint="update B_MAP_PARAM in kernels/_cluster_ptx.py to the b_desc tensor map parameter")
-    compiled.metadata = compiled.metadata._replace(num_ctas=2)
-    compiled.packed_metadata = (compiled.metadata.num_warps, 2, compiled.metadata.shared)
-    if compiled.module is not None:      # already loaded: its launcher was made for one CTA
-        compiled._run = triton.runtime.driver.active.launcher_cls(compiled.src, compiled.metadata)
-    return compiled
+    return launch_in_clusters(compiled, 2)
 
 
 def make_descriptors(a, b, c, cfg):
