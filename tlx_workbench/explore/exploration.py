@@ -235,7 +235,13 @@ class Exploration:
         if isinstance(self.problem, Problem):
             return self.problem
         from . import library
-        return library.problem(self.kernel)
+        name, causal, dtype = self.kernel, False, "float16"
+        for suffix, dt in (("_bf16", "bfloat16"),):
+            if name.endswith(suffix):
+                name, dtype = name[: -len(suffix)], dt
+        if name.endswith("_causal"):
+            name, causal = name[: -len("_causal")], True
+        return library.problem(name, dtype=dtype, causal=causal)
 
     def report(self, cfg_or_id, shape=None, target: str = "H200"):
         """The CompileReport of one config at ``shape`` (compiled again offline; cached)."""
@@ -250,7 +256,7 @@ class Exploration:
         import tlx_workbench as wb
         from .stages import inputs_for
         p, cfg = self._problem(), self._cfg(cfg_or_id)
-        inputs = inputs_for(p, p.sim_shape_for(cfg), "cpu", fresh=True, seed=seed)
+        inputs = inputs_for(p, p.sim_shape_for(cfg, self._shape(None)), "cpu", fresh=True, seed=seed)
         return wb.simulate(p.call, inputs, cfg, gpu=gpu, seed=seed, on_deadlock="return")
 
     def diff(self, cfg_or_id, against=None, shape=None) -> dict:

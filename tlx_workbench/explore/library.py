@@ -88,9 +88,9 @@ def _attention_parts(causal):
         Z, H, N, D = shape
         return float(4 * elem * Z * H * N * D)
 
-    def sim_shape(cfg):
-        # two query tiles of one head and two of another, K/V of three trips round the ring
-        return (1, 2, 2 * cfg["BM"], 128)
+    def sim_shape(cfg, shape=None):
+        # two query tiles of one head and two of another, at the real shape's head dim
+        return (1, 2, 2 * cfg["BM"], shape[-1] if shape else 128)
 
     def verify_shape(shape, cfg):
         # checked against float64 at four query tiles of four heads, as ragged as the timed N (a ragged
@@ -110,15 +110,18 @@ def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Probl
     """The :class:`Problem` of library kernel ``name`` ("gemm_ws", "gemm_pingpong",
     "gemm_streamk", "gemm_pipelined", "attention")."""
     ref = ("tlx_workbench.explore.library:problem", (name,), {"dtype": dtype, "causal": causal})
+    # the name says what decides the numbers besides the config: rows of a bf16 sweep are not an fp16 one's
+    suffix = "" if dtype == "float16" else "_" + {"bfloat16": "bf16"}.get(dtype, dtype)
     if name in GEMMS:
         mod = _gemm_module(name)
-        return Problem(name=name, launch=gemm_launch(name), make_inputs=_gemm_inputs, reference=_gemm_reference,
+        return Problem(name=name + suffix, launch=gemm_launch(name), make_inputs=_gemm_inputs, reference=_gemm_reference,
                        flops=_gemm_flops, bytes=_gemm_bytes, sim_shape=_gemm_sim_shape,
                        timing_shapes=_gemm_timing_shapes, dtype=dtype, ref=ref, default=dict(mod.CONFIGS[0]))
     if name == "attention":
         from ..kernels import attention as att
         launch, reference, make_inputs, flops, nbytes, sim_shape, timing, verify = _attention_parts(causal)
-        return Problem(name="attention_causal" if causal else "attention", launch=launch, make_inputs=make_inputs,
+        return Problem(name=("attention_causal" if causal else "attention") + suffix, launch=launch,
+                       make_inputs=make_inputs,
                        reference=reference, flops=flops, bytes=nbytes, sim_shape=sim_shape, timing_shapes=timing,
                        verify_shape=verify,
                        dtype=dtype, ref=ref, default=dict(att.DEFAULTS[(False, bool(causal))]))

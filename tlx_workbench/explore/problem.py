@@ -54,12 +54,25 @@ class Problem:
     #: the configs the library calls its default, first (the best of a sweep is compared with it)
     default: dict | None = None
 
-    def sim_shape_for(self, cfg: dict):
+    def sim_shape_for(self, cfg: dict, shape=None):
+        """The small shape the simulator proves ``cfg`` at: ``sim_shape`` itself, ``sim_shape(cfg)``,
+        or ``sim_shape(cfg, shape)`` when it takes the real shape too (e.g. to keep its head dim)."""
         if self.sim_shape is None:
             raise TLXWorkbenchError(f"problem {self.name!r} has no sim_shape",
                                     hint="give Problem(sim_shape=...) a small shape (or cfg -> shape) "
                                          "for the simulated stage")
-        return tuple(self.sim_shape(cfg) if callable(self.sim_shape) else self.sim_shape)
+        if not callable(self.sim_shape):
+            return tuple(self.sim_shape)
+        try:
+            takes_shape = len(inspect.signature(self.sim_shape).parameters) >= 2
+        except (TypeError, ValueError):
+            takes_shape = False
+        return tuple(self.sim_shape(cfg, tuple(shape)) if takes_shape and shape is not None else self.sim_shape(cfg))
+
+    @property
+    def identity(self) -> str:
+        """What besides the code decides a result: the name (which says causal or not) and the dtype."""
+        return f"{self.name}; {self.dtype}"
 
     def verify_shape_for(self, shape, cfg: dict):
         v = self.verify_shape
@@ -176,9 +189,13 @@ class imposed_config:
                    "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer"}
 
         def run(tuner, *args, **kwargs):
-            kw = {k: v for k, v in cfg.items() if k not in options}
-            opts = {k: v for k, v in cfg.items() if k in options}
-            config = triton.Config(kw, **opts)
+            # the kernel's own Config when the space came from it: it keeps its pre_hook (TLX tutorials
+            # set their TMA descriptors' block shapes there)
+            config = next((c for c in tuner.configs if dict(c.all_kwargs()) == cfg), None)
+            if config is None:
+                kw = {k: v for k, v in cfg.items() if k not in options}
+                opts = {k: v for k, v in cfg.items() if k in options}
+                config = triton.Config(kw, **opts)
             nargs = dict(zip(tuner.arg_names, args))
             tuner.nargs = nargs
             tuner.best_config = config

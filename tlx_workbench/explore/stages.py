@@ -111,6 +111,24 @@ def occupancy(res, model) -> int:
     return max(0, min(limits))
 
 
+# launch options a launch may carry at their defaults (a triton.Config's all_kwargs() lists them all)
+_DEFAULT_OPTIONS = {"num_ctas": 1, "maxnreg": None, "ctas_per_cga": None, "num_buffers_warp_spec": 0,
+                    "num_consumer_groups": 0, "reg_dec_producer": 0, "reg_inc_consumer": 0, "enable_fp_fusion": True,
+                    "launch_cooperative_grid": False, "launch_pdl": False, "warmup": False}
+
+
+def _compile_kwargs(kwargs: dict) -> dict:
+    """A captured launch's keywords as ``tlx_workbench.compile`` takes them: launch options left at
+    their defaults dropped; num_ctas=N as TLX's ctas_per_cga=(N, 1, 1)."""
+    out = {k: v for k, v in kwargs.items() if not (k in _DEFAULT_OPTIONS and v == _DEFAULT_OPTIONS[k])}
+    out.pop("stream", None)
+    if "num_ctas" in out and "ctas_per_cga" not in out:
+        out["ctas_per_cga"] = (out.pop("num_ctas"), 1, 1)
+    elif "num_ctas" in out:
+        out.pop("num_ctas")
+    return out
+
+
 def _static_metrics(report, model, grid, kwargs, launches) -> dict:
     res = report.resources
     adv = [dict(code=a.code, line=a.line, text=str(getattr(a, "message", "") or a)) for a in report.ptxas_advisories]
@@ -140,7 +158,7 @@ def static(travelled, cfg: dict, shape, target: str = "sm_90") -> Outcome:
         launches = capture(problem, cfg, shape, target)
         jit, grid, args, kwargs = launches[0]
         # nvdisasm only when someone opens the SASS: a sweep's next compile should not share the cores
-        report = wb.compile(jit, *args, target=target, sass="lazy", **kwargs)
+        report = wb.compile(jit, *args, target=target, sass="lazy", **_compile_kwargs(kwargs))
         return Outcome("ok", metrics=_static_metrics(report, model, grid, kwargs, len(launches)), device=target,
                        seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a config that fails is a row, not the end of a sweep
@@ -212,7 +230,7 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
     t0 = time.perf_counter()
     try:
         problem = arrive(travelled)
-        small = problem.sim_shape_for(cfg)
+        small = problem.sim_shape_for(cfg, shape)
         inputs = inputs_for(problem, small, "cpu", fresh=True, seed=seed)
         res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, schedules=schedules, seed=seed, on_deadlock="return")
         metrics = dict(sim_shape=list(small), sim_cycles=res.cycles, schedules=len(res.schedules))

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 
-from ..errors import TLXWorkbenchError
+from ..errors import NoGPUError, TLXWorkbenchError
 from .problem import Problem
 from .space import Space, config_id
 from .store import Row, Store, row_key
@@ -103,7 +103,8 @@ class Sweep:
         return device or "gpu"
 
     def key(self, cfg, shape, stage, device=None) -> str:
-        return row_key(self.problem.source_hash, cfg, shape, stage, self.versions, self.where(stage, device))
+        return row_key(f"{self.problem.source_hash}; {self.problem.identity}", cfg, shape, stage, self.versions,
+                       self.where(stage, device))
 
     def _put(self, cfg, shape, stage, out: dict, device_key=None) -> Row:
         row = Row(key=self.key(cfg, shape, stage, device_key), kernel=self.problem.name, config=cfg,
@@ -203,7 +204,15 @@ class Sweep:
         t0 = time.perf_counter()
         by_id = {config_id(c): c for c in configs}
         cands = [(config_id(c), self.score(c, shape)) for c in configs]
-        measurer, own = self._measurer()
+        try:
+            measurer, own = self._measurer()
+        except NoGPUError as e:
+            # no GPU anywhere (a Ray cluster of CPU nodes): the sweep ends after its CPU stages, as on a
+            # machine without a GPU, and says so
+            import warnings
+            warnings.warn(f"measured stage skipped: {e.message}", stacklevel=4)
+            self.unmeasured.setdefault(shape, []).extend(cid for cid, _ in cands)
+            return
         device_key = getattr(measurer, "device_key", None) or _device_key(measurer)
         measured: dict = {}
         order = self.measured_order.setdefault(shape, [])
@@ -314,7 +323,7 @@ def explore(problem, space=None, shapes=None, *, stages=("static", "simulated", 
     problem = as_problem(problem)
     if space is None:
         from . import library
-        space = library.space(problem.name.replace("_causal", ""))
+        space = library.space(problem.name.replace("_bf16", "").replace("_causal", ""))
     space = Space.of(space)
     if not shapes:
         raise TLXWorkbenchError("explore() needs at least one problem shape", hint="pass shapes=[(M, N, K), ...]")
