@@ -20,7 +20,7 @@ import time
 
 from triton import knobs
 
-import tlx_workbench as wb
+import tlx_workbench.compiler as wb_compiler
 from tlx_workbench.explore import library, stages
 
 SHAPE = (4096, 4096, 4096)
@@ -39,7 +39,7 @@ def main():
         d = tempfile.mkdtemp(prefix="tlxwb-static-")
         os.environ["TRITON_CACHE_DIR"] = d
         knobs.cache.dir = d
-        wb.compiler.clear_cache()
+        wb_compiler.clear_cache()
         t0 = time.perf_counter()
         out = stages.static(travel, cfg, SHAPE, target="H200")
         total = time.perf_counter() - t0
