@@ -51,3 +51,28 @@ def test_killed_driver_resumes_without_loss_or_repeats(tmp_path):
     assert len(after) == total
     assert sum(ex.sweep.ran.values()) == total - len(before)       # exactly the missing rows ran
     assert sum(ex.sweep.reused.values()) == len(before)
+
+
+def test_a_stage_that_broke_is_run_again_and_a_verdict_is_not(tmp_path):
+    """An "error" row (the stage itself failed, e.g. a tool missing) is retried on the next run; a
+    "dropped" row (a verdict on the config) is kept."""
+    import explore_kernels
+
+    calls = {"n": 0}
+    real = explore_kernels.make_inputs
+
+    def flaky(shape, dtype, device):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError("the disk went away")
+        return real(shape, dtype, device)
+
+    p = ek.problem()
+    p.make_inputs = flaky
+    space = Space([{"BUG": "", "STAGES": 2, "BM": 64}, {"BUG": "phase", "STAGES": 2, "BM": 64}])
+    store = Store(tmp_path / "s.sqlite")
+    first = explore(p, space, shapes=SHAPES, stages=("simulated",), store=store, backend="serial", progress=False)
+    assert sorted(e["status"] for e in first.entries()) == ["dropped", "error"]
+    again = explore(p, space, shapes=SHAPES, stages=("simulated",), store=store, backend="serial", progress=False)
+    assert again.sweep.ran["simulated"] == 1 and again.sweep.reused["simulated"] == 1
+    assert sorted(e["status"] for e in again.entries()) == ["dropped", "simulated"]

@@ -89,3 +89,12 @@ def test_a_second_process_reads_while_this_one_writes(tmp_path):
     reader.stdin.close()
     assert reader.wait(30) == 0
     assert counts == list(range(2, 9))
+
+
+def test_has_can_leave_out_rows_of_a_status(tmp_path):
+    st = Store(tmp_path / "s.sqlite")
+    st.put(_row(1))
+    st.put(Row(key="broken", kernel="gemm", config={}, shape=[1], stage="static", status="error",
+               reason="the static stage failed: OSError"))
+    assert st.has(["k1", "broken"]) == {"k1", "broken"}
+    assert st.has(["k1", "broken"], except_status=("error",)) == {"k1"}

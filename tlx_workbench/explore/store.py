@@ -152,15 +152,16 @@ class Store:
             r = self._db.execute("SELECT * FROM results WHERE key = ?", (key,)).fetchone()
         return _row(r) if r is not None else None
 
-    def has(self, keys: Iterable[str]) -> set[str]:
-        """Which of ``keys`` the store holds."""
+    def has(self, keys: Iterable[str], *, except_status: Iterable[str] = ()) -> set[str]:
+        """Which of ``keys`` the store holds (not counting rows whose status is in ``except_status``)."""
         keys = list(keys)
+        skip = set(except_status)
         found: set[str] = set()
         with self._lock:
             for i in range(0, len(keys), 500):
                 part = keys[i:i + 500]
-                q = f"SELECT key FROM results WHERE key IN ({', '.join('?' * len(part))})"
-                found.update(r[0] for r in self._db.execute(q, part))
+                q = f"SELECT key, status FROM results WHERE key IN ({', '.join('?' * len(part))})"
+                found.update(r[0] for r in self._db.execute(q, part) if r[1] not in skip)
         return found
 
     def rows(self, *, kernel: str | None = None, stage: str | None = None, status: str | None = None,

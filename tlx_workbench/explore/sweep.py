@@ -147,7 +147,8 @@ class Sweep:
     def _cpu_stage(self, ex, stage, configs, shape):
         t0 = time.perf_counter()
         keys = [self.key(c, shape, stage) for c in configs]
-        known = self.store.has(keys)
+        # an "error" row says the stage itself broke (not a verdict on the config): a re-run tries again
+        known = self.store.has(keys, except_status=("error",))
         todo = [(c, k) for c, k in zip(configs, keys) if k not in known]
         self.reused[stage] += len(configs) - len(todo)
         opts = self._stage_options(stage, shape)
@@ -224,7 +225,7 @@ class Sweep:
                 for cid in batch:
                     k = self.key(by_id[cid], shape, "measured", device_key)
                     r = self.store.get(k)
-                    (ready if r is not None else todo).append((cid, r))
+                    (ready if r is not None and r.status != "error" else todo).append((cid, r))
                 for cid, r in ready:
                     self.reused["measured"] += 1
                     measured[cid] = r.metrics.get("us") if r.ok else None
