@@ -13,7 +13,7 @@ import functools
 import re
 
 from .locations import Frame, Loc, LocTable
-from .report import SourceMap
+from .source import SourceMap
 
 
 def _mlir_frames(text: str) -> dict[int, Loc]:

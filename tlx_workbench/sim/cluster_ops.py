@@ -2,11 +2,11 @@
 
 :class:`ClusterOps` is mixed into :class:`~tlx_workbench.sim.cta.CTA` (which holds the state it uses:
 ``cluster``, ``rank``, ``barrier_arrays``, ``allocs``, the scheduler). A CTA's own barrier or buffer and its
-counterpart in a peer CTA share the allocation ordinal, so a peer's is found by position.
+counterpart in a peer CTA share the allocation ordinal, so a peer's is found by position. A peer is
+another CTA, typed here by this mix-in (the class that mixes it in sits above this module, which does not
+import it).
 """
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,9 +14,6 @@ from .barriers import MBarrierSlot, vc_join
 from .memory import SmemAlloc, SmemView
 from .races import Access
 from .scheduler import AsyncOp
-
-if TYPE_CHECKING:
-    from .cta import CTA
 
 
 class RemoteSlot:
@@ -33,7 +30,7 @@ class RemoteSlot:
 class ClusterOps:
     """The cluster methods of a CTA: peers, remote barriers and buffers, cluster_barrier, remote stores."""
 
-    def peer(self, rank: int, line=None) -> "CTA":
+    def peer(self, rank: int, line=None) -> "ClusterOps":
         """The CTA of this cluster with ``cluster_cta_rank() == rank``."""
         rank = int(rank)
         if not 0 <= rank < len(self.cluster):
@@ -65,7 +62,7 @@ class ClusterOps:
             return self.remote_slot(slot.slot, slot.rank, line)
         return slot
 
-    def peer_alloc(self, target: "CTA", alloc: SmemAlloc, line=None) -> SmemAlloc:
+    def peer_alloc(self, target: "ClusterOps", alloc: SmemAlloc, line=None) -> SmemAlloc:
         """``alloc``'s counterpart in CTA ``target`` (the buffer at the same SMEM/TMEM address there)."""
         if alloc.cta is target or alloc.cta is None:
             return alloc

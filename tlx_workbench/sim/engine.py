@@ -19,7 +19,7 @@ from .cta import CTA, SimGroup
 from .hostmem import HostMemory
 from .diagnose import deadlock_report
 from .scheduler import StepLimit
-from .source_lines import kernel_frame_line
+from .source_lines import kernel_files, kernel_frame_line
 from .tlx_ops import SimBuilder, _state, patch_tlx
 
 # launch options a kernel call may carry besides its parameters
@@ -370,7 +370,7 @@ def _user_error(run: LaunchRun, e: BaseException, tb):
     """A kernel-code exception as one error naming the kernel line (the innermost kernel frame)."""
     line = None
     for fs in traceback.extract_tb(tb):
-        if fs.filename in rewrite.kernel_files:
+        if fs.filename in kernel_files:
             line = fs.lineno
     msg = f"{type(e).__name__}: {e}"
     return SimulationError(f"{run.name} failed while simulating: {msg}", file=run.file, line=line,

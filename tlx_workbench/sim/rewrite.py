@@ -23,12 +23,11 @@ import textwrap
 
 from ..errors import SimulationError
 from . import interp_adapter, libdevice
+from .source_lines import kernel_files
 
 RUN_TASKS = "__tlxwb_run_tasks"
 CONSTEXPR = "__tlxwb_constexpr"
 _cache: dict = {}
-#: files of every rewritten kernel function: frames there are "kernel code" for line lookup
-kernel_files: set[str] = set()
 
 
 def _call_name(node) -> str | None:

@@ -8,15 +8,18 @@ from __future__ import annotations
 import re
 import sys
 
-from . import rewrite
-
 _ASSIGN_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
+
+#: files of every rewritten kernel function (rewrite.py adds them): frames there are "kernel code".
+#: Kept here, not in rewrite.py, so that line lookup needs nothing above it (rewrite imports libdevice,
+#: which reports errors at kernel lines)
+kernel_files: set[str] = set()
 
 
 def kernel_frame_line() -> tuple[str | None, int | None]:
     """(file, line) of the innermost frame that runs kernel code (a rewritten kernel or helper)."""
     f = sys._getframe(1)
-    files = rewrite.kernel_files
+    files = kernel_files
     while f is not None:
         fn = f.f_code.co_filename
         if fn in files:
