@@ -6,6 +6,7 @@ The public API, short:
     simulate(...)          CPU simulator (context manager or call) -> SimResult
     check(kernel, ...)     barrier-protocol findings; advise_warp_barriers(...)
     run / bench / profile  on a real GPU
+    explore(problem, space, shapes)  config sweeps: static, simulated, measured -> Exploration
     offline(target)        import and compile TLX kernel modules without a GPU
     Trace                  the one trace model, simulated or measured
 
@@ -37,6 +38,8 @@ _LAZY = {
     "profile": "tlx_workbench.runtime",
     "RunResult": "tlx_workbench.runtime",
     "BenchResult": "tlx_workbench.runtime",
+    "explore": "tlx_workbench.explore",
+    "Exploration": "tlx_workbench.explore",
 }
 
 __all__ = ["TLXWorkbenchError", "CompileError", "SimulationError", "DeadlockError", "GPUError",

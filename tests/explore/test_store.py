@@ -14,10 +14,11 @@ from tlx_workbench.explore import Row, Space, Store, config_id
 def test_space_of_knobs_keeps_what_the_constraints_allow_and_counts_the_rest():
     s = Space({"BM": [64, 128, 256], "STAGES": [2, 3, 4]}, constraints=[lambda c: c["BM"] * c["STAGES"] <= 512],
               fixed={"GROUP_M": 8}, seeds=[{"BM": 256, "STAGES": 4}])
-    assert all(c["GROUP_M"] == 8 for c in s)
+    assert all(c["GROUP_M"] == 8 for c in s[:-1])
     assert {(c["BM"], c["STAGES"]) for c in s} == {(64, 2), (64, 3), (64, 4), (128, 2), (128, 3), (128, 4),
                                                    (256, 2), (256, 4)}
     assert sum(s.excluded.values()) == 2          # (256, 3) is excluded; the seed (256, 4) is kept as given
+    assert s[-1] == {"BM": 256, "STAGES": 4}       # and `fixed` leaves it as given too
     assert config_id({"a": 1, "b": 2}) == config_id({"b": 2, "a": 1}) != config_id({"a": 1, "b": 3})
 
 

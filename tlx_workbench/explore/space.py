@@ -55,8 +55,9 @@ class Space:
     ``configs``: a list of dicts or ``triton.Config``s, or a dict knob -> list of values
     (every combination). ``constraints``: predicates ``cfg -> bool``; a config for which one
     is False is not part of the space (``excluded`` counts them, per predicate).
-    ``fixed``: values added to every config. ``seeds``: extra configs appended as given
-    (e.g. a config known to deadlock, to see the explorer drop it), constraints not applied.
+    ``fixed``: values added to every config of ``configs``. ``seeds``: extra configs appended
+    exactly as given (e.g. a config known to deadlock, to see the explorer drop it): neither
+    ``fixed`` nor the constraints touch them.
     """
 
     def __init__(self, configs, *, constraints: Sequence[Callable[[dict], bool]] = (), fixed: dict | None = None,
@@ -87,7 +88,7 @@ class Space:
                 seen.add(key)
                 out.append(cfg)
         for s in seeds:
-            cfg = {**(from_triton_config(s) if hasattr(s, "all_kwargs") else dict(s)), **fixed}
+            cfg = from_triton_config(s) if hasattr(s, "all_kwargs") else dict(s)
             if config_json(cfg) not in seen:
                 seen.add(config_json(cfg))
                 out.append(cfg)
