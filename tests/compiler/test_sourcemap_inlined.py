@@ -9,12 +9,12 @@ from spill_kernel import many_live_values
 import tlx_workbench as wb
 from tlx_workbench.kernels import attention as A
 
-ATTN = pathlib.Path(A.__file__)
+ATTN = pathlib.Path(A.attention_fwd_kernel.fn.__code__.co_filename)   # attention_kernel.py: the device code
 ATTN_LINES = ATTN.read_text().splitlines()
 
 
 def _line(pattern: str, start: int = 1) -> int:
-    """First line (1-based, at or after `start`) of attention.py matching `pattern`."""
+    """First line (1-based, at or after `start`) of the attention kernels' file matching `pattern`."""
     return next(i for i, t in enumerate(ATTN_LINES, 1) if i >= start and re.search(pattern, t))
 
 

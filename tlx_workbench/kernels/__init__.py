@@ -7,7 +7,7 @@
 | ``gemm_pingpong`` | gemm_pingpong.py | warp-specialized, 2 wgmma groups alternating whole tiles |
 | ``gemm_streamk`` | gemm_streamk.py | ``gemm_ws`` with its last partial wave split stream-K over every SM |
 | ``gemm_cluster`` | gemm_cluster.py | ``gemm_ws`` in 2-CTA clusters, B multicast to both (inline PTX) |
-| ``attention`` | attention.py | flash-attention forward, warp-specialized ping-pong |
+| ``attention`` | attention.py (host), attention_configs.py, attention_kernel.py (device) | flash-attention forward, warp-specialized ping-pong |
 
 Each module has ``matmul``/``attention`` (the launcher), ``launch`` (one explicit
 config), ``CONFIGS`` (autotune space, default first), ``SIM_CONFIGS`` (small, for the

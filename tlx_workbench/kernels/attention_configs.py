@@ -1,0 +1,148 @@
+"""The attention kernels' configs: the autotune space, the defaults per (head dim, causal), the
+simulator's small configs, and what each constexpr switch does (``_config``'s docstring).
+
+Plain data and arithmetic on it (no Triton): the explorer, the benchmarks and the tests read these
+without compiling anything. ``attention.py`` re-exports every name.
+"""
+from __future__ import annotations
+
+
+def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
+            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False,
+            WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False):
+    """A config dict; a switch appears in it only when it is not at its default, so each config names
+    what it changes. The switches:
+
+    - PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
+    - P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
+    - WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
+    - EX2_F16 (fp16 only): exp2 on packed fp16 pairs;
+    - LAZY: O is rescaled only when a row max grew by more than 2^8 (skipped for the whole group otherwise);
+    - P_LATE: P is converted after the P V wgmma retired;
+    - GROUPS: consumer groups of 64 query rows each take GEMM turns in a ring (BM = 64 * GROUPS);
+    - WARP1_LOADER (persistent only): the loader is one warp, not a spinning warp group; level with the
+      four-warp loader on the H200 (round 5);
+    - PIN_SOFTMAX: the softmax is pinned above the P V wgmma's wait (a never-taken store that needs it), so
+      it overlaps P V in the SASS too; spills 7 registers at D=128 unless P_LATE;
+    - Q_REGS: Q is loaded into registers once per tile and is the register operand of S = Q K^T (the
+      wgmmas then read only K from SMEM); spills at D=128 unless P_LATE;
+    - ZIGZAG (persistent only): each CTA takes pairs of tiles (heaviest + lightest query block of one
+      head), a causal schedule with equal work per pair (1.08-1.10x SDPA at D=128, round 4).
+    """
+    cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
+    if PERSISTENT:
+        cfg.update(PERSISTENT=True, Q_BUFS=Q_BUFS)
+    for name, value, default in (("P_EARLY", P_EARLY, False), ("WARP_BAR", WARP_BAR, False),
+                                 ("EX2_F16", EX2_F16, False), ("LAZY", LAZY, False), ("P_LATE", P_LATE, False),
+                                 ("GROUPS", GROUPS, 2), ("WARP1_LOADER", WARP1_LOADER, False),
+                                 ("PIN_SOFTMAX", PIN_SOFTMAX, False), ("Q_REGS", Q_REGS, False),
+                                 ("ZIGZAG", ZIGZAG, False)):
+        if value != default:
+            cfg[name] = value
+    return cfg
+
+
+def persistent_schedule(num_tiles: int, num_ctas: int, zigzag: bool = False) -> list[list[int]]:
+    """The tiles each persistent CTA walks, in order (the kernel's ``_walk``/``_tile_at``).
+
+    >>> persistent_schedule(5, 2, zigzag=True)
+    [[0, 1, 4], [2, 3]]
+    """
+    if not zigzag:
+        return [list(range(c, num_tiles, num_ctas)) for c in range(num_ctas)]
+    pairs = -(-num_tiles // 2)
+    return [[t for p in range(c, pairs, num_ctas) for t in (2 * p, 2 * p + 1) if t < num_tiles]
+            for c in range(num_ctas)]
+
+
+def smem_bytes(cfg, head_dim, elem=2) -> int:
+    """SMEM a config asks for (Q, K/V ring, and the persistent form's O buffers), roughly."""
+    q_sets = cfg.get("Q_BUFS", 1)
+    o = cfg["BM"] * head_dim * elem if cfg.get("PERSISTENT") else 0
+    return (q_sets * cfg["BM"] * head_dim + 2 * cfg["NUM_BUFS"] * cfg["BN"] * head_dim) * elem + o + 1024
+
+
+# the default per (head dim <= 64, causal), each measured fastest there on the H200 (benchmarks/
+# RESULTS.md, rounds 3-5); ``configs_for`` puts it first, then the rest of CONFIGS in order
+# D=128, non-causal: persistent, two Q sets (round 3)
+_PERSISTENT = _config(128, 2, PERSISTENT=True, Q_BUFS=2)
+# D=64: three consumer groups take GEMM turns, so each group's softmax hides behind two other
+# groups' GEMMs (1.04-1.11x SDPA vs 0.92-0.95x with two groups, round 4); 160 registers per
+# consumer thread would spill at D=128
+_THREE_GROUPS = _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2)
+# causal: persistent with zig-zag pairs of query tiles (1.08-1.10x SDPA at D=128 vs 1.03-1.05x for
+# the plain grid, round 4)
+_ZIGZAG = _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)
+# causal D=64: zig-zag pairs, two groups, the softmax pinned under P V (PIN_SOFTMAX + P_LATE):
+# 1.00x SDPA vs 0.97x for the three-group zig-zag (round 5); at D=128 the same switches lost 2-7 %
+_ZIGZAG_PINNED = _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, PIN_SOFTMAX=True, P_LATE=True)
+
+# the autotune space (``suits`` picks what fits a head dim and masking)
+CONFIGS = (
+    _PERSISTENT,
+    _config(128, 2),
+    _config(128, 3),
+    _config(128, 2, PERSISTENT=True, Q_BUFS=1),
+    _config(64, 3),
+    _config(128, 2, LOADER_REGS=40, MMA_REGS=232),
+    # D=64 only: 128 query rows per consumer group, so each K/V block feeds twice the MMA work
+    # (at D=128 the 128x128 fp32 accumulator + S spill past 240 registers)
+    _config(64, 2, BM=256),
+    _THREE_GROUPS,
+    _ZIGZAG,
+    _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
+    _ZIGZAG_PINNED,
+)
+
+DEFAULTS = {(False, False): _PERSISTENT, (False, True): _ZIGZAG,
+            (True, False): _THREE_GROUPS, (True, True): _ZIGZAG_PINNED}
+
+
+def suits(cfg, head_dim, causal=False) -> bool:
+    """Whether ``cfg`` is meant for this head dim (BM=256 spills registers at D=128; every
+    config must fit the 227 KiB of SMEM a CTA may have) and masking: the persistent form walks
+    its tiles in a fixed stride, heavy blocks of every head first, which lost to the plain grid
+    in causal runs (0.91x SDPA vs 1.04x, round 3: L2 reuse), so causal runs take the persistent
+    form only with the zig-zag pair schedule (1.08-1.10x, round 4), and only they take that."""
+    if causal and cfg.get("PERSISTENT") and not cfg.get("ZIGZAG"):
+        return False
+    if cfg.get("ZIGZAG") and not causal:
+        return False        # measured for causal runs only
+    return (cfg["BM"] <= 128 or head_dim <= 64) and smem_bytes(cfg, head_dim) <= 232448
+
+
+def configs_for(head_dim, causal=False):
+    """The autotune space for one head dim and masking, the default first (``DEFAULTS``: three
+    groups for D <= 64, zig-zag persistent for causal runs, the pinned softmax for causal D <= 64),
+    then every other config that ``suits`` it in CONFIGS order."""
+    first = DEFAULTS[(head_dim <= 64, bool(causal))]
+    return (first,) + tuple(c for c in CONFIGS if c != first and suits(c, head_dim, causal))
+
+
+SIM_CONFIGS = {
+    "tiny": _config(64, 2),
+    "blocks_of_32": _config(32, 2),
+    # persistent, 2 CTAs for 8+ tiles: ring, turns and Q sets carry across tiles
+    "persistent": _config(64, 2, PERSISTENT=True, Q_BUFS=2),
+    "persistent_q1": _config(32, 3, PERSISTENT=True, Q_BUFS=1),
+    # P converted outside the GEMM turn, warp-barrier releases (each thread arrives)
+    "persistent_pe_wb": _config(64, 2, PERSISTENT=True, Q_BUFS=2, P_EARLY=True, WARP_BAR=True),
+    "plain_pe_wb": _config(64, 2, P_EARLY=True, WARP_BAR=True),
+    "persistent_ex2h": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP_BAR=True, EX2_F16=True),
+    "persistent_lazy": _config(64, 2, PERSISTENT=True, Q_BUFS=2, LAZY=True),
+    "blocks_of_32_lazy": _config(32, 2, LAZY=True),
+    "persistent_plate": _config(64, 2, PERSISTENT=True, Q_BUFS=2, P_LATE=True),
+    # three consumer groups in a turn ring (BM=192: ragged query tiles at N=200)
+    "three_groups": _config(64, 2, BM=192, GROUPS=3, MMA_REGS=160),
+    "three_groups_persistent": _config(32, 3, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
+    # persistent, zig-zag pairs of query tiles (a causal schedule)
+    "persistent_zigzag": _config(64, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
+    "persistent_warp1_loader": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True),
+    "plain_plate": _config(32, 3, P_LATE=True),
+    # the softmax pinned above the P V wait by a never-taken store (with and without P_LATE)
+    "persistent_pin_plate": _config(64, 2, PERSISTENT=True, Q_BUFS=2, PIN_SOFTMAX=True, P_LATE=True),
+    "plain_pin": _config(32, 2, PIN_SOFTMAX=True),
+    # Q in registers as the S = Q K^T operand (with P_LATE), persistent and plain
+    "persistent_qregs": _config(64, 2, PERSISTENT=True, Q_BUFS=2, Q_REGS=True, P_LATE=True),
+    "plain_qregs": _config(32, 3, Q_REGS=True, P_LATE=True),
+}
