@@ -138,7 +138,7 @@ BUGS = [
     Bug("g-full-b-phase", G, "tlx.barrier_wait(bar=full_b, phase=p)", "phase=p)", "phase=p ^ 1)",
         what="the consumer waits on full_b with the flipped phase"),
     Bug("g-drop-empty-a", G, "tlx.barrier_arrive(empty_a)  # EmptyBar A1 arrive", "tlx.barrier_arrive(empty_a)",
-        "tlx.barrier_arrive(empty_a) if k < 1 else None",
+        "if k < 1: tlx.barrier_arrive(empty_a)",
         what="the release of empty_a runs in the first k-step only"),
     Bug("g-drop-empty-b", G, "tlx.barrier_arrive(empty_b)", "tlx.barrier_arrive(empty_b)", "pass",
         what="the release of empty_b is gone"),

@@ -51,9 +51,13 @@ def test_wrong_arrive_count_deadlocks_on_the_empty_barrier():
     assert any(e[0] == "task1" for e in prod.expected)
     # ... and described as blocked where it is, not as finished
     assert any(e[0] == "task1" and "blocked at line" in e[3] for e in prod.expected)
+    # the first line is the fix: the one arrive (line 49) against the count of 2 (line 16), not the wait
+    arrive = line_of("tlx.barrier_arrive(empty[s])", 1)
+    assert d.line == arrive and f"(line {line_of('arrive_count=2')})" in d.message.splitlines()[0], d.message
+    assert "arrive_count=1" in d.hint
     with pytest.raises(wb.DeadlockError) as ei:
         res.raise_for_errors()
-    assert ei.value.line == prod.line
+    assert ei.value.line == arrive
 
 
 def test_wrong_phase_deadlocks_at_once_and_says_check_the_phase():
@@ -114,23 +118,27 @@ def test_expect_too_few_bytes_is_a_finding_and_a_race_naming_both_lines():
     assert ei.value.line == expect_line and "tx-overflow" in str(ei.value)
 
 
-@pytest.mark.parametrize("bug, task, wait", [
-    ("expect_bytes", "task1", "tlx.barrier_wait(full[s], p)"),       # bytes announced that never land
-    ("arrive_count", "default", "tlx.barrier_wait(empty[s], p ^ 1)"),  # arrivals short, the arriver came
-    ("dropped_arrive", "default", "tlx.barrier_wait(empty[s], p ^ 1)"),
-    ("phase", "default", "# BUG: the first wait"),                   # a fresh barrier waited on with phase 0
+@pytest.mark.parametrize("bug, task, wait, fix", [
+    # bytes announced that never land: the expect_bytes line is the fix
+    ("expect_bytes", "task1", "tlx.barrier_wait(full[s], p)", "# BUG: twice the tile's bytes"),
+    # arrivals short, the arriver came: the one arrive against the count
+    ("arrive_count", "default", "tlx.barrier_wait(empty[s], p ^ 1)", ("tlx.barrier_arrive(empty[s])", 1)),
+    # no arrive site ran at all: nothing to name but the wait that starves
+    ("dropped_arrive", "default", "tlx.barrier_wait(empty[s], p ^ 1)", "tlx.barrier_wait(empty[s], p ^ 1)"),
+    ("phase", "default", "# BUG: the first wait", "# BUG: the first wait"),   # a fresh barrier waited on with phase 0
 ])
-def test_the_root_cause_is_listed_first_and_is_the_error_line(bug, task, wait):
+def test_the_root_cause_is_listed_first_and_the_error_line_is_the_fix(bug, task, wait, fix):
     res, _, _ = run_copy(bug)
     d = res.deadlock
     first = d.blocked[0]
     assert (first.lane[1], first.line) == (task, line_of(wait)), d.text()
-    assert d.line == first.line and d.message.split("\n")[0].count(f"{task}[0] waits on") == 1
+    fix_line = line_of(*fix) if isinstance(fix, tuple) else line_of(fix)
+    assert d.line == fix_line and d.message.split("\n")[0].startswith(f"deadlock in CTA 0"), d.message
     # the other blocked task is named a consequence (or an inferred cause), never before the root cause
     assert all(b.priority >= first.priority for b in d.blocked)
     with pytest.raises(wb.DeadlockError) as ei:
         res.raise_for_errors()
-    assert ei.value.line == line_of(wait)
+    assert ei.value.line == fix_line
 
 
 def test_a_finished_arriver_is_not_called_blocked_in_a_cycle():

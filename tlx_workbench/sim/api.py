@@ -5,6 +5,7 @@ from ..errors import DeadlockError, SimulationError
 from ..target import offline
 from .engine import raise_deadlock, run_launch
 from .hostmem import AddressTaken
+from .races import rank_findings
 
 DEFAULT_MAX_STEPS = 2_000_000
 _active: list["Simulation"] = []
@@ -29,6 +30,9 @@ class SimResult:
         self.partial = run.partial
         self.trace = run.trace
         self.deadlock = run.deadlock
+        # the line to change first: a race a cause explains leads with that line (sim/races.py)
+        run.findings[:] = rank_findings([f for f in run.findings if not getattr(f, "cause", False)], run.trace,
+                                        run.file) + [f for f in run.findings if getattr(f, "cause", False)]
         self.findings = list(run.findings)
         self.stats = run.stats
         self.schedules = schedules or [run.seed]
@@ -61,7 +65,7 @@ class SimResult:
         if self.findings:
             f = self.findings[0]
             more = f" (and {len(self.findings) - 1} more finding(s))" if len(self.findings) > 1 else ""
-            hint = ("see result.findings; announce with barrier_expect_bytes the bytes of every TMA load that "
+            hint = f.hint or ("see result.findings; announce with barrier_expect_bytes the bytes of every TMA load that "
                     "signals the barrier" if f.kind == "tx-overflow" else
                     "see result.findings; order the accesses through a barrier")
             raise SimulationError(f"{f.kind}: {f.message}{more}", file=self.file, line=f.line, hint=hint)

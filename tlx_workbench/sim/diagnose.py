@@ -75,10 +75,15 @@ class DeadlockReport:
         return out
 
     ctas: list = dataclasses.field(default_factory=list)   # every CTA simulated together (a cluster)
+    cause: "Cause | None" = None   # the line to change, when the ledgers name it (then the waits are its consequences)
 
     def text(self) -> str:
         where = f"CTA {self.cta}" if len(self.ctas) <= 1 else f"the cluster of CTAs {self.ctas}"
-        parts = [f"deadlock in {where}: every live task is blocked"]
+        if self.cause is not None and self.cause.line:
+            parts = [f"deadlock in {where}: {self.cause.text}", f"  fix: {self.cause.fix}",
+                     "  consequences: every live task is blocked"]
+        else:
+            parts = [f"deadlock in {where}: every live task is blocked"]
         for b in self.blocked:
             parts.append("  - " + b.describe(self.file))
         return "\n".join(parts)
@@ -125,6 +130,7 @@ def deadlock_report(run, group) -> DeadlockReport:
     pids = sorted({c.pid for c in group.ctas})
     multi = len(pids) > 1
     blocked = []
+    waits = []          # (BlockedTask, its slot or named barrier), for the ranking of causes
     for t in group.sched.deadlock:
         info = t.wait_info or {"kind": "join", "line": None, "since": t.clock}
         lane = (t.pid, t.name, t.replica)
@@ -162,6 +168,7 @@ def deadlock_report(run, group) -> DeadlockReport:
             blocked.append(BlockedTask(lane, "mbarrier", info["line"], s.name, phase,
                                        s.completed, s.pending, s.tx, s.inflight_tma, list(s.arrivals), expected,
                                        info["since"], reason, multi, rank))
+            waits.append((blocked[-1], s))
         elif info["kind"] == "named":
             nb = info["barrier"]
             got = nb.arrived
@@ -170,6 +177,7 @@ def deadlock_report(run, group) -> DeadlockReport:
                                                             for p in nb.participants))
             blocked.append(BlockedTask(lane, "named", info["line"], f"named[{nb.id}]",
                                        since=info["since"], reason=reason, multi=multi))
+            waits.append((blocked[-1], nb))
         elif info["kind"] == "remote":
             blocked.append(BlockedTask(lane, "remote", info["line"], None, since=info["since"], multi=multi,
                                        reason=f"waits for {info['what']} (a remote arrive, 2-CTA MMA or multicast "
@@ -210,8 +218,22 @@ def deadlock_report(run, group) -> DeadlockReport:
         hint = ("check num_threads on every side of the named barrier" if first.kind == "named" else
                 first.reason or "check the barriers of the blocked tasks")
     time = max((t.clock for t in group.sched.tasks), default=0.0)
-    rep = DeadlockReport(first.lane[0], real if real is not blocked else blocked, msg + "\n" + "\n".join(
-        "  - " + b.describe(run.file) for b in real), first.line, hint, run.file, time, pids)
+    cause = None
+    if first.priority != CONCRETE or first.kind == "mbarrier":
+        try:
+            cause = find_cause(run, group, waits)
+        except Exception:  # noqa: BLE001 - the ranking is advice; the wait-for graph below stays right
+            cause = None
+    line = first.line
+    if cause is not None and cause.line:
+        msg = f"deadlock in {where}: {cause.text}"
+        hint, line = cause.fix, cause.line
+    graph = "\n".join("  - " + b.describe(run.file) for b in real)
+    if cause is not None and cause.line:
+        graph = "  consequences (every live task is blocked):\n" + graph
+    rep = DeadlockReport(first.lane[0], real if real is not blocked else blocked, msg + "\n" + graph, line, hint,
+                         run.file, time, pids)
+    rep.cause = cause
     return rep
 
 
@@ -353,3 +375,429 @@ def _cluster_reason(s, group) -> str:
                         f"through remote_cta_rank — a remote arrive counts where it lands; wait on that barrier "
                         f"only in the CTA that receives the arrivals (barrier_wait(..., pred=is_leader))")
     return ""
+
+
+# ---- ranking causes, not symptoms (issue 19) -----------------------------------------------------------------
+# A deadlock's blocked waits and a race's two accesses are symptoms. The line to change is found from the
+# ledgers the trace keeps (per slot and phase: who arrived, at which line, how many bytes were announced and
+# landed; per lane: how often each barrier call ran) and said first, in the kernel's terms; the symptoms
+# follow as consequences.
+
+@dataclasses.dataclass
+class Cause:
+    """The line whose change removes the deadlock or race, what is wrong there, and the fix."""
+    line: int | None
+    text: str                  # "line 296: task1[0] arrives on bars_empty_a[0] once per phase, but ..."
+    fix: str                   # what to do, in the kernel's terms
+    rule: str = ""             # which evidence named it (count, bytes, phase, skipped-arrive, ...)
+    other_line: int | None = None
+
+
+class _SlotLedger:
+    __slots__ = ("count", "line", "phases", "cur", "ever", "expect_lines", "tx_lines", "waits", "flips")
+
+    def __init__(self):
+        self.count = None
+        self.line = None
+        self.phases: list[list] = []        # per completed phase: [(lane, line, count, kind)]
+        self.cur: list = []                 # the current phase's arrivals
+        self.ever: dict = {}                # lane -> {line: arrive calls}
+        self.expect_lines: dict = {}        # line -> bytes announced (all phases)
+        self.tx_lines: dict = {}            # TMA load line -> bytes landed (all phases)
+        self.waits: list = []               # (lane, line, phases completed when it returned, parity)
+        self.flips = 0
+
+
+class Ledger:
+    """Per barrier slot and phase, who arrived where; per lane, how often each barrier call ran.
+
+    Built from the Trace's barrier events (their order is the order things happened)."""
+
+    def __init__(self, trace, ctas=None):
+        self.slots: dict[tuple, _SlotLedger] = {}
+        self.sites: dict[tuple, dict] = {}      # lane -> {line: calls begun (arrive, expect, wait)}
+        self.named: dict[tuple, list] = {}      # (cta, id) -> [(lane, line, kind)]
+        for e in trace.barrier_events:
+            if ctas is not None and e.cta not in ctas:
+                continue
+            sl = self.slots.get((e.cta, e.barrier, e.slot))
+            if sl is None:
+                sl = self.slots[(e.cta, e.barrier, e.slot)] = _SlotLedger()
+            lane = e.lane
+            k = e.kind
+            if k == "init":
+                sl.count, sl.line = e.count, e.line
+            elif k in ("arrive", "expect"):
+                sl.cur.append((lane, e.line, e.count if k == "arrive" else 1, k))
+                per = sl.ever.setdefault(lane, {})
+                per[e.line] = per.get(e.line, 0) + 1
+                if k == "expect":
+                    sl.expect_lines[e.line] = sl.expect_lines.get(e.line, 0) + e.bytes
+                self._site(lane, e.line)
+            elif k == "tx":
+                sl.tx_lines[e.line] = sl.tx_lines.get(e.line, 0) + e.bytes
+            elif k == "flip":
+                sl.phases.append(sl.cur)
+                sl.cur = []
+                sl.flips += 1
+            elif k == "wait_begin":
+                self._site(lane, e.line)
+            elif k == "wait_end":
+                sl.waits.append((lane, e.line, sl.flips, e.phase))
+
+    def _site(self, lane, line):
+        per = self.sites.setdefault(lane, {})
+        per[line] = per.get(line, 0) + 1
+
+    def slot(self, s) -> _SlotLedger:
+        cta = s.array.cta.pid if s.array.cta is not None else 0
+        return self.slots.get((cta, s.array.name, s.index)) or _SlotLedger()
+
+    def array_slots(self, cta, name) -> list[tuple[int, _SlotLedger]]:
+        return sorted((k[2], v) for k, v in self.slots.items() if k[0] == cta and k[1] == name)
+
+
+def _lane(lane, multi=False) -> str:
+    return (f"CTA {lane[0]} " if multi else "") + f"{lane[1]}[{lane[2]}]"
+
+
+def _lines(ls) -> str:
+    ls = sorted({n for n in ls if n})
+    return ("line " if len(ls) == 1 else "lines ") + ", ".join(map(str, ls))
+
+
+def _src(file, line) -> str:
+    return linecache.getline(file, line).strip() if file and line else ""
+
+
+def _is_warp_alloc(file, line) -> bool:
+    return "alloc_warp_barrier" in _src(file, line)
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+# -- source structure: which loop a line sits in -----------------------------------------------------------------
+_loops_cache: dict = {}
+
+
+def _loop_of(file, line):
+    """(innermost for/while loop node, or the function) whose body holds ``line``; None when unknown."""
+    if not file or not line:
+        return None
+    tree = _loops_cache.get(file)
+    if tree is None:
+        import ast
+        try:
+            text = "".join(linecache.getlines(file)) or open(file).read()
+            tree = ast.parse(text)
+        except (OSError, SyntaxError, ValueError):
+            tree = False
+        _loops_cache[file] = tree
+    if tree is False:
+        return None
+    import ast
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.For, ast.While, ast.FunctionDef)) and \
+                node.lineno < line <= (node.end_lineno or node.lineno):
+            if best is None or node.lineno >= best.lineno:
+                best = node
+    return best
+
+
+def find_cause(run, group, waits) -> Cause | None:
+    """The line to change for a deadlock: ``waits`` are (BlockedTask, slot or named barrier) of the blocked
+    mbarrier and named-barrier waits. None when no ledger evidence names one (the wait-for graph then leads)."""
+    file = run.file
+    pids = {c.pid for c in group.ctas}
+    led = Ledger(run.trace, pids)
+    multi = len(pids) > 1
+    mb = [(b, s) for b, s in waits if b.kind == "mbarrier"]
+    for rule in (_early_pass, _misdirected_load, _bytes_over, _bytes_short, _fresh_phase0,
+                 _count_too_low, _count_too_high, _skipped_arrive, _named_cause):
+        c = rule(run, group, led, mb if rule is not _named_cause else waits, file, multi)
+        if c is not None:
+            return c
+    return None
+
+
+def _tma_slot(sl: _SlotLedger) -> bool:
+    return bool(sl.expect_lines or sl.tx_lines)
+
+
+def early_pass_cause(led: Ledger, file, multi=False, only_lane=None, only_slot=None) -> Cause | None:
+    """A wait on a data (TMA) barrier that returned before the phase it stands for completed: the k-th wait
+    of a lane on a slot must return after k+1 completed phases; one that returns sooner has the wrong phase
+    (``p ^ 1`` where ``p`` belongs, or a constant that never flips)."""
+    for (cta, bar, idx), sl in led.slots.items():
+        if not _tma_slot(sl) or (only_slot is not None and (cta, bar, idx) != only_slot):
+            continue
+        nth: dict = {}
+        for lane, line, flips, parity in sl.waits:
+            k = nth.get(lane, 0)
+            nth[lane] = k + 1
+            if only_lane is not None and lane != only_lane:
+                continue
+            if flips <= k:
+                need = "0" if k == 0 else "the parity of the phases completed so far"
+                return Cause(line, (
+                    f"line {line}: {_lane(lane, multi)}'s wait number {k + 1} on {bar}[{idx}] (phase parity "
+                    f"{parity}) returned when {flips} phase(s) had completed, before the TMA bytes it waits "
+                    f"for had landed: the phase it waits on is flipped"),
+                    f"wait on {bar}[{idx}] for the phase that the loads fill: parity {need} on the first round, "
+                    f"flipping once per round (e.g. phase=p, not p ^ 1), at line {line}", "phase")
+    return None
+
+
+def _early_pass(run, group, led, mb, file, multi):
+    return early_pass_cause(led, file, multi)
+
+
+def _misdirected_load(run, group, led, mb, file, multi):
+    """Bytes announced on a barrier no load signals, while another barrier gets more bytes than announced
+    from a load that brings just the missing amount: the load names the wrong barrier."""
+    for b, s in mb:
+        if not (s.pending == 0 and s.tx > 0 and not s.inflight_tma):
+            continue
+        sl = led.slot(s)
+        if sl.tx_lines:
+            continue
+        for other in _all_slots(group):
+            if other is s or other.tx >= 0:
+                continue
+            osl = led.slot(other)
+            for line, by in osl.tx_lines.items():
+                uses = max(1, len(osl.phases) + 1)
+                if by % s.expected_tx == 0 or by // uses == s.expected_tx or by == s.expected_tx * max(1, s.completed + 1):
+                    exp = getattr(s, "expect_line", None)
+                    return Cause(line, (
+                        f"line {line}: this TMA load signals {other.name}, but its bytes are the ones "
+                        f"{s.name} waits for: line {exp} announces {s.expected_tx} bytes on {s.name} and no load "
+                        f"ever signals it, while {-other.tx} bytes more landed on {other.name} than "
+                        f"{_lines(osl.expect_lines)} expects"),
+                        f"pass {s.array.name}[...] (the barrier whose bytes line {exp} announces) as this load's "
+                        f"barrier at line {line}", "bytes", exp)
+    return None
+
+
+def _all_slots(group):
+    for c in group.ctas:
+        for arr in c.barrier_arrays:
+            yield from arr.slots
+
+
+def _brought(s, sl) -> int | None:
+    over = s.array.tx_phases
+    if over:
+        return over[0][4]
+    per = [sum(v.values()) for ph, v in sorted(s.issued.items()) if ph < s.completed]
+    return per[-1] if per else None
+
+
+def _bytes_over(run, group, led, mb, file, multi):
+    for b, s in mb:
+        if s.tx >= 0:
+            continue
+        sl = led.slot(s)
+        exp = getattr(s, "expect_line", None) or next(iter(sl.expect_lines), None)
+        brought = _brought(s, sl)
+        loads = _lines(sl.tx_lines) if sl.tx_lines else "its TMA loads"
+        per = f"; the loads at {loads} bring {brought} per phase" if brought else f"; the loads at {loads} bring more"
+        fix = (f"announce {brought} bytes at line {exp} (every load that signals {s.array.name}[...] counts)"
+               if brought else f"announce at line {exp} the bytes of every load that signals {s.array.name}[...]")
+        return Cause(exp or b.line, (
+            f"line {exp}: {-s.tx} bytes more landed on {s.name} than line {exp} expects (it announces "
+            f"{s.expected_tx or (sl.expect_lines.get(exp, 0) // max(1, len(sl.phases) + 1))} bytes per phase{per}): "
+            f"the surplus counts against the next phase, which then never completes"), fix, "bytes")
+    return None
+
+
+def _bytes_short(run, group, led, mb, file, multi):
+    stuck = stuck_tasks(group.sched)
+    stuck_lanes = {(t.pid, t.name, t.replica) for t in stuck}
+    for b, s in mb:
+        if not (s.pending == 0 and s.tx > 0 and not s.inflight_tma):
+            continue
+        issuers = {k[0] for k in getattr(s, "tma_last", {})}
+        if any(i in stuck_lanes and i != b.lane for i in issuers) and s.landed_tx == 0:
+            continue     # the loader is stuck before its loads: a consequence
+        sl = led.slot(s)
+        exp = getattr(s, "expect_line", None)
+        landed = s.landed_tx
+        loads = _lines({k[1] for k in getattr(s, "tma_last", {})}) if getattr(s, "tma_last", None) else "no load"
+        return Cause(exp or b.line, (
+            f"line {exp}: announces {s.expected_tx} bytes on {s.name} per phase, but the TMA loads that signal it "
+            f"({loads}) bring {landed}: {s.tx} announced bytes never land, so {_lane(b.lane, multi)}'s wait at "
+            f"line {b.line} never returns"),
+            f"announce {landed} bytes at line {exp} (the bytes of the loads that signal {s.array.name}[...])",
+            "bytes", b.line)
+    return None
+
+
+def _fresh_phase0(run, group, led, mb, file, multi):
+    for b, s in mb:
+        sl = led.slot(s)
+        if s.completed == 0 and (b.phase & 1) == 0 and not s.arrivals and not sl.ever and \
+                not _tma_slot(sl) and group.passed.get((s.array.id, *b.lane), 0) == 0:
+            return Cause(b.line, (
+                f"line {b.line}: {_lane(b.lane, multi)} waits on {s.name} for phase parity 0 before any phase "
+                f"completed; nothing has arrived on it yet, and the tasks that release it wait for this task "
+                f"first"),
+                f"start the wait on a free buffer with phase 1 (e.g. p ^ 1) at line {b.line}: a fresh barrier "
+                f"is in phase 0, and waiting for parity 1 returns at once", "phase")
+    return None
+
+
+def _alloc_text(s, file) -> str:
+    return f"the barrier counts {s.array.arrive_count} (line {s.array.line})"
+
+
+def _count_too_low(run, group, led, mb, file, multi):
+    """Each phase completes with the arrivals of fewer lanes than arrive on the slot per round: the count is
+    below what arrives (or one site arrives too much per call)."""
+    for b, s in mb:
+        sl = led.slot(s)
+        if not sl.phases or _tma_slot(sl):
+            continue
+        lanes = set(sl.ever)
+        per_phase = [{a[0] for a in ph} for ph in sl.phases]
+        if len(lanes) < 2 or not per_phase or max(len(p) for p in per_phase) >= len(lanes):
+            continue
+        calls = [a for ph in sl.phases for a in ph]
+        big = sorted({(a[1], a[2]) for a in calls if a[2] > 1 and a[2] >= s.array.arrive_count})
+        site = sorted({a[1] for a in calls})
+        names = ", ".join(_lane(l, multi) for l in sorted(lanes))
+        if big and not _is_warp_alloc(file, s.array.line):
+            line, n = big[0]
+            return Cause(line, (
+                f"line {line}: each call arrives {n} times on {s.array.name}, which counts {s.array.arrive_count} "
+                f"(line {s.array.line}): one call of {names} completes a whole phase, so the others' arrivals count "
+                f"in the next one and the phases run ahead of the waits"),
+                f"arrive once per call at line {line} (barrier_arrive(bar) counts 1), or count "
+                f"{n * len(lanes)} at line {s.array.line}", "count", s.array.line)
+        line = site[0]
+        need = sum(max(1, round(sum(sl.ever[l].values()) / max(1, len(sl.phases) / len(lanes)))) for l in lanes)
+        need = len(lanes) if need <= s.array.arrive_count else need
+        what = "per-thread arrivals" if _is_warp_alloc(file, s.array.line) else "arrivals"
+        return Cause(line, (
+            f"line {line}: {names} each arrive on {s.array.name} once per phase, but {_alloc_text(s, file)} "
+            f"{what}: each phase completes with the arrivals of {max(len(p) for p in per_phase)} of them, so the "
+            f"phases run ahead of the waits and a producer overwrites a buffer still in use"),
+            _count_fix(s, file, len(lanes), line), "count", s.array.line)
+    return None
+
+
+def _count_fix(s, file, lanes_n, line) -> str:
+    if _is_warp_alloc(file, s.array.line):
+        return (f"count every arriving thread at line {s.array.line} (num_warps x 32 x num_arrivals, with "
+                f"num_arrivals={lanes_n} for {lanes_n} arriving task(s))")
+    return f"set arrive_count={lanes_n} at line {s.array.line} (one per arriving task), or arrive from fewer tasks"
+
+
+def _count_too_high(run, group, led, mb, file, multi):
+    """Arrivals came this phase, and every lane that could still arrive waits (transitively) on this very wait:
+    the count asks for arrivals that can only come after it returns."""
+    stuck = stuck_tasks(group.sched)
+    by_lane = {(t.pid, t.name, t.replica): t for t in group.sched.tasks}
+    deps = _depends(mb, stuck)
+    for b, s in mb:
+        if not s.arrivals or s.pending <= 0:
+            continue
+        came = {a[0] for a in s.arrivals}
+        arrivers = group.arrivers.get(s.array.id, {})
+        others = [l for l in by_lane if l not in came and l != b.lane and by_lane[l] in stuck and l in arrivers]
+        if any(b.lane not in deps.get(l, set()) for l in others):
+            continue
+        sl = led.slot(s)
+        calls = [a for a in s.arrivals]
+        n = sum(a[2] for a in calls)
+        expect = [a for a in calls if a[1] in sl.expect_lines]
+        warp = _is_warp_alloc(file, s.array.line)
+        if expect or warp:
+            why = ("a warp barrier counts one arrival per thread, and barrier_expect_bytes (a TMA barrier) "
+                   "arrives once" if warp and expect else
+                   f"{n} per-thread arrival(s) came" if warp else
+                   f"each barrier_expect_bytes is one arrival ({_lines(a[1] for a in expect)})")
+            fix = ("make it an ordinary barrier: tlx.alloc_barriers(..., arrive_count=1)" if warp and expect else
+                   f"set arrive_count={n} at line {s.array.line}")
+            return Cause(s.array.line, (
+                f"line {s.array.line}: {s.array.name} counts {s.array.arrive_count} arrivals per phase, but only "
+                f"{n} come per phase ({why}), so {_lane(b.lane, multi)}'s wait at line {b.line} never returns"),
+                f"{fix} at line {s.array.line}" if not fix.endswith(str(s.array.line)) else fix, "count", b.line)
+        line = calls[0][1]
+        who = ", ".join(sorted({_lane(a[0], multi) for a in calls}))
+        per = {a[0]: 0 for a in calls}
+        for a in calls:
+            per[a[0]] += a[2]
+        times = _times(max(per.values())) if len(set(per.values())) == 1 else "per phase"
+        reps = sorted({a[0] for a in calls})
+        sib = [l for l in by_lane if l[1] == reps[0][1] and l not in came]
+        either = (f"either arrive from {'every replica of ' + reps[0][1] if sib else 'more tasks'} or set "
+                  f"arrive_count={n}" if not warp else f"count {n} per-thread arrivals")
+        return Cause(line, (
+            f"line {line}: {who} arrives on {s.array.name} {times} per phase but {_alloc_text(s, file)}: "
+            f"{n} of {s.array.arrive_count} arrivals come, and nobody else arrives before {_lane(b.lane, multi)}'s "
+            f"wait at line {b.line} returns"),
+            f"{either} (line {s.array.line})", "count", s.array.line)
+    return None
+
+
+def _depends(mb, stuck) -> dict:
+    """lane -> the stuck lanes it waits for, transitively (through the expected arrivers of its wait)."""
+    direct = {}
+    for b, s in mb:
+        direct[b.lane] = {(e[4], e[0], e[1]) for e in b.expected}
+    out = {}
+    for lane in direct:
+        seen, todo = set(), [lane]
+        while todo:
+            x = todo.pop()
+            for y in direct.get(x, ()):
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+        out[lane] = seen
+    return out
+
+
+def _skipped_arrive(run, group, led, mb, file, multi):
+    """An arrive site that ran fewer times than the other barrier calls of its loop, in the same lane: it did
+    not run in some rounds (under a condition, or on a path that skips it)."""
+    for b, s in mb:
+        arr = group.arrivers.get(s.array.id, {})
+        for lane, lines in sorted(arr.items()):
+            runs = led.sites.get(lane, {})
+            for line in sorted(l for l in lines if l):
+                loop = _loop_of(file, line)
+                if loop is None:
+                    continue
+                sibs = [n for l, n in runs.items() if l != line and l and _loop_of(file, l) is loop]
+                if not sibs:
+                    continue
+                mine, most = runs.get(line, 0), max(sibs)
+                if most - mine >= 2:
+                    return Cause(line, (
+                        f"line {line}: {_lane(lane, multi)} ran this barrier_arrive on {s.array.name} {_times(mine)}, "
+                        f"but the other barrier calls of its loop {most} times: it did not run in "
+                        f"{most - mine} round(s), so {_lane(b.lane, multi)}'s wait on {s.name} at line {b.line} "
+                        f"misses its arrival"),
+                        f"arrive on {s.array.name}[...] in every round at line {line} (take it out of the "
+                        f"condition that skips it)", "skipped-arrive", b.line)
+    return None
+
+
+def _named_cause(run, group, led, waits, file, multi):
+    for b, nb in waits:
+        if b.kind != "named":
+            continue
+        counts = {p[4] for p in nb.participants}
+        for f in run.findings:
+            if f.kind == "named-barrier-count":
+                return Cause(f.line, f"line {f.line}: {f.message}",
+                             f"pass the same num_threads on every side of the named barrier at line {f.line}",
+                             "named")
+        if len(counts) > 1:
+            return None
+    return None

@@ -10,6 +10,8 @@ access to that slot is not ordered before it.
 from __future__ import annotations
 
 import dataclasses
+import linecache
+import re
 
 
 @dataclasses.dataclass
@@ -121,3 +123,79 @@ class RaceTracker:
                          f"{w.what} (line {w.line}) is ordered before it", acc, w, time)
         s.write = acc
         s.reads = {}
+
+
+# ---- the line to change for a race (issue 19) -------------------------------------------------------------------
+_CTA = re.compile(r"^CTA (\d+): ")
+_READER = re.compile(r"while the (async_dot) read of (\S+) \(line (\d+)\) may still read it")
+
+
+def race_cause(finding, trace, file=None):
+    """(line, sentence, fix) of the line to change for a race ``finding`` (engine Finding), or None.
+
+    A TMA load that overwrites a slot a wgmma still reads was let through by a release (barrier_arrive)
+    that came before that wgmma retired: the line to change is the ``async_dot_wait`` between the wgmma
+    and the release (its ``pendings`` leave the wgmma in flight), or the release itself when no wait
+    retires the wgmma first."""
+    m = _READER.search(finding.message or "")
+    if finding.kind != "race" or m is None or trace is None or finding.lane is None:
+        return None
+    cta_m = _CTA.match(finding.message)
+    cta = int(cta_m.group(1)) if cta_m else finding.lane[0]
+    dot_line, buf = int(m.group(3)), m.group(2)
+    spans = [s for s in trace.spans if s.cta == cta]
+    writer = (finding.lane[1], finding.lane[2])
+    # the barrier the writer waited on last before it issued the load: the one the reader released
+    released = None
+    for s in spans:
+        if (s.task, s.replica) != writer:
+            continue
+        if s.kind == "wait" and s.name == "barrier_wait":
+            released = s.barrier
+        elif s.line == finding.line and s.name == "async_descriptor_load":
+            break
+    if released is None:
+        return None
+    for lane in sorted({(s.task, s.replica) for s in spans if s.name == "async_dot" and s.line == dot_line}):
+        seq = [s for s in spans if (s.task, s.replica) == lane]
+        for i, s in enumerate(seq):
+            if s.name != "async_dot" or s.line != dot_line:
+                continue
+            last_wait = None
+            for t in seq[i + 1:]:
+                if t.name == "async_dot_wait":
+                    last_wait = t
+                elif t.name == "barrier_arrive" and t.barrier == released:
+                    who = f"{lane[0]}[{lane[1]}]"
+                    if last_wait is not None:
+                        src = linecache.getline(file, last_wait.line).strip() if file else ""
+                        return (last_wait.line,
+                                f"line {last_wait.line}: {src or 'async_dot_wait'} leaves the wgmma that reads "
+                                f"{buf} (line {dot_line}) in flight when {who} releases the slot at line {t.line} "
+                                f"(barrier_arrive on {released}); the TMA load at line {finding.line} then "
+                                f"overwrites {buf} while the wgmma may still read it",
+                                f"wait for that wgmma before the release: lower the pendings of the async_dot_wait "
+                                f"at line {last_wait.line} (async_dot_wait(0) retires every wgmma in flight), or "
+                                f"release the slot one step later")
+                    return (t.line,
+                            f"line {t.line}: {who} releases {buf} (barrier_arrive on {released}) while the wgmma "
+                            f"that reads it (line {dot_line}) is still in flight; the TMA load at line "
+                            f"{finding.line} then overwrites it",
+                            f"retire the wgmma before the release: async_dot_wait(0) (or enough pendings) between "
+                            f"line {dot_line} and line {t.line}")
+    return None
+
+
+def rank_findings(findings: list, trace, file=None) -> list:
+    """``findings`` with each race that a cause explains rewritten to lead with the line to change, those
+    first (stable otherwise): what a person reads first is the fix, the two accesses follow."""
+    out = []
+    for f in findings:
+        c = race_cause(f, trace, file) if f.kind == "race" else None
+        if c is not None:
+            line, text, fix = c
+            f.other_line = f.line if f.other_line is None else f.other_line
+            f.message = f"{text} [{f.message}]"
+            f.line, f.hint, f.cause = line, fix, True
+        out.append(f)
+    return sorted(out, key=lambda f: 0 if getattr(f, "cause", False) or f.kind in ("tx-overflow",) else 1)
