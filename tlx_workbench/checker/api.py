@@ -125,13 +125,14 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
             found = list(cta_source_rules(file, name, names, n)) + list(two_ctas_source_rule(file, name, names))
             if can_sim and sim_res is None and _is_kernel(obj):
                 sim_res = simulated()
-            found += sim_findings(file, sim_res)
+            found = rank(found + sim_findings(file, sim_res), sim_res)
             where = f" (line {e.line})" if e.line else ""
             rules = "source rules and the simulator's diagnoses" if sim_res is not None else "static source rules"
             return CheckResult(found, kernel=jit.fn.__name__, sim=sim_res,
                                notes=[f"{rules} only: the compiler could not build the kernel{where}: "
                                       f"{e.message.splitlines()[0][:200]}; the per-phase rules need its IR"])
-    ctx = Context(report, slot_facts(sim_res.trace) if sim_res is not None else None)
+    stopped = sim_res is not None and (sim_res.deadlock is not None or bool(sim_res.races))
+    ctx = Context(report, slot_facts(sim_res.trace) if sim_res is not None else None, stopped=stopped)
     findings = []
     for rule in ALL_RULES:
         findings.extend(rule(ctx))
@@ -140,7 +141,22 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
     findings.extend(sim_findings(report.source.file, sim_res))
     if sim_res is not None and sim_res.partial:
         notes.append(f"simulated CTA(s) {list(sim_res.ctas)} only")
-    return CheckResult(findings, kernel=report.kernel, notes=notes, report=report, sim=sim_res)
+    return CheckResult(rank(findings, sim_res), kernel=report.kernel, notes=notes, report=report, sim=sim_res)
+
+
+def rank(findings: list, sim) -> list:
+    """The findings with the line to change first, as the simulator ranks it (the cause of its deadlock, or a
+    race it traced to its cause): every view of a diagnosis leads with the same line. Stable otherwise."""
+    lead = None
+    if sim is not None:
+        d = sim.deadlock
+        if d is not None and getattr(d, "cause", None) is not None:
+            lead = d.line
+        else:
+            lead = next((f.line for f in sim.findings if getattr(f, "cause", False)), None)
+    if lead is None:
+        return list(findings)
+    return sorted(findings, key=lambda f: 0 if f.line == lead else 1)
 
 
 def _jit_of(obj):

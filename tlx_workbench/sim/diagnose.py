@@ -800,4 +800,23 @@ def _named_cause(run, group, led, waits, file, multi):
                              "named")
         if len(counts) > 1:
             return None
+    # a task that arrives at a named barrier it also waits on: the arrive names the wrong id (each side of a
+    # hand-off waits on one id and arrives at the other's)
+    pids = {c.pid for c in group.ctas}
+    sites: dict = {}
+    for sp in run.trace.spans:
+        if sp.cta in pids and sp.name in ("named_barrier_arrive", "named_barrier_wait"):
+            sites.setdefault((sp.cta, sp.task, sp.replica), set()).add((sp.name, sp.barrier, sp.line))
+    for (b, nb) in waits:
+        if b.kind != "named":
+            continue
+        for lane, ss in sorted(sites.items()):
+            waited = {bar: ln for nm, bar, ln in ss if nm == "named_barrier_wait"}
+            for nm, bar, ln in sorted(ss, key=lambda x: x[2] or 0):
+                if nm == "named_barrier_arrive" and bar in waited and bar != b.barrier:
+                    return Cause(ln, (
+                        f"line {ln}: {_lane(lane, multi)} arrives at {bar}, which it also waits on (line "
+                        f"{waited[bar]}), while {_lane(b.lane, multi)} waits at {b.barrier} (line {b.line}) for an "
+                        f"arrival that never comes: the arrive names the wrong barrier id"),
+                        f"arrive at the id the other side waits on ({b.barrier}) at line {ln}", "named", b.line)
     return None
