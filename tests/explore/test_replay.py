@@ -39,7 +39,7 @@ def test_searches_replayed_over_the_h200_numbers(gemm):
     # model-guided ranks ptxas-flagged configs (wgmma serialized, spills) after every other one
     entries = {e["config_id"]: e for e in gemm.entries(SHAPE)}
     rows = {(r.config_id, r.stage): r for r in gemm.rows()}
-    from tlx_workbench.explore.sweep import rank_score
+    from tlx_workbench.explore.search import rank_score
     cands = [(c, rank_score(rows.get((c, "simulated")), rows.get((c, "static")))) for c in entries
              if rows.get((c, "measured")) is not None]
     order = replay("model", cands, {c: entries[c].get("us") for c in entries}, k=len(cands))

@@ -164,11 +164,10 @@ class Exploration:
         orders; model-guided ranks by simulated time and widens by ``k`` until a batch finds
         nothing faster (``model`` is None when it stopped before reaching the target; then
         ``model_measured`` and ``model_reached`` say where it stopped)."""
-        from .search import replay
+        from .search import rank_score, replay
         shape = self._shape(shape)
         es = [e for e in self.entries(shape) if e.get("stage") == "measured"]
         times = {e["config_id"]: e.get("us") for e in es}
-        from .sweep import rank_score
         rows = {(r.config_id, r.stage): r for r in self.rows() if tuple(r.shape) == tuple(shape)}
         ok = {c: t for c, t in times.items() if t is not None}
         if not ok:

@@ -56,6 +56,19 @@ def model_guided(candidates, measured, *, k: int = 4, budget: int | None = None)
 STRATEGIES = {"exhaustive": exhaustive, "random": random, "model": model_guided}
 
 
+def rank_score(sim, static) -> float | None:
+    """What model-guided search ranks a config by, from its simulated and static rows: the simulated
+    time; a config that ptxas flags (wgmma serialized, spills) ranks after every config without (the
+    cost model does not see register pressure). None without a prediction."""
+    pred = sim.metrics.get("predicted_us") if sim is not None and sim.ok else None
+    if pred is None:
+        return None
+    from .stages import SERIALIZING
+    adv = static.metrics.get("advisories") or [] if static is not None else []
+    flagged = any(a.get("code") in SERIALIZING or a.get("code") == "spills" for a in adv)
+    return pred + (1e9 if flagged else 0.0)
+
+
 def strategy(name, **options):
     """The strategy called ``name`` ("exhaustive", "random", "model") with its options bound."""
     import functools

@@ -16,6 +16,7 @@ import uuid
 
 from ..errors import NoGPUError, TLXWorkbenchError
 from .problem import Problem
+from .search import rank_score
 from .space import Space, config_id
 from .store import Row, Store, row_key
 
@@ -269,17 +270,6 @@ class Sweep:
                     f"or race: the hang depends on something the small shape does not reach")
         where = f" (line {r.line})" if r.line else ""
         return f"the simulator's diagnosis of the same config{where}: {r.reason}\n\n{r.diagnosis or ''}"
-
-
-def rank_score(sim, static) -> float | None:
-    """See :meth:`Sweep.score` (rows in, a number out; Exploration.search_costs uses it too)."""
-    pred = sim.metrics.get("predicted_us") if sim is not None and sim.ok else None
-    if pred is None:
-        return None
-    from .stages import SERIALIZING
-    adv = static.metrics.get("advisories") or [] if static is not None else []
-    flagged = any(a.get("code") in SERIALIZING or a.get("code") == "spills" for a in adv)
-    return pred + (1e9 if flagged else 0.0)
 
 
 def _device_key(measurer) -> str:
