@@ -168,7 +168,7 @@ def race_cause(finding, trace, file=None):
                 elif t.name == "barrier_arrive" and t.barrier == released:
                     who = f"{lane[0]}[{lane[1]}]"
                     if last_wait is not None:
-                        src = linecache.getline(file, last_wait.line).strip() if file else ""
+                        src = linecache.getline(file, last_wait.line).split("#")[0].strip() if file else ""
                         return (last_wait.line,
                                 f"line {last_wait.line}: {src or 'async_dot_wait'} leaves the wgmma that reads "
                                 f"{buf} (line {dot_line}) in flight when {who} releases the slot at line {t.line} "
