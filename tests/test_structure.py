@@ -20,7 +20,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tlx_workbench"
 
 #: packages and modules that make or hold results: none of them may import a view
 PRODUCERS = ("tlx_workbench.compiler", "tlx_workbench.sim", "tlx_workbench.runtime", "tlx_workbench.explore",
-             "tlx_workbench.trace", "tlx_workbench.checker")
+             "tlx_workbench.trace", "tlx_workbench.checker", "tlx_workbench.puzzles")
 VIEWS = "tlx_workbench.widgets"
 
 #: loops known and owned elsewhere, each with who breaks it; test_known_loops_are_still_there keeps the list

@@ -83,8 +83,10 @@ class GradeResult:
                        "</details>")
         if self.sim is not None and not self.passed and self.sim.trace.barrier_events:
             try:      # the barrier phases up to the failure: where the protocol went wrong, as a picture
-                from ..widgets import barrier_svg
-                out.append(f"<details><summary>barrier phases</summary>{barrier_svg(self.sim.trace)}</details>")
+                from .. import views
+                svg = views.render(self.sim.trace, "barrier_svg")
+                if svg is not None:
+                    out.append(f"<details><summary>barrier phases</summary>{svg}</details>")
             except Exception:  # noqa: BLE001 - a picture must never hide the verdict
                 pass
         out.append("</div>")
