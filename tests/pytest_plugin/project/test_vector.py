@@ -1,0 +1,49 @@
+"""A GPU test file as a TLX project writes it: CUDA tensors, torch references, an IR check."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, x + y, mask=mask)
+
+
+def _add(n, block=256):
+    x = torch.randn(n, device="cuda")
+    y = torch.randn(n).cuda()
+    out = torch.empty_like(x)
+    kernel = add_kernel[(triton.cdiv(n, block),)](x, y, out, n, BLOCK=block)
+    return x, y, out, kernel
+
+
+def test_add_matches_torch():
+    x, y, out, _ = _add(1000)
+    torch.testing.assert_close(out, x + y)
+
+
+def test_add_ir_and_metadata():
+    _, _, _, kernel = _add(512)
+    assert "ttg.blocked" in kernel.asm["ttgir"]
+    assert ".target sm_90a" in kernel.asm["ptx"]
+    assert kernel.metadata.num_warps == 4
+
+
+def test_device_answers_for_the_gpu():
+    assert torch.cuda.is_available()
+    assert torch.cuda.get_device_capability() == (9, 0)
+    assert torch.cuda.get_device_properties(0).multi_processor_count == 132
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        x = torch.ones(8, device=torch.device("cuda", 0))
+    torch.cuda.synchronize()
+    assert x.sum().item() == 8
+
+
+def test_wrong_reference_fails():
+    x, y, out, _ = _add(300)
+    torch.testing.assert_close(out, x - y)     # deliberately wrong: the failure must be reported

@@ -1,0 +1,163 @@
+"""``device="cuda"`` on a machine without one: torch calls that name CUDA get the CPU.
+
+Used by the pytest plugin (:mod:`tlx_workbench.pytest_plugin`), together with
+:func:`tlx_workbench.target.offline` (which answers Triton's driver queries and
+``torch.cuda.get_device_properties``/``get_device_capability``). Here: a
+``TorchFunctionMode`` rewrites the device of factory calls, ``Tensor.to`` and
+``Tensor.cuda``; ``torch.cuda`` streams, events, ``is_available`` and memory queries
+get CPU stand-ins. Tensors really live on the CPU, so ``x.is_cuda`` is False.
+
+>>> with CudaOnCpu(gpu_model("H200")):
+...     x = torch.ones(4, device="cuda")      # a CPU tensor
+"""
+from __future__ import annotations
+
+import contextlib
+import types
+
+from .errors import TLXWorkbenchError
+
+
+def _is_cuda(dev) -> bool:
+    import torch
+    if isinstance(dev, torch.device):
+        return dev.type == "cuda"
+    if isinstance(dev, str):
+        return dev.split(":")[0] == "cuda"
+    return False
+
+
+def _cpu(dev):
+    return "cpu" if _is_cuda(dev) else dev
+
+
+class _Stream:
+    """torch.cuda.Stream on the CPU: work is synchronous, so waiting is a no-op."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        self.device = device
+        self.priority = priority
+        self.cuda_stream = 0
+
+    def synchronize(self):
+        return None
+
+    def wait_stream(self, other):
+        return None
+
+    def wait_event(self, event):
+        return None
+
+    def record_event(self, event=None):
+        event = event or _Event()
+        event.record(self)
+        return event
+
+    def query(self):
+        return True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _Event:
+    """torch.cuda.Event on the CPU; there is no GPU clock to time with."""
+
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+        self.enable_timing = enable_timing
+
+    def record(self, stream=None):
+        return None
+
+    def synchronize(self):
+        return None
+
+    def wait(self, stream=None):
+        return None
+
+    def query(self):
+        return True
+
+    def elapsed_time(self, end):
+        raise TLXWorkbenchError("torch.cuda.Event.elapsed_time under --tlx-sim: no GPU ran, so there is no GPU time",
+                                hint="time kernels on a GPU; the simulator's cycles are in the --tlx-sim report")
+
+
+def _mode_class():
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class _CudaToCpuMode(TorchFunctionMode):
+        def __torch_function__(self, func, types_, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if "device" in kwargs:
+                kwargs["device"] = _cpu(kwargs["device"])
+            if func is torch.Tensor.cuda:
+                return args[0]
+            if func is torch.Tensor.to and args:
+                args = (args[0],) + tuple(_cpu(a) for a in args[1:])
+            return func(*args, **kwargs)
+
+    return _CudaToCpuMode
+
+
+# torch.cuda names replaced for the session (offline() already answers the device queries)
+def _cuda_namespace(model):
+    from .target import device_properties
+    ns = types.SimpleNamespace()
+    ns.is_available = lambda: True
+    ns.device_count = lambda: 1
+    ns.get_device_name = lambda device=None: device_properties(model).name
+    ns.Stream = _Stream
+    ns.Event = _Event
+    ns.stream = lambda s=None: contextlib.nullcontext(s)
+    ns.set_stream = lambda s: None
+    ns.synchronize = lambda device=None: None
+    ns.empty_cache = lambda: None
+    ns.memory_allocated = lambda device=None: 0
+    ns.max_memory_allocated = lambda device=None: 0
+    ns.memory_reserved = lambda device=None: 0
+    ns.reset_peak_memory_stats = lambda device=None: None
+    ns.manual_seed = lambda seed: None
+    ns.manual_seed_all = lambda seed: None
+    return ns
+
+
+class CudaOnCpu:
+    """For a session (``enable``/``disable``) or a ``with`` block: CUDA names in torch mean the CPU."""
+
+    def __init__(self, model):
+        self.model = model
+        self._mode = None
+        self._saved: dict = {}
+
+    def enable(self) -> "CudaOnCpu":
+        import torch
+        ns = _cuda_namespace(self.model)
+        for name, value in vars(ns).items():
+            self._saved[name] = getattr(torch.cuda, name, None)
+            setattr(torch.cuda, name, value)
+        self._mode = _mode_class()()
+        self._mode.__enter__()
+        return self
+
+    def disable(self) -> None:
+        import torch
+        if self._mode is not None:
+            self._mode.__exit__(None, None, None)
+            self._mode = None
+        for name, value in self._saved.items():
+            if value is None:
+                delattr(torch.cuda, name)
+            else:
+                setattr(torch.cuda, name, value)
+        self._saved = {}
+
+    __enter__ = enable
+
+    def __exit__(self, *exc):
+        self.disable()
+        return False

@@ -1,0 +1,327 @@
+"""Run a TLX project's GPU test suite, unchanged, on the CPU: a pytest plugin.
+
+    pytest -p tlx_workbench.pytest_plugin --tlx-sim=H200 --tlx-sim-report=sim.json tests/
+
+or, in the project's ini file, ``tlx_sim = B200`` (then ``-p tlx_workbench.pytest_plugin`` is
+still needed: the plugin is never loaded behind a user's back). Under it:
+
+- Triton's driver answers for the chosen GPU (:func:`tlx_workbench.target.offline`), so
+  ``torch.cuda.get_device_capability()``, device properties and ``driver.active`` queries say
+  what that GPU would say; ``device="cuda"`` tensors, ``.cuda()``, ``.to("cuda")``, streams and
+  events map to the CPU (:mod:`tlx_workbench._torch_cpu`).
+- Every launch is first compiled for the target through Triton's own JIT path
+  (``JITFunction.run(..., warmup=True)``: the kernel's own cache, the real ``asm`` and
+  ``metadata``), then simulated by :class:`tlx_workbench.sim.api.Simulation`. A launch the
+  installed compiler refuses is still simulated: the test is then "simulate-only", and the
+  launch returns a stand-in whose ``asm``/``metadata`` raise with the compiler's message.
+- A deadlock or a race fails the test with the simulator's diagnosis (the wait-for graph in a
+  report section); a test past ``--tlx-sim-deadline`` seconds fails with the deadline.
+- At the end, a table per test (faithful pass, simulate-only pass, failed, unsupported op,
+  compiler refused, skipped) in the terminal summary, and as JSON with ``--tlx-sim-report``.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+DEFAULT_DEADLINE_S = 300.0
+
+FAITHFUL = "faithful pass"
+SIM_ONLY = "simulate-only pass"
+FAILED = "failed"
+UNSUPPORTED = "unsupported op"
+REFUSED = "compiler refused"
+SKIPPED = "skipped"
+STATUSES = (FAITHFUL, SIM_ONLY, FAILED, UNSUPPORTED, REFUSED, SKIPPED)
+
+_NOT_MODELLED = re.compile(r"tlx\.(\w+): the CPU simulator does not model")
+
+
+class SimDeadline(BaseException):
+    """A test ran past ``--tlx-sim-deadline``. A BaseException, so that no ``except Exception``
+    in the kernel's host code or the simulator swallows it."""
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("tlx-sim", "run GPU kernel tests on the TLX Workbench CPU simulator")
+    group.addoption("--tlx-sim", dest="tlx_sim", default=None, metavar="GPU",
+                    help="simulate every kernel launch for this GPU (H100, H200, B200) on the CPU")
+    group.addoption("--tlx-sim-report", dest="tlx_sim_report", default=None, metavar="PATH",
+                    help="write the per-test table as JSON to PATH")
+    group.addoption("--tlx-sim-deadline", dest="tlx_sim_deadline", default=None, type=float, metavar="SECONDS",
+                    help=f"fail a test that runs longer than this (default {DEFAULT_DEADLINE_S:.0f})")
+    group.addoption("--tlx-sim-seed", dest="tlx_sim_seed", default=None, type=int,
+                    help="the simulator's schedule seed (default 0)")
+    parser.addini("tlx_sim", "GPU to simulate (as --tlx-sim)", default="")
+    parser.addini("tlx_sim_report", "JSON report path (as --tlx-sim-report)", default="")
+    parser.addini("tlx_sim_deadline", "per-test deadline in seconds (as --tlx-sim-deadline)", default="")
+
+
+def pytest_configure(config):
+    gpu = config.getoption("tlx_sim") or config.getini("tlx_sim")
+    if not gpu:
+        return
+    deadline = config.getoption("tlx_sim_deadline") or config.getini("tlx_sim_deadline") or DEFAULT_DEADLINE_S
+    report = config.getoption("tlx_sim_report") or config.getini("tlx_sim_report") or None
+    plugin = TLXSimPlugin(gpu, float(deadline), report, seed=config.getoption("tlx_sim_seed") or 0)
+    plugin.start()
+    config.pluginmanager.register(plugin, "tlx-sim-session")
+    config.addinivalue_line("markers", "tlx_sim_deadline(seconds): this test's deadline under --tlx-sim")
+
+
+class _Launch:
+    def __init__(self, kernel: str, compiled: bool, refused: str | None):
+        self.kernel = kernel
+        self.compiled = compiled
+        self.refused = refused
+        self.cycles = None
+        self.ctas = None
+
+    def as_dict(self):
+        return {"kernel": self.kernel, "compiled": self.compiled, "compiler_refused": self.refused,
+                "cycles": self.cycles, "ctas": self.ctas}
+
+
+class SimulateOnlyKernel:
+    """What a launch returns when the installed compiler refused the kernel: it was simulated,
+    but there is no ``asm``, ``metadata`` or binary to look at."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        from .errors import CompileError
+        raise CompileError(f"{self.name}.{attr}: the installed compiler refused this kernel, so the launch was "
+                           f"only simulated: {self.reason}",
+                           hint="read the compiler's message above; the simulated outputs are in the tensors")
+
+    def __repr__(self):
+        return f"SimulateOnlyKernel({self.name}: {self.reason})"
+
+
+def _first_lines(e: BaseException, n: int = 6, width: int = 600) -> str:
+    text = f"{type(e).__name__}: {e}".strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    # Triton's CompilationError leads with the source; its last line says what went wrong
+    if len(lines) > n:
+        lines = lines[:2] + ["..."] + lines[-(n - 3):]
+    out = "\n".join(lines)
+    return out if len(out) <= width else out[:width] + " ..."
+
+
+class TLXSimPlugin:
+    """The session's state: the offline target, the torch mapping, one record per test."""
+
+    def __init__(self, gpu: str, deadline_s: float, report_path: str | None, seed: int = 0):
+        from .target import gpu_model
+        self.model = gpu_model(gpu)
+        self.gpu = self.model.name
+        self.deadline_s = deadline_s
+        self.report_path = report_path
+        self.seed = seed
+        self.records: dict[str, dict] = {}
+        self._offline = None
+        self._torch = None
+        self._launches: list[_Launch] | None = None
+        self._t0 = None
+
+    # -- the session -----------------------------------------------------------------------
+    def start(self):
+        from . import _torch_cpu
+        from .target import offline
+        # before collection: test modules ask driver.active / torch.cuda at import time
+        self._offline = offline(self.model).enable()
+        self._torch = _torch_cpu.CudaOnCpu(self.model).enable()
+
+    def pytest_unconfigure(self, config):
+        if self._torch is not None:
+            self._torch.disable()
+            self._torch = None
+        if self._offline is not None:
+            self._offline.disable()
+            self._offline = None
+
+    def pytest_report_header(self, config):
+        return (f"tlx-sim: kernels compiled for {self.gpu} (sm_{self.model.arch}) and simulated on the CPU; "
+                f"deadline {self.deadline_s:g} s per test")
+
+    # -- one test --------------------------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        self.records[item.nodeid] = {"test": item.nodeid, "status": None, "why": None, "message": None,
+                                     "seconds": 0.0, "launches": []}
+        self._launches = []
+        self._t0 = time.perf_counter()
+        with self._simulating():
+            yield
+        rec = self.records[item.nodeid]
+        rec["seconds"] = round(time.perf_counter() - self._t0, 3)
+        rec["launches"] = [la.as_dict() for la in self._launches]
+        self._launches = None
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        marker = item.get_closest_marker("tlx_sim_deadline")
+        limit = float(marker.args[0]) if marker and marker.args else self.deadline_s
+        with _deadline(limit, item.nodeid):
+            yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        exc = call.excinfo.value if call.excinfo is not None else None
+        diag = getattr(exc, "detail", None) if exc is not None else None
+        if diag and getattr(exc, "report", None) is not None:
+            report.sections.append(("tlx-sim: deadlock (wait-for graph)", diag))
+        self._classify(item.nodeid, report, exc)
+
+    def _classify(self, nodeid, report, exc):
+        rec = self.records.get(nodeid)
+        if rec is None:
+            return
+        launches = self._launches or []
+        refused = [la for la in launches if la.refused]
+        if report.skipped and rec["status"] is None:
+            rec["status"], rec["why"] = SKIPPED, _skip_reason(report)
+            return
+        if report.failed:
+            if rec["status"] in (FAILED, UNSUPPORTED, REFUSED):
+                return           # the first failing phase says why
+            rec.update(_failure(exc, refused))
+            return
+        if report.when == "call" and report.passed and rec["status"] is None:
+            rec["status"] = SIM_ONLY if refused else FAITHFUL
+            if refused:
+                rec["why"] = "compiler refused " + ", ".join(sorted({la.kernel for la in refused}))
+                rec["message"] = refused[0].refused
+
+    @contextlib.contextmanager
+    def _simulating(self):
+        from triton.runtime.jit import JITFunction
+        from .sim.api import Simulation
+        plugin = self
+        sim = Simulation(gpu=self.gpu, seed=self.seed, on_deadlock="raise")
+        with sim:
+            # Simulation has put its own JITFunction.run in place; ours compiles first, then hands over
+            orig = sim._saved[0][2]
+
+            def run(jit, *args, grid, warmup, **kwargs):
+                return plugin._launch(sim, orig, jit, args, kwargs, grid, warmup)
+
+            sim_run = JITFunction.run
+            JITFunction.run = run
+            try:
+                yield sim
+            finally:
+                JITFunction.run = sim_run
+
+    def _launch(self, sim, orig, jit, args, kwargs, grid, warmup):
+        name = getattr(jit, "__name__", None) or jit.fn.__name__
+        compiled, refused = None, None
+        try:
+            compiled = orig(jit, *args, grid=grid, warmup=True, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the compiler's refusal is reported, the launch still simulated
+            refused = _first_lines(e)
+        if warmup:
+            if refused is not None:
+                raise RuntimeError(f"{name}: the installed compiler refused the kernel: {refused}")
+            return compiled
+        la = _Launch(name, compiled is not None, refused)
+        if self._launches is not None:
+            self._launches.append(la)
+        sim.launch(jit, grid, args, kwargs)
+        res = sim.result
+        la.cycles = round(float(res.cycles), 1)
+        la.ctas = len(res.ctas)
+        res.raise_for_errors()
+        return compiled if compiled is not None else SimulateOnlyKernel(name, refused)
+
+    # -- the end ---------------------------------------------------------------------------
+    def table(self) -> list[dict]:
+        return list(self.records.values())
+
+    def counts(self) -> dict:
+        out = {s: 0 for s in STATUSES}
+        for r in self.records.values():
+            if r["status"]:
+                out[r["status"]] += 1
+        return out
+
+    def pytest_sessionfinish(self, session):
+        if self.report_path:
+            data = {"gpu": self.gpu, "arch": f"sm_{self.model.arch}", "deadline_s": self.deadline_s,
+                    "counts": self.counts(), "tests": self.table()}
+            with open(self.report_path, "w") as f:
+                json.dump(data, f, indent=1)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        tr = terminalreporter
+        tr.section(f"tlx-sim: {self.gpu} (sm_{self.model.arch}), simulated on the CPU")
+        width = max([len(r["test"]) for r in self.records.values()] + [4])
+        width = min(width, 90)
+        for r in self.records.values():
+            why = f"  ({r['why']})" if r["why"] else ""
+            tr.write_line(f"{r['test'][:width]:<{width}}  {r['status'] or '?':<18}{why}")
+        c = self.counts()
+        tr.write_line(", ".join(f"{n} {s}" for s, n in c.items() if n) or "no tests")
+        if self.report_path:
+            tr.write_line(f"table written to {self.report_path}")
+
+
+def _skip_reason(report) -> str | None:
+    lr = report.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:
+        return str(lr[2]).removeprefix("Skipped: ")
+    return None
+
+
+def _failure(exc, refused) -> dict:
+    from .errors import DeadlockError, SimulationError
+    msg = _first_lines(exc) if exc is not None else None
+    text = f"{exc}" if exc is not None else ""
+    m = _NOT_MODELLED.search(text)
+    if m:
+        return {"status": UNSUPPORTED, "why": f"tlx.{m.group(1)} is not modelled", "message": msg}
+    if isinstance(exc, SimDeadline):
+        return {"status": FAILED, "why": "deadline", "message": msg}
+    if isinstance(exc, DeadlockError):
+        return {"status": FAILED, "why": "deadlock", "message": msg}
+    if isinstance(exc, SimulationError):
+        return {"status": FAILED, "why": "simulator finding", "message": msg}
+    if refused:
+        return {"status": REFUSED, "why": "compiler refused " + ", ".join(sorted({la.kernel for la in refused})),
+                "message": refused[0].refused + "\n-- then the test failed: " + (msg or "")}
+    if isinstance(exc, AssertionError):
+        return {"status": FAILED, "why": "assertion", "message": msg}
+    return {"status": FAILED, "why": "error" if exc is not None else None, "message": msg}
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float, nodeid: str):
+    # SIGALRM reaches the main thread, where pytest runs the test and the simulator its greenlets
+    usable = seconds and seconds > 0 and hasattr(signal, "setitimer") \
+        and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def fire(signum, frame):
+        raise SimDeadline(f"{nodeid} ran past its deadline of {seconds:g} s under --tlx-sim "
+                          f"(raise it with --tlx-sim-deadline or @pytest.mark.tlx_sim_deadline(s))")
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
