@@ -208,9 +208,13 @@ def test_show_and_bench_line_magics(shell):
         shell.run_line_magic("tlx_show", "r.trace")
     assert "tlxwb-cell" in _html(cap)
     if not torch.cuda.is_available():
-        with capture_output() as cap:
+        from tlx_workbench.magic import CellFailed
+        with capture_output() as cap, pytest.raises(CellFailed):     # shown, then the cell fails
             shell.run_line_magic("tlx_bench", LAUNCH.strip())
         assert "NoGPUError" in _html(cap) and "--sim" in _html(cap)
+        with capture_output() as cap:
+            shell.run_line_magic("tlx_bench", "--no-raise " + LAUNCH.strip())
+        assert "NoGPUError" in _html(cap)
 
 
 def test_every_view_option_in_sim_mode_for_blackwell(shell):
@@ -266,3 +270,18 @@ def test_launch_options_are_not_listed_as_constexprs(shell):
     assert r.sim is not None and r.sim.ok
     assert r.constexprs == {"BLOCK": 256}            # the kernel's specialization; num_warps is a launch option
     assert "num_warps" not in repr(r).split("constexprs:")[1].splitlines()[0]
+
+
+def test_error_repr_html_escapes_the_location_once_and_keeps_line_breaks(tmp_path):
+    # a result or error displayed on its own (not through %%tlx) uses TLXWorkbenchError's own HTML
+    import re
+    src = tmp_path / "k<1>.py"
+    src.write_text("a = 1\nb = a < 2\n")
+    err = wb.TLXWorkbenchError("first line\nsecond line", file=str(src), line=2, hint="change b")
+    html = err._repr_html_()
+    assert f"{src.parent}/k&lt;1&gt;.py:2" in html and "&amp;lt;" not in html
+    assert "b = a &lt; 2" in html                                        # the line shown, escaped once
+    msg = re.search(r"<div style='white-space:pre-wrap'>(.*?)</div>", html, re.S).group(1)
+    assert msg == "first line\nsecond line"
+    assert "k&lt;1&gt;.py:None" not in wb.TLXWorkbenchError("m", file=str(src))._repr_html_()
+    assert wb.TLXWorkbenchError("m", file="<tlx cell>")._repr_html_().count("&lt;tlx cell&gt;") == 1

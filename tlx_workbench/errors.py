@@ -47,9 +47,12 @@ class TLXWorkbenchError(Exception):
     def _repr_html_(self) -> str:
         import html
         src = self.source_line
-        loc = f"{html.escape(self.file or '')}:{self.line}" if self.file else ""
+        # escaped once, here: a file name like "<tlx cell>" must read as itself, not "&lt;tlx cell&gt;"
+        loc = (f"{self.file}:{self.line}" if self.line else self.file) if self.file else ""
+        # pre-wrap: a message of several lines (a deadlock's) keeps its line breaks in JupyterLab
         out = ["<div class='tlxwb-error' style='border-left:4px solid #c0392b;padding:4px 8px'>",
-               f"<b>{html.escape(type(self).__name__)}</b> {html.escape(loc)}<br>{html.escape(self.message)}"]
+               f"<b>{html.escape(type(self).__name__)}</b> {html.escape(loc)}"
+               f"<div style='white-space:pre-wrap'>{html.escape(self.message)}</div>"]
         if src:
             out.append(f"<pre style='margin:4px 0'>{self.line:>5} | {html.escape(src.strip())}</pre>")
         if self.hint:
