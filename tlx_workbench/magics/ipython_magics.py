@@ -52,6 +52,14 @@ class TLXMagics(Magics):
             raise CellFailed(error_text(err).splitlines()[0], error=err, where=where) from None
         return None
 
+    def _raises(self, line: str) -> bool:
+        """Whether a failure of this magic's cell fails the cell: the session's ``--raise``, unless the line
+        says ``--no-raise`` (read from the raw line, so a line that does not parse still honours it)."""
+        return self.settings["raise"] and "--no-raise" not in line.split()
+
+    def _where(self) -> str:
+        return f"cell [{cell_number(self.shell)}]"
+
     def _mode(self, args) -> str:
         if getattr(args, "sim", False):
             return "sim"
@@ -164,6 +172,7 @@ class TLXMagics(Magics):
         """Benchmark one launch expression on the GPU: ``%tlx_bench matmul(a, b) --flops 2*M*N*K``."""
         if print_help(self.tlx_bench, line):
             return None
+        raise_, where = self._raises(line), self._where()
         try:
             args = opts.parse(self.tlx_bench, line)
             launch = parse_launch(" ".join(args.expr), self._ns())
@@ -173,8 +182,7 @@ class TLXMagics(Magics):
                            timeout=args.timeout or self.settings["timeout"], isolate=self.settings["isolate"],
                            **launch.kwargs)
         except BaseException as e:  # noqa: BLE001
-            self._fail(e)
-            return None
+            return self._fail(e, raise_=raise_, where=where)
         if args.output:
             self._ns()[args.output] = res
         display(res)
@@ -188,6 +196,7 @@ class TLXMagics(Magics):
         """A timeline of one launch: measured on the GPU, simulated without one (or with --sim)."""
         if print_help(self.tlx_profile, line):
             return None
+        raise_, where = self._raises(line), self._where()
         try:
             args = opts.parse(self.tlx_profile, line)
             mode = "sim" if args.sim else self.settings["mode"]
@@ -196,15 +205,15 @@ class TLXMagics(Magics):
                 res = evaluate(launch, mode=mode, target=self.settings["target"], profile=True, show=("timeline",),
                                timeout=args.timeout or self.settings["timeout"], seed=self.settings["seed"],
                                isolate=self.settings["isolate"])
-            if res.errors:
-                raise res.errors[0]
-            trace = res.trace
         except BaseException as e:  # noqa: BLE001
-            self._fail(e)
-            return None
+            return self._fail(e, raise_=raise_, where=where)
         if args.output:
-            self._ns()[args.output] = trace
+            self._ns()[args.output] = res.trace
+        # a deadlock or a race is shown once, with its views, as %%tlx shows it; then the cell fails
         display_result(res)
+        reason = res.failure()
+        if raise_ and reason:
+            raise CellFailed(reason, result=res, error=res.errors[0] if res.errors else None, where=where)
         return None
 
     # ---- %tlx_show
@@ -215,6 +224,7 @@ class TLXMagics(Magics):
         """Show a result object with its best view: ``%tlx_show trace``."""
         if print_help(self.tlx_show, line):
             return None
+        raise_, where = self._raises(line), self._where()
         try:
             args = opts.parse(self.tlx_show, line)
             obj = self._eval(args.obj, "the object")
@@ -224,7 +234,7 @@ class TLXMagics(Magics):
             else:
                 display(shown)
         except BaseException as e:  # noqa: BLE001
-            self._fail(e)
+            return self._fail(e, raise_=raise_, where=where)
         return None
 
     # ---- %tlx_explore
@@ -250,11 +260,15 @@ class TLXMagics(Magics):
         """Session defaults for the TLX magics; with no option, show them."""
         if print_help(self.tlx_config, line):
             return None
+        # "%tlx_config --raise no --target sm_99" already means: do not fail this cell either
+        tokens = line.replace("=", " ").split()
+        said_no = any(t == "--raise" and nxt.strip("'\"") == "no" for t, nxt in zip(tokens, tokens[1:]))
+        raise_ = self._raises(line) and not said_no
+        where = self._where()
         try:
             args = opts.parse(self.tlx_config, line)
         except BaseException as e:  # noqa: BLE001
-            self._fail(e)
-            return None
+            return self._fail(e, raise_=raise_, where=where)
         if args.reset:
             self.settings = dict(DEFAULTS)
         for key in ("target", "mode", "timeout", "seed", "schedules"):
@@ -265,8 +279,7 @@ class TLXMagics(Magics):
                     try:
                         gpu_model(v)
                     except TLXWorkbenchError as e:
-                        self._fail(e)
-                        return None
+                        return self._fail(e, raise_=raise_, where=where)
                 self.settings[key] = v
         if args.isolate is not None:
             self.settings["isolate"] = args.isolate == "yes"

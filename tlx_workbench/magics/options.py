@@ -128,6 +128,7 @@ BENCH_OPTIONS = (
     argument("--baseline", action="append", default=None, help="NAME=EXPR timed alongside"),
     argument("--timeout", type=float, default=None, help="seconds before a launch counts as hung"),
     argument("-o", "--output", default=None, dest="output", help="keep the BenchResult in this variable"),
+    argument("--no-raise", action="store_true", dest="no_raise", help="show an error without failing the cell"),
     argument("expr", nargs="+", help="the launch: kernel[grid](...) or fn(...)"),
 )
 
@@ -136,12 +137,14 @@ PROFILE_OPTIONS = (
     argument("--sim", action="store_true", help="the simulated timeline instead of a measured one"),
     argument("--timeout", type=float, default=None, help="seconds before a launch counts as hung"),
     argument("-o", "--output", default=None, dest="output", help="keep the Trace in this variable"),
+    argument("--no-raise", action="store_true", dest="no_raise", help="show an error without failing the cell"),
     argument("expr", nargs="+", help="the launch: kernel[grid](...) or fn(...)"),
 )
 
 # %tlx_show
 SHOW_OPTIONS = (
     argument("--barriers", action="store_true", help="barrier phases instead of the timeline (traces)"),
+    argument("--no-raise", action="store_true", dest="no_raise", help="show an error without failing the cell"),
     argument("obj", help="a variable: a Trace, CompileReport, SimResult, RunResult, BenchResult or %%tlx result"),
 )
 
@@ -157,4 +160,5 @@ CONFIG_OPTIONS = (
     argument("--raise", default=None, choices=["yes", "no"], dest="raise_",
              help="a failing %%%%tlx cell fails (yes, default: Run All and nbval stop there) or only shows it"),
     argument("--reset", action="store_true", help="back to the defaults"),
+    argument("--no-raise", action="store_true", dest="no_raise", help="show an error without failing the cell"),
 )
