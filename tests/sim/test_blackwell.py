@@ -220,7 +220,12 @@ def test_async_dot_scaled_mx_fp8(a_fmt, b_fmt, tmem):
                    SCALES_IN_TMEM=tmem, grid=(1,), gpu="B200")
     deq_a = a.float() * torch.exp2(a_sc.float() - 127).repeat_interleave(32, dim=1)
     deq_b = b.float() * torch.exp2(b_sc.float() - 127).repeat_interleave(32, dim=1).T
-    torch.testing.assert_close(c, deq_a @ deq_b, atol=1e-3, rtol=1e-4)
+    # float32 sums of 128 products in another order than the reference: the error is bounded by the
+    # sum of the terms' magnitudes (not by the result's, which cancellation can make tiny)
+    ref = deq_a.double() @ deq_b.double()
+    bound = 2e-5 * (deq_a.abs().double() @ deq_b.abs().double()) + 1e-3
+    worst = float(((c.double() - ref).abs() - bound).max())
+    assert worst <= 0, f"{worst} past the float32 accumulation bound"
     assert res.ok, res
     assert any(s.name == "async_dot_scaled" for s in res.trace.spans)
     assert any(s.name == "tmem_copy" for s in res.trace.spans) == tmem
