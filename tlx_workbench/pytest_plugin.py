@@ -181,7 +181,7 @@ class TLXSimPlugin:
         report = outcome.get_result()
         exc = call.excinfo.value if call.excinfo is not None else None
         diag = getattr(exc, "detail", None) if exc is not None else None
-        if diag and getattr(exc, "report", None) is not None:
+        if diag and getattr(exc, "report", None) is not None and diag not in str(exc):
             report.sections.append(("tlx-sim: deadlock (wait-for graph)", diag))
         self._classify(item.nodeid, report, exc)
 
@@ -216,6 +216,7 @@ class TLXSimPlugin:
             orig = sim._saved[0][2]
 
             def run(jit, *args, grid, warmup, **kwargs):
+                __tracebackhide__ = True
                 return plugin._launch(sim, orig, jit, args, kwargs, grid, warmup)
 
             sim_run = JITFunction.run
@@ -226,12 +227,15 @@ class TLXSimPlugin:
                 JITFunction.run = sim_run
 
     def _launch(self, sim, orig, jit, args, kwargs, grid, warmup):
+        __tracebackhide__ = True
         name = getattr(jit, "__name__", None) or jit.fn.__name__
-        compiled, refused = None, None
-        try:
-            compiled = orig(jit, *args, grid=grid, warmup=True, **kwargs)
-        except Exception as e:  # noqa: BLE001 - the compiler's refusal is reported, the launch still simulated
-            refused = _first_lines(e)
+        compiled = None
+        refused = _crashes(lambda: orig(jit, *args, grid=grid, warmup=True, **kwargs), name)
+        if refused is None:
+            try:
+                compiled = orig(jit, *args, grid=grid, warmup=True, **kwargs)
+            except Exception as e:  # noqa: BLE001 - the compiler's refusal is reported, the launch still simulated
+                refused = _first_lines(e)
         if warmup:
             if refused is not None:
                 raise RuntimeError(f"{name}: the installed compiler refused the kernel: {refused}")
@@ -304,6 +308,37 @@ def _failure(exc, refused) -> dict:
     if isinstance(exc, AssertionError):
         return {"status": FAILED, "why": "assertion", "message": msg}
     return {"status": FAILED, "why": "error" if exc is not None else None, "message": msg}
+
+
+def _crashes(compile_once, name: str) -> str | None:
+    """Compile first in a forked child: some kernels crash the installed compiler (an MLIR assertion,
+    a segfault), which would take the whole pytest run down. Returns why, or None when the child
+    finished (compiled, or raised: then the compile in this process says why, from Triton's disk
+    cache or the kernel's own cache, without compiling twice)."""
+    import os
+    if not hasattr(os, "fork"):
+        return None
+    pid = os.fork()
+    if pid == 0:                                   # the child: compile, and leave without cleanup
+        code = 0
+        try:
+            compile_once()
+        except BaseException:  # noqa: BLE001 - the parent compiles again and sees the exception itself
+            code = 3
+        os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except BaseException:
+        # the deadline fired while the child compiled
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        raise
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return (f"the installed compiler crashed compiling {name} (signal {signal.Signals(sig).name}); "
+                f"its own message is in the captured stderr")
+    return None
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ import triton.language as tl
 
 from ..errors import SimulationError, TLXWorkbenchError
 from . import interp_adapter as ia
+from .barriers import MBarrierArray
 from .cluster_ops import RemoteSlot
 from .desc_scratch import DescScratchOps, reinterpret_tensor_descriptor
 from .memory import SmemAlloc, SmemView
@@ -215,17 +216,17 @@ class _TLXBuilder(ia.InterpreterBuilder):
 
     def create_barrier_expect(self, bar, size, pred):
         if _pred(pred):
-            self.cta.expect(bar, int(size))
+            self.cta.expect(_one_slot(bar, "barrier_expect_bytes"), int(size))
 
     def create_barrier_wait(self, bar, phase, pred):
         if _pred(pred):
-            self.cta.wait(bar, _int(phase))
+            self.cta.wait(_one_slot(bar, "barrier_wait"), _int(phase))
 
     def create_barrier_arrive(self, bar, count):
-        self.cta.arrive(bar, int(count), per_thread=False)
+        self.cta.arrive(_one_slot(bar, "barrier_arrive"), int(count), per_thread=False)
 
     def create_warp_barrier_arrive(self, bar, count):
-        self.cta.arrive(bar, int(count), per_thread=True)
+        self.cta.arrive(_one_slot(bar, "barrier_arrive"), int(count), per_thread=True)
 
     def create_named_barrier_wait(self, bar, count):
         self.cta.named_barrier(_int(bar), _int(count), wait=True)
@@ -247,6 +248,7 @@ class _TLXBuilder(ia.InterpreterBuilder):
         finally:
             self.cta.in_async_op = False
         nbytes = int(np.prod(desc.block_shape)) * (desc.base.dtype.element_ty.primitive_bitwidth // 8)
+        bar = _one_slot(bar, "async_descriptor_load")
         self.cta.tma_load(view, np.asarray(block.data), bar, nbytes, two_ctas=two_ctas, multicast=targets)
 
     def create_async_TMA_prefetch(self, *a):
@@ -627,6 +629,29 @@ def _tlx_modules():
             if isinstance(m, types.ModuleType):
                 mods.append(m)
     return list({id(m): m for m in mods}.values())
+
+
+_ONE_SLOT_SAID: set = set()
+
+
+def _one_slot(bar, op: str):
+    """A whole ``alloc_barriers(1)`` result where one barrier is expected is its one slot, as newer TLX
+    reads it (its tests pass ``bars`` to ``async_descriptor_load``); the installed compiler refuses it, so
+    say so once per line. More than one slot is ambiguous: an error naming the fix."""
+    if not isinstance(bar, MBarrierArray):
+        return bar
+    from .source_lines import kernel_frame_line
+    file, line = kernel_frame_line()
+    if len(bar.slots) != 1:
+        raise SimulationError(f"tlx.{op}: {bar.name} ({len(bar.slots)} barriers) passed where one barrier is expected",
+                              file=file, line=line, hint=f"pass one of its barriers: {bar.name}[i]")
+    if (file, line) not in _ONE_SLOT_SAID:
+        _ONE_SLOT_SAID.add((file, line))
+        import warnings
+        warnings.warn_explicit(f"tlx.{op} got the whole one-barrier allocation {bar.name}; simulated as "
+                               f"{bar.name}[0], as newer TLX reads it (the installed compiler refuses this form)",
+                               UserWarning, file or "<kernel>", line or 0)
+    return bar.slots[0]
 
 
 def _cx(v):
