@@ -114,3 +114,13 @@ def test_tmem_on_hopper_is_blamed_on_its_local_alloc(run_cell, shell):
     alloc, use = line_of(cell, "tlx.local_alloc", False), line_of(cell, "tlx.local_load", False)
     assert err.line == alloc and f"cell [{n}], line {alloc}" in ran.html
     assert f"line {use}" in err.message and "sm_100" in err.hint
+
+
+def test_a_kernel_from_an_ordinary_cell_is_located_by_that_cell(run_cell, shell):
+    # the kernel defined in a plain cell (as notebook 04 does), launched from a %%tlx cell
+    n = shell.execution_count
+    assert run_cell(HANDSHAKE, z=torch.zeros(4)).ok
+    ran = run_cell("%%tlx --sim --no-raise\nhandshake[(1,)](z, ARRIVE_COUNT=2)\n")
+    arrive = line_of(HANDSHAKE, "barrier_arrive", magic_line=False)   # a plain cell has no %%tlx line
+    assert f"cell [{n}], line {arrive}" in ran.html
+    assert "ipython-input" not in ran.html and "ipykernel" not in ran.html

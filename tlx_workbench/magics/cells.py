@@ -5,7 +5,8 @@ source) under a file name the kernel invents (``/tmp/ipykernel_.../123.py`` or
 ``<ipython-input-3-...>``). :func:`cache_cell` stores it with one empty line in front: the
 ``%%tlx`` line, which the magic does not receive, so every line number the compiler, the
 simulator or a traceback reports is the line number the editor shows. :func:`where` and
-:func:`relabel` turn those file names back into "cell [n]".
+:func:`relabel` turn those file names back into "cell [n]", and so the file names of ordinary cells
+(a kernel defined in one cell, launched from a ``%%tlx`` cell), whose numbers IPython keeps.
 """
 from __future__ import annotations
 
@@ -38,15 +39,34 @@ def cell_number(shell) -> int:
     return n if n is not None else (getattr(shell, "execution_count", 0) or 0)
 
 
+def _plain_cells() -> dict[str, str]:
+    """File name -> "cell [n]" for the session's ordinary cells (a kernel defined in a plain cell, launched
+    from a ``%%tlx`` cell), read from IPython's own record of the cells it compiled; empty outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - the magics need IPython anyway
+        return {}
+    compiler = getattr(get_ipython(), "compile", None)
+    # IPython's CachingCompiler keeps file name -> execution count for its format_code_name ("In[n]")
+    numbers = getattr(compiler, "_filename_map", None) or {}
+    return {file: f"cell [{n}]" for file, n in numbers.items() if isinstance(n, int) and n > 0}
+
+
+def _cell_label(file: str) -> str | None:
+    if file in _LABELS:
+        return _LABELS[file]
+    return _plain_cells().get(file)
+
+
 def label(file: str | None) -> str | None:
-    """``"cell [n]"`` for a ``%%tlx`` cell's file; other files by their name.
+    """``"cell [n]"`` for a cell's file (a ``%%tlx`` cell or an ordinary one); other files by their name.
 
     >>> label("/tmp/k.py")
     '/tmp/k.py'
     """
     if file is None:
         return None
-    return _LABELS.get(file, file)
+    return _cell_label(file) or file
 
 
 def where(file: str | None, line: int | None) -> str:
@@ -57,10 +77,10 @@ def where(file: str | None, line: int | None) -> str:
     """
     if not file:
         return f"line {line}" if line else ""
-    name = label(file)
-    if file in _LABELS:
+    name = _cell_label(file)
+    if name is not None:
         return f"{name}, line {line}" if line else name
-    return f"{name}:{line}" if line else name
+    return f"{file}:{line}" if line else file
 
 
 def relabel(text: str) -> str:
@@ -71,7 +91,7 @@ def relabel(text: str) -> str:
     """
     if not text:
         return text
-    for file, name in _LABELS.items():
+    for file, name in {**_plain_cells(), **_LABELS}.items():
         if file in text:
             pat = re.escape(file)
             text = re.sub(rf'"?{pat}"?:(\d+)(?::\d+)?', lambda m: f"{name}, line {m.group(1)}", text)
