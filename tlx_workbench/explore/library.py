@@ -34,15 +34,16 @@ def gemm_launch(name):
 
 
 def _gemm_sim_shape(cfg):
-    # two CTAs of one tile each; three trips round the ring, so every slot's phase flips twice
+    # two CTAs of one tile each; two trips round the ring and one step more, so slot 0 is used in
+    # phases 0, 1 and 0 again (a phase that aliases an old one is caught)
     stages = max(1, cfg.get("STAGES", 2))
-    return (cfg["BM"], 2 * cfg["BN"], 3 * stages * cfg["BK"])
+    return (cfg["BM"], 2 * cfg["BN"], (2 * stages + 1) * cfg["BK"])
 
 
 def _gemm_timing_shapes(shape, cfg):
     # one CTA, one tile, two depths of K: per-CTA cycles are affine in the k-steps of its tiles
     stages = max(1, cfg.get("STAGES", 2))
-    return [(cfg["BM"], cfg["BN"], 2 * stages * cfg["BK"]), (cfg["BM"], cfg["BN"], 6 * stages * cfg["BK"])]
+    return [(cfg["BM"], cfg["BN"], 2 * stages * cfg["BK"]), (cfg["BM"], cfg["BN"], 4 * stages * cfg["BK"])]
 
 
 def _gemm_bytes(shape, elem=2):
