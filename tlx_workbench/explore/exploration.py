@@ -306,9 +306,11 @@ class Exploration:
         d = self.dropped()
         if d:
             lines.append(f"  dropped: {len(d)}")
+            everyone = [e["config"] for e in self.entries()]
             for e in d[:5]:
                 where = f" (line {e['line']})" if e.get("line") else ""
-                lines.append(f"    [{e['dropped_at']}] {e['config']}: {(e['reason'] or '')[:140]}{where}")
+                lines.append(f"    [{e['dropped_at']}] {_distinct(e['config'], everyone)} ({e['config_id']}): "
+                             f"{(e['reason'] or '')[:140]}{where}")
             if len(d) > 5:
                 lines.append(f"    ... and {len(d) - 5} more (.dropped())")
         return lines
@@ -322,3 +324,18 @@ class Exploration:
             return h
         import html
         return f"<pre>{html.escape(repr(self))}</pre>"
+
+
+def _distinct(cfg: dict, configs: list[dict]) -> str:
+    """``cfg`` by the knobs where it differs from what most configs have (all of it if none differ).
+
+    >>> _distinct({"BM": 128, "STAGES": 1}, [{"BM": 128, "STAGES": 3}, {"BM": 128, "STAGES": 4}] * 2)
+    'STAGES=1'
+    """
+    import collections
+    out = []
+    for k, v in cfg.items():
+        common = collections.Counter(json.dumps(c.get(k)) for c in configs).most_common(1)
+        if not common or common[0][0] != json.dumps(v):
+            out.append(f"{k}={v}")
+    return " ".join(out) or " ".join(f"{k}={v}" for k, v in cfg.items())
