@@ -132,6 +132,7 @@ class TLXSimPlugin:
         self._offline = None
         self._torch = None
         self._launches: list[_Launch] | None = None
+        self._kernel_file = None      # the file of the kernel being simulated, while a launch runs
         self._t0 = None
 
     # -- the session -----------------------------------------------------------------------
@@ -172,7 +173,7 @@ class TLXSimPlugin:
     def pytest_runtest_call(self, item):
         marker = item.get_closest_marker("tlx_sim_deadline")
         limit = float(marker.args[0]) if marker and marker.args else self.deadline_s
-        with _deadline(limit, item.nodeid):
+        with _deadline(limit, item.nodeid, self._may_stop):
             yield
 
     @pytest.hookimpl(hookwrapper=True)
@@ -230,12 +231,13 @@ class TLXSimPlugin:
         __tracebackhide__ = True
         name = getattr(jit, "__name__", None) or jit.fn.__name__
         compiled = None
-        refused = _crashes(lambda: orig(jit, *args, grid=grid, warmup=True, **kwargs), name)
+        refused = _compile_in_child(lambda: orig(jit, *args, grid=grid, warmup=True, **kwargs), jit, self.model, name)
         if refused is None:
             try:
                 compiled = orig(jit, *args, grid=grid, warmup=True, **kwargs)
             except Exception as e:  # noqa: BLE001 - the compiler's refusal is reported, the launch still simulated
-                refused = _first_lines(e)
+                from .compiler.diagnose import compile_error
+                refused = str(compile_error(e, jit, self.model))
         if warmup:
             if refused is not None:
                 raise RuntimeError(f"{name}: the installed compiler refused the kernel: {refused}")
@@ -243,12 +245,23 @@ class TLXSimPlugin:
         la = _Launch(name, compiled is not None, refused)
         if self._launches is not None:
             self._launches.append(la)
-        sim.launch(jit, grid, args, kwargs)
+        self._kernel_file = jit.fn.__code__.co_filename
+        try:
+            sim.launch(jit, grid, args, kwargs)
+        finally:
+            self._kernel_file = None
         res = sim.result
         la.cycles = round(float(res.cycles), 1)
         la.ctas = len(res.ctas)
         res.raise_for_errors()
         return compiled if compiled is not None else SimulateOnlyKernel(name, refused)
+
+    def _may_stop(self, frame) -> bool:
+        # a deadline stops a simulated launch only at a line of the kernel itself: from there the
+        # exception unwinds as a kernel's own error does, and the simulator restores what it patched
+        # (stopped inside the simulator's set-up, it would leave Triton's ops patched)
+        kf = self._kernel_file
+        return kf is None or (frame is not None and frame.f_code.co_filename == kf)
 
     # -- the end ---------------------------------------------------------------------------
     def table(self) -> list[dict]:
@@ -310,39 +323,64 @@ def _failure(exc, refused) -> dict:
     return {"status": FAILED, "why": "error" if exc is not None else None, "message": msg}
 
 
-def _crashes(compile_once, name: str) -> str | None:
+def _compile_in_child(compile_once, jit, model, name: str) -> str | None:
     """Compile first in a forked child: some kernels crash the installed compiler (an MLIR assertion,
-    a segfault), which would take the whole pytest run down. Returns why, or None when the child
-    finished (compiled, or raised: then the compile in this process says why, from Triton's disk
-    cache or the kernel's own cache, without compiling twice)."""
+    a segfault), which would take the whole pytest run down. Returns why the compiler refused or
+    crashed (its own message, as ``tlx_workbench.compile`` words it), or None when it compiled; the
+    compile in this process then hits Triton's disk cache instead of compiling twice."""
     import os
+    import tempfile
     if not hasattr(os, "fork"):
         return None
-    pid = os.fork()
-    if pid == 0:                                   # the child: compile, and leave without cleanup
-        code = 0
+    with tempfile.TemporaryDirectory(prefix="tlxsim-") as tmp:
+        log, msg = os.path.join(tmp, "stderr"), os.path.join(tmp, "message")
+        for stream in (__import__("sys").stdout, __import__("sys").stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        pid = os.fork()
+        if pid == 0:                               # the child: compile, and leave without cleanup
+            code = 0
+            try:
+                fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                try:
+                    compile_once()
+                except Exception as e:  # noqa: BLE001 - worded for the parent
+                    code = 3
+                    from .compiler.diagnose import compile_error
+                    with open(log, errors="replace") as f:
+                        printed = f.read()
+                    with open(msg, "w") as f:
+                        f.write(str(compile_error(e, jit, model, printed)))
+            except BaseException:  # noqa: BLE001 - never return into the parent's pytest
+                code = 4
+            os._exit(code)
         try:
-            compile_once()
-        except BaseException:  # noqa: BLE001 - the parent compiles again and sees the exception itself
-            code = 3
-        os._exit(code)
-    try:
-        _, status = os.waitpid(pid, 0)
-    except BaseException:
-        # the deadline fired while the child compiled
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-        raise
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        return (f"the installed compiler crashed compiling {name} (signal {signal.Signals(sig).name}); "
-                f"its own message is in the captured stderr")
-    return None
+            _, status = os.waitpid(pid, 0)
+        except BaseException:
+            # the deadline fired while the child compiled
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            raise
+        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            return None
+        if os.path.exists(msg):
+            with open(msg, errors="replace") as f:
+                return f.read().strip() or f"the installed compiler refused {name}"
+        printed = ""
+        if os.path.exists(log):
+            with open(log, errors="replace") as f:
+                printed = f.read()
+        said = [ln.strip() for ln in printed.splitlines() if "error" in ln.lower()][:3]
+        how = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
+               else f"exit status {os.WEXITSTATUS(status)}")
+        return (f"the installed compiler crashed compiling {name} ({how})" + (": " + " / ".join(said) if said else ""))
 
 
 @contextlib.contextmanager
-def _deadline(seconds: float, nodeid: str):
+def _deadline(seconds: float, nodeid: str, may_stop=lambda frame: True):
     # SIGALRM reaches the main thread, where pytest runs the test and the simulator its greenlets
     usable = seconds and seconds > 0 and hasattr(signal, "setitimer") \
         and threading.current_thread() is threading.main_thread()
@@ -351,6 +389,11 @@ def _deadline(seconds: float, nodeid: str):
         return
 
     def fire(signum, frame):
+        if not may_stop(frame):
+            signal.setitimer(signal.ITIMER_REAL, 0.005)       # try again at the next kernel line
+            return
+        # again later, should this one be swallowed (raised inside an at-fork hook, a __del__, ...)
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
         raise SimDeadline(f"{nodeid} ran past its deadline of {seconds:g} s under --tlx-sim "
                           f"(raise it with --tlx-sim-deadline or @pytest.mark.tlx_sim_deadline(s))")
     old = signal.signal(signal.SIGALRM, fire)

@@ -1,0 +1,29 @@
+"""A kernel that spins on a flag nobody sets: on a GPU it hangs the job; here the deadline ends it."""
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def spin_until_set(flag_ptr, out_ptr):
+    seen = tl.load(flag_ptr)
+    while seen == 0:
+        seen = tl.load(flag_ptr, volatile=True)
+    tl.store(out_ptr, seen)
+
+
+@pytest.mark.tlx_sim_deadline(2)
+def test_spin_forever():
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    out = torch.zeros(1, dtype=torch.int32, device="cuda")
+    spin_until_set[(1,)](flag, out)
+    assert out.item() == 1
+
+
+@pytest.mark.tlx_sim_deadline(1)
+def test_endless_launches():
+    # a host loop that never ends: the per-test deadline stops it
+    x = torch.ones(64, device="cuda")
+    while True:
+        spin_until_set[(1,)](x.to(torch.int32), x)

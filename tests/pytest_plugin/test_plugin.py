@@ -1,0 +1,91 @@
+"""The pytest plugin, run as a user runs it: pytest on a GPU test project, in a subprocess."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+PROJECT = pathlib.Path(__file__).parent / "project"
+
+
+def _pytest(tmp_path, *args):
+    report = tmp_path / "sim.json"
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tlx_workbench.pytest_plugin", "-p", "no:cacheprovider",
+                           "-q", "--tlx-sim-report", str(report), *args],
+                          cwd=PROJECT, capture_output=True, text=True, timeout=300, env=env)
+    data = json.loads(report.read_text()) if report.exists() else None
+    return proc, data
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory):
+    return _pytest(tmp_path_factory.mktemp("h200"), "--tlx-sim=H200")
+
+
+def _status(data):
+    return {t["test"].split("::")[-1]: (t["status"], t["why"]) for t in data["tests"]}
+
+
+def test_every_test_gets_its_named_outcome(h200):
+    proc, data = h200
+    assert data is not None, proc.stdout + proc.stderr
+    assert data["gpu"] == "H200" and data["arch"] == "sm_90"
+    assert _status(data) == {
+        "test_add_matches_torch": ("faithful pass", None),
+        "test_add_ir_and_metadata": ("faithful pass", None),          # kernel.asm / metadata are the compiler's
+        "test_device_answers_for_the_gpu": ("faithful pass", None),
+        "test_wrong_reference_fails": ("failed", "assertion"),
+        "test_pipeline_copies": ("faithful pass", None),
+        "test_pipeline_dropped_arrive": ("failed", "deadlock"),
+        "test_one_slot_barrier_values": ("simulate-only pass", "compiler refused one_slot_load"),
+        "test_one_slot_barrier_ir": ("compiler refused", "compiler refused one_slot_load"),
+        "test_ballot": ("unsupported op", "tlx.vote_ballot_sync is not modelled"),
+        "test_spin_forever": ("failed", "deadlock"),       # a volatile spin nobody ends: diagnosed, no hang
+        "test_endless_launches": ("failed", "deadline"),
+    }, proc.stdout
+    assert data["counts"] == {"faithful pass": 4, "simulate-only pass": 1, "failed": 4, "unsupported op": 1,
+                              "compiler refused": 1, "skipped": 0}
+    assert proc.returncode == 1          # failures fail the run, as on a GPU
+
+
+def test_launches_are_compiled_then_simulated(h200):
+    _, data = h200
+    by = {t["test"].split("::")[-1]: t for t in data["tests"]}
+    (add,) = by["test_add_matches_torch"]["launches"]
+    assert add["kernel"] == "add_kernel" and add["compiled"] and add["ctas"] == 4 and add["cycles"] > 0
+    (one,) = by["test_one_slot_barrier_values"]["launches"]
+    assert not one["compiled"] and "barrier allocation must be a descriptor" in one["compiler_refused"]
+    assert "barrier allocation must be a descriptor" in by["test_one_slot_barrier_ir"]["message"]
+    # the installed compiler crashes on it (in a forked child, so the run goes on), and says why first
+    assert "crashed compiling ballot" in by["test_ballot"]["launches"][0]["compiler_refused"]
+    assert "vote_ballot_sync" in by["test_ballot"]["launches"][0]["compiler_refused"]
+
+
+def test_failures_carry_the_diagnosis_and_the_summary_has_the_table(h200):
+    proc, _ = h200
+    out = proc.stdout
+    # the deadlock's wait-for graph, with the line to change, in the test's failure text
+    assert "deadlock in CTA 0" in out and "waits on empty[0]" in out and "a barrier_arrive on it is missing" in out
+    assert "ran past its deadline of 1 s" in out
+    assert "tlx-sim: H200 (sm_90), simulated on the CPU" in out
+    assert "test_tlx_newer_forms.py::test_ballot" in out and "unsupported op" in out
+    assert "simulated as bars[0], as newer TLX reads it" in out     # the one-slot form is said, not silent
+
+
+def test_ini_option_and_blackwell(tmp_path):
+    proc, data = _pytest(tmp_path, "-o", "tlx_sim=B200", "test_vector.py", "-k", "not wrong")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert data["arch"] == "sm_100"
+    assert {t["status"] for t in data["tests"]} == {"faithful pass"}
+
+
+def test_without_the_option_the_plugin_does_nothing(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tlx_workbench.pytest_plugin", "-p", "no:cacheprovider",
+                           "-q", "test_vector.py::test_device_answers_for_the_gpu"], cwd=PROJECT, capture_output=True,
+                          text=True, timeout=300)
+    # no GPU here, and no simulator asked for: torch.cuda is left as it is
+    assert proc.returncode == 1 and "tlx-sim" not in proc.stdout and "assert False" in proc.stdout
