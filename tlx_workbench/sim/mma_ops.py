@@ -49,7 +49,7 @@ class MmaOps:
             t.vc[("wgmma", t.key)] = done[-1][1]
             t.clock = max(t.clock, done[-1][0])
         t.clock += self.cost.barrier_op
-        self.span(t, "wait", start, t.clock, "async_dot_wait", line)
+        self.span(t, "wait", start, t.clock, "async_dot_wait", line, args={"pendings": pendings})
 
 
     # -- Blackwell: tcgen05 MMA, commit, tmem_copy --------------------------------------------------

@@ -162,8 +162,13 @@ def race_cause(finding, trace, file=None):
             if s.name != "async_dot" or s.line != dot_line:
                 continue
             last_wait = None
+            later = 0              # wgmmas this lane issued after this one
             for t in seq[i + 1:]:
-                if t.name == "async_dot_wait":
+                if t.name == "async_dot":
+                    later += 1
+                elif t.name == "async_dot_wait":
+                    if later >= int(t.args.get("pendings", 0)):
+                        break      # this wait retired the wgmma: its release is safe, the culprit is elsewhere
                     last_wait = t
                 elif t.name == "barrier_arrive" and t.barrier == released:
                     who = f"{lane[0]}[{lane[1]}]"
