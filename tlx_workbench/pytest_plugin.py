@@ -15,7 +15,9 @@ still needed: the plugin is never loaded behind a user's back). Under it:
   installed compiler refuses is still simulated: the test is then "simulate-only", and the
   launch returns a stand-in whose ``asm``/``metadata`` raise with the compiler's message.
 - A deadlock or a race fails the test with the simulator's diagnosis (the wait-for graph in a
-  report section); a test past ``--tlx-sim-deadline`` seconds fails with the deadline.
+  report section); a test past ``--tlx-sim-deadline`` seconds fails with the deadline. The deadline
+  interrupts Python (host code, simulated kernels), not one long native call: a test whose torch
+  reference is a 4096^3 fp16 matmul on the CPU (minutes) fails only when that call returns.
 - At the end, a table per test (faithful pass, simulate-only pass, failed, unsupported op,
   compiler refused, skipped) in the terminal summary, and as JSON with ``--tlx-sim-report``.
 """
