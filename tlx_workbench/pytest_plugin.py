@@ -288,11 +288,11 @@ class TLXSimPlugin:
     def pytest_terminal_summary(self, terminalreporter):
         tr = terminalreporter
         tr.section(f"tlx-sim: {self.gpu} (sm_{self.model.arch}), simulated on the CPU")
-        width = max([len(r["test"]) for r in self.records.values()] + [4])
-        width = min(width, 90)
-        for r in self.records.values():
+        names = {k: _short(k) for k in self.records}
+        width = min(max([len(n) for n in names.values()] + [4]), 90)
+        for k, r in self.records.items():
             why = f"  ({r['why']})" if r["why"] else ""
-            tr.write_line(f"{r['test'][:width]:<{width}}  {r['status'] or '?':<18}{why}")
+            tr.write_line(f"{names[k][-width:]:<{width}}  {r['status'] or '?':<18}{why}")
         c = self.counts()
         tr.write_line(", ".join(f"{n} {s}" for s, n in c.items() if n) or "no tests")
         if self.report_path:
@@ -320,6 +320,12 @@ def _alias_tlx_tutorials() -> str | None:
     return f"{name} aliased to tlx.tutorials (the triton-utlx wheel's layout)"
 
 
+def _short(nodeid: str) -> str:
+    # a suite outside the rootdir has node ids with its whole path: keep the file's name
+    path, sep, rest = nodeid.partition("::")
+    return path.rsplit("/", 1)[-1] + sep + rest
+
+
 def _skip_reason(report) -> str | None:
     lr = report.longrepr
     if isinstance(lr, tuple) and len(lr) == 3:
@@ -334,7 +340,7 @@ def _failure(exc, refused) -> dict:
     m = _NOT_MODELLED.search(text)
     if m:
         return {"status": UNSUPPORTED, "why": f"tlx.{m.group(1)} is not modelled", "message": msg}
-    if isinstance(exc, SimDeadline):
+    if isinstance(exc, SimDeadline) or "SimDeadline:" in text:      # the simulator wraps a task's exception
         return {"status": FAILED, "why": "deadline", "message": msg}
     if isinstance(exc, DeadlockError):
         return {"status": FAILED, "why": "deadlock", "message": msg}
@@ -366,6 +372,8 @@ def _compile_in_child(compile_once, jit, model, name: str) -> str | None:
         if pid == 0:                               # the child: compile, and leave without cleanup
             code = 0
             try:
+                import faulthandler
+                faulthandler.disable()      # pytest's points at the terminal; a crash is said by the parent
                 fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
