@@ -1,4 +1,4 @@
-"""A kernel that spins on a flag nobody sets: on a GPU it hangs the job; here the deadline ends it."""
+"""Kernels that never finish: a spin nobody ends (a deadlock), and a host loop the deadline ends."""
 import pytest
 import torch
 import triton
