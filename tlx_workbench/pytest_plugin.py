@@ -264,8 +264,18 @@ class TLXSimPlugin:
         # a deadline stops a simulated launch only at a line of the kernel itself: from there the
         # exception unwinds as a kernel's own error does, and the simulator restores what it patched
         # (stopped inside the simulator's set-up, it would leave Triton's ops patched)
+        # and only inside a simulated task (a greenlet of its own): a grid lambda or pre_hook in the
+        # kernel's file runs in the set-up, in the main greenlet, where raising leaves Triton patched
         kf = self._kernel_file
-        return kf is None or (frame is not None and frame.f_code.co_filename == kf)
+        if kf is None:
+            return True
+        if frame is None or frame.f_code.co_filename != kf:
+            return False
+        try:
+            import greenlet
+        except ImportError:
+            return False
+        return greenlet.getcurrent().parent is not None
 
     # -- the end ---------------------------------------------------------------------------
     def table(self) -> list[dict]:
