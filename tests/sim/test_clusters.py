@@ -127,7 +127,9 @@ def test_bytes_expected_on_both_ctas_is_diagnosed_on_the_peer():
     assert first.line == line_of("# BUG: waits for bytes that land in the leader")
     assert first.missing_bytes == 64 * (128 // 2) * 2      # the half of B it announced
     assert "LEADER" in first.reason and "two_ctas" in first.reason
-    assert d.line == first.line
+    # the report leads with the line to change: the peer's expect_bytes (its wait is the other half)
+    assert d.line == line_of("# BUG: the peer expects its bytes locally")
+    assert d.cause.other_line == first.line
 
 
 def test_arrive_count_1_where_both_ctas_arrive():
