@@ -107,7 +107,6 @@ def main(part):
         ratios = sorted(p / m for p, m in pairs)
         summary["predicted_over_measured"] = dict(n=len(ratios), median=statistics.median(ratios), min=ratios[0],
                                                   max=ratios[-1])
-        import numpy as np
         from scipy.stats import spearmanr
         summary["rank_correlation"] = float(spearmanr([p for p, _ in pairs], [m for _, m in pairs]).correlation)
     r, vname = rounds(problem, shape, {"best": best, "default": problem.default}, part)

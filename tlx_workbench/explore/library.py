@@ -129,11 +129,6 @@ def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Probl
     raise TLXWorkbenchError(f"no library problem named {name!r}", hint=f"use one of {GEMMS + ('attention',)}")
 
 
-def gemm_ws_smem(cfg, elem=2) -> int:
-    from ..kernels.gemm_ws import smem_bytes
-    return smem_bytes(cfg, elem)
-
-
 def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> Space:
     """The explorer's space of library kernel ``name``.
 
@@ -146,8 +141,10 @@ def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> 
         def epilogue_divides(c):
             return (c["BN"] // c["EPI_N"]) in (1, 2, 4) and (c["BN"] // c["EPI_N"]) % c["EPI_BUFS"] == 0
 
+        from ..kernels.gemm_ws import smem_bytes
+
         def smem_estimate_fits(c):
-            return gemm_ws_smem(c) <= 232448
+            return smem_bytes(c) <= 232448
 
         return Space({"BM": [128, 256], "BN": [128, 256], "BK": [64], "STAGES": [2, 3, 4, 5, 6],
                       "EPI_N": [64, 128], "SPLIT_FULL": [False, True], "DOT_WAIT0": [False, True],

@@ -187,11 +187,6 @@ def _compare(out, ref, dtype: str, tolerance: float | None):
     return err <= tol, err
 
 
-def _first_finding(res):
-    f = res.findings[0]
-    return f
-
-
 def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None) -> dict:
     """Simulated time at ``shape``: CTA 0 run alone at each of the problem's timing shapes, its
     cycles fitted as ``a + b * work`` (work = the shape's flops over its CTA count), then evaluated
@@ -240,7 +235,7 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
                            diagnosis=d.text() + (f"\n\nwhat to do: {d.hint}" if getattr(d, "hint", None) else ""),
                            metrics=dict(metrics, verdict="deadlock"), device=gpu, seconds=time.perf_counter() - t0)
         if res.findings:
-            f = _first_finding(res)
+            f = res.findings[0]
             text = "\n".join(getattr(x, "text", lambda: str(x))() if callable(getattr(x, "text", None))
                              else str(x) for x in res.findings)
             return Outcome("dropped", reason=f"{f.kind}: {f.message}", file=getattr(f, "file", None) or res.file,
