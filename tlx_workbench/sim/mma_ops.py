@@ -36,7 +36,8 @@ class MmaOps:
         end = mstart + self.cost.mma_cycles(m, n, k, in_bits)
         self.tc_free = end
         t.wgmma.append((end + self.cost.mma_latency, t.wgmma_epoch))
-        self.span(t, "mma", mstart, end, "async_dot", line, args={"m": m, "n": n, "k": k})
+        self.span(t, "mma", mstart, end, "async_dot", line,
+                  args={"m": m, "n": n, "k": k, "reads": [v.slot_name for v in (a, b) if isinstance(v, SmemView)]})
         return out
 
     def wgmma_wait(self, pendings: int):
