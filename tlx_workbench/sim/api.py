@@ -257,6 +257,8 @@ class Simulation:
 
 def _same(a, b) -> bool:
     import torch
+    if a.dtype.is_floating_point and a.element_size() == 1:     # fp8: torch has no nan_to_num; compare bits
+        return bool(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
     if a.dtype.is_floating_point:
         return bool(torch.equal(torch.nan_to_num(a), torch.nan_to_num(b)))
     return bool(torch.equal(a, b))
