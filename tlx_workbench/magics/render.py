@@ -17,14 +17,14 @@ def html_of(obj) -> str:
     return f"<pre>{html.escape(repr(obj))}</pre>"
 
 
-def view_html(widget: str, obj, what: str) -> str:
-    """The static HTML of a widget view, or a note saying the view is not there yet."""
+def view_html(widget: str, obj, what: str, **options) -> str:
+    """The static HTML of a widget view (``options``: the widget's own), or a note saying the view is not there yet."""
     try:
         from .. import widgets
         cls = getattr(widgets, widget, None)
         if cls is None:
             raise ImportError(widget)
-        view = cls(obj)
+        view = cls(obj, **options)
         bundle = view._repr_mimebundle_() if hasattr(view, "_repr_mimebundle_") else None
         if isinstance(bundle, tuple):
             bundle = bundle[0]

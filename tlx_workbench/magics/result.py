@@ -98,6 +98,12 @@ class CellResult:
             shown = ["timeline"]           # a plain cell shows its timeline
         return shown
 
+    def view_options(self, key: str) -> dict:
+        """What a view needs beside its part: the trace views get the simulator's deadlock report,
+        so they mark where each task stopped (named barriers and joins too)."""
+        deadlock = getattr(self.sim, "deadlock", None)
+        return {"deadlock": deadlock} if key in ("timeline", "barriers") and deadlock is not None else {}
+
     def _repr_html_(self) -> str:
         return self.html()
 
@@ -127,6 +133,6 @@ class CellResult:
                 continue
             widget, what, part = VIEWS[key]
             obj = getattr(self, part)
-            out.append(html_of(obj) if widget is None else view_html(widget, obj, what))
+            out.append(html_of(obj) if widget is None else view_html(widget, obj, what, **self.view_options(key)))
         out.append("</div>")
         return "".join(out)

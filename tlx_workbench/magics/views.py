@@ -17,7 +17,7 @@ def show_widgets(result: CellResult) -> list:
         if key not in result.show or name is None or not hasattr(widgets, name):
             continue
         try:
-            w = getattr(widgets, name)(getattr(result, part))
+            w = getattr(widgets, name)(getattr(result, part), **result.view_options(key))
             w._tlxwb_view = key
             out.append(w)
         except Exception as e:  # pragma: no cover - a broken view must not break the cell

@@ -10,23 +10,41 @@ import traitlets
 from .. import views
 from ..trace import Trace
 from ._base import View, esm_source
-from .timeline import _fmt, _nice_step
+from .timeline import _fmt, _nice_step, stuck_label, stuck_waits
 
 EV_KINDS = ("init", "expect", "arrive", "tx", "flip")     # wait_begin/wait_end show as wait bars
 PALETTE = ["#34495e", "#8e44ad", "#2980b9", "#c0392b", "#27ae60", "#d35400", "#7f8c8d", "#16a085"]
+
+
+ARRIVE_COLOR = PALETTE[0]
+
+
+def legend_items(enc: dict) -> list[tuple[str, str]]:
+    """The legend, in the markers' own colours: an arrival is drawn in its arriver's colour."""
+    items = [(f"arrive: {enc['who'][w]}", PALETTE[w % len(PALETTE)]) for w in enc["arrivers"]] or [
+        ("arrive", ARRIVE_COLOR)]
+    items += [("expect bytes", "#f39c12"), ("TMA bytes landed", "#16a085"), ("phase flip", "#111"),
+              ("waiting", "#e74c3c"), ("releases", "#777")]
+    if enc["stuck"]:
+        items.append(("stuck here (deadlock)", "#fdecea"))
+    return items
 
 
 def _who(cta, task, replica) -> str:
     return f"{task}[{replica or 0}]"
 
 
-def encode_barriers(trace: Trace) -> dict:
-    """Rows (one per CTA, barrier, slot), their events, waits and release arrows, as columns."""
+def encode_barriers(trace: Trace, deadlock=None) -> dict:
+    """Rows (one per CTA, barrier, slot), their events, waits and release arrows, as columns;
+    ``stuck``: the waits a deadlock left open, [row, waiter sub-row, since, label] each."""
     waits = [s for s in trace.spans if s.kind == "wait" and s.barrier is not None and s.slot is not None]
-    keys = set(trace.barrier_slots()) | {(s.cta, s.barrier, s.slot) for s in waits}
+    stuck = [s for s in stuck_waits(trace, deadlock) if s["barrier"] is not None and s["slot"] is not None]
+    keys = (set(trace.barrier_slots()) | {(s.cta, s.barrier, s.slot) for s in waits}
+            | {(s["lane"][0], s["barrier"], s["slot"]) for s in stuck})
     rows = sorted(keys, key=lambda k: (k[0], k[1], k[2]))
     row_ix = {k: i for i, k in enumerate(rows)}
-    waiters = {k: sorted({s.lane for s in waits if (s.cta, s.barrier, s.slot) == k},
+    waiters = {k: sorted({s.lane for s in waits if (s.cta, s.barrier, s.slot) == k}
+                         | {s["lane"] for s in stuck if (s["lane"][0], s["barrier"], s["slot"]) == k},
                          key=lambda l: (l[1] not in ("default", "producer"), l[1], l[2])) for k in rows}
     who: dict[str, int] = {}
     sources: dict[tuple, int] = {}
@@ -68,6 +86,12 @@ def encode_barriers(trace: Trace) -> dict:
         if k in row_ix and f.dst in waiters[k]:
             fl.append((row_ix[k], waiters[k].index(f.dst), f.time, f.dst_time,
                        wid(_who(*f.src)) if f.src is not None else -1))
+    stuck_rows = []
+    for st in stuck:
+        k = (st["lane"][0], st["barrier"], st["slot"])
+        stuck_rows.append([row_ix[k], waiters[k].index(st["lane"]), st["since"],
+                           f"{_who(*st['lane'])} {stuck_label(st)}"])
+    arrivers = sorted({wid(_who(*e.lane)) for e in evs if e.kind == "arrive" and e.task is not None})
     row_info = []
     for k in rows:
         init = [e for e in trace.barrier_events if (e.cta, e.barrier, e.slot) == k and e.kind == "init"]
@@ -79,7 +103,7 @@ def encode_barriers(trace: Trace) -> dict:
             "w_t": w_t.tobytes(), "w_i": w_i.tobytes(), "fl": np.asarray(fl, dtype=np.float64).reshape(-1, 5).tobytes(),
             "sources": [{"file": f, "line": l, "text": linecache.getline(f, l).rstrip("\n") if f else ""}
                         for (f, l) in sources],
-            "events": evs, "waits": waits}
+            "events": evs, "waits": waits, "stuck": stuck_rows, "arrivers": arrivers}
 
 
 class BarrierPhaseWidget(View):
@@ -103,37 +127,42 @@ class BarrierPhaseWidget(View):
     _w_t = traitlets.Bytes(b"").tag(sync=True)
     _w_i = traitlets.Bytes(b"").tag(sync=True)
     _fl = traitlets.Bytes(b"").tag(sync=True)
+    _stuck = traitlets.List().tag(sync=True)
+    _legend = traitlets.List().tag(sync=True)
     view_range = traitlets.List(traitlets.Float(), default_value=[]).tag(sync=True)
     selected_line = traitlets.Int(None, allow_none=True).tag(sync=True)
     selected_file = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, trace: Trace, *, title: str | None = None, **kwargs):
-        enc = encode_barriers(trace)
-        self.trace = trace
+    def __init__(self, trace: Trace, *, title: str | None = None, deadlock=None, **kwargs):
+        enc = encode_barriers(trace, deadlock)
+        self.trace, self.deadlock = trace, deadlock
         self.events, self.waits = enc["events"], enc["waits"]   # index i in the view = these lists
         super().__init__(title=title or f"{trace.meta.get('kernel', trace.source)} barrier phases",
                          time_unit=trace.time_unit, _rows=enc["rows"], _who=enc["who"], _sources=enc["sources"],
                          _ev_t=enc["ev_t"], _ev_i=enc["ev_i"], _w_t=enc["w_t"], _w_i=enc["w_i"], _fl=enc["fl"],
-                         **kwargs)
+                         _stuck=enc["stuck"], _legend=[list(i) for i in legend_items(enc)], **kwargs)
 
     def static_html(self) -> str:
         return (f"<div class='tlxwb-static'><div style='font:600 12px sans-serif'>{html.escape(self.title)}</div>"
-                f"{barrier_svg(self.trace)}</div>")
+                f"{barrier_svg(self.trace, deadlock=self.deadlock)}</div>")
 
     def __repr__(self) -> str:
         return f"BarrierPhaseWidget({self.trace!r})"
 
 
 def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | None = None,
-                t1: float | None = None) -> str:
+                t1: float | None = None, *, deadlock=None) -> str:
     """Barrier phases as one self-contained SVG (no script). Markers are thinned to one per
-    pixel and kind, so long traces stay small.
+    pixel and kind, so long traces stay small; an arrival is drawn in its arriver's colour (the
+    legend names them). A wait a deadlock left open is a "stuck here" bar to the end, with the
+    phase waited for and what is missing.
 
     >>> svg = barrier_svg(sample_trace())          # doctest: +SKIP
     """
     esc = html.escape
-    enc = encode_barriers(trace)
+    enc = encode_barriers(trace, deadlock)
     rows, evs, waits = enc["rows"], enc["events"], enc["waits"]
+    who = {w: i for i, w in enumerate(enc["who"])}
     t0 = trace.start if t0 is None else t0
     t1 = trace.end if t1 is None else t1
     if t1 <= t0:
@@ -149,7 +178,8 @@ def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | N
             last = r["cta"]
         row_y.append(y)
         y += band + len(r["waiters"]) * sub + 6
-    height = y + 4
+    legend_y = y + 4
+    height = y + 22
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' class='tlxwb-barrier-svg' width='{width}' height='{height}' "
            f"viewBox='0 0 {width} {height}' font-family='sans-serif' font-size='10'>",
            f"<rect width='{width}' height='{height}' fill='#fff'/>"]
@@ -212,8 +242,9 @@ def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | N
             out.append(f"<g class='tlxwb-flip'><line x1='{x:.1f}' y1='{row_y[i]}' x2='{x:.1f}' y2='{row_y[i] + band - 4}' "
                        f"stroke='#111' stroke-width='2'>{tip}</line></g>")
         elif e.kind == "arrive":
+            colour = PALETTE[who[_who(*e.lane)] % len(PALETTE)] if e.task else ARRIVE_COLOR
             out.append(f"<path class='tlxwb-arrive' d='M{x - 4:.1f},{ly - 9} L{x + 4:.1f},{ly - 9} L{x:.1f},{ly - 1} Z' "
-                       f"fill='#34495e'>{tip}</path>")
+                       f"fill='{colour}'>{tip}</path>")
         elif e.kind == "expect":
             out.append(f"<path d='M{x:.1f},{ly - 5} L{x + 4:.1f},{ly} L{x:.1f},{ly + 5} L{x - 4:.1f},{ly} Z' "
                        f"fill='#f39c12'>{tip}</path>")
@@ -227,6 +258,17 @@ def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | N
                 continue
             out.append(f"<line class='tlxwb-release' x1='{X(t):.1f}' y1='{row_y[r] + band / 2}' x2='{X(td):.1f}' "
                        f"y2='{row_y[r] + band + k * sub + sub / 2}' stroke='#555' stroke-opacity='0.6'/>")
+    for r, k, since, label in enc["stuck"]:
+        x0 = X(min(max(since, t0), t1))
+        sy = row_y[r] + band + k * sub
+        out.append(f"<g class='tlxwb-stuck'><title>{esc(label)}</title><rect x='{x0:.1f}' y='{sy + 1}' "
+                   f"width='{max(width - 8 - x0, 3):.1f}' height='{sub - 2}' fill='#fdecea' stroke='#c0392b'/>"
+                   f"<text x='{x0 + 4:.1f}' y='{sy + sub - 3}' fill='#922b21' font-size='9'>{esc(label)}</text></g>")
+    lx = 6
+    for label, colour in legend_items(enc):
+        out.append(f"<rect x='{lx}' y='{legend_y}' width='10' height='10' fill='{colour}'/>"
+                   f"<text x='{lx + 13}' y='{legend_y + 9}'>{esc(label)}</text>")
+        lx += 24 + 6 * len(label)
     out.append("</svg>")
     return "".join(out)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import html
 import linecache
+import re
 from typing import Callable
 
 import numpy as np
@@ -33,6 +34,60 @@ def lane_rows(trace: Trace) -> list[dict]:
                      "mma_share": s.mma_share if s else 0.0,
                      "waits": sorted(s.waiting_by_barrier.items(), key=lambda kv: -kv[1]) if s else []})
     return rows
+
+
+def stuck_waits(trace: Trace, deadlock=None) -> list[dict]:
+    """Where each task stopped, for a run that ended in a deadlock: one entry per blocked lane
+    with the barrier, slot and phase it waits on, the line, since when, and what is missing.
+
+    Read off the trace (a ``wait_begin`` that no ``wait_end`` followed; what the barrier still
+    lacks after its last event), or, when given, from the simulator's ``DeadlockReport``
+    (``deadlock.blocked``), which also knows named barriers and joins. Empty for a run that ended.
+    """
+    out: dict = {}
+    if deadlock is not None and getattr(deadlock, "blocked", None):
+        for b in deadlock.blocked:
+            name, slot = (b.barrier or b.kind), None
+            m = re.fullmatch(r"(.*)\[(\d+)\]", name or "")
+            if m:
+                name, slot = m.group(1), int(m.group(2))
+            missing = []
+            if getattr(b, "missing_arrivals", None):
+                missing.append(f"{b.missing_arrivals} arrival(s)")
+            if getattr(b, "missing_bytes", None):
+                missing.append(f"{b.missing_bytes} B")
+            out[tuple(b.lane)] = {"lane": tuple(b.lane), "kind": b.kind, "barrier": name, "slot": slot,
+                                  "phase": b.phase, "line": b.line, "since": float(b.since or 0.0),
+                                  "missing": ", ".join(missing)}
+        return list(out.values())
+    open_waits: dict = {}
+    last: dict = {}
+    for e in sorted(trace.barrier_events, key=lambda e: e.time):
+        last[(e.cta, e.barrier, e.slot)] = e
+        if e.task is None:
+            continue
+        key = (e.lane, e.cta, e.barrier, e.slot)
+        if e.kind == "wait_begin":
+            open_waits[key] = e
+        elif e.kind == "wait_end":
+            open_waits.pop(key, None)
+    for (lane, cta, barrier, slot), e in open_waits.items():
+        tail = last.get((cta, barrier, slot))
+        missing = []
+        if tail is not None and tail.pending_arrivals:
+            missing.append(f"{tail.pending_arrivals} arrival(s)")
+        if tail is not None and tail.pending_bytes:
+            missing.append(f"{tail.pending_bytes} B")
+        out[lane] = {"lane": lane, "kind": "mbarrier", "barrier": barrier, "slot": slot, "phase": e.phase,
+                     "line": e.line, "since": float(e.time), "missing": ", ".join(missing)}
+    return list(out.values())
+
+
+def stuck_label(s: dict) -> str:
+    """'stuck: pong[0] parity 0, missing 1 arrival(s), line 13'."""
+    where = s["barrier"] + (f"[{s['slot']}]" if s["slot"] is not None else "") if s["barrier"] else s["kind"]
+    return ("stuck: " + where + (f" parity {s['phase']}" if s["phase"] is not None else "")
+            + (f", missing {s['missing']}" if s["missing"] else "") + (f", line {s['line']}" if s["line"] else ""))
 
 
 def encode_spans(trace: Trace) -> dict:
@@ -92,9 +147,13 @@ class TimelineWidget(View):
 
     Wheel to zoom, drag to pan, double-click to reset, hover for details; a click on a
     span selects it and sends its source line to Python (``selected_line``,
-    ``on_select``). Without a live kernel the output shows :func:`timeline_svg`.
+    ``on_select``). Filters (checkboxes in the view, traits here): ``hide_waits``,
+    ``fold_ctas`` (every CTA's lanes of a task replica on one lane), ``lane_per_task``. A run that
+    deadlocked shows a "stuck here" bar per blocked lane (``deadlock``: the simulator's report,
+    for named barriers and joins; without it the trace's unfinished waits). Without a live kernel
+    the output shows :func:`timeline_svg`, with the same filters.
 
-    >>> w = TimelineWidget(trace)
+    >>> w = TimelineWidget(trace, hide_waits=True)
     >>> w.on_select(lambda span: print(span.line))      # doctest: +SKIP
     """
 
@@ -109,14 +168,21 @@ class TimelineWidget(View):
     _colors = traitlets.Dict().tag(sync=True)
     _strings = traitlets.List().tag(sync=True)
     _sources = traitlets.List().tag(sync=True)
+    _stuck = traitlets.List().tag(sync=True)
+    hide_waits = traitlets.Bool(False).tag(sync=True)
+    fold_ctas = traitlets.Bool(False).tag(sync=True)
+    lane_per_task = traitlets.Bool(False).tag(sync=True)
     view_range = traitlets.List(traitlets.Float(), default_value=[]).tag(sync=True)
     selected_index = traitlets.Int(None, allow_none=True).tag(sync=True)
     selected_line = traitlets.Int(None, allow_none=True).tag(sync=True)
     selected_file = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, trace: Trace, *, title: str | None = None, **kwargs):
+    def __init__(self, trace: Trace, *, title: str | None = None, deadlock=None, **kwargs):
         enc = encode_spans(trace)
-        self.trace = trace
+        self.trace, self.deadlock = trace, deadlock
+        lane_ix = {l: i for i, l in enumerate(trace.lanes())}
+        stuck = [{"lane": lane_ix[s["lane"]], "since": s["since"], "label": stuck_label(s)}
+                 for s in stuck_waits(trace, deadlock) if s["lane"] in lane_ix]
         self._order = enc["order"]
         self._callbacks: list[Callable] = []
         super().__init__(
@@ -124,7 +190,7 @@ class TimelineWidget(View):
             time_unit=trace.time_unit, _n=enc["n"], _times=enc["times"], _ints=enc["ints"],
             _flows=enc["flows"], _lanes=enc["lanes"], _kinds=enc["kinds"],
             _colors={k: KIND_COLORS.get(k, "#95a5a6") for k in enc["kinds"]},
-            _strings=enc["strings"], _sources=enc["sources"], **kwargs)
+            _strings=enc["strings"], _sources=enc["sources"], _stuck=stuck, **kwargs)
         self.observe(self._fire, names="selected_index")
 
     @property
@@ -147,25 +213,67 @@ class TimelineWidget(View):
                 cb(span)
 
     def static_html(self) -> str:
-        return timeline_html(self.trace, title=self.title)
+        return timeline_html(self.trace, title=self.title, deadlock=self.deadlock, hide_waits=self.hide_waits,
+                             fold_ctas=self.fold_ctas, lane_per_task=self.lane_per_task)
 
     def __repr__(self) -> str:
         return f"TimelineWidget({self.trace!r})"
 
 
+# -- lanes as shown: filters --------------------------------------------------------------
+def display_lanes(trace: Trace, *, fold_ctas: bool = False, lane_per_task: bool = False) -> tuple[list[dict], dict]:
+    """The lanes a view draws and which trace lane goes where.
+
+    ``fold_ctas`` lays every CTA's lane of a task replica on one lane (CTA headers go); ``lane_per_task``
+    lays a task's replicas on one lane. Returns (rows, lane -> row index); each row has its CTA
+    header (None when folded), label, busy/wait shares (the mean of its lanes) and how many lanes it holds.
+    """
+    rows: list[dict] = []
+    where: dict = {}
+    index: dict = {}
+    ctas = sorted({l[0] for l in trace.lanes()})
+    for r in lane_rows(trace):
+        lane = (r["cta"], r["task"], r["replica"])
+        key = (None if fold_ctas else r["cta"], r["task"], None if lane_per_task else r["replica"])
+        if key not in index:
+            index[key] = len(rows)
+            label = r["task"] if lane_per_task else r["label"]
+            rows.append({"cta": key[0], "label": label, "members": [], "busy_share": 0.0, "wait_share": 0.0})
+        row = rows[index[key]]
+        row["members"].append(lane)
+        k = len(row["members"])
+        row["busy_share"] += (r["busy_share"] - row["busy_share"]) / k
+        row["wait_share"] += (r["wait_share"] - row["wait_share"]) / k
+        where[lane] = index[key]
+    for row in rows:
+        reps = {m[2] for m in row["members"]}
+        if lane_per_task and len(reps) > 1:
+            row["label"] += f" ×{len(reps)}"
+        if row["cta"] is None:
+            row["head"] = f"CTAs {ctas[0]}-{ctas[-1]} folded" if len(ctas) > 1 else f"CTA {ctas[0]}"
+        else:
+            row["head"] = f"CTA {row['cta']}"
+    return rows, where
+
+
 # -- the static fallback ---------------------------------------------------------------
 def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: int = 215,
-                 t0: float | None = None, t1: float | None = None) -> str:
+                 t0: float | None = None, t1: float | None = None, *, hide_waits: bool = False,
+                 fold_ctas: bool = False, lane_per_task: bool = False, deadlock=None) -> str:
     """The timeline as one self-contained SVG (no script): for reports, nbconvert, GitHub.
 
     Spans narrower than a pixel are merged per pixel and kind, so a 100k-span trace
-    still makes a small SVG.
+    still makes a small SVG. The filters of the live view: ``hide_waits`` leaves the waits out
+    (a waiting-bound kernel is otherwise all red), ``fold_ctas`` draws every CTA's lanes of a task
+    on one lane, ``lane_per_task`` one lane per task (its replicas together). A run that deadlocked
+    shows a "stuck here" marker on each blocked lane, at its barrier and phase
+    (:func:`stuck_waits`; ``deadlock`` the simulator's report, when there is one).
 
-    >>> svg = timeline_svg(sample_trace())     # doctest: +SKIP
+    >>> svg = timeline_svg(sample_trace(), hide_waits=True)     # doctest: +SKIP
     """
     esc = html.escape
-    lanes = trace.lanes()
-    rows = lane_rows(trace)
+    rows, where = display_lanes(trace, fold_ctas=fold_ctas, lane_per_task=lane_per_task)
+    stuck = stuck_waits(trace, deadlock)
     t0 = trace.start if t0 is None else t0
     t1 = trace.end if t1 is None else t1
     if t1 <= t0:
@@ -173,21 +281,26 @@ def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: 
     plot_w = width - gutter - 10
     sx = plot_w / (t1 - t0)
     axis_h, cta_h = 18, 14
-    ys, y, last = {}, axis_h, None
+    ys, y, last = [], axis_h, object()
     heads = []
-    for lane in lanes:
-        if lane[0] != last:
-            heads.append((lane[0], y))
+    for r in rows:
+        if r["head"] != last:
+            heads.append((r["head"], y))
             y += cta_h
-            last = lane[0]
-        ys[lane] = y
+            last = r["head"]
+        ys.append(y)
         y += lane_height
-    kinds_present = [k for k in _kinds_of(trace) if any(s.kind == k for s in trace.spans)]
+    shown = [s for s in trace.spans if not (hide_waits and s.kind == "wait")]
+    kinds_present = [k for k in _kinds_of(trace) if any(s.kind == k for s in shown)]
     legend_h = 18
     height = y + legend_h + 6
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' class='tlxwb-timeline-svg' width='{width}' height='{height}' "
            f"viewBox='0 0 {width} {height}' font-family='sans-serif' font-size='11'>",
            f"<rect width='{width}' height='{height}' fill='#fff'/>"]
+    if stuck:
+        out.append("<defs><pattern id='tlxwb-stuck-hatch' width='6' height='6' patternUnits='userSpaceOnUse' "
+                   "patternTransform='rotate(45)'><rect width='6' height='6' fill='#fdecea'/>"
+                   "<line x1='0' y1='0' x2='0' y2='6' stroke='#e6a59d' stroke-width='2'/></pattern></defs>")
     # axis
     step = _nice_step((t1 - t0) / max(2, plot_w // 90))
     t = np.ceil(t0 / step) * step
@@ -197,11 +310,10 @@ def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: 
                    f"<text x='{x + 2:.1f}' y='11' fill='#555' font-size='10'>{_fmt(t)}</text>")
         t += step
     out.append(f"<text x='4' y='11' fill='#888' font-size='10'>{esc(trace.time_unit)}</text>")
-    for cta, hy in heads:
+    for head, hy in heads:
         out.append(f"<rect x='0' y='{hy}' width='{width}' height='{cta_h}' fill='#f2f4f7'/>"
-                   f"<text x='4' y='{hy + cta_h - 3}' font-weight='bold'>CTA {cta}</text>")
-    for r, lane in zip(rows, lanes):
-        ly = ys[lane]
+                   f"<text x='4' y='{hy + cta_h - 3}' font-weight='bold'>{esc(head)}</text>")
+    for r, ly in zip(rows, ys):
         out.append(f"<text class='tlxwb-lane' x='8' y='{ly + lane_height - 5}'>{esc(r['label'])}</text>"
                    f"<rect x='110' y='{ly + 5}' width='50' height='8' fill='#eee'/>"
                    f"<rect x='110' y='{ly + 5}' width='{50 * r['busy_share']:.1f}' height='8' fill='{KIND_COLORS['compute']}'/>"
@@ -216,7 +328,7 @@ def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: 
     ncol = int(np.ceil(plot_w)) + 1
     cover: dict = {}
     wide = []
-    for s in trace.spans:
+    for s in shown:
         if s.end < t0 or s.start > t1:
             continue
         x0 = (max(s.start, t0) - t0) * sx
@@ -224,9 +336,10 @@ def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: 
         if x1 - x0 >= 3:
             wide.append((s, x0, x1))
             continue
-        c = cover.get(s.lane)
+        row = where[s.lane]
+        c = cover.get(row)
         if c is None:
-            c = cover[s.lane] = np.zeros((len(kind_list), ncol))
+            c = cover[row] = np.zeros((len(kind_list), ncol))
         k = kind_ix[s.kind]
         a, b = int(x0), int(x1)
         if a == b:
@@ -236,8 +349,8 @@ def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: 
             c[k, a + 1:b] += 1
             if b < ncol:
                 c[k, b] += x1 - b
-    for lane, c in cover.items():
-        ly = ys[lane]
+    for row, c in cover.items():
+        ly = ys[row]
         tot = c.sum(axis=0)
         dom = np.where(tot > 0, c.argmax(axis=0), -1)
         col = 0
@@ -253,12 +366,38 @@ def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: 
         title = (f"{s.name or s.kind} ({s.kind}) {_fmt(s.start)}-{_fmt(s.end)} {trace.time_unit}"
                  + (f" {s.barrier}[{s.slot}] phase {s.phase}" if s.barrier else "")
                  + (f" line {s.line}" if s.line else ""))
-        out.append(_rect([s.kind, gutter + x0, gutter + x1, title], ys[s.lane], lane_height))
+        out.append(_rect([s.kind, gutter + x0, gutter + x1, title], ys[where[s.lane]], lane_height))
+    # stuck here: a hatched bar from where the task stopped to the end, its barrier, phase and line on it
+    labelled = set()
+    for st in stuck:
+        row = where.get(st["lane"])
+        if row is None:
+            continue
+        ly, x0 = ys[row], gutter + (min(max(st["since"], t0), t1) - t0) * sx
+        label = stuck_label(st)
+        who = f"CTA {st['lane'][0]} {_lane_label(st['lane'])}"
+        out.append(f"<g class='tlxwb-stuck' data-lane='{esc(who)}'><title>{esc(who)} {esc(label)}</title>"
+                   f"<rect x='{x0:.1f}' y='{ly + 1}' width='{max(gutter + plot_w - x0, 3):.1f}' height='{lane_height - 2}' "
+                   f"fill='url(#tlxwb-stuck-hatch)' stroke='#c0392b'/>"
+                   f"<path d='M{x0:.1f},{ly + 1} l5,{lane_height / 2 - 1:.1f} l-5,{lane_height / 2 - 1:.1f} z' fill='#c0392b'/>")
+        if row not in labelled:
+            labelled.add(row)
+            out.append(f"<text x='{x0 + 8:.1f}' y='{ly + lane_height - 5}' fill='#922b21' font-size='10'>"
+                       f"{esc(label)}</text>")
+        out.append("</g>")
     lx = 8
     for k in kinds_present:
         out.append(f"<rect x='{lx}' y='{y + 6}' width='10' height='10' fill='{KIND_COLORS.get(k, '#95a5a6')}'/>"
                    f"<text x='{lx + 13}' y='{y + 15}'>{esc(k)}</text>")
         lx += 20 + 7 * len(k)
+    if stuck:
+        out.append(f"<rect x='{lx}' y='{y + 6}' width='10' height='10' fill='url(#tlxwb-stuck-hatch)' stroke='#c0392b'/>"
+                   f"<text x='{lx + 13}' y='{y + 15}'>stuck here (deadlock)</text>")
+        lx += 150
+    notes = [n for n, on in (("waits hidden", hide_waits), ("CTAs folded", fold_ctas and len(heads) == 1),
+                             ("a lane per task", lane_per_task)) if on]
+    if notes:
+        out.append(f"<text x='{lx + 10}' y='{y + 15}' fill='#888'>({esc(', '.join(notes))})</text>")
     out.append("</svg>")
     return "".join(out)
 
@@ -270,12 +409,13 @@ def _rect(cur, ly, h) -> str:
             f"height='{h - 4}' fill='{KIND_COLORS.get(kind, '#95a5a6')}'>{t}</rect>")
 
 
-def timeline_html(trace: Trace, title: str | None = None) -> str:
-    """Static HTML: a title, the timeline SVG and the per-lane summary table."""
+def timeline_html(trace: Trace, title: str | None = None, **options) -> str:
+    """Static HTML: a title, the timeline SVG (``options``: those of :func:`timeline_svg`) and the
+    per-lane summary table."""
     head = html.escape(title or f"{trace.meta.get('kernel', trace.source)} timeline")
     return (f"<div class='tlxwb-static tlxwb-timeline-static'><div style='font:600 12px sans-serif'>{head}"
             f" <span style='font-weight:normal;color:#666'>{html.escape(repr(trace))}</span></div>"
-            f"{timeline_svg(trace)}{trace.summary()._repr_html_()}</div>")
+            f"{timeline_svg(trace, **options)}{trace.summary()._repr_html_()}</div>")
 
 
 views.register("Trace", timeline_html)

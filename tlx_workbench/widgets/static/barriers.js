@@ -4,7 +4,9 @@
 // from the arrival that completed a phase to each wait that phase released.
 // Data: _ev_t Float64 [time]; _ev_i Int32 columns [row, kind, who, count, bytes, phase,
 // source, pending_arrivals, pending_bytes]; _w_t Float64 [starts..., ends...]; _w_i
-// Int32 columns [row, sub, phase, source, who]; _fl Float64 rows [row, sub, time, dst time, who].
+// Int32 columns [row, sub, phase, source, who]; _fl Float64 rows [row, sub, time, dst time, who];
+// _stuck [[row, sub, since, label]]: waits a deadlock left open; _legend [[label, colour]]
+// (Python's, so the legend is the markers' colours: an arrival is drawn in its arriver's colour).
 const BAND = 30, SUB = 14, AX = 20, GUT = 230, EV_KINDS = ["init", "expect", "arrive", "tx", "flip"];
 
 function render({ model, el }) {
@@ -43,14 +45,16 @@ function render({ model, el }) {
 
   const head = tlxEl("div", "tlxwb-head", root);
   tlxEl("span", "tlxwb-title", head, model.get("title") || "barrier phases");
-  tlxLegend(head, [["arrive", "#34495e"], ["expect bytes", "#f39c12"], ["TMA bytes landed", "#16a085"],
-    ["phase flip", "#111"], ["waiting", "#e74c3c"], ["releases", "#777"]]);
+  tlxLegend(head, model.get("_legend"));
+  const stuck = model.get("_stuck") || [];
   const controls = tlxEl("span", "tlxwb-controls", head);
   const reset = tlxEl("button", "tlxwb-btn", controls, "reset zoom");
   const scroller = tlxEl("div", "tlxwb-scroll", root);
   let width = Math.max(400, (el.clientWidth || 960) - 4);
   const canvas = tlxCanvas(scroller, width, height);
   let g = canvas.getContext("2d");
+  const stuckList = stuck.length ? tlxEl("div", "tlxwb-stuck-list", root) : null;
+  for (const st of stuck) tlxEl("div", "tlxwb-stuck", stuckList, "\u25b6 CTA " + rows[st[0]].cta + " " + st[3]);
   const status = tlxEl("div", "tlxwb-status", root, "hover an event or a wait; click to select its source line");
   const tip = tlxTooltip(root);
   const vp = new TlxViewport(tMin, tMax, GUT, width - GUT - 8);
@@ -112,6 +116,14 @@ function render({ model, el }) {
       if (td < vp.t0 || t > vp.t1) continue;
       tlxArrow(g, vp.x(t), rowY[r] + BAND / 2, Math.max(vp.x(td), vp.x(t) + 0.01), subY[r][s] + SUB / 2);
       drawn++;
+    }
+    // stuck here: the waits a deadlock left open, to the end of the view
+    for (const [r, sb, since, label] of stuck) {
+      const x0 = Math.max(vp.x(since), vp.x0), x1 = vp.x0 + vp.width, sy = subY[r][sb];
+      if (x0 > x1) continue;
+      g.fillStyle = "#fdecea"; g.fillRect(x0, sy + 1, x1 - x0, SUB - 2);
+      g.strokeStyle = "#c0392b"; g.strokeRect(x0, sy + 1, x1 - x0, SUB - 2);
+      g.fillStyle = "#922b21"; g.font = "9px sans-serif"; g.textBaseline = "middle"; g.fillText(label, x0 + 4, sy + SUB / 2);
     }
     g.restore();
     // gutter
@@ -199,6 +211,7 @@ function render({ model, el }) {
     event(i) { return { x: vp.x(evT[i]), y: rowY[eRow[i]] + BAND / 2 }; },
     wait(i) { return { x: (Math.max(vp.x(wS[i]), vp.x0) + Math.min(vp.x(wE[i]), vp.x0 + vp.width)) / 2, y: subY[wRow[i]][wSub[i]] + SUB / 2 }; },
     rowY, subY, band: BAND, sub: SUB,
+    stuck() { return stuck.map(([r, sb, since, label]) => ({ label, x: Math.max(vp.x(since), vp.x0), y: subY[r][sb] + SUB / 2 })); },
   };
   return () => model.off("change:view_range", onRange);
 }

@@ -1,7 +1,10 @@
 // TimelineWidget: one lane per (CTA, task, replica); spans coloured by kind.
 // Data (from Python): _times = Float64 [starts..., ends...], _ints = Int32 columns
 // [lane, kind, source, name, barrier, slot, phase] x _n, spans sorted by (lane, start);
-// _flows = Float64 rows [src lane (-1: TMA bytes), time, dst lane, dst time].
+// _flows = Float64 rows [src lane (-1: TMA bytes), time, dst lane, dst time];
+// _stuck = [{lane, since, label}]: where each task stopped in a deadlock.
+// Filters (synced traits): hide_waits, fold_ctas (a task replica's lanes of every CTA on one row),
+// lane_per_task (a task's replicas on one row); a row draws every trace lane mapped to it.
 const LANE_H = 22, CTA_H = 16, AXIS_H = 20, GUTTER = 220;
 
 function render({ model, el }) {
@@ -31,14 +34,36 @@ function render({ model, el }) {
   }
   if (!(tMin < tMax)) { tMin = 0; tMax = 1; }
 
-  // rows: a header per CTA, then its lanes
-  const laneY = new Float64Array(L), rows = [];
-  let y = AXIS_H, lastCta = null;
-  lanes.forEach((ln, l) => {
-    if (ln.cta !== lastCta) { rows.push({ cta: ln.cta, y }); y += CTA_H; lastCta = ln.cta; }
-    laneY[l] = y; y += LANE_H;
-  });
-  const height = y + 4;
+  const stuck = model.get("_stuck") || [];
+  const ctaList = Array.from(new Set(lanes.map(ln => ln.cta))).sort((a, b) => a - b);
+  // display rows (after the filters): a header per CTA (one when folded), then its rows
+  let rowOf = new Int32Array(L), rowY = [], rowInfo = [], heads = [], height = 0;
+  function layout() {
+    const fold = model.get("fold_ctas"), perTask = model.get("lane_per_task");
+    const index = new Map();
+    rowInfo = []; heads = []; rowY = [];
+    lanes.forEach((ln, l) => {
+      const key = (fold ? "*" : ln.cta) + "|" + ln.task + "|" + (perTask ? "*" : ln.replica);
+      if (!index.has(key)) {
+        index.set(key, rowInfo.length);
+        rowInfo.push({ head: fold ? (ctaList.length > 1 ? "CTAs " + ctaList[0] + "-" + ctaList[ctaList.length - 1] + " folded" : "CTA " + ctaList[0]) : "CTA " + ln.cta,
+          label: perTask ? ln.task : ln.label, members: [], busy: 0, wait: 0, reps: new Set() });
+      }
+      const r = rowInfo[index.get(key)];
+      r.members.push(l); r.reps.add(ln.replica);
+      r.busy += (ln.busy_share - r.busy) / r.members.length; r.wait += (ln.wait_share - r.wait) / r.members.length;
+      rowOf[l] = index.get(key);
+    });
+    let y = AXIS_H, last = null;
+    rowInfo.forEach((r) => {
+      if (perTask && r.reps.size > 1) r.label += " \u00d7" + r.reps.size;
+      if (r.head !== last) { heads.push({ head: r.head, y }); y += CTA_H; last = r.head; }
+      rowY.push(y); y += LANE_H;
+    });
+    height = y + 4;
+  }
+  layout();
+  const laneYOf = (l) => rowY[rowOf[l]];
 
   // header: title, legend, controls
   const head = tlxEl("div", "tlxwb-head", root);
@@ -47,12 +72,26 @@ function render({ model, el }) {
   tlxLegend(head, kinds.map((k, i) => [k, colors[k]]).filter((_, i) => present.has(i)));
   const controls = tlxEl("span", "tlxwb-controls", head);
   const reset = tlxEl("button", "tlxwb-btn", controls, "reset zoom");
-  const arrowsLbl = tlxEl("label", null, controls);
-  const arrowsBox = tlxEl("input", null, arrowsLbl); arrowsBox.type = "checkbox"; arrowsBox.checked = true;
-  tlxEl("span", null, arrowsLbl, " barrier arrows");
+  const box = (label, cls, checked) => {
+    const lbl = tlxEl("label", cls, controls);
+    const b = tlxEl("input", null, lbl); b.type = "checkbox"; b.checked = !!checked;
+    tlxEl("span", null, lbl, " " + label);
+    return b;
+  };
+  const arrowsBox = box("barrier arrows", "tlxwb-opt-arrows", true);
+  const waitsBox = box("hide waits", "tlxwb-opt-hide-waits", model.get("hide_waits"));
+  const foldBox = ctaList.length > 1 ? box("fold CTAs", "tlxwb-opt-fold-ctas", model.get("fold_ctas")) : null;
+  const perTaskBox = lanes.some(ln => ln.replica > 0) ? box("lane per task", "tlxwb-opt-lane-per-task", model.get("lane_per_task")) : null;
   const scroller = tlxEl("div", "tlxwb-scroll", root);
   const width0 = Math.max(400, (el.clientWidth || root.clientWidth || 960) - 4);
   const canvas = tlxCanvas(scroller, width0, height);
+  // where each task stopped (a deadlock), also as text under the canvas
+  const stuckList = stuck.length ? tlxEl("div", "tlxwb-stuck-list", root) : null;
+  for (const st of stuck) {
+    const ln = lanes[st.lane];
+    const d = tlxEl("div", "tlxwb-stuck", stuckList, "\u25b6 CTA " + ln.cta + " " + ln.label + " " + st.label);
+    d.dataset.lane = "CTA " + ln.cta + " " + ln.label;
+  }
   const status = tlxEl("div", "tlxwb-status", root, "click a span to select its source line");
   const tip = tlxTooltip(root);
 
@@ -68,31 +107,31 @@ function render({ model, el }) {
     tlxDrawAxis(g, vp, 0, height, unit);
     // gutter: CTA headers, lane names, busy/wait bars
     g.textBaseline = "middle";
-    for (const r of rows) {
+    for (const r of heads) {
       g.fillStyle = "#f2f4f7"; g.fillRect(0, r.y, width, CTA_H);
-      g.fillStyle = "#333"; g.font = "bold 11px sans-serif"; g.fillText("CTA " + r.cta, 4, r.y + CTA_H / 2);
+      g.fillStyle = "#333"; g.font = "bold 11px sans-serif"; g.fillText(r.head, 4, r.y + CTA_H / 2);
     }
     g.font = "11px sans-serif";
-    lanes.forEach((ln, l) => {
-      const yy = laneY[l];
-      if (l % 2) { g.fillStyle = "#fafafa"; g.fillRect(GUTTER, yy, width - GUTTER, LANE_H); }
+    rowInfo.forEach((ln, k) => {
+      const yy = rowY[k];
+      if (k % 2) { g.fillStyle = "#fafafa"; g.fillRect(GUTTER, yy, width - GUTTER, LANE_H); }
       g.fillStyle = "#222"; g.fillText(ln.label, 8, yy + LANE_H / 2);
       const bx = 120, bw = 50;
       g.fillStyle = "#eee"; g.fillRect(bx, yy + 7, bw, 8);
-      g.fillStyle = colors.compute || "#2e86de"; g.fillRect(bx, yy + 7, bw * ln.busy_share, 8);
-      g.fillStyle = colors.wait || "#e74c3c"; g.fillRect(bx + bw * ln.busy_share, yy + 7, bw * ln.wait_share, 8);
-      g.fillStyle = "#666"; g.fillText(Math.round(100 * ln.busy_share) + "%/" + Math.round(100 * ln.wait_share) + "%", bx + bw + 4, yy + LANE_H / 2);
+      g.fillStyle = colors.compute || "#2e86de"; g.fillRect(bx, yy + 7, bw * ln.busy, 8);
+      g.fillStyle = colors.wait || "#e74c3c"; g.fillRect(bx + bw * ln.busy, yy + 7, bw * ln.wait, 8);
+      g.fillStyle = "#666"; g.fillText(Math.round(100 * ln.busy) + "%/" + Math.round(100 * ln.wait) + "%", bx + bw + 4, yy + LANE_H / 2);
     });
     // spans: one Path2D per kind, filled once; sub-pixel spans collapse to one column per pixel
     g.save(); g.beginPath(); g.rect(GUTTER, AXIS_H, width - GUTTER, height - AXIS_H); g.clip();
     const paths = kinds.map(() => new Path2D());
-    const xr = vp.x0 + vp.width;
+    const xr = vp.x0 + vp.width, waitKind = kinds.indexOf("wait"), hideWaits = waitsBox.checked;
     for (let l = 0; l < L; l++) {
-      const y0 = laneY[l] + 3, h = LANE_H - 6;
+      const y0 = laneYOf(l) + 3, h = LANE_H - 6;
       let i = tlxLowerBound(starts, vp.t0 - maxDur[l], lo[l], hi[l]), lastPx = -1;
       for (; i < hi[l] && starts[i] <= vp.t1; i++) {
         let x0 = vp.x(starts[i]), x1 = vp.x(ends[i]);
-        if (x1 < vp.x0) continue;
+        if (x1 < vp.x0 || (hideWaits && kindOf[i] === waitKind)) continue;
         if (x0 < vp.x0) x0 = vp.x0;
         if (x1 > xr) x1 = xr;
         if (x1 - x0 < 1) {
@@ -108,7 +147,24 @@ function render({ model, el }) {
       const l = laneOf[selected];
       g.strokeStyle = "#000"; g.lineWidth = 2;
       const x0 = vp.x(starts[selected]), x1 = Math.max(vp.x(ends[selected]), x0 + 2);
-      g.strokeRect(x0, laneY[l] + 2, x1 - x0, LANE_H - 4); g.lineWidth = 1;
+      g.strokeRect(x0, laneYOf(l) + 2, x1 - x0, LANE_H - 4); g.lineWidth = 1;
+    }
+    // stuck here: a hatched bar from where the task stopped to the end of the view, and its label
+    const labelled = new Set();
+    for (const st of stuck) {
+      const yy = laneYOf(st.lane), x0 = Math.max(vp.x(st.since), vp.x0);
+      if (x0 > xr) continue;
+      g.fillStyle = "#fdecea"; g.fillRect(x0, yy + 1, xr - x0, LANE_H - 2);
+      g.save(); g.beginPath(); g.rect(x0, yy + 1, xr - x0, LANE_H - 2); g.clip();
+      g.strokeStyle = "#e6a59d"; g.lineWidth = 2; g.beginPath();
+      for (let x = x0 - LANE_H; x < xr; x += 7) { g.moveTo(x, yy + LANE_H); g.lineTo(x + LANE_H, yy); }
+      g.stroke(); g.restore(); g.lineWidth = 1;
+      g.strokeStyle = "#c0392b"; g.strokeRect(x0, yy + 1, xr - x0, LANE_H - 2);
+      g.fillStyle = "#c0392b"; g.beginPath(); g.moveTo(x0, yy + 1); g.lineTo(x0 + 6, yy + LANE_H / 2); g.lineTo(x0, yy + LANE_H - 1); g.closePath(); g.fill();
+      if (!labelled.has(rowOf[st.lane])) {
+        labelled.add(rowOf[st.lane]);
+        g.fillStyle = "#922b21"; g.font = "10px sans-serif"; g.textBaseline = "middle"; g.fillText(st.label, x0 + 10, yy + LANE_H / 2);
+      }
     }
     // arrows: completing arrival -> released wait (only when few enough to read)
     if (arrowsBox.checked && flows.length) {
@@ -122,9 +178,9 @@ function render({ model, el }) {
         g.strokeStyle = "rgba(40,40,40,0.55)"; g.fillStyle = "rgba(40,40,40,0.7)";
         for (const k of vis) {
           const s = flows[4 * k], d = flows[4 * k + 2];
-          const x1 = vp.x(flows[4 * k + 1]), x2 = vp.x(flows[4 * k + 3]), y2 = laneY[d] + LANE_H / 2;
-          if (s >= 0) tlxArrow(g, x1, laneY[s] + LANE_H / 2, x2, y2);
-          else { g.setLineDash([3, 2]); tlxArrow(g, x1, laneY[d] - 2, x2, y2); g.setLineDash([]); }
+          const x1 = vp.x(flows[4 * k + 1]), x2 = vp.x(flows[4 * k + 3]), y2 = laneYOf(d) + LANE_H / 2;
+          if (s >= 0) tlxArrow(g, x1, laneYOf(s) + LANE_H / 2, x2, y2);
+          else { g.setLineDash([3, 2]); tlxArrow(g, x1, laneYOf(d) - 2, x2, y2); g.setLineDash([]); }
         }
       }
     }
@@ -134,15 +190,18 @@ function render({ model, el }) {
 
   function spanAt(x, yy) {
     if (x < vp.x0) return -1;
-    let l = -1;
-    for (let k = 0; k < L; k++) if (yy >= laneY[k] && yy < laneY[k] + LANE_H) { l = k; break; }
-    if (l < 0) return -1;
-    const t = vp.t(x), tol = 3 * (vp.t1 - vp.t0) / vp.width;
+    let row = -1;
+    for (let k = 0; k < rowY.length; k++) if (yy >= rowY[k] && yy < rowY[k] + LANE_H) { row = k; break; }
+    if (row < 0) return -1;
+    const t = vp.t(x), tol = 3 * (vp.t1 - vp.t0) / vp.width, waitKind = kinds.indexOf("wait");
     let best = -1, bestD = Infinity;
-    for (let i = tlxLowerBound(starts, t - maxDur[l] - tol, lo[l], hi[l]); i < hi[l] && starts[i] <= t + tol; i++) {
-      const d = t < starts[i] ? starts[i] - t : (t > ends[i] ? t - ends[i] : 0);
-      // prefer the shortest span under the cursor (a zero-length wait beside a long MMA)
-      if (d < bestD || (d === bestD && best >= 0 && ends[i] - starts[i] < ends[best] - starts[best])) { best = i; bestD = d; }
+    for (const l of rowInfo[row].members) {
+      for (let i = tlxLowerBound(starts, t - maxDur[l] - tol, lo[l], hi[l]); i < hi[l] && starts[i] <= t + tol; i++) {
+        if (waitsBox.checked && kindOf[i] === waitKind) continue;
+        const d = t < starts[i] ? starts[i] - t : (t > ends[i] ? t - ends[i] : 0);
+        // prefer the shortest span under the cursor (a zero-length wait beside a long MMA)
+        if (d < bestD || (d === bestD && best >= 0 && ends[i] - starts[i] < ends[best] - starts[best])) { best = i; bestD = d; }
+      }
     }
     return bestD <= tol ? best : -1;
   }
@@ -186,6 +245,16 @@ function render({ model, el }) {
     (x, yy) => { const i = spanAt(x, yy); if (i >= 0) select(i); });
   reset.addEventListener("click", () => { vp.reset(); draw(); model.set("view_range", [vp.t0, vp.t1]); model.save_changes(); });
   arrowsBox.addEventListener("change", draw);
+  const relayout = () => { layout(); g = tlxResize(canvas, width, height); draw(); };
+  const sync = (b, name) => { if (b) b.addEventListener("change", () => { model.set(name, b.checked); model.save_changes(); relayout(); }); };
+  sync(waitsBox, "hide_waits"); sync(foldBox, "fold_ctas"); sync(perTaskBox, "lane_per_task");
+  const onOpts = () => {
+    waitsBox.checked = model.get("hide_waits");
+    if (foldBox) foldBox.checked = model.get("fold_ctas");
+    if (perTaskBox) perTaskBox.checked = model.get("lane_per_task");
+    relayout();
+  };
+  for (const name of ["hide_waits", "fold_ctas", "lane_per_task"]) model.on("change:" + name, onOpts);
   const onRange = () => { const v = model.get("view_range"); if (v && v.length === 2 && v[1] > v[0]) { vp.set(v[0], v[1]); draw(); } };
   const onSel = () => { const v = model.get("selected_index"); selected = v == null ? -1 : v; draw(); };
   model.on("change:view_range", onRange);
@@ -203,12 +272,18 @@ function render({ model, el }) {
   el.dataset.paintMs = (performance.now() - tStart).toFixed(1);
   // for tests and benchmarks: where span i is drawn (canvas coordinates), what is visible
   el.tlxwb = {
-    locate(i) { const x0 = Math.max(vp.x(starts[i]), vp.x0), x1 = Math.min(vp.x(ends[i]), vp.x0 + vp.width); return { x: (x0 + x1) / 2, y: laneY[laneOf[i]] + LANE_H / 2 }; },
+    locate(i) { const x0 = Math.max(vp.x(starts[i]), vp.x0), x1 = Math.min(vp.x(ends[i]), vp.x0 + vp.width); return { x: (x0 + x1) / 2, y: laneYOf(laneOf[i]) + LANE_H / 2 }; },
     range() { return [vp.t0, vp.t1]; },
-    laneY: Array.from(laneY), laneHeight: LANE_H,
+    get laneY() { return Array.from({ length: L }, (_, l) => laneYOf(l)); },
+    rows() { return rowInfo.map((r, k) => ({ label: r.label, head: r.head, y: rowY[k], lanes: r.members.slice() })); },
+    stuck() { return stuck.map(st => ({ lane: st.lane, label: st.label, x: Math.max(vp.x(st.since), vp.x0), y: laneYOf(st.lane) + LANE_H / 2 })); },
+    laneHeight: LANE_H,
   };
   requestAnimationFrame(() => { el.dataset.framePaintMs = (performance.now() - tStart).toFixed(1); });
-  return () => { if (ro) ro.disconnect(); model.off("change:view_range", onRange); model.off("change:selected_index", onSel); };
+  return () => {
+    if (ro) ro.disconnect(); model.off("change:view_range", onRange); model.off("change:selected_index", onSel);
+    for (const name of ["hide_waits", "fold_ctas", "lane_per_task"]) model.off("change:" + name, onOpts);
+  };
 }
 
 export default { render };
