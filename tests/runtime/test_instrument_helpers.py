@@ -170,7 +170,7 @@ def _gemm_compile(mod, kernel, cfg):
 def test_instrumented_gemms_compile_offline_for_hopper(mod, kernel):
     for cfg in mod.SIM_CONFIGS.values():
         ptx = _gemm_compile(mod, getattr(mod, kernel), cfg).asm["ptx"]
-        assert "clock64" in ptx and "wgmma" in ptx
+        assert "clock64" in ptx and "wgmma" in ptx and "%globaltimer" in ptx and "%smid" in ptx
 
 
 @pytest.mark.parametrize("name", ["persistent", "tiny"])
@@ -195,17 +195,9 @@ _TICK_STEP = 10
 
 @pytest.fixture
 def clock64_on_simulator():
-    from tlx_workbench.sim import tl_extras
-    ticks = itertools.count(1)
-
-    def clock():
-        return np.int64(next(ticks) * _TICK_STEP)
-
-    tl_extras.register_inline_asm(r"mov\.u64 \$0, %clock64;", clock)
-    entry = tl_extras._KNOWN[0]
-    yield
-    if entry in tl_extras._KNOWN:
-        tl_extras._KNOWN.remove(entry)
+    from sim_clocks import sim_clocks
+    with sim_clocks(_TICK_STEP):
+        yield
 
 
 def _check_lanes(tr):
@@ -231,8 +223,7 @@ def test_instrumented_gemm_ws_runs_on_simulator_and_decodes_helper_spans(clock64
     assert res.ok, res
     ref = a.double() @ b.double()
     assert float((c.double() - ref).norm() / ref.norm()) < 2e-3      # the records leave the result alone
-    tr = instrument.decode(buf.numpy(), inst.sites, inst.tasks, capacity=inst.capacity, max_ctas=inst.max_ctas,
-                           file=inst.file)
+    tr = instrument.decode(buf.numpy(), inst.sites, inst.tasks, file=inst.file, unit="cycles")
     assert {lane[:2] for lane in tr.lanes()} == {(0, "default"), (0, "task1"), (1, "default"), (1, "task1")}
     _check_lanes(tr)
     strips = [s for s in tr.spans if s.args.get("helper") == "_store_strips"]
@@ -256,7 +247,7 @@ def test_instrumented_attention_runs_on_simulator_with_kv_step_spans(clock64_on_
     assert res.ok, res
     ref = attention.reference(q.double(), k.double(), v.double(), sm_scale=0.125)
     assert float((o.double() - ref).norm() / ref.norm()) < 3e-3
-    tr = instrument.decode(buf.numpy(), inst.sites, inst.tasks, capacity=inst.capacity, max_ctas=1)
+    tr = instrument.decode(buf.numpy(), inst.sites, inst.tasks, unit="cycles")
     _check_lanes(tr)
     kv = [s for s in tr.spans if s.args.get("helper") == "_kv_step"]
     # 2 query tiles x 2 groups, each (192 / 64 - 1) = 2 steps of 8 timed ops
@@ -334,7 +325,7 @@ def test_helpers_from_another_module_keep_their_own_names(two_modules, clock64_o
     torch.testing.assert_close(x, x0 * 3)             # the helper multiplies by its module's SCALE
     torch.testing.assert_close(z, z0 * 9)
     torch.testing.assert_close(y, x0 * 5 + z0)        # the kernel by its own
-    tr = instrument.decode(buf.numpy(), inst.sites, inst.tasks, capacity=8, max_ctas=1, file=inst.file)
+    tr = instrument.decode(buf.numpy(), inst.sites, inst.tasks, file=inst.file, unit="cycles")
     assert [(s.name, s.file) for s in tr.spans] == [("load", helper_file), ("store", helper_file)] * 3 + [
         ("store", inst.file)]
     _check_lanes(tr)

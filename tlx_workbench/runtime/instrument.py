@@ -1,19 +1,28 @@
 """Measured timelines without Proton: rewrite a TLX kernel to record ``clock64`` around its ops.
 
 Proton's instrumentation scopes inside a warp-specialized TLX kernel fail to
-compile with triton 3.8 + triton-utlx (on the H200, 2026-11-30: ``make_llir``
-"PassManager::run failed"). This module does what those scopes would: it
-rewrites the kernel's source so that every TLX operation of interest (barrier
-waits and arrives, TMA loads and stores, ``async_dot`` and its wait, stores) is
-bracketed by ``tlx.clock64()`` reads, and each warp group (task replica) writes
-``(op id, start, end)`` records into a global int64 buffer:
+compile with triton 3.8 + triton-utlx (``benchmarks/proton_repro/``). This module
+does what those scopes would: it rewrites the kernel's source so that every TLX
+operation of interest (barrier waits and arrives, TMA loads and stores,
+``async_dot`` and its wait, stores) is bracketed by SM cycle-counter reads, and
+each warp group (task replica) of each selected CTA writes ``(op id, start, end)``
+records into one global int64 buffer, laid out by :class:`Layout`::
 
-    buffer[cta, lane, i] = (event id + 1, t0, t1)      lane = task index * 8 + replica
+    [0:8]          G (grid CTAs), capacity (records per lane; 0: count only), circular, lanes, slots
+    [8:8+G]        per CTA id: its slot + 1 (0: not recorded)
+    per slot, lane (lane = task index * 8 + replica):
+                   header [events, pid + 1, %smid, globaltimer start, end, clock64 start, end, 0]
+                   capacity x (event id + 1, t0, t1)
 
-Only the first ``max_ctas`` CTAs record, at most ``capacity`` events per lane.
-:func:`decode` turns the buffer into a :class:`~tlx_workbench.trace.Trace`
-(time unit: SM cycles, each CTA from its own first record, since SM clocks are
-not synchronised).
+Capacity, circularity and the CTA selection are launch data, not constants: one
+compiled kernel runs a *counting* pass (capacity 0, every CTA: each lane's event
+count, SM, start and end) and then the *recording* pass with buffers sized from
+those counts, so every event of every selected CTA is kept (:func:`sizes_from_counts`).
+A circular buffer (``circular=True``) keeps each lane's last ``capacity`` events and
+the Trace says how many early ones were dropped. :func:`decode` turns the buffer
+into a :class:`~tlx_workbench.trace.Trace` in ns on one axis for all CTAs: each
+CTA's cycles are converted with the SM clock it ran at (clock64 and %globaltimer
+read at the start and end of every lane), anchored at its globaltimer start.
 
 Calls into ``@triton.jit`` helpers are timed too: inside an async task, a
 statement that calls a helper (a name, or ``module.name``, of the kernel's or the
@@ -101,14 +110,68 @@ class HelperCopy:
     returns: bool = False          # returns a value: call sites assign ``value, _wb_n``
 
 
+HEADER = 8                    # int64 words of the buffer's own header, and of each lane's
+_LANE_HDR = ("events", "pid", "smid", "gt0", "gt1", "clk0", "clk1")
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where things are in a record buffer: ``grid`` CTAs, ``slots`` recorded CTAs, ``lanes`` per CTA."""
+    grid: int
+    slots: int
+    lanes: int
+    capacity: int
+    circular: bool = False
+
+    @property
+    def lane_words(self) -> int:
+        return HEADER + 3 * self.capacity
+
+    @property
+    def records_at(self) -> int:
+        return HEADER + self.grid
+
+    @property
+    def words(self) -> int:
+        return self.records_at + self.slots * self.lanes * self.lane_words
+
+    @property
+    def nbytes(self) -> int:
+        return 8 * self.words
+
+    @classmethod
+    def read(cls, buf) -> "Layout":
+        g, cap, circ, lanes, slots = (int(x) for x in buf[:5])
+        return cls(g, slots, lanes, cap, bool(circ))
+
+    def lanes_view(self, buf):
+        """(slots, lanes, lane_words) int64 view of the per-lane regions."""
+        return buf[self.records_at:self.words].reshape(self.slots, self.lanes, self.lane_words)
+
+
+def make_buffer(layout: Layout, ctas, device="cpu"):
+    """A zeroed record buffer with ``layout`` and the CTA ids ``ctas`` (one slot each, in order) selected."""
+    import torch
+    ctas = list(ctas)
+    if len(ctas) != layout.slots:
+        raise ValueError(f"{len(ctas)} CTAs for {layout.slots} slots")
+    buf = torch.zeros(layout.words, dtype=torch.int64)
+    buf[:5] = torch.tensor([layout.grid, layout.capacity, int(layout.circular), layout.lanes, layout.slots])
+    for slot, pid in enumerate(ctas):
+        if not 0 <= pid < layout.grid:
+            raise ValueError(f"CTA {pid} is outside the grid of {layout.grid}")
+        buf[HEADER + pid] = slot + 1
+    return buf.to(device)
+
+
 @dataclasses.dataclass
 class Instrumented:
-    """An instrumented kernel: launch ``kernel[grid](buffer, *args, **kw)`` with :meth:`buffer`."""
+    """An instrumented kernel: launch ``kernel[grid](buffer, *args, **kw)`` with a buffer from :meth:`buffer`."""
     kernel: object
     source: str
     sites: list[EventSite]
     tasks: list[str]           # task names by task index
-    capacity: int
+    capacity: int              # defaults for :meth:`buffer`
     max_ctas: int
     file: str
     helpers: tuple = ()        # names of the @jit helpers whose ops are timed too
@@ -117,9 +180,78 @@ class Instrumented:
     def lanes(self) -> int:
         return max(1, len(self.tasks)) * MAX_REPLICAS
 
-    def buffer(self, device="cuda"):
-        import torch
-        return torch.zeros(self.max_ctas * self.lanes * self.capacity * 3, dtype=torch.int64, device=device)
+    def layout(self, grid: int, slots: int, capacity: int, circular: bool = False) -> Layout:
+        return Layout(grid, slots, self.lanes, capacity, circular)
+
+    def buffer(self, device="cuda", *, grid: int | None = None, ctas=None, capacity: int | None = None,
+               circular: bool = False):
+        """A record buffer: CTAs ``ctas`` (ids; default: the first ``max_ctas``) of a grid of ``grid`` CTAs
+        (default: just those), ``capacity`` records per lane (0: count events only).
+
+        >>> buf = inst.buffer("cuda", grid=128, ctas=[0, 1, 126, 127], capacity=900)   # doctest: +SKIP
+        """
+        ctas = list(range(self.max_ctas)) if ctas is None else list(ctas)
+        grid = (max(ctas) + 1 if ctas else 1) if grid is None else grid
+        cap = self.capacity if capacity is None else capacity
+        return make_buffer(self.layout(grid, len(ctas), cap, circular), ctas, device)
+
+
+def counts_of(buf) -> dict:
+    """Per recorded CTA id: {"events": [per lane count], "smid", "gt0", "gt1"} of a (counting) launch's buffer."""
+    import numpy as np
+    buf = np.asarray(buf, dtype=np.int64)
+    lay = Layout.read(buf)
+    v = lay.lanes_view(buf)
+    out = {}
+    for slot in range(lay.slots):
+        hdr = v[slot, :, :len(_LANE_HDR)]
+        ran = hdr[:, 1] > 0
+        if not ran.any():
+            continue
+        pid = int(hdr[ran, 1][0]) - 1
+        out[pid] = {"events": [int(x) for x in hdr[:, 0]], "smid": int(hdr[ran, 2][0]),
+                    "gt0": int(hdr[ran, 3].min()), "gt1": int(hdr[ran, 4].max())}
+    return out
+
+
+def select_ctas(spec, grid: int, counts: dict | None = None) -> list[int]:
+    """The CTA ids that ``spec`` names in a grid of ``grid`` CTAs, in order, each once.
+
+    ``spec``: an int N (the first N), ``"all"``, a list of ids, or a dict of ``first=N``,
+    ``last=N`` (the last N ids: the hardware starts CTAs in id order, so these run in the last
+    wave) and ``sms=[...]`` (the CTAs that ran on those SMs in the counting launch whose
+    :func:`counts_of` is ``counts``; a CTA's SM can differ between launches, and the Trace
+    records the SM each recorded CTA really ran on).
+
+    >>> select_ctas({"first": 2, "last": 2}, 128)
+    [0, 1, 126, 127]
+    """
+    if spec == "all":
+        return list(range(grid))
+    if isinstance(spec, int):
+        return list(range(min(spec, grid)))
+    if isinstance(spec, dict):
+        unknown = set(spec) - {"first", "last", "sms"}
+        if unknown:
+            raise ValueError(f"unknown CTA selection keys {sorted(unknown)}: use first=, last=, sms=")
+        out = list(range(min(spec.get("first", 0), grid)))
+        out += list(range(max(0, grid - spec.get("last", 0)), grid))
+        if spec.get("sms") is not None:
+            if counts is None:
+                raise ValueError("selecting CTAs by SM needs a counting launch's counts")
+            sms = set(spec["sms"])
+            out += sorted(p for p, c in counts.items() if c["smid"] in sms)
+        return list(dict.fromkeys(out))
+    ids = [int(p) for p in spec]
+    bad = [p for p in ids if not 0 <= p < grid]
+    if bad:
+        raise ValueError(f"CTA ids {bad} are outside the grid of {grid} CTAs")
+    return list(dict.fromkeys(ids))
+
+
+def sizes_from_counts(counts: dict, ctas) -> int:
+    """The capacity that keeps every event of CTAs ``ctas``: their busiest lane's count (at least 1)."""
+    return max([1] + [max(counts[p]["events"]) for p in ctas if p in counts])
 
 
 def _call_op(node) -> str | None:
@@ -336,12 +468,16 @@ class _Rewriter:
         if self.mode == "proton":
             return []
         replica = "tlx.async_task_replica_id()" if replicated else "0"
-        src = (f"_wb_pid = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)\n"
-               f"_wb_lim = tl.where(_wb_pid < _WB_MAXC, _WB_CAP, 0)\n"
-               f"_wb_base = ((tl.minimum(_wb_pid, _WB_MAXC - 1).to(tl.int64) * _WB_LANES + "
-               f"{task_idx * MAX_REPLICAS} + {replica}) * _WB_CAP) * 3\n"
+        src = (f"_wb_pid = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0) + "
+               f"tl.program_id(2) * tl.num_programs(0) * tl.num_programs(1)\n"
+               f"_wb_base, _wb_lim = _wb_start({PARAM}, _wb_pid, {task_idx * MAX_REPLICAS} + {replica})\n"
                f"_wb_n = 0\n")
         return ast.parse(src).body
+
+    def epilogue(self) -> list[ast.stmt]:
+        if self.mode == "proton":
+            return []
+        return ast.parse(f"_wb_finish({PARAM}, _wb_base, _wb_lim, _wb_n)").body
 
     def helper_call(self, stmt, task: str) -> list | None:
         """``stmt`` calling the instrumented copy of a helper with ops to time, or None."""
@@ -410,7 +546,9 @@ class _Rewriter:
                     replicated = any(k.arg == "replicate" for k in call.keywords)
                     idx = len(self.tasks)
                     self.tasks.append(name)
-                    stmt.body = self.prologue(idx, replicated) + self.stmts(stmt.body, name)
+                    body = self.stmts(stmt.body, name)
+                    tail = [] if body and isinstance(body[-1], ast.Return) else self.epilogue()
+                    stmt.body = self.prologue(idx, replicated) + body + tail
                 elif tasks_item is not None:
                     stmt.body = self.stmts(stmt.body, None)
                 else:
@@ -425,20 +563,78 @@ class _Rewriter:
 
 
 # tlx.clock64 does not lower on triton 3.8 + triton-utlx ("uTLX op 'clock64' is not available"),
-# so read the SM cycle counter with one PTX instruction instead
+# so read the SM cycle counter (and the SM id, the global ns timer) with one PTX instruction each.
+# The lane's base and limit come from the buffer's header: one compiled kernel counts (capacity 0)
+# and records (capacity from the counts), for any CTAs; limit > 0 keeps the first events, < 0 the
+# last (circular), 0: the CTA is not recorded.
 _RECORD_SRC = '''
 @triton.jit
 def _wb_clock():
     return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
 
 @triton.jit
+def _wb_gtime():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+@triton.jit
+def _wb_smid():
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
+
+@triton.jit
+def _wb_start(buf, pid, lane):
+    grid = tl.load(buf)
+    cap = tl.load(buf + 1)
+    circ = tl.load(buf + 2)
+    lanes = tl.load(buf + 3)
+    slot = tl.load(buf + 8 + tl.minimum(pid, grid - 1)) - 1
+    on = (slot >= 0) & (pid < grid)
+    base = 8 + grid + (tl.maximum(slot, 0) * lanes + lane) * (8 + 3 * cap)
+    lim = tl.where(on, tl.where(circ != 0, -cap, cap), 0).to(tl.int32)
+    if on:
+        p = buf + base
+        tl.store(p + 1, pid.to(tl.int64) + 1)
+        tl.store(p + 2, _wb_smid().to(tl.int64))
+        tl.store(p + 3, _wb_gtime())
+        tl.store(p + 5, _wb_clock())
+    return base + 8, tl.where(on, lim, -2147483647 - 1)
+
+@triton.jit
+def _wb_finish(buf, base, lim, n):
+    if lim != -2147483647 - 1:
+        p = buf + base - 8
+        tl.store(p + 6, _wb_clock())
+        tl.store(p + 4, _wb_gtime())
+        tl.store(p, n.to(tl.int64))
+
+@triton.jit
 def _wb_rec(buf, base, n, lim, ev: tl.constexpr, t0, t1):
-    if n < lim:
-        p = buf + base + n * 3
-        tl.store(p, ev + 1)          # a constant: the record does not depend on the clock's value
-        tl.store(p + 1, t0)
-        tl.store(p + 2, t1)
+    if lim > 0:
+        if n < lim:
+            p = buf + base + n * 3
+            tl.store(p, ev + 1)          # a constant: the record does not depend on the clock's value
+            tl.store(p + 1, t0)
+            tl.store(p + 2, t1)
+    elif lim < 0:
+        if lim != -2147483647 - 1:
+            p = buf + base + (n % (-lim)) * 3
+            tl.store(p, ev + 1)
+            tl.store(p + 1, t0)
+            tl.store(p + 2, t1)
 '''
+
+
+def _before_returns(body: list, make) -> list:
+    """``body`` with the statements ``make()`` gives inserted before each ``return`` (not in nested defs)."""
+    out = []
+    for stmt in body:
+        if isinstance(stmt, ast.Return):
+            out += make()
+        elif isinstance(stmt, (ast.If, ast.For, ast.While, ast.With)):
+            stmt.body = _before_returns(stmt.body, make)
+            if getattr(stmt, "orelse", None):
+                stmt.orelse = _before_returns(stmt.orelse, make)
+        out.append(stmt)
+    return out
 
 
 def _uses_async_tasks(fdef) -> bool:
@@ -462,7 +658,9 @@ def _rewrite(source: str, first_line: int, mode: str, scope: dict | None, file: 
         fdef.body = rw.stmts(fdef.body, None)
     else:
         rw.tasks.append("default")
-        fdef.body = rw.prologue(0, False) + rw.stmts(fdef.body, "default")
+        body = _before_returns(rw.stmts(fdef.body, "default"), rw.epilogue)
+        tail = [] if body and isinstance(body[-1], ast.Return) else rw.epilogue()
+        fdef.body = rw.prologue(0, False) + body + tail
     ast.fix_missing_locations(tree)
     copies = rw.helpers.copies if rw.helpers is not None else []
     return ast.unparse(tree), rw.sites, rw.tasks, copies
@@ -484,6 +682,9 @@ def instrument_source(source: str, first_line: int = 1, mode: str = "clock", sco
 
 def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "clock") -> Instrumented:
     """An instrumented copy of ``kernel`` (a ``@triton.jit`` TLX kernel); see the module docstring.
+
+    ``capacity`` and ``max_ctas`` are only the defaults of :meth:`Instrumented.buffer`: the compiled
+    kernel reads both from the buffer it is launched with.
 
     ``mode="proton"`` gives a copy with Proton scopes instead (launched without the buffer),
     around the kernel's own statements only (ops inside @jit helpers are not scoped).
@@ -512,9 +713,7 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
     if mode == "proton":
         body = "\n\n@triton.jit\n" + new_src + "\n"
     else:
-        header = (f"_WB_CAP = tl.constexpr({capacity})\n_WB_MAXC = tl.constexpr({max_ctas})\n"
-                  f"_WB_LANES = tl.constexpr({lanes})\n")
-        body = header + _RECORD_SRC + helper_src + "\n\n@triton.jit\n" + new_src + "\n"
+        body = _RECORD_SRC + helper_src + "\n\n@triton.jit\n" + new_src + "\n"
     digest = hashlib.sha1(body.encode()).hexdigest()[:16]
     from .transport import _CACHE_DIR
     os.makedirs(_CACHE_DIR, exist_ok=True)
@@ -554,33 +753,96 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
                         tuple(dict.fromkeys(c.helper for c in copies)))
 
 
-def decode(buf, sites: list[EventSite], tasks: list[str], *, capacity: int, max_ctas: int, file: str | None = None,
-           meta: dict | None = None):
-    """The :class:`Trace` (cycles, source "gpu") that an instrumented launch's buffer holds."""
+_UNSET = -2147483648
+
+
+def decode(buf, sites: list[EventSite], tasks: list[str], *, file: str | None = None, meta: dict | None = None,
+           unit: str = "ns"):
+    """The :class:`Trace` (source "gpu") that an instrumented launch's buffer holds.
+
+    ``unit="ns"``: one time axis for every CTA, 0 at the first recorded CTA's start
+    (%globaltimer), each CTA's cycles converted at the SM clock it ran at (its lanes'
+    clock64 and globaltimer between start and end); ``meta["ctas"]`` holds per CTA its SM,
+    start, end and clock. Without globaltimer readings (or ``unit="cycles"``) each CTA is in
+    its own cycles from its start. ``meta["events"]`` counts the events recorded and those
+    dropped: early ones (a circular buffer), late ones (a buffer too small).
+
+    >>> tr = decode(buf.cpu().numpy(), inst.sites, inst.tasks, file=inst.file)    # doctest: +SKIP
+    >>> tr.meta["events"]                                                          # doctest: +SKIP
+    {'recorded': 20736, 'dropped_early': 0, 'dropped_late': 0}
+    """
     import numpy as np
 
     from ..trace import Span, Trace
-    a = np.asarray(buf, dtype=np.int64).reshape(max_ctas, max(1, len(tasks)) * MAX_REPLICAS, capacity, 3)
-    tr = Trace(time_unit="cycles", source="gpu", meta=dict(meta or {}, recorder="clock64", capacity=capacity))
-    truncated = 0
-    for cta in range(max_ctas):
-        recs = a[cta]
-        used = recs[..., 0] > 0
-        if not used.any():
+    a = np.asarray(buf, dtype=np.int64)
+    lay = Layout.read(a)
+    v = lay.lanes_view(a)
+    ctas = []
+    for slot in range(lay.slots):
+        hdr = v[slot, :, :len(_LANE_HDR)]
+        ran = np.nonzero(hdr[:, 1] > 0)[0]
+        if len(ran) == 0:
             continue
-        t_min = recs[..., 1][used].min()
-        for lane in range(recs.shape[0]):
-            n = int(used[lane].sum())
-            if n == capacity:
+        h = hdr[ran]
+        timed = (h[:, 4] > h[:, 3]) & (h[:, 6] > h[:, 5]) & (h[:, 3] > 0)
+        ghz = float((h[timed, 6] - h[timed, 5]).sum() / (h[timed, 4] - h[timed, 3]).sum()) if timed.any() else None
+        first = ran[int(np.argmin(h[:, 5]))]
+        ctas.append(dict(slot=slot, pid=int(h[0, 1]) - 1, lanes=ran, smid=int(h[0, 2]), ghz=ghz,
+                         clk0=int(hdr[first, 5]), gt0=int(hdr[first, 3]), gt1=int(h[:, 4].max()),
+                         clk1=int(h[:, 6].max())))
+    in_ns = unit == "ns" and bool(ctas) and all(c["ghz"] for c in ctas)
+    t_zero = min(c["gt0"] for c in ctas) if in_ns else 0
+    tr = Trace(time_unit="ns" if in_ns else "cycles", source="gpu",
+               meta=dict(meta or {}, recorder="clock64", capacity=lay.capacity, circular=lay.circular))
+    if unit == "ns" and not in_ns:
+        tr.meta["clock"] = "no %globaltimer readings: each CTA in its own cycles from its start"
+    recorded = dropped_early = dropped_late = truncated = unfinished = 0
+    per_cta = []
+    for c in ctas:
+        n_cta = 0
+        for lane in c["lanes"]:
+            hdr = v[c["slot"], lane, :len(_LANE_HDR)]
+            recs = v[c["slot"], lane, HEADER:].reshape(lay.capacity, 3)
+            n_total = int(hdr[0])
+            if hdr[4] == 0:             # the lane never reached its end (a hang, a return inside a task)
+                unfinished += 1
+                n_total = int((recs[:, 0] > 0).sum())
+            if lay.circular and n_total > lay.capacity:
+                start = n_total % lay.capacity
+                order = np.concatenate([recs[start:], recs[:start]])
+                dropped_early += n_total - lay.capacity
                 truncated += 1
-            task, replica = tasks[lane // MAX_REPLICAS] if lane // MAX_REPLICAS < len(tasks) else "?", \
-                lane % MAX_REPLICAS
-            for ev, t0, t1 in recs[lane][used[lane]]:
+            else:
+                keep = min(n_total, lay.capacity)
+                order = recs[:keep]
+                if n_total > keep:
+                    dropped_late += n_total - keep
+                    truncated += 1
+            order = order[order[:, 0] > 0]
+            recorded += len(order)
+            n_cta += len(order)
+            task = tasks[lane // MAX_REPLICAS] if lane // MAX_REPLICAS < len(tasks) else "?"
+            replica = int(lane % MAX_REPLICAS)
+            if in_ns:
+                conv = (lambda t, c=c: (c["gt0"] - t_zero) + (t - c["clk0"]) / c["ghz"])
+            else:
+                conv = (lambda t, c=c: float(t - c["clk0"]))
+            for ev, t0, t1 in order:
                 site = sites[int(ev) - 1]
-                tr.add_span(Span(cta=cta, task=task, replica=replica, kind=site.kind, start=float(t0 - t_min),
-                                 end=float(max(t1, t0) - t_min), name=site.op, line=site.line,
+                tr.add_span(Span(cta=c["pid"], task=task, replica=replica, kind=site.kind, start=conv(int(t0)),
+                                 end=conv(int(max(t1, t0))), name=site.op, line=site.line,
                                  file=site.file or file, barrier=site.barrier,
                                  args={"helper": site.func} if site.func else {}))
+        end = (c["gt1"] - t_zero) if in_ns else float(c["clk1"] - c["clk0"])
+        per_cta.append({"cta": c["pid"], "sm": c["smid"], "start": (c["gt0"] - t_zero) if in_ns else 0.0,
+                        "end": end, "clock_ghz": c["ghz"], "events": n_cta})
+    tr.meta["events"] = {"recorded": recorded, "dropped_early": dropped_early, "dropped_late": dropped_late}
+    tr.meta["ctas"] = per_cta
+    clocks = sorted(c["ghz"] for c in ctas if c["ghz"])
+    if clocks:
+        tr.meta["sm_clock_ghz"] = round(clocks[len(clocks) // 2], 4)
     if truncated:
         tr.meta["truncated_lanes"] = truncated
+    if unfinished:
+        tr.meta["unfinished_lanes"] = unfinished
     return tr
