@@ -1,0 +1,184 @@
+"""Flash-attention backward for Hopper, warp-specialized: dQ, dK, dV of O = softmax(Q K^T * scale) V.
+
+The inputs are the forward's (q, k, v, o of shape (Z, H, N, D), D in {64, 128}, fp16 or bf16, any N),
+the output gradient ``do`` and the forward's log-sum-exp per query row, ``lse`` (Z, H, N) fp32 in
+natural-log units (``attention(..., return_lse=True)`` stores it; torch SDPA's convention).
+
+Three launches:
+
+1. ``attention_bwd_delta_kernel``: delta = rowsum(dO * O) per query row (fp32), the term dS needs.
+2. ``attention_bwd_kernel``: one CTA per block of BN = 128 K/V rows of one (batch, head), K/V-major
+   (the FlashAttention-2/3 order): a TMA loader task brings K and V once and streams Q_i and dO_i of
+   every query block through a ring; two consumer warp groups, 64 K/V rows each, recompute
+   P^T = exp(K Q_i^T * scale - lse) and run the four wgmmas of dV, dP, dK in registers (dK, dV
+   accumulate over the whole loop, so they are written once, with no atomics). Causal: the loop
+   starts at the first query block that sees the K/V block (heaviest CTA first).
+3. dQ: **atomics into an fp32 dQ**. Each group adds its partial dQ_i = dS_g K_g (64 x D) with
+   ``tl.atomic_add`` (relaxed) after every step; the host scales by ``sm_scale`` and casts. Chosen over
+   a separate dQ pass (Q-major, as Triton's tutorial does) because that pass recomputes S and dP: two
+   of the seven GEMMs again, ~30 % more tensor work; atomics cost L2 bandwidth instead (2 adds per
+   dQ element per K/V block). FlashAttention-3 uses the same accumulation with a TMA reduce-add
+   (``cp.reduce.async.bulk``), one add per element; the simulator does not run TMA reduce stores yet,
+   so that is the next step if the atomics show in the H200 profile.
+
+>>> from tlx_workbench.kernels.attention_bwd import attention_with_grad     # on a Hopper GPU
+>>> o, (dq, dk, dv) = attention_with_grad(q, k, v, do, causal=True)
+"""
+from __future__ import annotations
+
+import math
+
+import triton
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from ..errors import TLXWorkbenchError
+from ._common import torch_alloc
+from .attention_bwd_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, _config, configs_for, smem_bytes,  # noqa: F401
+                                    suits)
+from .attention_bwd_kernel import attention_bwd_delta_kernel, attention_bwd_kernel
+from .host import fastest_first, tuned_config
+
+DELTA_BLOCK = 64
+
+
+def _check(q, k, v, o, do, lse):
+    from .attention import _check as check_qkv
+    check_qkv(q, k, v)
+    if o.shape != q.shape or do.shape != q.shape or o.dtype != q.dtype or do.dtype != q.dtype:
+        raise TLXWorkbenchError(f"attention_backward needs o and do shaped and typed like q {tuple(q.shape)} "
+                                f"{q.dtype}; got o {tuple(o.shape)} {o.dtype}, do {tuple(do.shape)} {do.dtype}",
+                                file=__file__, hint="pass the forward's output and its gradient")
+    if not (o.is_contiguous() and do.is_contiguous()):
+        raise TLXWorkbenchError("attention_backward needs contiguous o and do", file=__file__,
+                                hint="call .contiguous() first")
+    import torch
+    if tuple(lse.shape) != tuple(q.shape[:3]) or lse.dtype != torch.float32 or not lse.is_contiguous():
+        raise TLXWorkbenchError(f"lse must be the forward's log-sum-exp, fp32 of shape {tuple(q.shape[:3])}; got "
+                                f"{lse.dtype} {tuple(lse.shape)}", file=__file__,
+                                hint="get it from attention(q, k, v, return_lse=True)")
+
+
+def _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, sm_scale, cfg):
+    """The main kernel's positional arguments and its constexprs + launch options."""
+    Z, H, N, D = q.shape
+    rows = Z * H * N
+    descs = (TensorDescriptor(q, [rows, D], [D, 1], [cfg["BM"], D]),
+             TensorDescriptor(k, [rows, D], [D, 1], [64, D]),
+             TensorDescriptor(v, [rows, D], [D, 1], [64, D]),
+             TensorDescriptor(do, [rows, D], [D, 1], [cfg["BM"], D]))
+    return (sm_scale, Z, H, N, *descs, lse, delta, dq32, dk, dv), dict(
+        HEAD_DIM=D, CAUSAL=bool(causal), num_warps=4, num_stages=0, **cfg)
+
+
+def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None):
+    """Run once with one explicit config; returns (dq, dk, dv). ``dq32``: the fp32 dQ accumulator
+    (zeroed here; pass one to reuse its memory)."""
+    import torch
+    Z, H, N, D = q.shape
+    triton.set_allocator(torch_alloc)
+    rows = Z * H * N
+    delta = torch.empty((Z, H, N), dtype=torch.float32, device=q.device)
+    attention_bwd_delta_kernel[(triton.cdiv(rows, DELTA_BLOCK),)](o, do, delta, rows, HEAD_DIM=D, BLOCK=DELTA_BLOCK)
+    dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32.zero_()
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, sm_scale, cfg)
+    attention_bwd_kernel[(triton.cdiv(N, cfg["BN"]), Z * H)](*args, **options)
+    return (dq32 * sm_scale).to(q.dtype), dk, dv
+
+
+_TUNED: dict = {}
+
+
+def attention_backward(q, k, v, o, do, lse, causal=False, sm_scale=None, config=None):
+    """(dq, dk, dv) of attention's output o = softmax(q k^T * sm_scale [+ causal mask]) v, given the
+    output gradient ``do`` and the forward's ``lse`` ((Z, H, N) fp32, natural log).
+
+    >>> o, lse = attention(q, k, v, causal=True, return_lse=True)     # on a Hopper GPU
+    >>> dq, dk, dv = attention_backward(q, k, v, o, do, lse, causal=True)
+    """
+    _check(q, k, v, o, do, lse)
+    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    if config is None:
+        config = tuned_config(_TUNED, (tuple(q.shape), q.dtype, bool(causal)),
+                              lambda: tune(q, k, v, o, do, lse, causal, sm_scale, configs_for(q.shape[-1], causal)))
+    return launch(q, k, v, o, do, lse, causal, sm_scale, config)
+
+
+def attention_with_grad(q, k, v, do, causal=False, sm_scale=None, config=None, fwd_config=None):
+    """The library's forward, then its backward: returns (o, (dq, dk, dv)).
+
+    >>> o, (dq, dk, dv) = attention_with_grad(q, k, v, torch.randn_like(q))      # on a Hopper GPU
+    """
+    from .attention import attention
+    o, lse = attention(q, k, v, causal=causal, sm_scale=sm_scale, config=fwd_config, return_lse=True)
+    return o, attention_backward(q, k, v, o, do, lse, causal=causal, sm_scale=sm_scale, config=config)
+
+
+def tune(q, k, v, o, do, lse, causal, sm_scale, configs=CONFIGS):
+    """Time every config; returns [(config, ms), ...] fastest first."""
+    return fastest_first(configs, lambda c: launch(q, k, v, o, do, lse, causal, sm_scale, c))
+
+
+def reference(q, k, v, do, causal=False, sm_scale=None):
+    """(o, lse, dq, dk, dv) in float64 on the CPU, by torch autograd of the plain formula; o, dq, dk, dv
+    cast back to q's dtype and device, lse fp32 (natural log). ``reference64`` keeps float64."""
+    o, lse, dq, dk, dv = reference64(q, k, v, do, causal, sm_scale)
+    back = lambda t: t.to(q.dtype).to(q.device)  # noqa: E731
+    return back(o), lse.float().to(q.device), back(dq), back(dk), back(dv)
+
+
+def reference64(q, k, v, do, causal=False, sm_scale=None):
+    """(o, lse, dq, dk, dv), all float64 on the CPU: softmax(q k^T * sm_scale [+ mask]) v and its
+    gradients for output gradient ``do`` (torch autograd)."""
+    import torch
+    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
+    qd, kd, vd = (t.detach().double().cpu().requires_grad_() for t in (q, k, v))
+    s = (qd @ kd.transpose(-1, -2)) * sm_scale
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    o = torch.exp(s - lse[..., None]) @ vd
+    dq, dk, dv = torch.autograd.grad(o, (qd, kd, vd), do.detach().double().cpu())
+    return o.detach(), lse.detach(), dq, dk, dv
+
+
+def make_inputs(shape, dtype, device):
+    """Fresh random (q, k, v, do) of ``shape`` = (Z, H, N, D)."""
+    import torch
+    return tuple(torch.randn(shape, dtype=dtype, device=device) for _ in range(4))
+
+
+def flops(Z, H, N, D, causal=False):
+    """Backward FLOPs (five GEMMs of 2 N^2 D each per head); half of it when causal."""
+    f = 10.0 * Z * H * N * N * D
+    return f / 2 if causal else f
+
+
+def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128), causal=False):
+    """Compile the main kernel (no launch) for ``target`` on any machine; returns Triton's CompiledKernel.
+
+    >>> compile_offline(SIM_CONFIGS["tiny"]).metadata.shared > 0                   # doctest: +SKIP
+    True
+    """
+    import torch
+    from ..target import offline
+    dt = getattr(torch, dtype)
+    with offline(target):
+        q, k, v, do, dk, dv = (torch.empty(shape, dtype=dt) for _ in range(6))
+        lse, delta = (torch.empty(shape[:3], dtype=torch.float32) for _ in range(2))
+        dq32 = torch.empty(shape, dtype=torch.float32)
+        args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, 0.1, cfg)
+        return attention_bwd_kernel.warmup(*args, grid=(1,), **options)
+
+
+def compile_report(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128), causal=False):
+    """The workbench's CompileReport of the main kernel for one config, compiled offline."""
+    import torch
+    from ..compiler import compile as wb_compile
+    dt = getattr(torch, dtype)
+    q, k, v, do, dk, dv = (torch.empty(shape, dtype=dt) for _ in range(6))
+    lse, delta = (torch.empty(shape[:3], dtype=torch.float32) for _ in range(2))
+    dq32 = torch.empty(shape, dtype=torch.float32)
+    args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, 1 / math.sqrt(shape[-1]), cfg)
+    return wb_compile(attention_bwd_kernel, *args, target=target, **options)

@@ -1,0 +1,58 @@
+"""The attention backward kernel's configs: the autotune space, the simulator's small configs and
+what each parameter means (``_config``'s docstring).
+
+Plain data and arithmetic (no Triton): the explorer, the benchmarks and the tests read these
+without compiling anything. ``attention_bwd.py`` re-exports every name.
+"""
+from __future__ import annotations
+
+
+def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240):
+    """A config dict of ``attention_bwd_kernel``:
+
+    - BM: query rows per step of the loop (the N side of S^T = K Q^T, the K side of dV, dK);
+    - BN: K/V rows per CTA, 64 per consumer warp group (BN=128: two groups);
+    - NUM_BUFS: depth of the Q/dO ring;
+    - LOADER_REGS / MMA_REGS: registers per thread of the loader task and of each consumer group.
+    """
+    return dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
+
+
+def smem_bytes(cfg, head_dim, elem=2) -> int:
+    """SMEM a config asks for (K, V, the Q/dO ring, the dS^T tiles), roughly."""
+    groups = cfg["BN"] // 64
+    return (2 * cfg["BN"] * head_dim + 2 * cfg["NUM_BUFS"] * cfg["BM"] * head_dim
+            + groups * 64 * cfg["BM"]) * elem + 1024
+
+
+def suits(cfg, head_dim, causal=False) -> bool:
+    """Whether ``cfg`` fits a CTA (227 KiB of SMEM; 64 x BM fp32 S^T and dP^T plus 64 x D dK and dV
+    per thread group: BM=128 at D=128 needs 256 accumulator registers a thread, past 240)."""
+    if cfg["BN"] % 64 or cfg["BN"] // 64 not in (1, 2, 3):
+        return False
+    if head_dim > 64 and cfg["BM"] > 64:
+        return False
+    return smem_bytes(cfg, head_dim) <= 232448
+
+
+CONFIGS = (
+    _config(64),
+    _config(64, NUM_BUFS=3),
+    _config(64, BN=64),
+    _config(128),                       # D=64 only
+    _config(128, NUM_BUFS=3),           # D=64 only
+)
+
+
+def configs_for(head_dim, causal=False):
+    """The autotune space for one head dim (CONFIGS that ``suits`` it, the default first)."""
+    return tuple(c for c in CONFIGS if suits(c, head_dim, causal))
+
+
+DEFAULTS = {64: _config(64), 128: _config(64)}
+
+SIM_CONFIGS = {
+    "tiny": _config(64),
+    "one_group": _config(64, BN=64, NUM_BUFS=3),
+    "ring_of_1": _config(64, NUM_BUFS=1),
+}

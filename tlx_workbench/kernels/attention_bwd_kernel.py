@@ -1,0 +1,175 @@
+"""The device code of the attention backward pass (``attention_bwd.py`` has the story and the host side,
+``attention_bwd_configs.py`` the configs).
+
+Two kernels: ``attention_bwd_delta_kernel`` (delta = rowsum(dO * O), one program per 128 rows, no
+TLX) and ``attention_bwd_kernel`` (dK, dV of one K/V block per CTA, dQ added into fp32 with
+atomics). Everything a task of the main kernel runs is in this one file, so the compile report maps
+each line (a helper from another file would show as its call line).
+
+Notation, in a consumer group g (64 K/V rows, ``k_g``/``v_g``) at query block i (BM rows): every
+product is computed transposed, K/V rows down the M side of the wgmma, so the accumulators the group
+keeps across the whole loop (dK_g, dV_g: 64 x D each) and the per-step ones (S^T, dP^T: 64 x BM) are
+all "64 rows of this group":
+
+    S^T  = K_g Q_i^T            P^T = exp2(S^T * scale*log2e - lse2_i)       (masked)
+    dV_g += P^T dO_i            dP^T = V_g dO_i^T
+    dS^T = P^T * (dP^T - delta_i)
+    dK_g += dS^T Q_i            dQ_i += (dS^T)^T K_g       (dS^T through SMEM; atomics)
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+import triton.language.extra.tlx as tlx
+
+LOG2E = tl.constexpr(1.4426950408889634)
+
+
+@triton.jit
+def attention_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, ROWS, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """delta[r] = sum_d dO[r, d] * O[r, d] in fp32, for the ROWS rows of the (Z*H*N, D) views."""
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.arange(0, HEAD_DIM)
+    offs = rows[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+    keep = (rows < ROWS)[:, None]
+    o = tl.load(o_ptr + offs, mask=keep, other=0.0).to(tl.float32)
+    do = tl.load(do_ptr + offs, mask=keep, other=0.0).to(tl.float32)
+    tl.store(delta_ptr + rows, tl.sum(o * do, 1), mask=rows < ROWS)
+
+
+@triton.jit
+def _bwd_step(i, it, g, k_g, v_g, ds_g, q_tiles, do_tiles, q_full, q_empty, do_full, do_empty, dk, dv,
+              lse_ptr, delta_ptr, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+              MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
+              NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr):
+    """Query block i (the it-th through the Q/dO ring) for consumer group g: the five products of
+    the module docstring. Returns the new (dk, dv)."""
+    slot = it % NUM_BUFS
+    parity = (it // NUM_BUFS) & 1
+    q_rows = i * BM + tl.arange(0, BM)
+    # the row statistics of this query block, loaded before the wgmmas are waited for
+    lse2 = tl.load(lse_ptr + head_row + q_rows, mask=q_rows < N_CTX, other=0.0) * LOG2E
+    delta = tl.load(delta_ptr + head_row + q_rows, mask=q_rows < N_CTX, other=0.0)
+    q_tile = q_tiles[slot]
+    do_tile = do_tiles[slot]
+    tlx.barrier_wait(q_full[slot], parity)
+    s_t = tlx.async_dot(k_g, tlx.local_trans(q_tile))
+    tlx.barrier_wait(do_full[slot], parity)
+    dp_t = tlx.async_dot(v_g, tlx.local_trans(do_tile))
+    s_t = tlx.async_dot_wait(1, s_t)
+    p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])
+    if MASK:
+        keep = (q_rows[None, :] < N_CTX) & (kv_rows[:, None] < N_CTX)
+        if CAUSAL:
+            keep = keep & (q_rows[None, :] >= kv_rows[:, None])
+        p_t = tl.where(keep, p_t, 0.0)
+    dp_t = tlx.async_dot_wait(0, dp_t)
+    dv = tlx.async_dot(p_t.to(DTYPE), do_tile, dv)
+    ds_t = p_t * (dp_t - delta[None, :])
+    ds_h = ds_t.to(DTYPE)
+    dk = tlx.async_dot(ds_h, q_tile, dk)
+    # dQ_i needs dS (query rows down M): dS^T goes through SMEM and is read back transposed. The
+    # buffer is this group's alone, and the previous step's read of it retired (wait 0 below)
+    tlx.local_store(ds_g, ds_h)
+    tlx.fence("async_shared")
+    dq = tlx.async_dot(tlx.local_trans(ds_g), k_g)
+    dq = tlx.async_dot_wait(0, dq)
+    dk = tlx.async_dot_wait(0, dk)
+    dv = tlx.async_dot_wait(0, dv)
+    # every wgmma that read Q_i and dO_i has retired: hand the slots back
+    tlx.barrier_arrive(q_empty[slot])
+    tlx.barrier_arrive(do_empty[slot])
+    cols = tl.arange(0, HEAD_DIM)
+    ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+    tl.atomic_add(ptrs, dq, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
+    return dk, dv
+
+
+@triton.jit
+def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
+                         lse_ptr, delta_ptr, dq_ptr, dk_ptr, dv_ptr,
+                         HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                         NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
+                         LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240):
+    """dK, dV of one block of BN K/V rows of one (batch, head) per CTA, dQ added into fp32 ``dq_ptr``.
+
+    A loader task brings K and V of the block once (a 64-row tile per consumer group), then Q_i and
+    dO_i of each query block through a NUM_BUFS-deep ring (``*_full``: landed bytes; ``*_empty``:
+    every group's wgmmas that read the slot retired). Causal: the loop starts at the first query
+    block that sees this K/V block; the blocks across the diagonal and the ragged tail are masked."""
+    GROUPS: tl.constexpr = BN // 64
+    HALF: tl.constexpr = 64
+    dtype: tl.constexpr = tlx.dtype_of(desc_q)
+
+    k_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, GROUPS)
+    v_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, GROUPS)
+    q_tiles = tlx.local_alloc((BM, HEAD_DIM), dtype, NUM_BUFS)
+    do_tiles = tlx.local_alloc((BM, HEAD_DIM), dtype, NUM_BUFS)
+    ds_tiles = tlx.local_alloc((HALF, BM), dtype, GROUPS)
+    kv_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    q_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
+    do_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
+    q_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=GROUPS)
+    do_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=GROUPS)
+
+    kv0 = tl.program_id(0) * BN          # first K/V row of this CTA (block 0, the heaviest causal one, first)
+    bh = tl.program_id(1)
+    head_row = bh * N_CTX
+    n_q = tl.cdiv(N_CTX, BM)
+    if CAUSAL:
+        i_start = kv0 // BM                              # earlier query blocks see none of these keys
+        i_mid = tl.minimum(tl.cdiv(kv0 + BN, BM), n_q)   # blocks across the diagonal: masked
+    else:
+        i_start = 0
+        i_mid = 0
+    n_full = N_CTX // BM                                  # blocks inside N
+    # a K/V block past N reads the next head's rows (the TMA views are (Z*H*N, D)): mask every step
+    i_mid = tl.where(kv0 + BN > N_CTX, n_q, i_mid)
+    TILE_BYTES: tl.constexpr = HALF * HEAD_DIM * tlx.size_of(dtype)
+    Q_BYTES: tl.constexpr = BM * HEAD_DIM * tlx.size_of(dtype)
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", num_regs=LOADER_REGS):
+            tlx.barrier_expect_bytes(kv_full[0], 2 * GROUPS * TILE_BYTES)
+            for g in tl.static_range(GROUPS):
+                tlx.async_descriptor_load(desc_k, k_tiles[g], [head_row + kv0 + g * HALF, 0], kv_full[0])
+                tlx.async_descriptor_load(desc_v, v_tiles[g], [head_row + kv0 + g * HALF, 0], kv_full[0])
+            for i in range(i_start, n_q):
+                it = i - i_start
+                slot = it % NUM_BUFS
+                parity = (it // NUM_BUFS) & 1
+                tlx.barrier_wait(q_empty[slot], parity ^ 1)
+                tlx.barrier_expect_bytes(q_full[slot], Q_BYTES)
+                tlx.async_descriptor_load(desc_q, q_tiles[slot], [head_row + i * BM, 0], q_full[slot])
+                tlx.barrier_wait(do_empty[slot], parity ^ 1)
+                tlx.barrier_expect_bytes(do_full[slot], Q_BYTES)
+                tlx.async_descriptor_load(desc_do, do_tiles[slot], [head_row + i * BM, 0], do_full[slot])
+
+        with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
+            g = tlx.async_task_replica_id()
+            qk_scale = sm_scale * LOG2E
+            kv_rows = kv0 + g * HALF + tl.arange(0, HALF)
+            k_g = k_tiles[g]
+            v_g = v_tiles[g]
+            ds_g = ds_tiles[g]
+            dk = tl.zeros([HALF, HEAD_DIM], tl.float32)
+            dv = tl.zeros([HALF, HEAD_DIM], tl.float32)
+            tlx.barrier_wait(kv_full[0], 0)
+            # across the diagonal (causal), then the plain blocks, then the ragged tail
+            for i in range(i_start, i_mid):
+                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, q_tiles, do_tiles, q_full, q_empty, do_full,
+                                   do_empty, dk, dv, lse_ptr, delta_ptr, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype)
+            for i in range(i_mid, n_full):
+                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, q_tiles, do_tiles, q_full, q_empty, do_full,
+                                   do_empty, dk, dv, lse_ptr, delta_ptr, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+                                   False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype)
+            for i in range(tl.maximum(i_mid, n_full), n_q):
+                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, q_tiles, do_tiles, q_full, q_empty, do_full,
+                                   do_empty, dk, dv, lse_ptr, delta_ptr, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype)
+            cols = tl.arange(0, HEAD_DIM)
+            offs = (head_row + kv_rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+            keep = (kv_rows < N_CTX)[:, None]
+            tl.store(dk_ptr + offs, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=keep)
+            tl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=keep)
