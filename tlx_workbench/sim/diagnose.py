@@ -9,6 +9,8 @@ import dataclasses
 import html
 import linecache
 
+from .releases import Releases, loop_of
+
 
 @dataclasses.dataclass
 class BlockedTask:
@@ -478,35 +480,6 @@ def _times(n: int) -> str:
     return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
-# -- source structure: which loop a line sits in -----------------------------------------------------------------
-_loops_cache: dict = {}
-
-
-def _loop_of(file, line):
-    """(innermost for/while loop node, or the function) whose body holds ``line``; None when unknown."""
-    if not file or not line:
-        return None
-    tree = _loops_cache.get(file)
-    if tree is None:
-        import ast
-        try:
-            text = "".join(linecache.getlines(file)) or open(file).read()
-            tree = ast.parse(text)
-        except (OSError, SyntaxError, ValueError):
-            tree = False
-        _loops_cache[file] = tree
-    if tree is False:
-        return None
-    import ast
-    best = None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.For, ast.While, ast.FunctionDef)) and \
-                node.lineno < line <= (node.end_lineno or node.lineno):
-            if best is None or node.lineno >= best.lineno:
-                best = node
-    return best
-
-
 def find_cause(run, group, waits) -> Cause | None:
     """The line to change for a deadlock: ``waits`` are (BlockedTask, slot or named barrier) of the blocked
     mbarrier and named-barrier waits. None when no ledger evidence names one (the wait-for graph then leads)."""
@@ -516,7 +489,7 @@ def find_cause(run, group, waits) -> Cause | None:
     multi = len(pids) > 1
     mb = [(b, s) for b, s in waits if b.kind == "mbarrier"]
     for rule in (_early_pass, _misdirected_load, _bytes_over, _bytes_short, _fresh_phase0,
-                 _count_too_low, _count_too_high, _skipped_arrive, _named_cause):
+                 _count_too_low, _count_too_high, _skipped_arrive, _named_cause, _release_cause):
         c = rule(run, group, led, mb if rule is not _named_cause else waits, file, multi)
         if c is not None:
             return c
@@ -774,10 +747,10 @@ def _skipped_arrive(run, group, led, mb, file, multi):
         for lane, lines in sorted(arr.items()):
             runs = led.sites.get(lane, {})
             for line in sorted(l for l in lines if l):
-                loop = _loop_of(file, line)
+                loop = loop_of(file, line)
                 if loop is None:
                     continue
-                sibs = [n for l, n in runs.items() if l != line and l and _loop_of(file, l) is loop]
+                sibs = [n for l, n in runs.items() if l != line and l and loop_of(file, l) is loop]
                 if not sibs:
                     continue
                 mine, most = runs.get(line, 0), max(sibs)
@@ -823,4 +796,64 @@ def _named_cause(run, group, led, waits, file, multi):
                         f"{waited[bar]}), while {_lane(b.lane, multi)} waits at {b.barrier} (line {b.line}) for an "
                         f"arrival that never comes: the arrive names the wrong barrier id"),
                         f"arrive at the id the other side waits on ({b.barrier}) at line {ln}", "named", b.line)
+    return None
+
+
+def _names(lanes, multi=False) -> str:
+    return ", ".join(_lane(l, multi) for l in sorted(lanes))
+
+
+def _bufs(reads) -> str:
+    return ", ".join(sorted({b for r in reads for b in r.buffers}))
+
+
+def _read_text(r) -> str:
+    retired = (f", retired by the async_dot_wait at line {r.retired_line}" if r.retired_line and
+               r.retired_line != r.line else "")
+    return f"line {r.line}{retired}"
+
+
+def _release_cause(run, group, led, mb, file, multi):
+    """A release barrier that a reader owes: the lanes that read the buffers it guards (a wgmma, a local_load)
+    never arrived on it for that read. Either one of their releases names another slot, or came while its own
+    read was in flight (the release to re-aim), or there is none (the release to add, after the read retires)."""
+    rel = None
+    for b, s in mb:
+        cta = s.array.cta.pid if s.array.cta is not None else 0
+        key = (cta, s.array.name, s.index)
+        rel = rel or Releases(run.trace, {c.pid for c in group.ctas})
+        guarded = rel.guards.get(key)
+        debtors = rel.debtors(key)
+        if not guarded or not debtors:
+            continue
+        refill = sorted({ln for lines in guarded.values() for ln in lines if ln})
+        wait = f"{_lane(b.lane, multi)}'s wait on {s.name} at line {b.line}"
+        for lane, reads in debtors.items():
+            bad = rel.bad_releases(lane, cta, s.array.name, reads[0].seq)
+            if not bad:
+                continue
+            r = bad[0]
+            what = (f"while its read of {_bufs(r.inflight)} ({_read_text(r.inflight[0])}) is still in flight"
+                    if r.verdict == "early" else
+                    f"whose buffers it has not read since it last released that slot")
+            return Cause(r.line, (
+                f"line {r.line}: {_lane(lane, multi)} releases {s.array.name}[{r.key[2]}] {what}, and never releases "
+                f"{s.name}, which guards {_bufs(reads)} that it read ({_read_text(reads[-1])}): the release names "
+                f"the wrong slot, so {wait} (before the refill at {_lines(refill)}) never returns"),
+                f"release {s.name} at line {r.line}: the slot whose read is retired "
+                f"({_read_text(reads[-1])}), not one still in use", "release", b.line)
+        lane, reads = next(iter(debtors.items()))
+        line, after = rel.insertion_line(reads[-1], file)
+        if line is None:
+            continue
+        others = [ln for ln in rel.release_lines(lane, s.array.name)]
+        elsewhere = (f" (it releases {s.array.name} at {_lines(others)}, but not for this read)" if others else "")
+        last = [rs[-1] for rs in debtors.values()]
+        them = "them" if len(_bufs(last).split(", ")) > 1 else "it"
+        return Cause(line, (
+            f"line {line}: a release is missing here: {_names(debtors, multi)} read {_bufs(last)} "
+            f"({_read_text(reads[-1])}) but never release {s.name}, which guards {them}{elsewhere}: {wait}, "
+            f"before the refill at {_lines(refill)}, never returns"),
+            f"add the release after line {after}: tlx.barrier_arrive on {s.name} (the slot {_lane(b.lane, multi)} "
+            f"waits on at line {b.line}) once the read is retired", "missing-release", b.line)
     return None
