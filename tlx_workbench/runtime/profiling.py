@@ -2,12 +2,23 @@
 
 The kernel is rewritten by :mod:`.instrument` to read the SM cycle counter around
 each TLX operation (Proton's scopes do not compile inside warp-specialized TLX
-kernels with triton 3.8 + triton-utlx); the launch runs in the watchdog worker.
-A Chrome trace that Proton wrote for a plain kernel imports with
-:func:`load_proton_trace`.
+kernels with triton 3.8 + triton-utlx: ``benchmarks/proton_repro/``); the launches
+run in the watchdog worker:
 
->>> tr = profile(gemm_kernel, a_d, b_d, c_d, M, N, K, grid=(132,), **cfg)   # doctest: +SKIP
->>> TimelineWidget(tr)                                                     # doctest: +SKIP
+1. a *counting* launch (every CTA, nothing recorded): each warp group's event count,
+   SM, start and end;
+2. the *recording* launch: the selected CTAs (``ctas=``: first N, the last ones, by SM,
+   ids), buffers sized from the counts, so every event is kept;
+3. the same launch plain and instrumented, timed (``triton.testing.do_bench``): the
+   instrumentation's own cost, in ``trace.meta["overhead"]`` and the Trace's repr.
+
+The kernel runs several times: a kernel that accumulates into its outputs (atomics,
+``+=`` on global memory) leaves them changed.
+A Chrome trace that Proton wrote for a plain kernel imports with :func:`load_proton_trace`.
+
+>>> tr = profile(gemm_kernel, a_d, b_d, c_d, M, N, K, grid=(132,), ctas={"first": 2, "last": 2}, **cfg)   # doctest: +SKIP
+>>> tr.meta["overhead"]["ratio"]                                                     # doctest: +SKIP
+1.04
 """
 from __future__ import annotations
 
@@ -30,15 +41,31 @@ def _kernels_named_by(fn) -> list[tuple[str, object]]:
     return out
 
 
-class _Substitute:
-    """Stands in for a kernel inside a host function: launches the instrumented copy instead."""
+def _grid_ctas(kernel, grid, args, kwargs) -> int:
+    """How many CTAs ``kernel[grid](*args, **kwargs)`` launches (``grid`` a tuple or a META callable)."""
+    if callable(grid):
+        meta = dict(zip(getattr(kernel, "arg_names", ()), args))
+        meta.update(kwargs)
+        grid = grid(meta)
+    dims = (tuple(grid) + (1, 1, 1))[:3]
+    return int(dims[0]) * int(dims[1]) * int(dims[2])
 
-    def __init__(self, inst, prefix=()):
-        self.inst, self.prefix = inst, tuple(prefix)
+
+class _Substitute:
+    """Stands in for a kernel inside a host function: launches the instrumented copy instead,
+    with the record buffer ``make(grid CTAs)`` gives."""
+
+    def __init__(self, inst, target, make):
+        self.inst, self.target, self.make = inst, target, make
 
     def __getitem__(self, grid):
         launcher = self.inst.kernel[grid]
-        return lambda *a, **k: launcher(*self.prefix, *a, **k)
+
+        def launch(*a, **k):
+            if self.make is None:           # Proton's copy: no record buffer
+                return launcher(*a, **k)
+            return launcher(self.make(_grid_ctas(self.target, grid, a, k)), *a, **k)
+        return launch
 
 
 def _target_kernel(fn, kernel_name):
@@ -55,27 +82,43 @@ def _target_kernel(fn, kernel_name):
     return target, name
 
 
-def _launch(fn, inst, prefix, grid, args, kwargs, kernel_name):
-    """Launch ``fn`` once with the instrumented copy standing in for its kernel."""
+def _launch(fn, inst, target, make, grid, args, kwargs, kernel_name):
+    """Launch ``fn`` once with the instrumented copy standing in for its kernel (``inst`` None: the
+    plain kernel; ``make``: the record buffer for a launch of so many CTAs)."""
     from .transport import _underlying_function
     if is_kernel(fn):
         if grid is None:
             raise GPUError("profile of a kernel needs grid=", hint="pass grid=(n,) as for a launch")
-        inst.kernel[grid](*prefix, *args, **kwargs)
+        if inst is None:
+            fn[grid](*args, **kwargs)
+        else:
+            _Substitute(inst, target, make)[grid](*args, **kwargs)
+        return
+    if inst is None:
+        fn(*args, **kwargs)
         return
     g = _underlying_function(fn).__globals__
     saved = g[kernel_name]
-    g[kernel_name] = _Substitute(inst, prefix)
+    g[kernel_name] = _Substitute(inst, target, make)
     try:
         fn(*args, **kwargs)
     finally:
         g[kernel_name] = saved
 
 
-def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, method="clock"):
-    """Worker job: instrument, launch once, return the raw records (clock) or Proton's Chrome trace."""
+def _time_ms(f) -> float:
+    import triton.testing
+    report_phase("run")
+    return float(triton.testing.do_bench(f, warmup=10, rep=60, return_mode="median"))
+
+
+def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, method="clock", ctas=None,
+                circular=False, overhead=True):
+    """Worker job: instrument; count, record, time plain vs instrumented; the raw records (clock),
+    or Proton's Chrome trace."""
     import torch
-    from .instrument import instrument
+
+    from .instrument import counts_of, instrument, select_ctas, sizes_from_counts
     from .transport import resolve
     install_launch_hook()
     report_phase("compile")
@@ -87,13 +130,49 @@ def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, 
                             "constexprs as keyword arguments")
     if method == "proton":
         return _proton_job(fn, target, kernel_name, grid, args, kwargs)
-    inst = instrument(target, capacity=capacity, max_ctas=max_ctas)
-    buf = inst.buffer("cuda")
-    _launch(fn, inst, (buf,), grid, args, kwargs, kernel_name)
-    report_phase("run")
+    inst = instrument(target)
+    made = {}
+
+    def counting(g):
+        made["grid"] = g
+        made["buf"] = inst.buffer("cuda", grid=g, ctas=range(g), capacity=0)
+        return made["buf"]
+
+    _launch(fn, inst, target, counting, grid, args, kwargs, kernel_name)
     torch.cuda.synchronize()
-    return dict(buf=buf.cpu().numpy(), sites=inst.sites, tasks=inst.tasks, capacity=capacity, max_ctas=max_ctas,
-                file=inst.file, name=launch_name(target), device=torch.cuda.get_device_name(), method="clock")
+    report_phase("run")
+    if "buf" not in made:
+        raise GPUError(f"{launch_name(fn)} did not launch {launch_name(target)}",
+                       hint="profile a host function that launches the kernel, or the kernel with grid=")
+    g = made["grid"]
+    counts = counts_of(made["buf"].cpu().numpy())
+    chosen = select_ctas(max_ctas if ctas is None else ctas, g, counts)
+    if not chosen:
+        raise GPUError(f"the CTA selection {ctas!r} names no CTA of the grid of {g}",
+                       hint="pass ctas=N (the first N), {'first': N, 'last': M, 'sms': [...]} or a list of ids")
+    needed = sizes_from_counts(counts, chosen)
+    cap = needed if capacity is None else int(capacity)
+    if circular and capacity is None:
+        raise GPUError("a circular buffer needs capacity= (the events kept per warp group)",
+                       hint=f"pass capacity=N; every event of these CTAs fits in capacity={needed}")
+    record = inst.buffer("cuda", grid=g, ctas=chosen, capacity=cap, circular=circular)
+    _launch(fn, inst, target, lambda _g: record, grid, args, kwargs, kernel_name)
+    torch.cuda.synchronize()
+    buf = record.cpu().numpy()
+    report_phase("run")
+    timing = None
+    if overhead:
+        plain = _time_ms(lambda: _launch(fn, None, target, None, grid, args, kwargs, kernel_name))
+        instr = _time_ms(lambda: _launch(fn, inst, target, lambda _g: record, grid, args, kwargs, kernel_name))
+        count_only = inst.buffer("cuda", grid=g, ctas=range(g), capacity=0)
+        counting_ms = _time_ms(lambda: _launch(fn, inst, target, lambda _g: count_only, grid, args, kwargs,
+                                               kernel_name))
+        timing = {"plain_ns": plain * 1e6, "instrumented_ns": instr * 1e6, "counting_ns": counting_ms * 1e6,
+                  "ratio": instr / plain if plain else None, "method": "triton.testing.do_bench median"}
+    all_ctas = [{"cta": p, "sm": c["smid"], "start": c["gt0"], "end": c["gt1"]} for p, c in sorted(counts.items())]
+    return dict(buf=buf, sites=inst.sites, tasks=inst.tasks, file=inst.file, name=launch_name(target),
+                device=torch.cuda.get_device_name(), method="clock", grid_ctas=g, ctas=chosen,
+                capacity_needed=needed, overhead=timing, counting=all_ctas)
 
 
 def _proton_job(fn, target, kernel_name, grid, args, kwargs):
@@ -112,7 +191,7 @@ def _proton_job(fn, target, kernel_name, grid, args, kwargs):
     pl.enable_semantic("triton")
     proton.start(base, data="trace", backend="instrumentation")
     try:
-        _launch(fn, inst, (), grid, args, kwargs, kernel_name)
+        _launch(fn, inst, target, None, grid, args, kwargs, kernel_name)
         report_phase("run")
         torch.cuda.synchronize()
     finally:
@@ -138,21 +217,26 @@ def _source_uses_async_tasks(fn, kernel_name) -> bool:
         return False
 
 
-def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto", capacity: int = 512,
-            max_ctas: int = 4, timeout: float = DEFAULT_TIMEOUT, compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
+def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto", ctas=None,
+            capacity: int | None = None, circular: bool = False, max_ctas: int = 4, overhead: bool = True,
+            timeout: float = DEFAULT_TIMEOUT, compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
             isolate: bool = True, source: str | None = None, **kwargs):
-    """Launch once with per-op timing records; the measured :class:`Trace` (source "gpu").
+    """Launch with per-op timing records; the measured :class:`Trace` (source "gpu", in ns).
 
     ``fn`` is a ``@triton.jit`` TLX kernel (with ``grid=``) or a host function that
     launches one (name it with ``kernel=`` when it launches several). ``method``:
     ``"proton"`` (Proton instrumentation scopes around each TLX op), ``"clock"``
-    (cycle-counter records, per CTA (the first ``max_ctas``) and task replica, at most
-    ``capacity`` ops per warp group), or ``"auto"``: Proton where it compiles, else
-    clock (warp-specialized kernels go straight to clock: Proton's scopes fail to
-    compile inside them with triton 3.8 + triton-utlx). ``trace.meta["recorder"]``
-    says which one ran.
+    (cycle-counter records of the CTAs ``ctas`` selects: an int N (the first N, default
+    ``max_ctas``), ``"all"``, a list of CTA ids, or ``{"first": N, "last": M, "sms": [...]}``),
+    or ``"auto"``: Proton where it compiles, else clock (warp-specialized kernels go straight
+    to clock). ``trace.meta["recorder"]`` says which one ran.
 
-    >>> tr = profile(matmul, a, b)          # doctest: +SKIP
+    Clock records keep every event of the selected CTAs (a counting launch sizes the buffers),
+    unless ``capacity=`` caps the events per warp group: then the late ones are dropped, or
+    with ``circular=True`` the early ones; ``trace.meta["events"]`` says how many. With
+    ``overhead=True`` the plain and the instrumented launch are timed: ``trace.meta["overhead"]``.
+
+    >>> tr = profile(gemm_ws.launch, a, b, c, cfg, kernel="gemm_ws_coop_kernel", ctas={"first": 2, "last": 2})  # doctest: +SKIP
     >>> tr.summary()[0].busy_share          # doctest: +SKIP
     """
     from .watchdog import KernelTimeoutError
@@ -169,7 +253,7 @@ def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto
         else:
             first = "proton"
     payload = dict(spec=spec, args=tuple(args), kwargs=kwargs, grid=grid, capacity=capacity, max_ctas=max_ctas,
-                   kernel_name=kernel)
+                   kernel_name=kernel, ctas=ctas, circular=circular, overhead=overhead)
     try:
         r = dispatch(profile_job, dict(payload, method=first), isolate=isolate, timeout=timeout,
                      compile_timeout=compile_timeout, what=f"profiling {name}")
@@ -191,9 +275,22 @@ def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto
     meta = {"kernel": r["name"], "device": r["device"], **notes}
     if r["method"] == "proton":
         return _trace_from_proton(r, meta)
+    return trace_from_records(r, meta)
+
+
+def trace_from_records(r: dict, meta: dict | None = None):
+    """The Trace of a clock-recorder job's result ``r`` (the buffer, sites, tasks, selection, timings)."""
     from .instrument import decode
-    return decode(r["buf"], r["sites"], r["tasks"], capacity=r["capacity"], max_ctas=r["max_ctas"],
-                  file=r["file"], meta=meta)
+    meta = dict(meta or {}, grid_ctas=r["grid_ctas"], selected_ctas=list(r["ctas"]),
+                capacity_needed=r["capacity_needed"])
+    if r.get("overhead"):
+        meta["overhead"] = r["overhead"]
+    tr = decode(r["buf"], r["sites"], r["tasks"], file=r["file"], meta=meta)
+    counting = r.get("counting") or []
+    if counting and tr.time_unit == "ns":
+        t0 = min(c["start"] for c in counting)
+        tr.meta["kernel_extent_ns"] = max(c["end"] for c in counting) - t0     # of the counting launch
+    return tr
 
 
 def _trace_from_proton(r, meta):
