@@ -1,4 +1,6 @@
 """BarrierPhaseWidget: rows per barrier slot, events, waits, release arrows; static and in Chromium."""
+import re
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,41 @@ def test_static_fallback_renders_in_chromium(show_static, trace):
     assert page.locator("svg.tlxwb-barrier-svg text.tlxwb-bar-row").count() == 6
     assert page.locator("svg .tlxwb-release").count() == len(trace.flows())
     assert page.locator("svg.tlxwb-barrier-svg").bounding_box()["height"] > 200
+
+
+def test_the_legend_is_in_the_markers_colours(trace):
+    from tlx_workbench.widgets.barriers import legend_items
+    enc = encode_barriers(trace)
+    legend = dict(legend_items(enc))
+    arrivers = {f"{e.task}[{e.replica or 0}]" for e in trace.barrier_events if e.kind == "arrive" and e.task}
+    assert {k for k in legend if k.startswith("arrive")} == {f"arrive: {a}" for a in arrivers}
+    svg = barrier_svg(trace)
+    fills = set(re.findall(r"class='tlxwb-arrive' d='[^']*' fill='(#[0-9a-f]+)'", svg))
+    assert fills and fills <= {legend[f"arrive: {a}"] for a in arrivers}
+    assert len(fills) == len(arrivers)          # each arriver its own colour
+    for label, colour in legend.items():
+        assert f"fill='{colour}'/><text x='" in svg and f">{label}</text>" in svg
+
+
+@pytest.mark.browser
+def test_in_chromium_each_arrival_is_drawn_in_its_legend_colour(show, trace):
+    w = BarrierPhaseWidget(trace)
+    page = show(w)
+    legend = {k: v for k, v in w._legend}
+    items = page.locator(".tlxwb-legend-item").all_inner_texts()
+    assert [k for k, _ in w._legend] == [t.strip() for t in items]
+    found: dict = {}
+    for i, e in enumerate(w.events):
+        if e.kind != "arrive":
+            continue
+        want = legend[f"arrive: {e.task}[{e.replica or 0}]"]
+        pos = page.evaluate(f"() => tlxwbViews[0].el.tlxwb.event({i})")
+        n = page.evaluate("""([x, y, c]) => { const cv = document.querySelector('canvas'), r = devicePixelRatio || 1;
+            const d = cv.getContext('2d').getImageData((x - 4) * r, (y - 9) * r, 8 * r, 8 * r).data;
+            const want = [1, 3, 5].map(k => parseInt(c.slice(k, k + 2), 16));
+            let n = 0; for (let i = 0; i < d.length; i += 4)
+                if (Math.abs(d[i] - want[0]) + Math.abs(d[i + 1] - want[1]) + Math.abs(d[i + 2] - want[2]) < 6) n++;
+            return n; }""", [pos["x"], pos["y"], want])
+        found[e.lane] = max(found.get(e.lane, 0), n)
+    # every arriver's triangles are drawn in its legend colour (neighbours may overlap some)
+    assert len(found) >= 2 and all(n >= 8 for n in found.values()), found

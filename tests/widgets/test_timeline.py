@@ -185,3 +185,57 @@ def test_empty_and_proton_traces_render_without_errors(show):
     assert page.locator("canvas").count() == 3
     labels = page.evaluate("() => tlxwbViews[2].model.get('_lanes').map(l => l.label)")
     assert "warp 4 (line 1)[0]" in labels and page.evaluate("() => tlxwbViews[2].model.get('time_unit')") == "ns"
+
+
+def test_filters_hide_waits_fold_ctas_and_lay_replicas_on_one_lane(trace):
+    from tlx_workbench.widgets.timeline import display_lanes
+    waits = sum(1 for s in trace.spans if s.kind == "wait")
+    assert waits > 0
+    full = timeline_svg(trace)
+    assert "class='tlxwb-span tlxwb-wait'" in full
+    hidden = timeline_svg(trace, hide_waits=True)
+    assert "tlxwb-wait" not in hidden and "class='tlxwb-span tlxwb-mma'" in hidden and "waits hidden" in hidden
+    lanes = trace.lanes()
+    ctas = sorted({l[0] for l in lanes})
+    assert len(ctas) == 2
+    rows, where = display_lanes(trace, fold_ctas=True)
+    assert len(rows) == len([l for l in lanes if l[0] == ctas[0]])           # one CTA's worth of lanes
+    assert all(where[(c, t, r)] == where[(ctas[0], t, r)] for c, t, r in lanes)
+    folded = timeline_svg(trace, fold_ctas=True)
+    assert "CTAs 0-1 folded" in folded and ">CTA 1<" not in folded
+    assert folded.count("class='tlxwb-lane'") == len(rows)
+    rows, _ = display_lanes(trace, lane_per_task=True)
+    assert [r["label"] for r in rows] == ["producer", "consumer ×2"] * 2
+    # a merged lane's busy share is the mean of its lanes'
+    summ = {(s.cta, s.task, s.replica): s.busy_share for s in trace.summary()}
+    assert rows[1]["busy_share"] == pytest.approx((summ[(0, "consumer", 0)] + summ[(0, "consumer", 1)]) / 2)
+
+
+@pytest.mark.browser
+def test_filter_checkboxes_redraw_the_view_and_reach_python(show, trace):
+    w = TimelineWidget(trace)
+    page = show(w)
+    width = page.evaluate("() => document.querySelector('canvas').clientWidth")
+    h = page.evaluate("() => document.querySelector('canvas').clientHeight")
+    wait_px = _pixels(page, w._colors["wait"], 225, 20, width, h)
+    assert wait_px > 100
+    page.click(".tlxwb-opt-hide-waits input")
+    page.wait_for_function("() => tlxwbViews[0].model.get('hide_waits') === true")
+    assert _pixels(page, w._colors["wait"], 225, 20, width, h) < wait_px / 20   # the gutter's bars stay
+    n_lanes = len(trace.lanes())
+    page.click(".tlxwb-opt-fold-ctas input")
+    rows = page.evaluate("() => tlxwbViews[0].el.tlxwb.rows()")
+    assert len(rows) == n_lanes // 2 and rows[0]["head"] == "CTAs 0-1 folded"
+    assert page.evaluate("() => tlxwbViews[0].model.get('fold_ctas')") is True
+    page.click(".tlxwb-opt-lane-per-task input")
+    rows = page.evaluate("() => tlxwbViews[0].el.tlxwb.rows()")
+    assert [r["label"] for r in rows] == ["producer", "consumer ×2"]
+    assert page.evaluate("() => document.querySelector('canvas').clientHeight") < h
+    # every span of a merged lane is drawn on its row: an MMA of consumer[1] in CTA 1 is under the cursor there
+    i = next(k for k, j in enumerate(w._order) if trace.spans[j].kind == "mma" and trace.spans[j].lane == (1, "consumer", 1))
+    pos = page.evaluate(f"() => tlxwbViews[0].el.tlxwb.locate({i})")
+    assert abs(pos["y"] - (rows[1]["y"] + 11)) < 1
+    box = page.locator("canvas").bounding_box()
+    page.mouse.move(box["x"] + pos["x"], box["y"] + pos["y"])
+    page.wait_for_selector(".tlxwb-tooltip", state="visible")
+    assert "CTA" in page.inner_text(".tlxwb-tooltip")
