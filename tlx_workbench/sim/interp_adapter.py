@@ -445,11 +445,43 @@ def _bf16_out(out) -> TensorHandle:
     return TensorHandle(f32_to_bf16_bits(out), tl.bfloat16)
 
 
+# -- fp8 casts ----------------------------------------------------------------------------------------------
+# The interpreter stores fp8 as bytes, but its conversions to fp8 round half up, mishandle values below the
+# smallest normal and turn overflow into NaN/inf bit patterns, and e5m2 NaN widens to a finite number. The
+# GPU's cvt.rn.satfinite.{e4m3,e5m2} rounds to nearest even (subnormals included) and saturates to the
+# largest finite value (NaN stays NaN); widening is exact. install_bf16_numerics installs these with its own.
+
+def _fp8_casts(orig):
+    """``create_fp_to_fp`` that converts between e4m3 / e5m2 and fp32 / fp16 / bf16 as the GPU does, through
+    torch's CPU conversions (round to nearest even; values clamped first: satfinite); other casts go to ``orig``."""
+    fp8 = {tl.float8e4nv: "float8_e4m3fn", tl.float8e5: "float8_e5m2"}
+    wide = {tl.float32: "float32", tl.float16: "float16", tl.bfloat16: "bfloat16"}
+    rtne = (None, _interp._ir.ROUNDING_MODE.RTNE)
+
+    def create_fp_to_fp(src, dst_type, rounding_mode):
+        import torch
+        d, s = dst_type.scalar, src.dtype.scalar
+        data = np.ascontiguousarray(src.data)
+        if d in fp8 and s in wide and rounding_mode in rtne:
+            vals = bf16_bits_to_f32(data) if _is_bf16(src) else data.astype(np.float32)
+            t_dt = getattr(torch, fp8[d])
+            big = torch.finfo(t_dt).max
+            t = torch.from_numpy(np.ascontiguousarray(vals, dtype=np.float32)).clamp(-big, big)  # NaN stays
+            return TensorHandle(t.to(t_dt).view(torch.uint8).numpy().reshape(data.shape), d)
+        if s in fp8 and d in wide:
+            t = torch.from_numpy(data.view(np.uint8)).view(getattr(torch, fp8[s])).to(getattr(torch, wide[d]))
+            out = f32_to_bf16_bits(t.float().numpy()) if d == tl.bfloat16 else t.numpy()
+            return TensorHandle(out.reshape(data.shape), d)
+        return orig(src, dst_type, rounding_mode)
+    return create_fp_to_fp
+
+
 def install_bf16_numerics():
     """Make the interpreter's ops on bf16 compute on values, not bits (see above): dots (bf16 operands widened
     exactly to float32, as the tensor cores multiply them), elementwise arithmetic, comparisons, min/max, fma,
     clamp, casts to and from bf16 (to bf16: round to nearest even), bf16 constants, and the sum / min / max
-    reductions and cumulative sums. Ops on other types are unchanged. Returns a function undoing it."""
+    reductions and cumulative sums; and casts to and from fp8 as the GPU does them (``_fp8_casts``). Ops on
+    other types are unchanged. Returns a function undoing it."""
     b = interpreter_builder
     cls = type(b)
     bf16 = tl.bfloat16
@@ -499,7 +531,8 @@ def install_bf16_numerics():
         return TensorHandle(f32_to_bf16_bits(np.array([value], dtype=np.float32)), bf16)
 
     ops = {"create_dot": create_dot, "binary_op": binary_op, "unary_op": unary_op, "ternary_op": ternary_op,
-           "create_fma": create_fma, "cast_impl": cast_impl, "get_bf16": get_bf16}
+           "create_fma": create_fma, "cast_impl": cast_impl, "get_bf16": get_bf16,
+           "create_fp_to_fp": _fp8_casts(cls.create_fp_to_fp.__get__(b))}
     undo_ops = _patch_builder(ops)
 
     # reductions and scans with a fast numpy path (the generic ones run the combine fn through the ops above)
