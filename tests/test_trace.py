@@ -3,6 +3,7 @@ import json
 import math
 import pathlib
 
+import numpy as np
 import pytest
 
 from tlx_workbench.trace import BarrierEvent, Counter, Span, Trace
@@ -133,9 +134,9 @@ def test_summary_busy_waiting_by_barrier_and_mma_share():
 
 
 def test_proton_instrumentation_trace_imports():
-    tr = Trace.from_chrome(str(PROTON))
+    tr = Trace.from_chrome(str(PROTON), clock_ghz=1.0)       # at 1 GHz a cycle is a ns: Proton's own numbers
     raw = json.loads(PROTON.read_text())["traceEvents"]
-    assert tr.source == "gpu" and tr.time_unit == "ns" and tr.meta["assumed_clock_ghz"] == 1.0
+    assert tr.source == "gpu" and tr.time_unit == "ns" and tr.meta["clock_source"] == "given"
     assert tr.meta["kernel"] == "matmul_kernel_tma_ws"
     # a lane per (CTA, warp); Proton's nested second row keeps its own lane; no call-path or flow slices
     assert tr.lanes() == [(cta, task, 0) for cta in (0, 1)
@@ -178,3 +179,74 @@ def test_remote_arrival_flows_from_the_sending_cta():
     back = Trace.from_chrome(t.to_chrome())
     assert [e.src_cta for e in back.barrier_events] == [1, 1]
     assert back.flows()[0].src == (1, "consumer", 0)
+
+
+# --- Proton at the real clock, warps grouped into tasks ------------------------------------------
+def _proton_like(blocks, kernel="gemm_ws_coop_kernel"):
+    """A trace the way Proton's StreamChromeTraceWriter lays one out: per CTA (SM, init ns, clock GHz,
+    [(warp, scope, first cycle, last cycle)]), each CTA's cycles from its first event, offset by its init
+    time after the first CTA's, written as µs at a nominal 1 GHz; finalization starts when its last
+    scope ends."""
+    min_init = min(b["init"] for b in blocks)
+    ev = []
+    for cta, b in enumerate(blocks):
+        c0 = min(e[2] for e in b["events"])
+        last = max(e[3] for e in b["events"])
+        pre_final = b["init"] + (last - c0) / b["ghz"]
+        for warp, name, t0, t1 in b["events"]:
+            ev.append({"name": name, "cat": kernel, "ph": "X", "pid": f"{kernel} Core{b['sm']} CTA{cta}",
+                       "tid": f"warp {warp} (line 0)", "ts": (t0 - c0 + b["init"] - min_init) / 1000.0,
+                       "dur": (t1 - t0) / 1000.0,
+                       "args": {"Init Time (ns)": b["init"], "Post Final Time (ns)": pre_final + 400,
+                                "Finalization Time (ns)": 400, "Frequency (MHz)": 1000.0, "call_stack": ["x.py:1"]}})
+    return {"displayTimeUnit": "ns", "traceEvents": ev}
+
+
+@pytest.fixture(scope="module")
+def gemm_ws_tasks():
+    import torch
+
+    import tlx_workbench as wb
+    from tlx_workbench.kernels import gemm_ws
+    a, b, c = (torch.empty(256, 256, dtype=torch.float16) for _ in range(3))
+    args, options = gemm_ws._kernel_call(a, b, c, gemm_ws.SIM_CONFIGS["two_strips"])
+    return wb.compile(gemm_ws.gemm_ws_coop_kernel, *args, target="sm_90", sass="lazy", **options).tasks
+
+
+def test_proton_trace_comes_back_in_ns_at_each_ctas_clock_with_warps_as_tasks(gemm_ws_tasks):
+    rng = np.random.default_rng()
+    blocks = []
+    for cta, ghz in enumerate((1.5, 1.62)):
+        t, evs = int(rng.integers(1000, 5000)), []
+        for warp in (0, 4, 8):                    # gemm_ws's warp groups: loader, two consumers
+            w = t + int(rng.integers(0, 50))
+            for k in range(6):
+                d = int(rng.integers(50, 400))
+                evs.append((warp, "barrier_wait" if k % 2 else "async_dot", w, w + d))
+                w += d + int(rng.integers(0, 30))
+        blocks.append({"sm": 3 + 14 * cta, "init": 10**9 + 700 * cta + int(rng.integers(0, 50)), "ghz": ghz,
+                       "events": evs})
+    tr = Trace.from_chrome(_proton_like(blocks), tasks=gemm_ws_tasks)
+    assert tr.time_unit == "ns" and "estimated" in tr.meta["clock_source"]
+    assert tr.meta["sm_clock_ghz"] == pytest.approx(1.5, rel=1e-3) or tr.meta["sm_clock_ghz"] == pytest.approx(1.62, rel=1e-3)
+    # lanes are the compile report's tasks: the warp group's first warp names it
+    assert {l[1:] for l in tr.lanes()} == {("default", 0), ("task1", 0), ("task1", 1)}
+    min_init = min(b["init"] for b in blocks)
+    for cta, b in enumerate(blocks):
+        c0 = min(e[2] for e in b["events"])
+        spans = sorted(tr.spans_of(cta=cta), key=lambda s: (s.args["warp"], s.start))
+        want = sorted(b["events"], key=lambda e: (e[0], e[2]))
+        assert len(spans) == len(want)
+        for s, (warp, name, t0, t1) in zip(spans, want):
+            assert s.args["warp"] == warp and s.args["sm"] == b["sm"] and s.name == name
+            assert s.start == pytest.approx(b["init"] - min_init + (t0 - c0) / b["ghz"], abs=1e-6)
+            assert s.duration == pytest.approx((t1 - t0) / b["ghz"], abs=1e-6)
+    # a clock given (say the one our recorder measured) wins over the estimate
+    given = Trace.from_chrome(_proton_like(blocks), clock_ghz=1.55)
+    assert given.meta["clock_source"] == "given" and given.lanes()[0][1] == "warp 0"
+    s0 = min(given.spans_of(cta=1), key=lambda s: s.start)
+    assert s0.start == pytest.approx(blocks[1]["init"] - min_init, abs=1e-6)
+    # warps of a group other than its first keep lanes of their own (warp granularity)
+    by_warp = Trace.from_chrome(_proton_like([dict(blocks[0], events=[(5, "x", 10, 20), (4, "y", 10, 30)])]),
+                                tasks=gemm_ws_tasks)
+    assert sorted(by_warp.lanes()) == [(0, "task1", 0), (0, "task1 w1", 0)]

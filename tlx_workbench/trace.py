@@ -355,17 +355,24 @@ class Trace:
         return path
 
     @classmethod
-    def from_chrome(cls, data: "dict | list | str") -> "Trace":
+    def from_chrome(cls, data: "dict | list | str", *, clock_ghz: float | None = None,
+                    tasks=None) -> "Trace":
         """Read a Chrome trace: one written by :meth:`to_chrome`, or Proton's instrumentation output.
 
         ``data`` is the parsed JSON, or a path to it. Proton names processes
-        "<kernel> Core<sm> CTA<k>" and threads "warp <w> (line <l>)" (``l`` > 0 only for
-        nested scopes) and writes times in µs at an assumed 1 GHz; each (CTA, warp, line)
-        becomes a lane ``(k, "warp <w>", 0)`` (nested rows: task "warp <w> (line <l>)"),
-        the SM goes to ``span.args["sm"]``, times come back in ns.
+        "<kernel> Core<sm> CTA<k>" and threads "warp <w> (line <l>)" (``l`` > 0: overlapping
+        scopes of one warp), and writes each CTA's clock cycles as µs at a nominal 1 GHz,
+        offset by the CTA's start ("Init Time (ns)", globaltimer). Its times come back in ns
+        at the real SM clock: ``clock_ghz`` when given (e.g. ``sm_clock_ghz`` measured by our
+        recorder), else each CTA's cycles over its globaltimer extent (init to the start of its
+        finalization); ``meta["clock_source"]`` says which. Without either: cycles.
+        ``tasks`` groups warps into async tasks: the compile report's task layout
+        (``report.tasks``: a warp group's first warp is its lane ``(cta, label, replica)``, its
+        other warps ``"<label> w<k>"``) or a dict ``{warp: (task, replica)}``; without it each
+        warp is a lane ``(cta, "warp <w>", 0)``. The SM goes to ``span.args["sm"]``.
 
-        >>> Trace.from_chrome("proton.json").lanes()[:1]     # doctest: +SKIP
-        [(0, 'warp 0', 0)]
+        >>> Trace.from_chrome("proton.json", tasks=wb.compile(kernel, ...).tasks).lanes()[:1]  # doctest: +SKIP
+        [(0, 'default', 0)]
         """
         if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
             with open(data) as f:
@@ -373,49 +380,39 @@ class Trace:
         events = data["traceEvents"] if isinstance(data, dict) else data
         other = data.get("otherData", {}).get("tlx_workbench") if isinstance(data, dict) else None
         ours = other is not None
-        time_unit = other["time_unit"] if ours else "ns"
-        # our files: cycles written 1:1, ns written as µs; Proton: µs at 1 GHz, i.e. ns = 1000 * ts
-        scale = 1.0 if time_unit == "cycles" else 1e3
         proc_names, thread_names = {}, {}
         for e in events:
             if e.get("ph") == "M" and e.get("name") == "process_name":
                 proc_names[e.get("pid")] = e["args"]["name"]
             elif e.get("ph") == "M" and e.get("name") == "thread_name":
                 thread_names[(e.get("pid"), e.get("tid"))] = e["args"]["name"]
+
+        def lane_name(e):
+            pid, tid = e.get("pid", 0), e.get("tid", 0)
+            return thread_names.get((pid, tid), tid if isinstance(tid, str) else f"tid {tid}")
+
+        if not ours and any(e.get("ph") == "X" and _parse_proton_thread(lane_name(e)) for e in events):
+            return _from_proton(cls, events, proc_names, lane_name, clock_ghz, tasks)
+        time_unit = other["time_unit"] if ours else "ns"
+        # our files: cycles written 1:1, ns written as µs
+        scale = 1.0 if time_unit == "cycles" else 1e3
         pid_to_cta: dict = {}
 
         def cta_of(pid) -> int:
             if pid not in pid_to_cta:
-                name = str(proc_names.get(pid, pid))
-                num = _trailing_int(name.rsplit("CTA", 1)[-1]) if "CTA" in name else None
-                if num is None:
-                    num = pid if isinstance(pid, int) else len(pid_to_cta)
-                pid_to_cta[pid] = num
+                pid_to_cta[pid] = _cta_number(proc_names.get(pid, pid), pid, len(pid_to_cta))
             return pid_to_cta[pid]
 
         meta = other.get("meta", {}) if ours else {"imported": "chrome"}
         tr = cls(time_unit=time_unit, source=other["source"] if ours else "gpu", meta=meta)
         for e in events:
             if e.get("ph") != "X" or e.get("cat") in ("flow", "call_path") or e.get("bind_id") is not None:
-                continue                    # arrows (we rebuild them) and Proton's call-path rows
-            pid, tid = e.get("pid", 0), e.get("tid", 0)
+                continue                    # arrows (we rebuild them)
             args = dict(e.get("args") or {})
-            lname = thread_names.get((pid, tid), tid if isinstance(tid, str) else f"tid {tid}")
-            proton = _parse_proton_thread(lname) if not ours else None
-            if proton is not None:
-                task, replica = proton
-                args.pop("call_stack", None)
-                sm = _trailing_int(str(pid).rsplit("Core", 1)[-1]) if "Core" in str(pid) else None
-                if sm is not None:
-                    args["sm"] = sm
-                tr.meta.setdefault("assumed_clock_ghz", 1.0)
-                if isinstance(pid, str) and " Core" in pid:
-                    tr.meta.setdefault("kernel", pid.rsplit(" Core", 1)[0])
-            else:
-                task, replica = _parse_lane_name(str(lname))
+            task, replica = _parse_lane_name(str(lane_name(e)))
             kind = e.get("cat") if e.get("cat") in SPAN_KINDS else _guess_kind(e.get("name", ""))
             start = float(e["ts"]) * scale
-            tr.add_span(Span(cta=cta_of(pid), task=task, replica=replica, kind=kind, start=start,
+            tr.add_span(Span(cta=cta_of(e.get("pid", 0)), task=task, replica=replica, kind=kind, start=start,
                              end=start + float(e.get("dur", 0)) * scale, name=e.get("name", ""),
                              line=args.pop("line", None), file=args.pop("file", None),
                              barrier=args.pop("barrier", None), slot=args.pop("slot", None),
@@ -446,7 +443,27 @@ class Trace:
 
     def __repr__(self):
         return (f"Trace({self.source}, {len(self.lanes())} lanes, {len(self.spans)} spans, "
-                f"{len(self.barrier_events)} barrier events, {self.duration:.0f} {self.time_unit})")
+                f"{len(self.barrier_events)} barrier events, {self.duration:.0f} {self.time_unit}"
+                f"{self._recording_note()})")
+
+    def _recording_note(self) -> str:
+        """What a measured trace says about itself: events dropped, the SM clock, the recorder's cost."""
+        parts = []
+        ev = self.meta.get("events")
+        if isinstance(ev, dict):
+            early, late = ev.get("dropped_early", 0), ev.get("dropped_late", 0)
+            if early or late:
+                parts.append(", ".join(x for x in (f"{early} early events dropped (circular buffer)" if early else "",
+                                                   f"{late} late events dropped (buffer full)" if late else "") if x))
+            else:
+                parts.append(f"every event of {len(self.meta.get('ctas', []))} CTAs recorded")
+        if self.meta.get("sm_clock_ghz"):
+            parts.append(f"SM clock {self.meta['sm_clock_ghz']:.3g} GHz")
+        oh = self.meta.get("overhead")
+        if isinstance(oh, dict) and oh.get("plain_ns") and oh.get("instrumented_ns"):
+            parts.append(f"instrumented {oh['instrumented_ns'] / 1e3:.1f} us vs plain {oh['plain_ns'] / 1e3:.1f} us "
+                         f"({oh['instrumented_ns'] / oh['plain_ns'] - 1:+.1%})")
+        return "; " + "; ".join(parts) if parts else ""
 
 
 def _task_order(task: str) -> int:
@@ -465,14 +482,116 @@ def _parse_lane_name(name: str) -> tuple[str, int]:
     return name, 0
 
 
-def _parse_proton_thread(name: str) -> "tuple[str, int] | None":
-    """Proton's "warp 3 (line 0)" -> ("warp 3", 0); nested rows "warp 3 (line 1)" keep the suffix."""
+def _parse_proton_thread(name) -> "tuple[str, int] | None":
+    """Proton's "warp 3 (line 1)" -> ("warp 3", 1); not Proton's: None."""
     name = str(name)
-    if not name.startswith("warp "):
+    if not name.startswith("warp ") or _trailing_int(name[5:]) is None:
         return None
     base, _, rest = name.partition(" (line ")
-    row = _trailing_int(rest) if rest else 0
-    return (base if not row else f"{base} (line {row})"), 0
+    return base, (_trailing_int(rest) or 0) if rest else 0
+
+
+def _cta_number(name, pid, fallback: int) -> int:
+    name = str(name)
+    num = _trailing_int(name.rsplit("CTA", 1)[-1]) if "CTA" in name else None
+    if num is None:
+        num = pid if isinstance(pid, int) else fallback
+    return num
+
+
+def _warp_lanes(tasks) -> dict:
+    """{warp id: (task, replica)} from a compile report's task layout or such a dict itself."""
+    if tasks is None:
+        return {}
+    if isinstance(tasks, dict):
+        return {int(w): (str(t), int(r)) for w, (t, r) in tasks.items()}
+    out = {}
+    for t in tasks:
+        label = getattr(t, "name", None) or str(t)
+        for k in range(int(t.num_warps)):
+            name = label if k == 0 else f"{label} w{k}"
+            out[int(t.warp_start) + k] = (name, int(t.replica))
+    return out
+
+
+def _from_proton(cls, events, proc_names, lane_name, clock_ghz, tasks) -> "Trace":
+    """Proton's instrumentation trace (see :meth:`Trace.from_chrome`)."""
+    warp_lane = _warp_lanes(tasks)
+    scopes = []
+    for e in events:
+        if e.get("ph") != "X" or e.get("cat") in ("flow", "call_path") or e.get("bind_id") is not None:
+            continue
+        parsed = _parse_proton_thread(lane_name(e))
+        if parsed is not None:
+            scopes.append((e, parsed))
+    # per CTA process: Proton's init / post-final / finalization globaltimer times (ns)
+    blocks: dict = {}
+    for e, _ in scopes:
+        b = blocks.setdefault(e.get("pid"), {"init": None, "final": None, "ends": []})
+        a = e.get("args") or {}
+        if "Init Time (ns)" in a:
+            b["init"] = float(a["Init Time (ns)"])
+            if "Post Final Time (ns)" in a:
+                b["final"] = float(a["Post Final Time (ns)"]) - float(a.get("Finalization Time (ns)", 0))
+    inits = [b["init"] for b in blocks.values() if b["init"] is not None]
+    min_init = min(inits) if inits else 0.0
+
+    def offset(pid) -> float:        # the CTA's start, ns after the first CTA's (Proton adds it to its cycles)
+        b = blocks.get(pid)
+        return b["init"] - min_init if b and b["init"] is not None else 0.0
+
+    for e, _ in scopes:              # each CTA's cycles from its first event
+        blocks[e.get("pid")]["ends"].append(float(e["ts"]) * 1e3 + float(e.get("dur", 0)) * 1e3 - offset(e.get("pid")))
+    ghz_of, estimated = {}, []
+    for pid, b in blocks.items():
+        if clock_ghz:
+            ghz_of[pid] = float(clock_ghz)
+        elif b["init"] is not None and b["final"] is not None and b["final"] > b["init"] and b["ends"]:
+            ghz_of[pid] = max(b["ends"]) / (b["final"] - b["init"])
+            estimated.append(ghz_of[pid])
+    in_ns = bool(blocks) and all(pid in ghz_of for pid in blocks)
+    meta = {"imported": "proton", "recorder": "proton"}
+    if clock_ghz:
+        meta.update(sm_clock_ghz=float(clock_ghz), clock_source="given")
+    elif in_ns:
+        est = sorted(estimated)
+        meta.update(sm_clock_ghz=round(est[len(est) // 2], 4), clock_source=(
+            "estimated per CTA: its cycles over its globaltimer extent (Proton's init to finalization); "
+            "a lower bound when the first scope starts after init"))
+    else:
+        meta["clock_source"] = "none: Proton's times are cycles (written as µs at a nominal 1 GHz)"
+    tr = cls(time_unit="ns" if in_ns else "cycles", source="gpu", meta=meta)
+    cta_ids: dict = {}
+    for e, (task, row) in scopes:
+        pid = e.get("pid")
+        if pid not in cta_ids:
+            cta_ids[pid] = _cta_number(proc_names.get(pid, pid), pid, len(cta_ids))
+        args = dict(e.get("args") or {})
+        for k in ("call_stack", "Init Time (ns)", "Post Final Time (ns)", "Finalization Time (ns)",
+                  "Frequency (MHz)"):
+            args.pop(k, None)
+        if "Core" in str(pid):
+            sm = _trailing_int(str(pid).rsplit("Core", 1)[-1])
+            if sm is not None:
+                args["sm"] = sm
+            tr.meta.setdefault("kernel", str(pid).rsplit(" Core", 1)[0])
+        warp = _trailing_int(task[len("warp "):])
+        replica = 0
+        if warp in warp_lane:
+            task, replica = warp_lane[warp]
+            args["warp"] = warp
+        if row:
+            task = f"{task} (line {row})"
+        cyc0 = float(e["ts"]) * 1e3 - offset(pid)
+        dur = float(e.get("dur", 0)) * 1e3
+        if in_ns:
+            start, length = offset(pid) + cyc0 / ghz_of[pid], dur / ghz_of[pid]
+        else:
+            start, length = cyc0 + offset(pid), dur
+        name = e.get("name", "")
+        tr.add_span(Span(cta=cta_ids[pid], task=task, replica=replica, kind=_guess_kind(name), start=start,
+                         end=start + length, name=name, args=args))
+    return tr
 
 
 def _trailing_int(s: str) -> int | None:

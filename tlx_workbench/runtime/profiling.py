@@ -297,24 +297,23 @@ def _trace_from_proton(r, meta):
     """Proton's Chrome trace -> Trace; scope names map back to the op sites (kind, source line)."""
     from ..trace import Trace
     from .instrument import proton_scope_name
-    tr = Trace.from_chrome(r["chrome"])
+    tr = Trace.from_chrome(r["chrome"], tasks=r.get("task_layout"))
     by_scope = {proton_scope_name(s): s for s in r["sites"]}
     for span in tr.spans:
         site = by_scope.get(span.name)
         if site is not None:
             span.kind, span.line, span.file, span.barrier = site.kind, site.line, r["file"], site.barrier
             span.name = site.op
-    # Proton writes cycles as µs at an assumed 1 GHz; from_chrome turned them into "ns" = cycles
-    tr.time_unit = "cycles"
     tr.source = "gpu"
     tr.meta.update(meta, recorder="proton")
     return tr
 
 
-def load_proton_trace(path: str):
-    """A Chrome trace written by Proton's instrumentation mode, as a :class:`Trace`."""
+def load_proton_trace(path: str, *, clock_ghz: float | None = None, tasks=None):
+    """A Chrome trace written by Proton's instrumentation mode, as a :class:`Trace` in ns at the real
+    SM clock, warps grouped into async tasks by ``tasks`` (see :meth:`Trace.from_chrome`)."""
     from ..trace import Trace
-    return Trace.from_chrome(path)
+    return Trace.from_chrome(path, clock_ghz=clock_ghz, tasks=tasks)
 
 
 def timeline_png(trace, path: str | None = None, *, cta: int = 0, title: str | None = None) -> bytes:
