@@ -29,9 +29,6 @@ _CSS = """
 .tlxwb-report .advisory .why{color:#444}
 """
 
-_COLORS = {"buffer": "#4e79a7", "barrier": "#e15759", "scratch": "#bab0ac"}
-_PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f"]
-
 
 def _e(x) -> str:
     return html.escape(str(x))
@@ -39,49 +36,6 @@ def _e(x) -> str:
 
 def _pct(n, d) -> str:
     return f"{100 * n / d:.0f}%" if d else "-"
-
-
-def memory_bar_svg(allocs, total: int, limit: int, storage: str = "smem", width: int = 1000) -> str:
-    """An SVG bar: one rectangle per allocation at its offset, the target's limit marked."""
-    items = [a for a in allocs if a.storage == storage and a.size > 0]
-    span = max(limit, total, max((a.offset + a.size for a in items), default=0), 1)
-    h_lane, top = 18, 16
-    lanes: list[int] = []      # end offset per lane, so aliased allocations stack
-    placed = []
-    for a in sorted(items, key=lambda a: (a.offset, -a.size)):
-        lane = next((i for i, end in enumerate(lanes) if end <= a.offset), None)
-        if lane is None:
-            lanes.append(0)
-            lane = len(lanes) - 1
-        lanes[lane] = a.offset + a.size
-        placed.append((a, lane))
-    height = top + h_lane * max(len(lanes), 1) + 18
-    unit = "B" if storage == "smem" else "cols"
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="{storage} map">',
-           f'<rect x="0" y="{top}" width="{width * total / span:.1f}" height="{h_lane * max(len(lanes), 1)}" '
-           f'fill="#f4f4f4" stroke="#ccc"/>']
-    for i, (a, lane) in enumerate(placed):
-        x = width * a.offset / span
-        w = max(width * a.size / span, 1.5)
-        y = top + lane * h_lane
-        color = _COLORS.get(a.kind, "#888") if a.kind != "buffer" else _PALETTE[i % len(_PALETTE)]
-        label = f"{a.name}: offset {a.offset}, {a.size} {unit}" + (" (alias group %s)" % a.alias_group
-                                                                     if a.alias_group is not None else "")
-        out.append(f'<rect x="{x:.1f}" y="{y + 1}" width="{w:.1f}" height="{h_lane - 2}" fill="{color}" '
-                   f'fill-opacity="0.85" stroke="#fff"><title>{_e(label)}</title></rect>')
-        if w > 40:
-            out.append(f'<text x="{x + 3:.1f}" y="{y + 13}" font-size="11" fill="#fff" '
-                       f'font-family="sans-serif">{_e(a.name[: int(w / 7)])}</text>')
-    lx = width * limit / span
-    out.append(f'<line x1="{lx:.1f}" y1="2" x2="{lx:.1f}" y2="{height - 14}" stroke="#c0392b" stroke-dasharray="4 2"/>')
-    out.append(f'<text x="{min(lx, width - 4):.1f}" y="11" font-size="10" text-anchor="end" fill="#c0392b" '
-               f'font-family="sans-serif">limit {limit} {unit}</text>')
-    out.append(f'<text x="0" y="{height - 3}" font-size="10" fill="#555" font-family="sans-serif">0</text>')
-    out.append(f'<text x="{width * total / span:.1f}" y="{height - 3}" font-size="10" text-anchor="end" '
-               f'fill="#555" font-family="sans-serif">used {total} {unit}</text>')
-    out.append("</svg>")
-    return "".join(out)
 
 
 def _table(headers, rows, num_cols=()) -> str:
@@ -221,10 +175,10 @@ def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
         [[_e(t.label), t.num_warps, t.warp_start, _e(t.registers if t.registers is not None else "-"),
           _e(t.line or "-")] for t in r.tasks], num_cols=(1, 2)))
     if r.allocations:
-        parts.append("<h4>Shared memory map</h4>" + memory_bar_svg(r.allocations, res.smem_bytes, res.smem_limit))
+        from .memory_map import memory_map_svg
+        parts.append("<h4>Shared memory map</h4>" + memory_map_svg(r, width=1000, storage="smem"))
         if any(a.storage == "tmem" for a in r.allocations):
-            parts.append("<h4>Tensor memory map</h4>" + memory_bar_svg(
-                r.allocations, res.tmem_columns, res.tmem_limit or 512, storage="tmem"))
+            parts.append("<h4>Tensor memory map</h4>" + memory_map_svg(r, width=1000, storage="tmem"))
         parts.append(_table(
             ["name", "storage", "kind", "buffers", "shape", "dtype", "offset", "size", "alias group", "line"],
             [[f"<code>{_e(a.name)}</code>", a.storage, a.kind, a.num_buffers, "×".join(map(str, a.shape)) or "-",

@@ -67,53 +67,86 @@ def memory_map_data(report) -> list[dict]:
     return out
 
 
-def memory_map_svg(report, width: int = 960) -> str:
-    """The SMEM (and TMEM) map as one self-contained SVG: an address bar per storage with
-    each buffer's stages, barriers, aliased (reused) space on separate tracks, the used
-    size and the target's capacity line. Each allocation is a ``<g class="tlxwb-alloc"
-    data-index=...>`` with a ``<title>``, so it has hover details even without script.
+def _step(top: float, unit_b: bool) -> int:
+    step = 256 if unit_b else 16
+    while top / step > 10:
+        step *= 2
+    return step
+
+
+def _tick(v: float, unit_b: bool) -> str:
+    if not unit_b:
+        return str(int(v))
+    return f"{v / 1024:g}K" if v and v % 1024 == 0 else (f"{v / 1024:.1f}K" if v >= 1024 else str(int(v)))
+
+
+def memory_map_svg(report, width: int = 960, storage: str | None = None) -> str:
+    """The SMEM (and TMEM) map as one self-contained SVG, readable without hovering.
+
+    The address bar of each storage is scaled to what the kernel uses (the target's capacity is a
+    gauge beside the header, and a limit line on the bar only when the use comes near it or goes
+    over). Every buffer is labelled with its name, stages and size, each stage with its index
+    where it has room; a buffer too narrow for its label (a barrier, a small scratch) is named
+    under the bar with a leader line. Aliased (reused) space sits on its own track, dashed.
+    Each allocation is a ``<g class="tlxwb-alloc" data-index=...>`` with a ``<title>``, so the
+    details are also there on hover, without script. ``storage`` ("smem" or "tmem") draws one alone.
 
     >>> svg = memory_map_svg(report)            # doctest: +SKIP
     """
     esc = html.escape
-    data = memory_map_data(report)
-    # gap: the header line, then a line for the used/limit labels, then the bar (they must not overlap)
-    left, track_h, gap = 60, 30, 48
-    height = 8 + sum(gap + d["tracks"] * track_h + 24 for d in data)
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' class='tlxwb-memmap-svg' width='{width}' height='{height}' "
-           f"viewBox='0 0 {width} {height}' font-family='sans-serif' font-size='10'>",
-           f"<rect width='{width}' height='{height}' fill='#fff'/>"]
-    y = 8
+    data = [d for d in memory_map_data(report) if storage is None or d["storage"] == storage]
+    left, right, track_h, head_h, label_h = 60, 10, 30, 34, 13
+    plot_w = width - left - right
+    out: list[str] = []
+    y = 6
     index = 0
     palette: dict = {}
     for d in data:
-        top = max(d["capacity"], d["used"], d["end"], 1) * 1.03
-        plot_w = width - left - 10
-        X = lambda v: left + v / top * plot_w
         unit_b = d["unit"] == "bytes"
         fmt = _kib if unit_b else (lambda v: f"{int(v)} cols")
         label = "SMEM" if d["storage"] == "smem" else "TMEM"
+        cap, used = d["capacity"], d["used"]
+        extent = max(used, d["end"], 1)
+        near = bool(cap) and extent >= 0.75 * cap
+        top = max(extent, cap if near else 0)
+        X = lambda v, top=top: left + v / top * plot_w
+        # header: what is used, of what, and a gauge of the capacity
+        gauge_w, gx = 160, width - right - 160
+        share = used / cap if cap else 0
+        said = (f"used {fmt(used)}" + (f" of {fmt(cap)} ({share:.0%})" if cap else "")
+                + (f" on {_gpu_name(report)}" if _gpu_name(report) else ""))
+        note = f"; the bar is scaled to the {fmt(top)} used" if cap and not near else ""
+        if left + 6 * len(said + note) > gx - 80:
+            note = ""
         out.append(f"<text x='4' y='{y + 14}' font-weight='bold' font-size='12'>{label}</text>"
-                   f"<text x='{left}' y='{y + 12}' fill='#444'>used {fmt(d['used'])} of {fmt(d['capacity'])} "
-                   f"({d['used'] / d['capacity']:.0%}) on {esc(_gpu_name(report))}</text>" if d["capacity"] else "")
-        bar_y = y + gap - 14
+                   f"<text class='tlxwb-memmap-used' x='{left}' y='{y + 14}' fill='#333' font-size='11'>"
+                   f"{esc(said + note)}</text>")
+        if cap:
+            over = used > cap
+            out.append(f"<g class='tlxwb-memmap-gauge'><title>{fmt(used)} of the {fmt(cap)} limit</title>"
+                       f"<rect x='{gx}' y='{y + 5}' width='{gauge_w}' height='10' fill='#eee' stroke='#ccc'/>"
+                       f"<rect x='{gx}' y='{y + 5}' width='{gauge_w * min(share, 1):.1f}' height='10' "
+                       f"fill='{'#c0392b' if over else '#5d6d7e'}'/>"
+                       f"<line class='tlxwb-limit' x1='{gx + gauge_w}' y1='{y + 2}' x2='{gx + gauge_w}' y2='{y + 18}' "
+                       f"stroke='#c0392b' stroke-width='2'/>"
+                       f"<text x='{gx - 4}' y='{y + 14}' fill='#c0392b' font-size='10' text-anchor='end'>"
+                       f"limit {fmt(cap)}</text></g>")
+        bar_y = y + head_h
         bar_h = d["tracks"] * track_h
         out.append(f"<rect x='{left}' y='{bar_y}' width='{plot_w}' height='{bar_h}' fill='#f7f7f7' stroke='#ddd'/>")
-        # ticks
-        step = 16384 if unit_b else 64
-        while top / step > 14:
-            step *= 2
+        step = _step(top, unit_b)
         v = 0
-        while v <= top:
+        while v <= top * 1.0001:
             out.append(f"<line x1='{X(v):.1f}' y1='{bar_y + bar_h}' x2='{X(v):.1f}' y2='{bar_y + bar_h + 4}' stroke='#999'/>"
-                       f"<text x='{X(v) + 1:.1f}' y='{bar_y + bar_h + 13}' fill='#777' font-size='9'>"
-                       f"{int(v // 1024) if unit_b else int(v)}{'K' if unit_b and v else ''}</text>")
+                       f"<text x='{X(v) + 1:.1f}' y='{bar_y + bar_h + 13}' fill='#777' font-size='9'"
+                       + (" text-anchor='end'" if X(v) > width - right - 24 else "") + f">{_tick(v, unit_b)}</text>")
             v += step
         # space the compiler uses beyond the named allocations (scratch, padding)
-        if d["used"] > d["end"]:
-            out.append(f"<rect class='tlxwb-other' x='{X(d['end']):.1f}' y='{bar_y + 2}' width='{X(d['used']) - X(d['end']):.1f}' "
+        if used > d["end"]:
+            out.append(f"<rect class='tlxwb-other' x='{X(d['end']):.1f}' y='{bar_y + 2}' width='{X(used) - X(d['end']):.1f}' "
                        f"height='{track_h - 4}' fill='url(#tlxwb-hatch)' stroke='#aaa'>"
-                       f"<title>other (scratch, padding): {fmt(d['used'] - d['end'])}</title></rect>")
+                       f"<title>other (scratch, padding): {fmt(used - d['end'])}</title></rect>")
+        callouts = []          # (x, track y, label, colour) of the allocations too narrow for their label
         for e in d["allocations"]:
             if e["kind"] == "barrier":
                 color = BARRIER_COLOR
@@ -131,30 +164,65 @@ def memory_map_svg(report, width: int = 960) -> str:
                      + (f", line {e['line']}" if e["line"] else ""))
             stroke = "#c0392b" if e["alias_group"] is not None else "#333"
             dash = " stroke-dasharray='4 2'" if e["alias_group"] is not None else ""
+            w = max(x1 - x0, 4 if e["kind"] == "barrier" else 1.5)
             out.append(f"<g class='tlxwb-alloc' data-index='{index}' data-name='{esc(e['name'])}'>"
-                       f"<title>{esc(title)}</title><rect x='{x0:.1f}' y='{ty}' width='{max(x1 - x0, 4 if e['kind'] == 'barrier' else 1.5):.1f}' "
+                       f"<title>{esc(title)}</title><rect x='{x0:.1f}' y='{ty}' width='{w:.1f}' "
                        f"height='{h}' fill='{color}' stroke='{stroke}' stroke-width='1'{dash}/>")
-            if e["stages"] > 1 and (x1 - x0) / e["stages"] > 3:
+            per_stage = (x1 - x0) / max(e["stages"], 1)
+            if e["stages"] > 1 and per_stage > 3:
                 for k in range(1, e["stages"]):
                     xs = X(e["offset"] + k * e["stage_size"])
                     out.append(f"<line x1='{xs:.1f}' y1='{ty}' x2='{xs:.1f}' y2='{ty + h}' stroke='#fff' stroke-width='1.5'/>")
-            name = e["name"] + (f" x{e['stages']}" if e["stages"] > 1 else "")
-            if x1 - x0 > 7 * len(name):
-                out.append(f"<text x='{x0 + 3:.1f}' y='{ty + h / 2 + 4}' fill='#111' pointer-events='none'>{esc(name)}</text>")
+            name = e["name"] + (f" ×{e['stages']}" if e["stages"] > 1 else "")
+            full = f"{name} · {fmt(e['size'])}"
+            if x1 - x0 > 6.2 * len(full) + 6:
+                text = full
+            elif x1 - x0 > 6.2 * len(name) + 6:
+                text = name
+            else:
+                text = None
+            if text is not None:
+                out.append(f"<text class='tlxwb-alloc-label' x='{x0 + 3:.1f}' y='{ty + 11}' fill='#111' "
+                           f"pointer-events='none'>{esc(text)}</text>")
+                if e["stages"] > 1 and per_stage > 18:
+                    for k in range(e["stages"]):
+                        out.append(f"<text class='tlxwb-stage' x='{x0 + (k + 0.5) * per_stage:.1f}' y='{ty + h - 3}' "
+                                   f"fill='#222' font-size='9' text-anchor='middle' pointer-events='none'>"
+                                   f"{'stage ' if per_stage > 50 else 's'}{k}</text>")
+            else:
+                callouts.append(((x0 + x1) / 2, ty + h, f"{name} {fmt(e['size'])}", color))
             out.append("</g>")
             index += 1
-        for v, lab, col in ((d["used"], f"used {fmt(d['used'])}", "#2c3e50"),
-                            (d["capacity"], f"limit {fmt(d['capacity'])}", "#c0392b")):
-            if v:
-                out.append(f"<line class='tlxwb-{'limit' if col == '#c0392b' else 'used'}' x1='{X(v):.1f}' y1='{bar_y - 6}' "
-                           f"x2='{X(v):.1f}' y2='{bar_y + bar_h + 2}' stroke='{col}' stroke-width='2' stroke-dasharray='5 3'/>"
-                           f"<text x='{X(v) - 3:.1f}' y='{bar_y - 8}' fill='{col}' text-anchor='end'>{esc(lab)}</text>")
-        y += gap + bar_h + 24
-    out.insert(2, "<defs><pattern id='tlxwb-hatch' width='6' height='6' patternUnits='userSpaceOnUse' "
-                  "patternTransform='rotate(45)'><rect width='6' height='6' fill='#eee'/>"
-                  "<line x1='0' y1='0' x2='0' y2='6' stroke='#bbb' stroke-width='2'/></pattern></defs>")
-    out.append("</svg>")
-    return "".join(out)
+        # the narrow ones, named under the bar (rows of labels that do not overlap, a leader line each)
+        rows_end: list[float] = []
+        base = bar_y + bar_h + 18
+        for cx, cy, text, color in sorted(callouts):
+            w = 5.6 * len(text) + 8
+            lx = min(max(cx - 4, left), width - right - w)
+            row = next((r for r, end in enumerate(rows_end) if lx >= end), None)
+            if row is None:
+                row = len(rows_end)
+                rows_end.append(0)
+            rows_end[row] = lx + w
+            ly = base + row * label_h + 9
+            out.append(f"<g class='tlxwb-callout'><line x1='{cx:.1f}' y1='{cy}' x2='{cx:.1f}' y2='{ly - 8}' "
+                       f"stroke='#999' stroke-width='0.8'/><rect x='{lx:.1f}' y='{ly - 8}' width='6' height='6' "
+                       f"fill='{color}'/><text x='{lx + 8:.1f}' y='{ly - 2}' fill='#333' font-size='9'>{esc(text)}</text></g>")
+        if used and (near or used > cap):
+            out.append(f"<line class='tlxwb-used' x1='{X(used):.1f}' y1='{bar_y - 4}' x2='{X(used):.1f}' "
+                       f"y2='{bar_y + bar_h + 2}' stroke='#2c3e50' stroke-width='2' stroke-dasharray='5 3'/>")
+            if cap:
+                out.append(f"<line class='tlxwb-limit' x1='{X(cap):.1f}' y1='{bar_y - 4}' x2='{X(cap):.1f}' "
+                           f"y2='{bar_y + bar_h + 2}' stroke='#c0392b' stroke-width='2' stroke-dasharray='5 3'/>")
+        y = base + len(rows_end) * label_h + 8
+    height = y
+    head = [f"<svg xmlns='http://www.w3.org/2000/svg' class='tlxwb-memmap-svg' width='{width}' height='{height}' "
+            f"viewBox='0 0 {width} {height}' font-family='sans-serif' font-size='10'>",
+            f"<rect width='{width}' height='{height}' fill='#fff'/>",
+            "<defs><pattern id='tlxwb-hatch' width='6' height='6' patternUnits='userSpaceOnUse' "
+            "patternTransform='rotate(45)'><rect width='6' height='6' fill='#eee'/>"
+            "<line x1='0' y1='0' x2='0' y2='6' stroke='#bbb' stroke-width='2'/></pattern></defs>"]
+    return "".join(head + out + ["</svg>"])
 
 
 def memory_map_table(report) -> str:
