@@ -107,6 +107,57 @@ def _attention_parts(causal):
     return launch, reference, make_inputs, flops, nbytes, sim_shape, timing_shapes, verify_shape
 
 
+# -- gemm_fp8: e4m3 operands (b column-major, as torch._scaled_mm takes it), scales per tensor or per
+# row/column; the problem's dtype is the output's (float16 or bfloat16)
+FP8_GEMMS = ("gemm_fp8", "gemm_fp8_rowwise")
+
+
+def _fp8_problem(name: str, dtype: str, ref) -> Problem:
+    from ..kernels import gemm_fp8 as g
+    rowwise = name.endswith("_rowwise")
+
+    def launch(a, b, sa, sb, cfg):
+        import torch
+        c = torch.empty((a.shape[0], b.shape[1]), dtype=getattr(torch, dtype), device=a.device)
+        return g.launch(a, g.k_major_b(b), c, sa, sb, cfg)
+
+    def make_inputs(shape, dt, device):
+        return g.make_inputs(shape, "float8_e4m3fn", device, rowwise=rowwise)
+
+    def reference(a, b, sa, sb):
+        import torch
+        return g.reference(a, b, sa, sb, getattr(torch, dtype))
+
+    def nbytes(shape, elem=2):
+        M, N, K = shape
+        return float(M * K + K * N + elem * M * N)
+
+    launch.__qualname__ = launch.__name__ = f"{name}_launch"
+    suffix = "" if dtype == "float16" else "_" + {"bfloat16": "bf16"}.get(dtype, dtype)
+    # tolerance: |out - ref| max over |ref| max; the output's rounding is 2^-9 of it (bf16) and the fp8
+    # tensor cores' accumulation adds some at large K
+    return Problem(name=name + suffix, launch=launch, make_inputs=make_inputs, reference=reference,
+                   flops=_gemm_flops, bytes=nbytes, sim_shape=_gemm_sim_shape, timing_shapes=_gemm_timing_shapes,
+                   dtype=dtype, tolerance=1e-2, ref=ref, default=dict(g.CONFIGS[0]))
+
+
+def _fp8_space(seeds) -> Space:
+    """gemm_fp8's tiles (BK of 64 or 128 fp8 elements), depth, epilogue strips, drain and promotion switches;
+    kept where the strips divide the tile, a consumer's fp32 accumulator leaves registers for the rest
+    (64 x 256 per warp group at most) and the SMEM estimate fits a CTA."""
+    from ..kernels.gemm_fp8 import SMEM_LIMIT, smem_bytes
+
+    def fits(c):
+        strips = c["BN"] // c["EPI_N"]
+        return (strips in (1, 2, 4) and strips % c["EPI_BUFS"] == 0 and (c["BM"] // 2) * c["BN"] <= 64 * 256
+                and smem_bytes(c) <= SMEM_LIMIT)
+
+    return Space({"BM": [128, 256], "BN": [128, 256], "BK": [64, 128], "STAGES": [2, 3, 4, 5, 6],
+                  "EPI_N": [64, 128], "DOT_WAIT0": [False, True], "PROMOTE": [False, True]},
+                 constraints=[fits], fixed={"GROUP_M": 8, "EPI_BUFS": 2, "MMA_REGS": 232, "LOADER_REGS": 40},
+                 seeds=seeds)
+
+
 def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Problem:
     """The :class:`Problem` of library kernel ``name`` ("gemm_ws", "gemm_pingpong",
     "gemm_streamk", "gemm_pipelined", "attention")."""
@@ -118,6 +169,8 @@ def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Probl
         return Problem(name=name + suffix, launch=gemm_launch(name), make_inputs=_gemm_inputs, reference=_gemm_reference,
                        flops=_gemm_flops, bytes=_gemm_bytes, sim_shape=_gemm_sim_shape,
                        timing_shapes=_gemm_timing_shapes, dtype=dtype, ref=ref, default=dict(mod.CONFIGS[0]))
+    if name in FP8_GEMMS:
+        return _fp8_problem(name, dtype, ref)
     if name == "attention":
         from ..kernels import attention as att
         launch, reference, make_inputs, flops, nbytes, sim_shape, timing, verify = _attention_parts(causal)
@@ -154,6 +207,8 @@ def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> 
                      seeds=seeds)
     if name in GEMMS:
         return Space(_gemm_module(name).CONFIGS, seeds=seeds)
+    if name in FP8_GEMMS:
+        return _fp8_space(seeds)
     if name == "attention":
         from ..kernels import attention as att
         base = list(att.configs_for(head_dim, causal))
