@@ -107,3 +107,18 @@ def test_fp8_gemm_compiles_for_sm90(cfg, kw):
     assert "wgmma.wait_group.sync.aligned 1" in ptx            # one wgmma kept in flight across k-steps
     assert f"setmaxnreg.inc.sync.aligned.u32 \t{cfg['MMA_REGS']}" in ptx
     assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx   # TMA store epilogue
+
+
+@pytest.mark.parametrize("name", ["gemm_fp8", "gemm_fp8_rowwise"])
+def test_explorer_problem_proves_and_drops_configs(name):
+    """The explorer's fp8 problems: the default config passes the simulated stage against float64; a one-slot
+    ring with a wgmma kept in flight deadlocks (the consumer holds slot 0 while it waits for step 1) and is
+    dropped with a line of gemm_fp8.py."""
+    from tlx_workbench.explore import library, stages
+    p = library.problem(name, dtype="bfloat16")
+    assert p.name == name + "_bf16" and len(library.space(name)) > 50
+    ok = stages.simulated(p.travel(), dict(p.default), (4096, 4096, 4096), do_predict=False)
+    assert ok.status == "ok" and ok.metrics["max_rel_err"] < 1e-2, ok
+    bad = stages.simulated(p.travel(), dict(p.default, STAGES=1), (4096, 4096, 4096), do_predict=False)
+    assert bad.status == "dropped" and bad.metrics["verdict"] == "deadlock", bad
+    assert bad.file.endswith("gemm_fp8.py") and bad.line
