@@ -37,11 +37,10 @@ def test_the_first_line_is_the_line_to_change_in_nine_of_ten():
     hit = [o.bug.id for o in outs if o.names_fix]
     missed = [(o.bug.id, o.seeded_line, o.first_line, o.first_text[:120]) for o in outs if not o.names_fix]
     assert len(outs) >= 20 and len({b.kernel.split("[")[0] for b in sb.BUGS}) >= 3
-    # the issue's goal is 9 of 10 (27 of these 30); measured 26 (benchmarks/RESULTS.md, issue 19): the misses
-    # are releases that do not exist (a barrier_arrive removed, or one on the wrong slot), where the ledger
-    # has no site to name and the report falls back to the wait that starves. This floor keeps what is reached.
-    assert len(hit) >= 26, missed
-    assert len(hit) >= math.floor(0.85 * len(outs)), missed
+    # the issue's goal is 9 of 10; measured all 32 (benchmarks/RESULTS.md, issue 19). A removed or misplaced
+    # release is named from what each release barrier guards (sim/releases.py). The floor allows one miss.
+    assert len(hit) >= len(outs) - 1, missed
+    assert len(hit) >= math.ceil(0.9 * len(outs)), missed
 
 
 def test_a_wrong_count_says_the_fix_in_the_kernels_terms():

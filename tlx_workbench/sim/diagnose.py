@@ -9,7 +9,7 @@ import dataclasses
 import html
 import linecache
 
-from .releases import Releases, loop_of
+from .releases import Releases, loop_of, slot_line
 
 
 @dataclasses.dataclass
@@ -658,11 +658,14 @@ def _count_too_low(run, group, led, mb, file, multi):
         need = sum(max(1, round(sum(sl.ever[l].values()) / max(1, len(sl.phases) / len(lanes)))) for l in lanes)
         need = len(lanes) if need <= s.array.arrive_count else need
         what = "per-thread arrivals" if _is_warp_alloc(file, s.array.line) else "arrivals"
-        return Cause(line, (
-            f"line {line}: {names} each arrive on {s.array.name} once per phase, but {_alloc_text(s, file)} "
-            f"{what}: each phase completes with the arrivals of {max(len(p) for p in per_phase)} of them, so the "
-            f"phases run ahead of the waits and a producer overwrites a buffer still in use"),
-            _count_fix(s, file, len(lanes), line), "count", s.array.line)
+        # the count is what to change (the arrivals are the design): the alloc line leads, the arrive follows
+        return Cause(s.array.line, (
+            f"line {s.array.line}: {s.array.name} counts {s.array.arrive_count} "
+            f"{what if s.array.arrive_count != 1 else what[:-1]} per phase, but {names} each "
+            f"arrive on it once per phase ({_lines(site)}): each phase completes with the arrivals of "
+            f"{max(len(p) for p in per_phase)} of them, so the phases run ahead of the waits and a producer "
+            f"overwrites a buffer still in use"),
+            _count_fix(s, file, len(lanes), line), "count", line)
     return None
 
 
@@ -788,7 +791,10 @@ def _named_cause(run, group, led, waits, file, multi):
         if b.kind != "named":
             continue
         for lane, ss in sorted(sites.items()):
-            waited = {bar: ln for nm, bar, ln in ss if nm == "named_barrier_wait"}
+            waited: dict = {}           # the first line waiting on each id (a set's order is the hash seed's)
+            for nm, bar, ln in sorted(ss, key=lambda x: x[2] or 0):
+                if nm == "named_barrier_wait":
+                    waited.setdefault(bar, ln)
             for nm, bar, ln in sorted(ss, key=lambda x: x[2] or 0):
                 if nm == "named_barrier_arrive" and bar in waited and bar != b.barrier:
                     return Cause(ln, (
@@ -836,11 +842,13 @@ def _release_cause(run, group, led, mb, file, multi):
             what = (f"while its read of {_bufs(r.inflight)} ({_read_text(r.inflight[0])}) is still in flight"
                     if r.verdict == "early" else
                     f"whose buffers it has not read since it last released that slot")
-            return Cause(r.line, (
-                f"line {r.line}: {_lane(lane, multi)} releases {s.array.name}[{r.key[2]}] {what}, and never releases "
-                f"{s.name}, which guards {_bufs(reads)} that it read ({_read_text(reads[-1])}): the release names "
-                f"the wrong slot, so {wait} (before the refill at {_lines(refill)}) never returns"),
-                f"release {s.name} at line {r.line}: the slot whose read is retired "
+            at = slot_line(file, r.line)       # where the slot index is written (the arrive, or its view)
+            where = "" if at == r.line else f" (line {r.line}, its slot written at line {at})"
+            return Cause(at, (
+                f"line {at}: {_lane(lane, multi)} releases {s.array.name}[{r.key[2]}]{where} {what}, and never "
+                f"releases {s.name}, which guards {_bufs(reads)} that it read ({_read_text(reads[-1])}): the "
+                f"release names the wrong slot, so {wait} (before the refill at {_lines(refill)}) never returns"),
+                f"release {s.name} (fix the slot index at line {at}): the slot whose read is retired "
                 f"({_read_text(reads[-1])}), not one still in use", "release", b.line)
         lane, reads = next(iter(debtors.items()))
         line, after = rel.insertion_line(reads[-1], file)

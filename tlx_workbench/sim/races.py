@@ -13,6 +13,8 @@ import dataclasses
 import linecache
 import re
 
+from .releases import race_release_cause
+
 
 @dataclasses.dataclass
 class Access:
@@ -191,12 +193,25 @@ def race_cause(finding, trace, file=None):
     return None
 
 
+_OVERWRITE = re.compile(r"\(line (\d+)\) overwrites (\S+) while the .*? \(line (\d+)\) may still read it")
+
+
+def _release_cause(finding, trace, file=None):
+    """The race traced through the release barrier that guards the overwritten buffer (sim/releases.py)."""
+    m = _OVERWRITE.search(finding.message or "")
+    if m is None or trace is None:
+        return None
+    cta_m = _CTA.match(finding.message)
+    cta = int(cta_m.group(1)) if cta_m else (finding.lane[0] if finding.lane else 0)
+    return race_release_cause(cta, m.group(2), int(m.group(3)), int(m.group(1)), trace, file)
+
+
 def rank_findings(findings: list, trace, file=None) -> list:
     """``findings`` with each race that a cause explains rewritten to lead with the line to change, those
     first (stable otherwise): what a person reads first is the fix, the two accesses follow."""
     out = []
     for f in findings:
-        c = race_cause(f, trace, file) if f.kind == "race" else None
+        c = race_cause(f, trace, file) or _release_cause(f, trace, file) if f.kind == "race" else None
         if c is not None:
             line, text, fix = c
             f.other_line = f.line if f.other_line is None else f.other_line

@@ -198,3 +198,126 @@ def statement_end(file, line) -> int:
                 if best is None or node.lineno >= best.lineno:
                     best = node
     return (best.end_lineno or line) if best is not None else line
+
+
+# -- the line to change for a race past a release barrier -------------------------------------------------------
+def _names(lanes) -> str:
+    return ", ".join(f"{l[1]}[{l[2]}]" for l in sorted(lanes))
+
+
+def _lines(ls) -> str:
+    ls = sorted({n for n in ls if n})
+    return ("line " if len(ls) == 1 else "lines ") + ", ".join(map(str, ls))
+
+
+def _phase_lanes(trace, key) -> tuple[list, tuple | None]:
+    """(distinct arriving lanes of each completed phase of slot ``key``, (arrive count, alloc line))."""
+    phases, cur, init = [], set(), None
+    for e in trace.barrier_events:
+        if (e.cta, e.barrier, e.slot) != key:
+            continue
+        if e.kind == "init":
+            init = (e.count, e.line)
+        elif e.kind == "arrive" and e.task is not None:
+            cur.add(e.lane)
+        elif e.kind == "flip":
+            phases.append(cur)
+            cur = set()
+    return phases, init
+
+
+_recent: list = []          # [(trace, cta, n spans, Releases)]: a run's races share one replay
+
+
+def _releases_of(trace, cta) -> Releases:
+    for tr, c, n, rel in _recent:
+        if tr is trace and c == cta and n == len(trace.spans):
+            return rel
+    rel = Releases(trace, {cta})
+    _recent.insert(0, (trace, cta, len(trace.spans), rel))
+    del _recent[4:]
+    return rel
+
+
+def race_release_cause(cta, buffer, reader_line, writer_line, trace, file=None):
+    """(line, sentence, fix) for a write that overwrote ``buffer`` while a read of it at ``reader_line`` was not
+    released, traced through the release barrier that guards the buffer, or None. In this order: the barrier
+    counts fewer arrivals than the lanes that read what it guards and release it (the count leads), a release
+    by a lane that read nothing the slot guards (another lane's slot), a release that comes before the read it
+    pays for (move it after the read)."""
+    rel = _releases_of(trace, cta)
+    for key in sorted(rel.guard_of.get((cta, buffer), ()), key=str):
+        readers = {lane for lane, rs in rel.reads.items()
+                   if any(r.key == key and r.line == reader_line and buffer in r.buffers for r in rs)}
+        if not readers:
+            continue
+        bar = f"{key[1]}[{key[2]}]"
+        guarded = ", ".join(sorted(rel.guards[key]))
+        releasing = {r.lane for r in rel.releases if r.key == key} & rel.readers(key)
+        phases, init = _phase_lanes(trace, key)
+        if init and phases and len(releasing) >= 2 and max(len(p) for p in phases) < len(releasing):
+            count, alloc = init
+            warp = "alloc_warp_barrier" in (linecache.getline(file, alloc) if file and alloc else "")
+            what = "per-thread arrivals" if warp else "arrivals"
+            sites = sorted({r.line for r in rel.releases if r.key == key})
+            n = len(releasing)
+            fix = (f"count every arriving thread at line {alloc}: num_warps x 32 x num_arrivals, with "
+                   f"num_arrivals={n} for {n} releasing task(s)" if warp else
+                   f"set arrive_count={n} at line {alloc} (one per releasing task), or release from fewer tasks")
+            return (alloc, (
+                f"line {alloc}: {key[1]} counts {count} {what} per phase, but {_names(releasing)} each read the "
+                f"buffers a slot guards ({bar}: {guarded}) and release it ({_lines(sites)}): a phase completes with "
+                f"the arrivals of {max(len(p) for p in phases)} of them, so the load at line {writer_line} refills "
+                f"{buffer} while the read at line {reader_line} ({_names(readers)}) may still use it"), fix)
+        for r in rel.releases:
+            if r.key != key or r.verdict != "unowed":
+                continue
+            later = [x for x in rel.reads.get(r.lane, []) if x.key == key and x.seq > r.seq]
+            if r.lane in readers and later:
+                return (r.line, (
+                    f"line {r.line}: {r.lane[1]}[{r.lane[2]}] releases {bar} before it reads {buffer} (line "
+                    f"{later[0].line}): the load at line {writer_line} may then refill {buffer} while that read "
+                    f"still uses it"),
+                    f"move the release at line {r.line} after the read at line {later[0].line} (once it is retired)")
+            if r.lane not in readers:
+                own = sorted({x.key[2] for x in rel.reads.get(r.lane, []) if x.key[:2] == key[:2]})
+                mine = (f" (it reads the buffers of {key[1]}{own} and never releases those)"
+                        if own and any(rel.owed.get(r.lane, {}).get(key[:2] + (i,)) for i in own) else "")
+                at = slot_line(file, r.line)
+                where = f"line {r.line}" if at == r.line else f"line {r.line}, the slot written at line {at}"
+                return (at, (
+                    f"line {at}: {r.lane[1]}[{r.lane[2]}] releases {bar} ({where}), which guards {guarded}, but "
+                    f"has read none of them since its last release there{mine}: {_names(readers)} still reads "
+                    f"{buffer} (line {reader_line}) when the load at line {writer_line} refills it: the release "
+                    f"names another lane's slot"),
+                    f"release the slot whose buffers this lane read (the one its wait on the full barrier names), "
+                    f"not {bar}: fix the slot index at line {at}")
+    return None
+
+
+def slot_line(file, line) -> int | None:
+    """Where the slot a ``barrier_arrive`` at ``line`` names is written: the call's own line when it indexes the
+    barrier there (``barrier_arrive(empty[prev])``), the last assignment before it of the variable it passes
+    (``empty_a = tlx.local_view(bars_empty_a, buf + ...)``) otherwise."""
+    tree = _tree(file) if file and line else False
+    if tree is False:
+        return line
+    call = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.lineno == line and node.args and \
+                getattr(node.func, "attr", getattr(node.func, "id", "")) == "barrier_arrive":
+            call = node
+            break
+    if call is None or not isinstance(call.args[0], ast.Name):
+        return line
+    name, best = call.args[0].id, None
+    scope = loop_of(file, line)
+    while scope is not None and not isinstance(scope, ast.FunctionDef):
+        scope = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and
+                      n.lineno < line <= (n.end_lineno or n.lineno)), None)
+    for node in ast.walk(scope or tree):
+        if isinstance(node, ast.Assign) and node.lineno < line and \
+                any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if best is None or node.lineno > best.lineno:
+                best = node
+    return best.lineno if best is not None else line
