@@ -22,7 +22,7 @@ from typing import Callable
 #: view modules that register renderers when imported
 PROVIDERS = ["tlx_workbench.widgets.timeline", "tlx_workbench.widgets.barriers",
              "tlx_workbench.widgets.compile_report", "tlx_workbench.widgets.sim_result",
-             "tlx_workbench.widgets.explorer"]
+             "tlx_workbench.widgets.explorer", "tlx_workbench.widgets.trace_compare"]
 
 _VIEWS: dict[tuple[str, str], Callable] = {}
 _loaded = False
