@@ -165,9 +165,14 @@ def test_early_release_is_a_race_naming_both_lines():
     assert races, res
     load_line = line_of("x = tlx.local_load(bufs[s])")
     tma_line = line_of("tlx.async_descriptor_load(in_desc")
-    assert any({r.line, r.other_line} == {load_line, tma_line} for r in races), races
-    with pytest.raises(wb.SimulationError):
+    # it leads with the release to move (before the read it pays for), the read and the TMA load in its text
+    release_line = line_of("# BUG: releases the buffer before reading it")
+    first = races[0]
+    assert (first.line, first.other_line) == (release_line, load_line), races
+    assert f"before it reads bufs[0] (line {load_line})" in first.message and f"line {tma_line}" in first.message
+    with pytest.raises(wb.SimulationError) as ei:
         res.raise_for_errors()
+    assert ei.value.line == release_line and f"after the read at line {load_line}" in ei.value.hint
 
 
 def test_deadlock_raises_by_default_with_the_wait_for_graph():
