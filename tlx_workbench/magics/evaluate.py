@@ -31,16 +31,49 @@ def resolve_mode(mode: str) -> str:
     return "gpu" if has_gpu() else "sim"
 
 
+def cell_gpu(target):
+    """The one GPU model a cell names, for its compile, simulation, checker and header alike.
+
+    A model typed as the target (``--target H100``) is that model. An architecture alone
+    (``sm_90``) stands for this machine's GPU when it has that architecture, else for the
+    magics' default of that architecture: H200 for Hopper (the GPU the project measures on),
+    B200 for Blackwell.
+
+    >>> cell_gpu("H100").name, cell_gpu("sm_100").name
+    ('H100', 'B200')
+    """
+    from ..target import GPU_MODELS, GPUModel, gpu_model
+    chosen = gpu_model(target)
+    if isinstance(target, GPUModel) or str(target).upper() in GPU_MODELS:
+        return chosen
+    if has_gpu():
+        try:
+            import torch
+            name = torch.cuda.get_device_name()
+            for m in GPU_MODELS.values():
+                if m.name in name and m.arch == chosen.arch:
+                    return m
+        except Exception:  # a driver that cannot name its GPU: the default below
+            pass
+    return GPU_MODELS["H200"] if chosen.arch == 90 else chosen
+
+
+def target_label(target) -> str:
+    """How a cell names its target: the architecture and the GPU model, "sm_90 (H200)"."""
+    m = cell_gpu(target)
+    return f"{m.target_name} ({m.name})"
+
 
 def offline_context(mode: str, target: str):
     """Without a GPU, simulator work runs under an offline target so TLX modules import and tensors live on CPU.
 
-    Inside an offline target already (or on the GPU path) it changes nothing.
+    The offline GPU is the cell's model (:func:`cell_gpu`). Inside an offline target already (or on
+    the GPU path) it changes nothing.
     """
     if resolve_mode(mode) == "sim" and not has_gpu():
         from ..target import current_model, offline
         if current_model() is None:
-            return offline(target)
+            return offline(cell_gpu(target))
     return contextlib.nullcontext()
 
 
@@ -57,7 +90,8 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
     mode = resolve_mode(mode)
     if launch is not None:
         outputs = launch.output_positions(outputs)
-    res = CellResult(mode=mode, target=target, launch=launch.text if launch else "", show=tuple(show))
+    res = CellResult(mode=mode, target=target_label(target), launch=launch.text if launch else "", show=tuple(show))
+    gpu = cell_gpu(target)
     if launch is None:
         return res
     kwargs = dict(launch.kwargs)
@@ -86,11 +120,11 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
     from ..sim.engine import LAUNCH_OPTIONS
     res.constexprs = {k: v for k, v in kwargs.items()
                       if not hasattr(v, "shape") and k not in LAUNCH_OPTIONS and k != "grid"}
-    from ..target import gpu_model
-    model = "H200" if gpu_model(target).arch == 90 else gpu_model(target).name
-    if mode == "sim" and gpu_model(target).arch != 90:
+    model = gpu.name
+    if mode == "sim" and gpu.arch != 90:
         # the simulator models Hopper; a Blackwell target still compiles for sm_100 above
-        res.notes.append(f"the simulator models Hopper: the run uses the H200 cost model, the compile {target}")
+        res.notes.append(f"the simulator models Hopper: the run uses the H200 cost model, the compile "
+                         f"{target_label(target)}")
         model = "H200"
 
     # compile (offline) when a static view is wanted, or for the static checker on the GPU path
@@ -99,7 +133,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
         try:
             k, cargs, ckw = capture_kernel_launch(launch, kwargs) if not launch.is_kernel else \
                 (launch.fn, launch.args, kwargs)
-            res.report = wb.compile(k, *cargs, target=target, **ckw)
+            res.report = wb.compile(k, *cargs, target=gpu.name, **ckw)
         except ImportError as e:
             res.notes.append(f"compiler not available ({e}); --report/--memory/--ir skipped")
         except TLXWorkbenchError as e:
@@ -110,7 +144,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
         try:
             if mode == "sim":
                 # the checker's per-phase rules read its own short simulator run of this launch
-                res.findings = _check(launch.fn, *launch.args, target=target, grid=launch.grid, gpu=model,
+                res.findings = _check(launch.fn, *launch.args, target=gpu.name, grid=launch.grid, gpu=model,
                                         seed=seed, **kwargs)
             elif res.report is not None:
                 # GPU tensors do not go through the simulator: the static rules only

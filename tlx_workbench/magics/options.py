@@ -94,7 +94,8 @@ def declare(arguments):
 # -- the option declarations, one tuple per magic -------------------------------------------
 # %%tlx
 TLX_OPTIONS = (
-    argument("--target", "-t", default=None, help="sm_90 (Hopper, default) or sm_100 (Blackwell)"),
+    argument("--target", "-t", default=None, help="sm_90 (Hopper, default: this machine's GPU, else H200), sm_100 (Blackwell: B200), "
+                                                        "or a GPU model: H100, H200, B200"),
     argument("--sim", action="store_true", help="run on the CPU simulator"),
     argument("--gpu", action="store_true", help="run on the GPU (default when one is present)"),
     argument("--check", action="store_true",
@@ -150,7 +151,7 @@ SHOW_OPTIONS = (
 
 # %tlx_config
 CONFIG_OPTIONS = (
-    argument("--target", default=None, help="default target: sm_90 or sm_100"),
+    argument("--target", default=None, help="default target: sm_90, sm_100 or a GPU model (H100, H200, B200)"),
     argument("--mode", default=None, choices=["auto", "sim", "gpu"], help="default mode"),
     argument("--timeout", type=float, default=None, help="default GPU launch timeout, seconds"),
     argument("--seed", type=int, default=None, help="default simulator seed"),
