@@ -169,7 +169,8 @@ def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, 
                                                kernel_name))
         timing = {"plain_ns": plain * 1e6, "instrumented_ns": instr * 1e6, "counting_ns": counting_ms * 1e6,
                   "ratio": instr / plain if plain else None, "method": "triton.testing.do_bench median"}
-    all_ctas = [{"cta": p, "sm": c["smid"], "start": c["gt0"], "end": c["gt1"]} for p, c in sorted(counts.items())]
+    all_ctas = [{"cta": p, "sm": c["smid"], "start": c["gt0"], "end": c["gt1"], "events": c["events"]}
+                for p, c in sorted(counts.items())]
     return dict(buf=buf, sites=inst.sites, tasks=inst.tasks, file=inst.file, name=launch_name(target),
                 device=torch.cuda.get_device_name(), method="clock", grid_ctas=g, ctas=chosen,
                 capacity_needed=needed, overhead=timing, counting=all_ctas)
