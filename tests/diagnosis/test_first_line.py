@@ -4,6 +4,7 @@ change (the issue's goal: 18 of 20; see the floor below). Copies are made at tes
 import math
 
 import pytest
+import torch
 
 import tlx_workbench as wb
 from tlx_workbench.magics.diagnosis import error_text
@@ -87,3 +88,78 @@ def test_check_leads_with_the_same_line(bug_id):
     bug = next(b for b in sb.BUGS if b.id == bug_id)
     o = sb.checked(bug)
     assert o.detected and o.names_fix, (o.first_line, o.first_text)
+
+
+def _bug(bug_id):
+    return next(b for b in sb.BUGS if b.id == bug_id)
+
+
+def _src(s, n):
+    return open(s.file).read().splitlines()[n - 1]
+
+
+def test_a_removed_release_is_named_where_it_belongs():
+    # bars_empty_b's release is gone (its line is `pass`): the report names that line, after the consumer's other
+    # release of the round, says which read owes it and that the loader's wait starves
+    s = sb.seeded_copy(_bug("g-drop-empty-b"))
+    res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
+    with pytest.raises(wb.DeadlockError) as ei:
+        res.raise_for_errors()
+    e = ei.value
+    assert e.line == s.line and _src(s, s.line).strip() == "pass"
+    head = e.message.splitlines()[0]
+    assert "a release is missing here" in head and "never release bars_empty_b[0]" in head, head
+    assert "b[0] (line 283, retired by the async_dot_wait at line 289)" in head, head
+    assert "add the release after line 296" in e.hint and "barrier_arrive on bars_empty_b[0]" in e.hint
+    # a release that exists elsewhere in the lane (the loop's) is said, and the prologue's is the one missing
+    s = sb.seeded_copy(_bug("fa-drop-k-release-first"))
+    res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
+    assert res.deadlock.line == s.line
+    assert "it releases k_empties at line 240, but not for this read" in res.deadlock.message.splitlines()[0]
+
+
+def test_a_release_on_the_wrong_slot_leads_with_its_slot_index():
+    # the loop releases the slot of the wgmma still in flight instead of the one async_dot_wait(1) retired
+    s = sb.seeded_copy(_bug("o-release-wrong-slot"))
+    res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
+    d = res.deadlock
+    assert d.line == s.line and "empty[s]" in _src(s, s.line)
+    head = d.message.splitlines()[0]
+    assert "releases empty[1] while its read of" in head and "is still in flight" in head, head
+    assert "never releases empty[0]" in head and "the release names the wrong slot" in head, head
+    # the slot is computed in a local_view a few lines above the arrive: that line leads, the arrive is said
+    s = sb.seeded_copy(_bug("g-release-other-replica"))
+    res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
+    assert res.deadlock.line in s.fix_lines and res.races
+    arrive = next(n for n in range(s.line, s.line + 5) if "barrier_arrive(empty_a)" in _src(s, n))
+    race = res.races[0]
+    assert race.line == res.deadlock.line and f"(line {arrive}, the slot written at line {race.line})" in race.message
+    assert "names another lane's slot" in race.message
+
+
+def test_a_miscounted_warp_barrier_leads_every_view_with_its_count(tmp_path):
+    # notebook 05's kernel with num_arrivals=1 for two consumer groups: the races and the deadlock all lead with
+    # the alloc_warp_barrier line (its count), as does wb.check
+    import importlib.util
+    import pathlib
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "warpbar_gemm.py"
+    spec = importlib.util.spec_from_file_location("warpbar_gemm_first_line", path)
+    mod = importlib.util.module_from_spec(spec)
+    with wb.offline("H100"):
+        spec.loader.exec_module(mod)
+    alloc = next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if "alloc_warp_barrier" in ln)
+    M, N, K, BM, BN, BK = 128, 64, 256, 128, 64, 32
+    a, b = torch.randn(M, K, dtype=torch.float16), torch.randn(K, N, dtype=torch.float16)
+    a_desc = TensorDescriptor(a, shape=[M, K], strides=[K, 1], block_shape=[BM // 2, BK])
+    b_desc = TensorDescriptor(b, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
+    args = (a_desc, b_desc, torch.empty(M, N, dtype=torch.float16), M, N, K)
+    kw = dict(BM=BM, BN=BN, BK=BK, STAGES=2, WARP_BAR=True, ARRIVALS=1, grid=(1, 1))
+    res = wb.simulate(mod.ws_matmul_wb, *args, **kw, on_deadlock="return")
+    assert res.races and all(r.line == alloc for r in res.races), res.races
+    assert "num_arrivals=2" in res.races[0].hint
+    assert res.deadlock is not None and res.deadlock.line == alloc
+    found = [f for f in wb.check(mod.ws_matmul_wb, *args, **kw) if f.severity in ("error", "warning")]
+    assert found and found[0].line == alloc, found[:2]
