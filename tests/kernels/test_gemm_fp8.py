@@ -122,3 +122,24 @@ def test_explorer_problem_proves_and_drops_configs(name):
     bad = stages.simulated(p.travel(), dict(p.default, STAGES=1), (4096, 4096, 4096), do_predict=False)
     assert bad.status == "dropped" and bad.metrics["verdict"] == "deadlock", bad
     assert bad.file.endswith("gemm_fp8.py") and bad.line
+
+
+def test_gpu_script_check_job_runs_on_the_simulator():
+    """benchmarks/gemm_fp8_h200.py's correctness job, with CUDA mapped to the CPU and launches simulated:
+    the same code the H200 runs (float64 reference, torch._scaled_mm on the same inputs)."""
+    import importlib.util
+    import pathlib
+    from tlx_workbench._torch_cpu import CudaOnCpu
+    from tlx_workbench.target import gpu_model, offline
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "gemm_fp8_h200.py"
+    spec = importlib.util.spec_from_file_location("bench_gemm_fp8_h200", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert {p for p, _, _ in bench.plan(["static", "check", "transpose", "time"], [0, 1])} == \
+        {"static", "check", "transpose", "time"}
+    with offline("sm_90"), CudaOnCpu(gpu_model("H200")), wb.simulate(gpu="H200") as sim:
+        rows = bench.job_check(0, [(64, 264, 48)], [(False, "float8_e4m3fn", None, "bfloat16"),
+                                                    (True, "float8_e4m3fn", "float8_e5m2", "float16")])
+    assert all(r.ok for r in sim.results) and len(rows) == 2
+    assert all(r["ok"] and r["max_rel"] < 5e-3 for r in rows), rows
+    assert isinstance(rows[0]["scaled_mm_fast1"], dict)       # torch's FP8 GEMM ran on the same inputs
