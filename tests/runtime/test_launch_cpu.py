@@ -91,11 +91,15 @@ def test_decode_builds_a_gpu_trace_per_cta_and_lane():
     import numpy as np
     sites = [instrument.EventSite(0, "barrier_wait", "wait", 20, "default", "full"),
              instrument.EventSite(1, "async_dot", "mma", 30, "task1")]
-    cap, maxc = 4, 2
-    buf = np.zeros((maxc, 2 * instrument.MAX_REPLICAS, cap, 3), dtype=np.int64)
-    buf[0, 0, 0] = (1, 1000, 1400)                     # default task waits 400 cycles
-    buf[0, instrument.MAX_REPLICAS + 1, 0] = (2, 1100, 1900)   # task1 replica 1: one wgmma
-    tr = instrument.decode(buf.ravel(), sites, ["default", "task1"], capacity=cap, max_ctas=maxc)
+    lay = instrument.Layout(grid=2, slots=1, lanes=2 * instrument.MAX_REPLICAS, capacity=4)
+    buf = instrument.make_buffer(lay, [0]).numpy()
+    v = lay.lanes_view(buf)
+    hdr = instrument.HEADER
+    v[0, 0, hdr:hdr + 3] = (1, 1000, 1400)                     # default task waits 400 cycles
+    v[0, instrument.MAX_REPLICAS + 1, hdr:hdr + 3] = (2, 1100, 1900)   # task1 replica 1: one wgmma
+    for lane in (0, instrument.MAX_REPLICAS + 1):
+        v[0, lane, :7] = (1, 1, 3, 0, 0, 1000, 2000)          # no globaltimer readings: cycles
+    tr = instrument.decode(buf, sites, ["default", "task1"])
     assert tr.source == "gpu" and tr.time_unit == "cycles"
     assert tr.lanes() == [(0, "default", 0), (0, "task1", 1)]
     wait = next(tr.spans_of(kind="wait"))
