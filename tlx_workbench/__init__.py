@@ -4,6 +4,7 @@ The public API, short:
 
     compile(kernel, *args, target="sm_90", **constexprs) -> CompileReport
     simulate(...)          CPU simulator (context manager or call) -> SimResult
+    predict(...)           a whole launch's time from a few simulated CTAs (calibrated cost model)
     check(kernel, ...)     barrier-protocol findings; advise_warp_barriers(...)
     run / bench / profile  on a real GPU
     explore(problem, space, shapes)  config sweeps: static, simulated, measured -> Exploration
@@ -30,6 +31,8 @@ _LAZY = {
     "load_module": "tlx_workbench.compiler",
     "simulate": "tlx_workbench.sim",
     "SimResult": "tlx_workbench.sim",
+    "predict": "tlx_workbench.sim",
+    "Prediction": "tlx_workbench.sim",
     "check": "tlx_workbench.checker",
     "Finding": "tlx_workbench.checker",
     "advise_warp_barriers": "tlx_workbench.checker",

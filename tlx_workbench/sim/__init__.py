@@ -10,5 +10,6 @@ cluster barriers) and CLC work stealing.
 """
 from .api import SimResult, Simulation, simulate
 from .diagnose import DeadlockReport
+from .prediction import Prediction, predict
 
-__all__ = ["simulate", "SimResult", "Simulation", "DeadlockReport"]
+__all__ = ["simulate", "SimResult", "Simulation", "DeadlockReport", "predict", "Prediction"]

@@ -35,6 +35,8 @@ class SimResult:
                                         run.file) + [f for f in run.findings if getattr(f, "cause", False)]
         self.findings = list(run.findings)
         self.stats = run.stats
+        self.kernel_bytes = getattr(run, "kernel_bytes", 0)
+        self.resident_ctas = getattr(run, "resident_ctas", None)
         self.schedules = schedules or [run.seed]
         self.cluster_dims = run.cluster_dims
         #: CLC work stealing: (CTA that issued try_cancel, first CTA of the cluster it took, or None: none left)
@@ -122,7 +124,7 @@ class Simulation:
     """The context of :func:`simulate`: launches inside it run on the CPU simulator."""
 
     def __init__(self, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
-                 on_deadlock="raise", resident=None):
+                 on_deadlock="raise", resident=None, occupancy=1):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
         self.gpu = gpu
@@ -133,6 +135,7 @@ class Simulation:
         self.config = config
         self.on_deadlock = on_deadlock
         self.resident = resident
+        self.occupancy = occupancy
         self.results: list[SimResult] = []
         self._offline = None
         self._saved = []
@@ -224,7 +227,8 @@ class Simulation:
                 for t, saved in snap:
                     t.copy_(saved)
             run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
-                             max_steps=self.max_steps, resident=self.resident, memory=taken)
+                             max_steps=self.max_steps, resident=self.resident, memory=taken,
+                             occupancy=self.occupancy)
             if i == 0:
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
@@ -265,7 +269,7 @@ def _same(a, b) -> bool:
 
 
 def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
-             config=None, on_deadlock="raise", resident=None, **kwargs):
+             config=None, on_deadlock="raise", resident=None, occupancy=1, **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -285,7 +289,9 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
     config to use: a dict of values, an index, or a triton.Config; default the first),
     ``on_deadlock`` ("raise" a DeadlockError, or "return" the result), ``resident`` (how many
     clusters run at once; default 1, or 2 for kernels that steal work with CLC, so that
-    ``clc_try_cancel`` spreads the tiles over the simulated CTAs as the interleaving decides).
+    ``clc_try_cancel`` spreads the tiles over the simulated CTAs as the interleaving decides),
+    ``occupancy`` (CTAs resident per SM on the GPU: with the grid, how many CTAs share the
+    TMA/L2 bandwidth, so that simulating a few CTAs times them as they run among all the others).
 
     Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a
     cluster run together under one scheduler, with remote arrivals, multicast TMA, 2-CTA
@@ -293,7 +299,7 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
     tcgen05 MMA whose completion arrives on mbarriers, ``tcgen05_commit``, CLC.
     """
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
-                     on_deadlock=on_deadlock, resident=resident)
+                     on_deadlock=on_deadlock, resident=resident, occupancy=occupancy)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",

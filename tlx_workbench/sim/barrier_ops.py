@@ -26,7 +26,8 @@ class BarrierOps:
         slot = self.resolve_slot(slot, line)
         n = count * (t.threads if per_thread else 1)
         start = t.clock
-        t.clock += self.cost.barrier_op + (self.cost.remote_extra if remote else 0.0)
+        t.clock += ((self.cost.barrier_arrive_warp if per_thread else self.cost.barrier_op)
+                    + (self.cost.remote_extra if remote else 0.0))
         self._record_arrival(slot, t, line, n, "barrier_arrive")
         self.span(t, "arrive", start, t.clock, "barrier_arrive", line, barrier=slot.array.name, slot=slot.index,
                   phase=slot.completed, args={"count": n, **self._remote_args(slot)})
@@ -155,10 +156,12 @@ class BarrierOps:
         vc_join(t.vc, slot.vc_done)
         key = (slot.array.id, t.pid, t.name, t.replica)
         self.passed[key] = self.passed.get(key, 0) + 1
-        if slot.completed and slot.last_flip_time + self.cost.wake > t.clock:
+        if slot.completed and slot.last_flip_time > start:
+            # it blocked: the phase flipped while it waited, it wakes up after the flip
             t.clock = max(t.clock, slot.last_flip_time + self.cost.wake)
         else:
-            t.clock += self.cost.barrier_op
+            # satisfied: the phase had completed before the wait began
+            t.clock += self.cost.barrier_wait
         self.bevent(slot, "wait_end", t.clock, t, phase=phase, line=line)
         self.span(t, "wait", start, t.clock, "barrier_wait", line, barrier=slot.array.name, slot=slot.index,
                   phase=phase)

@@ -1,10 +1,14 @@
 """Cycle costs of simulated ops, per GPU model.
 
-Every figure is an estimate for a Hopper SM (B200 shares them unless noted), with where it comes from;
-per-GPU rates (DRAM bandwidth, tensor-core flops, TMEM) come from ``tlx_workbench.target.GPU_MODELS``. The model is
-deliberately simple — per-CTA shared resources (the TMA engine's bandwidth share and
-the tensor cores) plus fixed latencies — so a trace shows the *shape* of a pipeline
-(who waits on whom, where the tensor cores idle), not exact cycle counts.
+Where a GPU has been measured (``tlx_workbench/calibration/<GPU>.json``, written on that GPU by
+``python -m tlx_workbench.calibration.suite``: H200 today), every figure below comes from that file;
+elsewhere (H100, B200) they are the documented estimates written next to each field. Per-GPU
+rates that are not measured (DRAM bandwidth, tensor-core flops, TMEM) come from
+``tlx_workbench.target.GPU_MODELS``.
+
+The model: per-CTA shared resources (its share of the TMA / L2 bandwidth, the tensor core) plus
+fixed latencies. *Contention*: a CTA's TMA share is that of every CTA resident in its wave
+(``for_launch(resident)``), so simulating CTA 0 alone predicts it as it runs among 131 others.
 """
 from __future__ import annotations
 
@@ -23,12 +27,19 @@ class CostModel:
     issue: float = 8.0
     # mbarrier arrive and a satisfied try_wait: tens of cycles (same paper, ~20-30 cycles)
     barrier_op: float = 20.0
+    # an arrive on a warp barrier (every thread arrives; no warp-group sync before it)
+    barrier_arrive_warp: float = 20.0
+    # a satisfied try_wait (the phase had completed before the wait)
+    barrier_wait: float = 20.0
     # wake-up after a phase flip (try_wait loop re-polls) — same order as a barrier op
     wake: float = 20.0
     # named barrier bar.sync / bar.arrive: ~20 cycles (CUDA __syncthreads microbenchmarks)
     named_barrier: float = 20.0
     # fixed wgmma pipeline latency on top of the throughput term
     mma_latency: float = 32.0
+    # a warp group alone cannot keep the tensor core busy: its next async_dot starts this many cycles
+    # after its previous one ends at the earliest (0 = not modelled)
+    mma_group_gap: float = 0.0
     # ld/st.shared of a tile by a warp group: 128 B/cycle SMEM bandwidth per SM (Hopper tuning guide)
     smem_bytes_per_cycle: float = 128.0
     # generic register-level work between TLX ops (tl.* arithmetic): per element, 4 warps x 32 lanes
@@ -40,6 +51,16 @@ class CostModel:
     # tcgen05.ld/st between TMEM and registers: 128 lanes x 32 bit per cycle per warp group = 512 B/cycle
     # (Blackwell tuning guide: TMEM reads are 4x the SMEM bandwidth)
     tmem_bytes_per_cycle: float = 512.0
+    # dense flop per cycle per SM by operand width (None: from the spec sheet, below)
+    mma_rates: tuple | None = None
+    # TMA bytes per cycle of one CTA (loads, stores): None = its share of DRAM bandwidth when every SM streams
+    tma_load_rate: float | None = None
+    tma_store_rate: float | None = None
+    # the clock that turns cycles into time (the board's clock under load where measured)
+    clock_ghz: float | None = None
+    #: how many CTAs share the bandwidth (for_launch); where the figures came from
+    resident: int = 0
+    calibration: object = None
 
     @property
     def dram_bytes_per_cycle_per_sm(self) -> float:
@@ -51,12 +72,22 @@ class CostModel:
         """Dense fp16 tensor-core flops per cycle per SM: spec TFLOP/s / (SMs x clock). H100: ~3800 (4096 at boost)."""
         return self.gpu.dense_fp16_tflops * 1e12 / (self.gpu.sm_count * self.gpu.clock_ghz * 1e9)
 
+    @property
+    def time_clock_ghz(self) -> float:
+        return self.clock_ghz or self.gpu.clock_ghz
+
     def tma_transfer(self, nbytes: int) -> float:
-        return nbytes / self.dram_bytes_per_cycle_per_sm
+        return nbytes / (self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
+
+    def tma_store_transfer(self, nbytes: int) -> float:
+        return nbytes / (self.tma_store_rate or self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
 
     def mma_cycles(self, m: int, n: int, k: int, in_bits: int) -> float:
-        # fp8 runs at 2x fp16, tf32 at 1/2 (H100 datasheet)
-        rate = self.mma_flops_per_cycle * {8: 2.0, 16: 1.0, 32: 0.5}.get(in_bits, 1.0)
+        if self.mma_rates is not None:
+            rate = dict(self.mma_rates).get(in_bits, dict(self.mma_rates)[16])
+        else:
+            # fp8 runs at 2x fp16, tf32 at 1/2 (H100 datasheet)
+            rate = self.mma_flops_per_cycle * {8: 2.0, 16: 1.0, 32: 0.5}.get(in_bits, 1.0)
         return 2.0 * m * n * k / rate
 
     def smem_cycles(self, nbytes: int) -> float:
@@ -65,6 +96,55 @@ class CostModel:
     def tmem_cycles(self, nbytes: int) -> float:
         return nbytes / self.tmem_bytes_per_cycle
 
+    def for_launch(self, resident: int) -> "CostModel":
+        """The model for a launch with ``resident`` CTAs in flight at once: each CTA's TMA share is
+        that of ``resident`` CTAs streaming together (measured where calibrated)."""
+        cal = self.calibration
+        if cal is None:
+            return dataclasses.replace(self, resident=resident)
+        return dataclasses.replace(self, resident=resident,
+                                   tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, resident),
+                                   tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, resident))
+
+    def hbm_floor_cycles(self, nbytes: float) -> float:
+        """Cycles the whole launch needs at least to move ``nbytes`` through DRAM (all SMs streaming)."""
+        cal = self.calibration
+        per_sm = cal.bandwidth(cal.hbm_bytes_per_cycle_per_sm, self.gpu.sm_count) if cal else \
+            self.dram_bytes_per_cycle_per_sm
+        return nbytes / (per_sm * self.gpu.sm_count)
+
+
+#: the arrive of an ordinary mbarrier, by assumption (the two calibration loops measure arrive + wake and
+#: arrive + satisfied wait, not the split): the rest of each loop goes to the wake and to the wait
+ASSUMED_ARRIVE = 40.0
+
+
+def from_calibration(model: GPUModel, cal) -> CostModel:
+    """The cost model of a measured GPU: every figure the calibration file has."""
+    b = cal.barrier
+    arrive = ASSUMED_ARRIVE
+    # what the warp barrier saves per hand-over is the warp group's sync before the leader's arrive
+    arrive_warp = arrive - (b["handover"] - b["handover_warp_barrier"])
+    return CostModel(
+        model,
+        tma_latency=cal.tma_latency_l2,
+        barrier_op=arrive,
+        barrier_arrive_warp=arrive_warp,
+        barrier_wait=b["arrive_and_satisfied_wait"] - arrive,
+        wake=b["handover"] - arrive,
+        named_barrier=b["named_handover"],
+        mma_group_gap=cal.single_group_gap(),
+        smem_bytes_per_cycle=sum(cal.smem_bytes_per_cycle.values()) / len(cal.smem_bytes_per_cycle),
+        mma_rates=tuple((bits, cal.mma_flops_per_cycle(bits)) for bits in (8, 16, 32)),
+        tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, 1),
+        tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, 1),
+        clock_ghz=cal.clock_ghz,
+        calibration=cal,
+    )
+
 
 def cost_model(gpu) -> CostModel:
-    return CostModel(gpu_model(gpu))
+    from ..calibration import load
+    model = gpu_model(gpu)
+    cal = load(model.name)
+    return from_calibration(model, cal) if cal is not None else CostModel(model)

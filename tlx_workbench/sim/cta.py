@@ -51,6 +51,7 @@ class CTA(BarrierOps, MemoryOps, MmaOps, ClusterOps, ClcOps):
                  cluster_id: int = 0):
         self.run = run
         self.cost = run.cost
+        self.alu_free = 0.0                     # when the CTA's ALUs are next free (engine._charge_alu)
         self.pid = pid
         self.grid_idx = grid_idx
         self.group = group

@@ -237,9 +237,24 @@ def _finish_group(run, group, max_steps):
     sched.drain_async()
 
 
+def _charge_alu(elements: int, weight: float):
+    """Elementwise work of the running task: the CTA's ALUs (128 FP32 lanes per SM) are shared by its
+    warp groups, like its tensor core; scalar index arithmetic is free (interp_adapter.ALU_WEIGHTS)."""
+    cta = _state.cta
+    t = cta.sched.current if cta is not None else None
+    if t is None:
+        return
+    owner = getattr(t, "cta", None) or cta
+    cycles = elements * weight / owner.cost.elems_per_cycle
+    start = max(t.clock, owner.alu_free)
+    owner.alu_free = t.clock = start + cycles
+    t.stats["busy"] += cycles
+
+
 def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_steps=2_000_000,
-               resident=None, memory=()) -> LaunchRun:
+               resident=None, memory=(), occupancy=1) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
+    ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth).
     ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken)."""
     from triton.runtime.jit import JITFunction
     bound, opts = _bind(jitfn, args, kwargs)
@@ -256,6 +271,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     run = LaunchRun(jitfn, grid, gpu, seed, ctas, max_steps, num_warps)
     run.cluster_dims = cga
     ranges = _memory_ranges([*bound.values(), *memory])
+    # the bytes of every tensor the kernel can touch (each storage once): the DRAM floor of a prediction
+    run.kernel_bytes = sum(e - b for b, e in dict(_memory_ranges(list(bound.values()))).items())
     constexpr_names = {p.name for p in jitfn.params if p.is_constexpr}
     kargs = {}
     for name, v in bound.items():
@@ -281,6 +298,11 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
                               file=run.file, line=jitfn.fn.__code__.co_firstlineno,
                               hint="with ctas_per_cga the grid counts CTAs: make each grid dimension a multiple "
                                    "of the cluster's")
+    # contention: each CTA's share of the TMA/L2 bandwidth is that of all CTAs in flight at once
+    run.resident_ctas = min(total, run.gpu.sm_count * max(1, int(occupancy or 1)))
+    run.cost = run.cost.for_launch(run.resident_ctas)
+    run.trace.meta.update(resident_ctas=run.resident_ctas, clock_ghz=run.cost.time_clock_ghz,
+                          calibration=getattr(run.cost.calibration, "date", None))
     clusters = _clusters(g, cga)
     if ctas is not None:
         wanted = set(ctas if isinstance(ctas, (list, tuple, set, range)) else [ctas])
@@ -321,6 +343,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     gc.set_threshold(max(gc_thresholds[0], 200_000), *gc_thresholds[1:])
     undo_asm = ia.install_inline_asm(tl_extras.run)
     undo_map = tl_extras.patch_tl()
+    undo_alu = ia.install_alu_costs(_charge_alu)
     saved_call = JITFunction.__call__
     JITFunction.__call__ = _jit_call
 
@@ -348,6 +371,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
             group.sched.run("default", lambda task: kernel(**kargs), num_warps, ctas=group.ctas)
             _finish_group(run, group, max_steps)
     finally:
+        undo_alu()
         JITFunction.__call__ = saved_call
         gc.set_threshold(*gc_thresholds)
         undo_bf16()

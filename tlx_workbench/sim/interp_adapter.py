@@ -574,3 +574,45 @@ def install_bf16_numerics():
         undo_ops()
         R.sum, R.min_max, S.cumsum, S.cumprod = r_sum, r_minmax, s_cumsum, s_cumprod
     return undo
+
+
+# Issue cost of the interpreter's elementwise ops, in FP32-FMA equivalents per element: an SM
+# retires 128 FP32 add/mul/fma per cycle but 16 MUFU results (exp2, log2, rsqrt, sin, cos: CUDA
+# programming guide, throughput table, cc 9.0), 64 conversions and 64 32-bit integer multiplies.
+ALU_WEIGHTS = {
+    **{n: 1.0 for n in ("create_fadd", "create_fsub", "create_fmul", "create_fma", "create_fneg", "create_fabs",
+                        "create_add", "create_sub", "create_and", "create_or", "create_xor", "create_shl",
+                        "create_lshr", "create_ashr", "create_select", "create_maxnumf", "create_minnumf",
+                        "create_maximumf", "create_minimumf", "create_maxsi", "create_minsi", "create_maxui",
+                        "create_minui", "create_clampf", "create_floor", "create_ceil", "create_iabs",
+                        "create_fcmpOEQ", "create_fcmpOGE", "create_fcmpOGT", "create_fcmpOLE", "create_fcmpOLT",
+                        "create_fcmpONE", "create_fcmpUNE", "create_icmpEQ", "create_icmpNE", "create_icmpSGE",
+                        "create_icmpSGT", "create_icmpSLE", "create_icmpSLT", "create_icmpUGE", "create_icmpUGT",
+                        "create_icmpULE", "create_icmpULT")},
+    **{n: 2.0 for n in ("create_mul", "create_fp_ext", "create_fp_trunc", "create_fp_to_fp", "create_si_to_fp",
+                        "create_ui_to_fp", "create_fp_to_si", "create_fp_to_ui", "create_int_cast", "create_umulhi")},
+    **{n: 8.0 for n in ("create_exp2", "create_log2", "create_rsqrt", "create_sin", "create_cos", "create_fdiv")},
+    # exp / log / sqrt / divisions: a MUFU op plus a few FMAs; integer division: a dozen instructions
+    **{n: 10.0 for n in ("create_exp", "create_log", "create_sqrt", "create_precise_sqrt", "create_precise_divf",
+                         "create_erf")},
+    **{n: 16.0 for n in ("create_sdiv", "create_udiv", "create_srem", "create_urem", "create_idiv", "create_frem")},
+}
+
+
+def install_alu_costs(charge):
+    """Call ``charge(elements, weight)`` after every elementwise op on a block (more than one element)
+    the interpreter runs, with the op's weight in :data:`ALU_WEIGHTS`; scalars (index arithmetic) are
+    free. Wraps whatever each builder method is at the time (bf16 and other patches included).
+    Returns a function undoing it."""
+    b = interpreter_builder
+
+    def wrap(orig, weight):
+        def op(*args, **kwargs):
+            out = orig(*args, **kwargs)
+            data = getattr(out, "data", None)
+            if data is not None and data.size > 1:
+                charge(data.size, weight)
+            return out
+        return op
+
+    return _patch_builder({name: wrap(getattr(b, name), w) for name, w in ALU_WEIGHTS.items() if hasattr(b, name)})

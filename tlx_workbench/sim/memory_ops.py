@@ -91,7 +91,7 @@ class MemoryOps:
                         Access(agent, epoch, line, t.lane, f"TMA store from {view.slot_name}"), start)
         write(view.array.copy())
         xfer_start = max(t.clock, self.tma_free)
-        self.tma_free = xfer_start + self.cost.tma_transfer(nbytes)
+        self.tma_free = xfer_start + self.cost.tma_store_transfer(nbytes)
         t.tma_store_groups.append((self.tma_free + self.cost.tma_latency, epoch))
         self.span(t, "store", start, t.clock, "async_descriptor_store", line,
                   args={"bytes": nbytes, "buffer": view.slot_name})

@@ -32,9 +32,11 @@ class MmaOps:
         out = compute()
         start = t.clock
         t.clock += self.cost.issue
-        mstart = max(start, self.tc_free)
+        # the tensor core is the CTA's; a warp group alone also waits out its own turnaround (mma_group_gap)
+        mstart = max(start, self.tc_free, getattr(t, "mma_free", 0.0) + self.cost.mma_group_gap)
         end = mstart + self.cost.mma_cycles(m, n, k, in_bits)
         self.tc_free = end
+        t.mma_free = end
         t.wgmma.append((end + self.cost.mma_latency, t.wgmma_epoch))
         self.span(t, "mma", mstart, end, "async_dot", line,
                   args={"m": m, "n": n, "k": k, "reads": [v.slot_name for v in (a, b) if isinstance(v, SmemView)]})

@@ -1,0 +1,108 @@
+"""The cells of the cost model's check: (kernel, config, shape) timed on the H200 and predicted on a CPU.
+
+A cell is plain JSON (``kind``, ``kernel``, ``config`` name, ``shape``, ``causal``), so the GPU run's
+rows and the CPU predictions meet by value. ``make_call(cell, device)`` gives a no-argument launch
+on fresh random inputs: timed by do_bench on the GPU, simulated on the CPU.
+
+The library's kernels run their default config (``CONFIGS[0]``, attention's ``configs_for`` first),
+plus the warp-barrier A/B pair of ``gemm_ws``; the TLX tutorials run unchanged through their own
+launchers (``hopper_gemm_ws`` with round 2's config ``c0``, ``hopper_gemm_pipelined``'s one config,
+``hopper_fa_ws``'s first config).
+"""
+from __future__ import annotations
+
+import math
+
+SIZES = (1024, 2048, 4096, 8192)
+ATTN_N = (1024, 2048, 4096, 8192)
+
+
+def _cells():
+    out = []
+    for k in ("gemm_ws", "gemm_pingpong", "gemm_pipelined"):
+        for s in SIZES:
+            out.append(dict(kind="gemm", kernel=k, config="default", shape=[s, s, s]))
+    for s in (4096, 8192):       # the warp-barrier A/B: CONFIGS[1] and CONFIGS[6] differ in WARP_BARRIER only
+        out.append(dict(kind="gemm", kernel="gemm_ws", config="plain", shape=[s, s, s]))
+        out.append(dict(kind="gemm", kernel="gemm_ws", config="warp_barrier", shape=[s, s, s]))
+    for causal in (False, True):
+        for n in ATTN_N:
+            out.append(dict(kind="attention", kernel="attention", config="default", shape=[1, 32, n, 128],
+                            causal=causal))
+        out.append(dict(kind="attention", kernel="attention", config="default", shape=[1, 32, 4096, 64],
+                        causal=causal))
+    for s in SIZES:
+        out.append(dict(kind="gemm", kernel="tut:hopper_gemm_ws", config="c0", shape=[s, s, s]))
+        out.append(dict(kind="gemm", kernel="tut:hopper_gemm_pipelined", config="only", shape=[s, s, s]))
+    for n in ATTN_N:
+        out.append(dict(kind="attention", kernel="tut:hopper_fa_ws", config="c0", shape=[1, 32, n, 128],
+                        causal=False))
+    return out
+
+
+CELLS = _cells()
+
+
+def gemm_config(kernel, name):
+    import importlib
+    mod = importlib.import_module(f"tlx_workbench.kernels.{kernel}")
+    if name == "default":
+        return dict(mod.CONFIGS[0])
+    if name == "plain":
+        return dict(mod.CONFIGS[1])
+    if name == "warp_barrier":
+        cfg = dict(mod.CONFIGS[1], WARP_BARRIER=True)
+        assert cfg in [dict(c) for c in mod.CONFIGS]
+        return cfg
+    raise KeyError(name)
+
+
+def attention_config(shape, causal):
+    from tlx_workbench.kernels.attention_configs import configs_for
+    return dict(configs_for(shape[-1], causal)[0])
+
+
+def flops(cell) -> float:
+    if cell["kind"] == "gemm":
+        M, N, K = cell["shape"]
+        return 2.0 * M * N * K
+    Z, H, N, D = cell["shape"]
+    return 4.0 * Z * H * N * N * D * (0.5 if cell.get("causal") else 1.0)
+
+
+def _tutorial(stem):
+    from _harness import load_tutorial
+    return load_tutorial(stem)
+
+
+def make_call(cell, device="cuda", seed=0):
+    """(no-argument launch on fresh random inputs, flops) of ``cell``."""
+    import torch
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    kernel = cell["kernel"]
+    if cell["kind"] == "gemm":
+        M, N, K = cell["shape"]
+        a = torch.randn(M, K, generator=g).to(torch.float16).to(device)
+        b = torch.randn(K, N, generator=g).to(torch.float16).to(device)
+        if kernel.startswith("tut:"):
+            mod = _tutorial(kernel[4:])
+            if cell["config"] == "c0":
+                from suite import TUT_GEMM_WS_C0
+                return (lambda: mod.matmul(a, b, config=dict(TUT_GEMM_WS_C0))), flops(cell)
+            return (lambda: mod.matmul(a, b)), flops(cell)     # its autotuner holds one config
+        import importlib
+        mod = importlib.import_module(f"tlx_workbench.kernels.{kernel}")
+        cfg = gemm_config(kernel, cell["config"])
+        c = torch.empty(M, N, dtype=torch.float16, device=device)
+        return (lambda: mod.launch(a, b, c, cfg)), flops(cell)
+    Z, H, N, D = cell["shape"]
+    q, k, v = (torch.randn(Z, H, N, D, generator=g).to(torch.float16).to(device) for _ in range(3))
+    scale = 1.0 / math.sqrt(D)
+    if kernel.startswith("tut:"):
+        mod = _tutorial(kernel[4:])
+        cfg = dict(mod.configs[0].kwargs)
+        return (lambda: mod.attention(q, k, v, scale, config=cfg)), flops(cell)
+    from tlx_workbench.kernels import attention as att
+    cfg = attention_config(cell["shape"], cell.get("causal", False))
+    o = torch.empty_like(q)
+    return (lambda: att.launch(q, k, v, o, cell.get("causal", False), scale, cfg)), flops(cell)

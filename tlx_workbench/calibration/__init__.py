@@ -1,0 +1,85 @@
+"""Per-GPU calibration data: what the simulator's cost model charges, measured on the GPU.
+
+``<GPU>.json`` beside this file is written by ``python -m tlx_workbench.calibration.suite`` on
+that GPU (its ``date``, ``device`` and ``command`` say when, where and how); :func:`load` reads it.
+A GPU without a file (H100, B200 today) keeps the documented estimates in ``sim/cost.py``.
+
+>>> c = load("H200")
+>>> c.device, c.mma_flops_per_cycle(16)
+('NVIDIA H200', 4096.0)
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import pathlib
+
+HERE = pathlib.Path(__file__).parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """The figures of one calibration file, in SM cycles (``clock64``) unless named otherwise."""
+    gpu: str
+    device: str
+    date: str
+    command: str
+    clock_ghz: float                      # SM clock under sustained tensor-core load
+    mma: dict                             # dtype -> {"n<N>x<consumers>": flop per cycle per SM}
+    tma_latency_l2: float                 # one TMA load, issue to landed, L2 hit (fitted to 0 bytes)
+    tma_latency_hbm: float
+    l2_bytes_per_cycle_per_sm: dict       # CTAs in flight (str) -> bytes per cycle per CTA, 4 loads in flight
+    hbm_bytes_per_cycle_per_sm: dict
+    tma_store_bytes_per_cycle_per_sm: dict
+    barrier: dict                         # see suite.derive
+    smem_bytes_per_cycle: dict
+    path: str = ""
+
+    def mma_flops_per_cycle(self, in_bits: int) -> float:
+        """Peak dense flop per cycle per SM for operands of ``in_bits`` (two consumer groups, n=256)."""
+        dtype = {8: "float8_e4m3fn", 16: "float16", 32: "float32"}.get(in_bits, "float16")
+        rates = self.mma.get(dtype) or self.mma["float16"]
+        return float(round(max(rates.values())))
+
+    def single_group_gap(self) -> float:
+        """Cycles a warp group alone loses per async_dot (issue and wait turnaround): from the fp16
+        one-consumer loops, per call of 4 k16 instructions, the excess over the peak-rate time."""
+        peak = self.mma_flops_per_cycle(16)
+        gaps = []
+        for key, rate in (self.mma.get("float16") or {}).items():
+            n, cons = key[1:].split("x")
+            if cons == "1":
+                flops = 2.0 * 64 * int(n) * 64
+                gaps.append(flops / rate - flops / peak)
+        return sum(gaps) / len(gaps) if gaps else 0.0
+
+    def bandwidth(self, table: dict, ctas: int) -> float:
+        """Bytes per cycle per CTA with ``ctas`` CTAs streaming at once (interpolated in the table)."""
+        pts = sorted((int(k), v) for k, v in table.items() if v)
+        if ctas <= pts[0][0]:
+            return pts[0][1]
+        for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
+            if ctas <= c1:
+                return v0 + (v1 - v0) * (ctas - c0) / (c1 - c0)
+        # past the table: the aggregate stays that of the last point
+        return pts[-1][1] * pts[-1][0] / ctas
+
+
+@functools.lru_cache(maxsize=None)
+def load(gpu: str) -> Calibration | None:
+    """The calibration of GPU model ``gpu`` ("H200"), or None when it was never measured."""
+    path = HERE / f"{gpu.upper()}.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    d = data["derived"]
+    lat = d["tma"]["latency"]
+    return Calibration(gpu=gpu.upper(), device=data["device"], date=data["date"], command=data["command"],
+                       clock_ghz=float(d["clock_ghz"]), mma=d["mma_flops_per_cycle_per_sm"],
+                       tma_latency_l2=float(lat["l2"]["latency_cycles"]),
+                       tma_latency_hbm=float(lat["hbm"]["latency_cycles"]),
+                       l2_bytes_per_cycle_per_sm=d["tma"]["l2_bytes_per_cycle_per_sm"],
+                       hbm_bytes_per_cycle_per_sm=d["tma"]["hbm_bytes_per_cycle_per_sm"],
+                       tma_store_bytes_per_cycle_per_sm=d["tma_store_bytes_per_cycle_per_sm"],
+                       barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"], path=str(path))

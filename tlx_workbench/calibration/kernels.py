@@ -1,0 +1,211 @@
+"""Microbenchmark kernels that measure what the simulator's cost model charges.
+
+Each kernel times itself with ``%clock64`` (the SM's cycle counter) and ``%globaltimer`` (ns),
+per CTA, and records ``%smid``: a rate per SM cycle does not depend on the clock the board
+happens to run at, and the two counters together give that clock. ``TIMED=False`` leaves the
+timers out, so the simulator (which has no cycle counter) can run each protocol on the CPU.
+
+Record layout (int64, per CTA and per timed task): ``[clock0, clock1, ns0, ns1, smid]``.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+import triton.language.extra.tlx as tlx
+
+REC = 5          # int64 fields per record
+
+
+@triton.jit
+def _clock():
+    return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _ns():
+    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+
+
+@triton.jit
+def _smid():
+    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _start(TIMED: tl.constexpr):
+    if TIMED:
+        return _clock(), _ns()
+    else:
+        return 0, 0
+
+
+@triton.jit
+def _record(rec_ptr, slot, c0, n0, TIMED: tl.constexpr):
+    """Write [clock0, clock1, ns0, ns1, smid] of one timed stretch at record ``slot``."""
+    if TIMED:
+        c1 = _clock()
+        n1 = _ns()
+        p = rec_ptr + slot * 5
+        tl.store(p, c0)
+        tl.store(p + 1, c1)
+        tl.store(p + 2, n0)
+        tl.store(p + 3, n1)
+        tl.store(p + 4, _smid().to(tl.int64))
+
+
+@triton.jit
+def mma_loop_kernel(a_ptr, b_ptr, out_ptr, rec_ptr, ITERS,
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CONSUMERS: tl.constexpr,
+                    IN_FLIGHT: tl.constexpr, TIMED: tl.constexpr):
+    """Tensor-core throughput: each of CONSUMERS warp groups issues ITERS wgmmas
+    (BM x BK) @ (BK x BN) on operands already in SMEM (random data, loaded once), keeping
+    IN_FLIGHT of them outstanding. No memory traffic in the loop."""
+    dtype: tl.constexpr = a_ptr.dtype.element_ty
+    a_buf = tlx.local_alloc((BM, BK), dtype, CONSUMERS)
+    b_buf = tlx.local_alloc((BN, BK), dtype, CONSUMERS)      # K-major B: what fp8 / tf32 wgmma needs
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            pass
+        with tlx.async_task(num_warps=4, replicate=CONSUMERS):
+            wg = tlx.async_task_replica_id()
+            rm = tl.arange(0, BM)[:, None]
+            rn = tl.arange(0, BN)[:, None]
+            rk = tl.arange(0, BK)[None, :]
+            tlx.local_store(a_buf[wg], tl.load(a_ptr + rm * BK + rk))
+            tlx.local_store(b_buf[wg], tl.load(b_ptr + rn * BK + rk))
+            tlx.fence("async_shared")
+            c0, n0 = _start(TIMED)
+            acc = tl.zeros((BM, BN), tl.float32)
+            for _ in range(ITERS):
+                acc = tlx.async_dot(a_buf[wg], tlx.local_trans(b_buf[wg]), acc)
+                acc = tlx.async_dot_wait(IN_FLIGHT - 1, acc)
+            acc = tlx.async_dot_wait(0, acc)
+            _record(rec_ptr, tl.program_id(0) * CONSUMERS + wg, c0, n0, TIMED)
+            base = out_ptr + (tl.program_id(0) * CONSUMERS + wg) * BM * BN
+            tl.store(base + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], acc)
+
+
+@triton.jit
+def tma_stream_kernel(desc, rec_ptr, ITERS, REGION,
+                      BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr):
+    """TMA load bandwidth and latency: each CTA keeps STAGES box loads in flight, ITERS loads in
+    all. Box i of CTA p is rows ``((p * ITERS + i) % REGION) * BOX_M``: a REGION as large as all
+    CTAs' loads streams from HBM, a small one is read again and again from L2."""
+    dtype: tl.constexpr = tlx.dtype_of(desc)
+    BOX_BYTES: tl.constexpr = BOX_M * BOX_K * tlx.size_of(dtype)
+    buf = tlx.local_alloc((BOX_M, BOX_K), dtype, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    first = tl.program_id(0) * ITERS
+    for j in tl.static_range(STAGES):
+        tlx.barrier_expect_bytes(full[j], BOX_BYTES)
+        tlx.async_descriptor_load(desc, buf[j], [((first + j) % REGION) * BOX_M, 0], full[j])
+    c0, n0 = _start(TIMED)
+    for i in range(ITERS):
+        s = i % STAGES
+        tlx.barrier_wait(full[s], (i // STAGES) & 1)
+        nxt = i + STAGES
+        if nxt < ITERS:
+            tlx.barrier_expect_bytes(full[s], BOX_BYTES)
+            tlx.async_descriptor_load(desc, buf[s], [((first + nxt) % REGION) * BOX_M, 0], full[s])
+    _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
+
+
+@triton.jit
+def tma_store_kernel(desc, rec_ptr, ITERS, REGION,
+                     BOX_M: tl.constexpr, BOX_N: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr):
+    """The epilogue's TMA store: ITERS box stores from SMEM, at most STAGES - 1 outstanding
+    while the next box is written (the library's epilogue rotation)."""
+    dtype: tl.constexpr = tlx.dtype_of(desc)
+    buf = tlx.local_alloc((BOX_M, BOX_N), dtype, STAGES)
+    for j in tl.static_range(STAGES):
+        tlx.local_store(buf[j], tl.full((BOX_M, BOX_N), 1.0, dtype))
+    tlx.fence("async_shared")
+    first = tl.program_id(0) * ITERS
+    c0, n0 = _start(TIMED)
+    for i in range(ITERS):
+        tlx.async_descriptor_store_wait(STAGES - 1)
+        tlx.async_descriptor_store(desc, buf[i % STAGES], [((first + i) % REGION) * BOX_M, 0])
+    tlx.async_descriptor_store_wait(0)
+    _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
+
+
+@triton.jit
+def barrier_pingpong_kernel(rec_ptr, ROUNDS, WARP_BARRIER: tl.constexpr, TIMED: tl.constexpr):
+    """mbarrier round trip between two warp groups: A arrives on ping and waits on pong, B waits
+    on ping and arrives on pong; one round = two arrive -> phase flip -> wake-up hand-overs.
+    ``WARP_BARRIER``: every thread arrives (``alloc_warp_barrier``) instead of one per group."""
+    if WARP_BARRIER:
+        ping = tlx.alloc_warp_barrier(num_barriers=1, num_warps=4, num_arrivals=1)
+        pong = tlx.alloc_warp_barrier(num_barriers=1, num_warps=4, num_arrivals=1)
+    else:
+        ping = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+        pong = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            c0, n0 = _start(TIMED)
+            for i in range(ROUNDS):
+                tlx.barrier_arrive(ping[0])
+                tlx.barrier_wait(pong[0], i & 1)
+            _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
+        with tlx.async_task(num_warps=4):
+            for i in range(ROUNDS):
+                tlx.barrier_wait(ping[0], i & 1)
+                tlx.barrier_arrive(pong[0])
+
+
+@triton.jit
+def barrier_self_kernel(rec_ptr, ROUNDS, WARP_BARRIER: tl.constexpr, TIMED: tl.constexpr):
+    """The cost of an arrive plus a wait that is already satisfied: one warp group arrives on a
+    one-arrival barrier and waits for the phase it just completed, ROUNDS times."""
+    if WARP_BARRIER:
+        bar = tlx.alloc_warp_barrier(num_barriers=1, num_warps=4, num_arrivals=1)
+    else:
+        bar = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            c0, n0 = _start(TIMED)
+            for i in range(ROUNDS):
+                tlx.barrier_arrive(bar[0])
+                tlx.barrier_wait(bar[0], i & 1)
+            _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
+        with tlx.async_task(num_warps=4):
+            pass
+
+
+@triton.jit
+def named_pingpong_kernel(rec_ptr, ROUNDS, TIMED: tl.constexpr):
+    """Named-barrier round trip between two warp groups (bar.arrive / bar.sync, 256 threads)."""
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            c0, n0 = _start(TIMED)
+            for i in range(ROUNDS):
+                tlx.named_barrier_arrive(1, 256)
+                tlx.named_barrier_wait(2, 256)
+            _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
+        with tlx.async_task(num_warps=4):
+            for i in range(ROUNDS):
+                tlx.named_barrier_wait(1, 256)
+                tlx.named_barrier_arrive(2, 256)
+
+
+@triton.jit
+def smem_loop_kernel(x_ptr, out_ptr, rec_ptr, ITERS, BM: tl.constexpr, BN: tl.constexpr, STORE: tl.constexpr,
+                     TIMED: tl.constexpr):
+    """SMEM <-> registers: one warp group reads (``STORE=False``: local_load, summed) or writes
+    (local_store) a BM x BN tile ITERS times, alternating two buffers."""
+    dtype: tl.constexpr = x_ptr.dtype.element_ty
+    buf = tlx.local_alloc((BM, BN), dtype, 2)
+    offs = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]
+    x = tl.load(x_ptr + offs)
+    tlx.local_store(buf[0], x)
+    tlx.local_store(buf[1], x)
+    acc = x
+    c0, n0 = _start(TIMED)
+    for i in range(ITERS):
+        if STORE:
+            tlx.local_store(buf[i % 2], acc)
+            acc = acc + x
+        else:
+            acc = acc + tlx.local_load(buf[i % 2])
+    _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
+    tl.store(out_ptr + tl.program_id(0) * BM * BN + offs, acc)

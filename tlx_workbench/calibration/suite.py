@@ -1,0 +1,334 @@
+"""The calibration suite: run the microbenchmarks on a GPU and write what the cost model reads.
+
+    python -m tlx_workbench.calibration.suite --out tlx_workbench/calibration/H200.json
+
+Every case launches one kernel of :mod:`.kernels` and reads its per-CTA records; the figures
+are per SM cycle (``clock64`` deltas), so they hold whatever clock the board runs at, and the
+clock itself is measured (``clock64`` over ``globaltimer``) under sustained tensor-core load.
+The same launch functions run on the simulator with ``device="cpu", timed=False`` (the CPU
+tests check each protocol there), so a case cannot hang the GPU unnoticed.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+import time
+
+from . import kernels as K
+
+DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float32")     # float32 operands run as tf32
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _bk(dtype: str) -> int:
+    """K of one SMEM tile row of 128 bytes: the 128-byte swizzle every wgmma operand here uses."""
+    return {"float16": 64, "bfloat16": 64, "float8_e4m3fn": 128, "float8_e5m2": 128, "float32": 32}[dtype]
+
+
+def _records(rec, n):
+    return rec.view(n, K.REC).cpu().tolist()
+
+
+# ---------------------------------------------------------------------------------------------- launches
+def launch_mma(dtype="float16", BN=256, consumers=2, iters=1000, ctas=132, in_flight=2, BM=64, timed=True,
+               device="cuda"):
+    """The tensor-core loop; returns (records, flops per timed warp group)."""
+    torch = _torch()
+    BK = _bk(dtype)
+    dt = getattr(torch, dtype)
+    a = torch.randn(BM, BK, device=device).to(dt)
+    b = torch.randn(BN, BK, device=device).to(dt)
+    out = torch.empty(ctas * consumers * BM * BN, dtype=torch.float32, device=device)
+    rec = torch.zeros(ctas * consumers * K.REC, dtype=torch.int64, device=device)
+    K.mma_loop_kernel[(ctas,)](a, b, out, rec, iters, BM=BM, BN=BN, BK=BK, CONSUMERS=consumers,
+                               IN_FLIGHT=in_flight, TIMED=timed, num_warps=4)
+    return rec, out, 2.0 * BM * BN * BK * iters
+
+
+def tma_descriptor(rows, box_m, box_k, device="cuda", dtype="float16"):
+    torch = _torch()
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    x = torch.empty(rows * box_m, box_k, dtype=getattr(torch, dtype), device=device)
+    if device != "cuda":
+        x.normal_()
+    return x, TensorDescriptor(x, list(x.shape), [box_k, 1], [box_m, box_k])
+
+
+def launch_tma(box_m=128, box_k=64, stages=4, ctas=132, iters=256, region=None, timed=True, device="cuda",
+               tensor=None):
+    """TMA loads; ``region`` boxes (default: every load its own box, i.e. from HBM)."""
+    torch = _torch()
+    region = region or ctas * iters
+    x, desc = tensor if tensor is not None else tma_descriptor(region, box_m, box_k, device)
+    rec = torch.zeros(ctas * K.REC, dtype=torch.int64, device=device)
+    K.tma_stream_kernel[(ctas,)](desc, rec, iters, region, BOX_M=box_m, BOX_K=box_k, STAGES=stages, TIMED=timed,
+                                 num_warps=4)
+    return rec, box_m * box_k * x.element_size() * iters
+
+
+def launch_tma_store(box_m=64, box_n=64, stages=2, ctas=132, iters=256, region=None, timed=True, device="cuda",
+                     tensor=None):
+    torch = _torch()
+    region = region or ctas * iters
+    x, desc = tensor if tensor is not None else tma_descriptor(region, box_m, box_n, device)
+    rec = torch.zeros(ctas * K.REC, dtype=torch.int64, device=device)
+    K.tma_store_kernel[(ctas,)](desc, rec, iters, region, BOX_M=box_m, BOX_N=box_n, STAGES=stages, TIMED=timed,
+                                num_warps=4)
+    return rec, box_m * box_n * x.element_size() * iters, x
+
+
+def launch_barrier(kind="pingpong", warp_barrier=False, rounds=10000, timed=True, device="cuda"):
+    torch = _torch()
+    rec = torch.zeros(K.REC, dtype=torch.int64, device=device)
+    if kind == "pingpong":
+        K.barrier_pingpong_kernel[(1,)](rec, rounds, WARP_BARRIER=warp_barrier, TIMED=timed, num_warps=4)
+    elif kind == "self":
+        K.barrier_self_kernel[(1,)](rec, rounds, WARP_BARRIER=warp_barrier, TIMED=timed, num_warps=4)
+    else:
+        K.named_pingpong_kernel[(1,)](rec, rounds, TIMED=timed, num_warps=4)
+    return rec
+
+
+def launch_smem(store=False, BM=128, BN=64, iters=1000, ctas=132, timed=True, device="cuda"):
+    torch = _torch()
+    x = torch.randn(BM, BN, device=device).to(torch.float16)
+    out = torch.empty(ctas * BM * BN, dtype=torch.float16, device=device)
+    rec = torch.zeros(ctas * K.REC, dtype=torch.int64, device=device)
+    K.smem_loop_kernel[(ctas,)](x, out, rec, iters, BM=BM, BN=BN, STORE=store, TIMED=timed, num_warps=4)
+    return rec, out, BM * BN * 2 * iters
+
+
+# ---------------------------------------------------------------------------------------------- readings
+def _per_cta(recs):
+    """cycles, ns and SM of each record; only records of CTAs alone on their SM count for rates."""
+    rows = [dict(cycles=r[1] - r[0], ns=r[3] - r[2], sm=r[4]) for r in recs]
+    by_sm: dict = {}
+    for r in rows:
+        by_sm.setdefault(r["sm"], []).append(r)
+    return rows, by_sm
+
+
+def _median(xs):
+    return float(statistics.median(xs)) if xs else float("nan")
+
+
+def _event_ms(fn):
+    torch = _torch()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    out = fn()
+    e.record()
+    torch.cuda.synchronize()
+    return out, s.elapsed_time(e)
+
+
+def measure_mma(log):
+    out = []
+    cases = [("float16", bn, c) for bn in (64, 128, 256) for c in (1, 2)]
+    cases += [("bfloat16", 256, 2), ("float8_e4m3fn", 128, 2), ("float8_e4m3fn", 256, 1),
+              ("float8_e4m3fn", 256, 2), ("float32", 128, 2), ("float32", 256, 2)]
+    for dtype, bn, cons in cases:
+        launch_mma(dtype, bn, cons, iters=64)                                  # compile + warm
+        flops_one = 2.0 * 64 * bn * _bk(dtype)
+        # ~100 ms at the fp16 rate
+        iters = int(100e-3 * 1.6e9 * 4096 / (cons * flops_one) * (2 if "8" in dtype else 0.5 if dtype == "float32"
+                                                                  else 1))
+        (rec, _, flops), ms = _event_ms(lambda: launch_mma(dtype, bn, cons, iters=iters))
+        rows, by_sm = _per_cta(_records(rec, 132 * cons))
+        alone = [r for r in rows if len(by_sm[r["sm"]]) == cons]
+        cyc = _median([r["cycles"] for r in alone])
+        ghz = _median([r["cycles"] / r["ns"] for r in alone if r["ns"] > 0])
+        out.append(dict(dtype=dtype, BM=64, BN=bn, BK=_bk(dtype), consumers=cons, iters=iters, ms=ms,
+                        cycles=cyc, clock_ghz=ghz, sms=len(by_sm),
+                        flops_per_cycle_per_sm=cons * flops / cyc,
+                        tflops=132 * cons * flops / (ms * 1e-3) / 1e12))
+        log(f"mma {dtype} n{bn} x{cons}: {out[-1]['flops_per_cycle_per_sm']:.0f} flop/clk/SM, "
+            f"{out[-1]['tflops']:.0f} TFLOP/s at {ghz:.3f} GHz")
+    return out
+
+
+def measure_clock(log, seconds=3.0):
+    """The SM clock under sustained tensor-core load: back-to-back fp16 wgmma loops on every SM."""
+    torch = _torch()
+    iters = int(0.25 * 1.6e9 * 4096 / (2 * 2.0 * 64 * 256 * 64))
+    t0, readings = time.time(), []
+    while time.time() - t0 < seconds:
+        (rec, _, _), ms = _event_ms(lambda: launch_mma("float16", 256, 2, iters=iters))
+        rows, _ = _per_cta(_records(rec, 264))
+        readings.append(dict(t=time.time() - t0, ms=ms,
+                             clock_ghz=_median([r["cycles"] / r["ns"] for r in rows if r["ns"] > 0])))
+    torch.cuda.synchronize()
+    steady = [r["clock_ghz"] for r in readings if r["t"] > seconds / 2] or [readings[-1]["clock_ghz"]]
+    log(f"clock under load: {_median(steady):.3f} GHz (first {readings[0]['clock_ghz']:.3f})")
+    return dict(sustained_ghz=_median(steady), readings=readings)
+
+
+def measure_tma(log):
+    torch = _torch()
+    out = []
+    for box_m in (64, 128, 256):
+        hbm_rows = (2 << 30) // (box_m * 64 * 2)             # 2 GiB of boxes: every load misses L2
+        big = tma_descriptor(hbm_rows, box_m, 64)
+        for stages in (1, 2, 4, 8):
+            if stages * box_m * 64 * 2 > 200 * 1024:
+                continue
+            launch_tma(box_m, 64, stages, ctas=1, iters=16, tensor=big)        # compile
+            for ctas in (1, 8, 33, 66, 132):
+                for where in ("hbm", "l2"):
+                    per_cta = 2048 if ctas == 1 else 512
+                    iters = min(per_cta, hbm_rows // ctas)
+                    region = None if where == "hbm" else max(1, (8 << 20) // (box_m * 64 * 2))
+                    (rec, nbytes), ms = _event_ms(lambda: launch_tma(box_m, 64, stages, ctas, iters, region,
+                                                                     tensor=big))
+                    rows, by_sm = _per_cta(_records(rec, ctas))
+                    cyc = _median([r["cycles"] for r in rows])
+                    out.append(dict(box=[box_m, 64], bytes=box_m * 128, stages=stages, ctas=ctas, where=where,
+                                    iters=iters, ms=ms, cycles_per_load=cyc / iters,
+                                    bytes_per_cycle_per_cta=nbytes / cyc,
+                                    gbps=ctas * nbytes / (ms * 1e-3) / 1e9,
+                                    clock_ghz=_median([r["cycles"] / r["ns"] for r in rows if r["ns"] > 0])))
+        del big
+        torch.cuda.empty_cache()
+        log(f"tma box {box_m}x64 done ({len(out)} cases)")
+    return out
+
+
+def measure_tma_store(log):
+    out = []
+    for box_n in (64, 128):
+        rows_total = (1 << 30) // (64 * box_n * 2)
+        x, desc = tma_descriptor(rows_total, 64, box_n)
+        for stages in (1, 2, 4):
+            launch_tma_store(64, box_n, stages, ctas=1, iters=8, tensor=(x, desc))
+            for ctas in (1, 132):
+                iters = min(1024, rows_total // ctas)
+                (res, ms) = _event_ms(lambda: launch_tma_store(64, box_n, stages, ctas, iters, tensor=(x, desc)))
+                rec, nbytes, _ = res
+                rows, _ = _per_cta(_records(rec, ctas))
+                cyc = _median([r["cycles"] for r in rows])
+                out.append(dict(box=[64, box_n], stages=stages, ctas=ctas, iters=iters, ms=ms,
+                                cycles_per_store=cyc / iters, bytes_per_cycle_per_cta=nbytes / cyc,
+                                gbps=ctas * nbytes / (ms * 1e-3) / 1e9))
+        log(f"tma store box 64x{box_n} done")
+    return out
+
+
+def measure_barriers(log):
+    out = {}
+    rounds = 20000
+    for kind, wb_ in (("pingpong", False), ("pingpong", True), ("self", False), ("self", True), ("named", False)):
+        launch_barrier(kind, wb_, rounds=16)
+        rec = launch_barrier(kind, wb_, rounds=rounds)
+        _torch().cuda.synchronize()
+        r = _records(rec, 1)[0]
+        name = kind + ("_warp_barrier" if wb_ else "")
+        out[name] = (r[1] - r[0]) / rounds
+        log(f"barrier {name}: {out[name]:.1f} cycles per round")
+    return out
+
+
+def measure_smem(log):
+    out = []
+    for store in (False, True):
+        launch_smem(store, iters=16)
+        rec, _, nbytes = launch_smem(store, iters=20000)
+        rows, _ = _per_cta(_records(rec, 132))
+        cyc = _median([r["cycles"] for r in rows])
+        out.append(dict(op="local_store" if store else "local_load", tile=[128, 64], bytes_per_cycle=nbytes / cyc))
+        log(f"smem {out[-1]['op']}: {out[-1]['bytes_per_cycle']:.1f} B/clk per warp group")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- derive
+def derive(raw: dict) -> dict:
+    """The cost model's parameters from the raw readings (see ``calibration.Calibration``)."""
+    mma = raw["mma"]
+
+    def rate(dtype, bn=256, cons=2):
+        xs = [m["flops_per_cycle_per_sm"] for m in mma if m["dtype"] == dtype and m["BN"] == bn
+              and m["consumers"] == cons]
+        return xs[0] if xs else None
+
+    fp16 = rate("float16")
+    mma_rates = {}
+    for m in mma:
+        mma_rates.setdefault(m["dtype"], {})[f"n{m['BN']}x{m['consumers']}"] = m["flops_per_cycle_per_sm"]
+    tma = raw["tma"]
+
+    def tma_bw(where, ctas, box=128, stages=4):
+        xs = [t["bytes_per_cycle_per_cta"] for t in tma if t["where"] == where and t["ctas"] == ctas
+              and t["box"][0] == box and t["stages"] == stages]
+        return xs[0] if xs else None
+
+    # latency: one load at a time from one CTA, fitted cycles = latency + bytes / single-CTA rate
+    lat = {}
+    for where in ("hbm", "l2"):
+        pts = sorted((t["bytes"], t["cycles_per_load"]) for t in tma if t["where"] == where and t["ctas"] == 1
+                     and t["stages"] == 1)
+        if len(pts) >= 2:
+            (x0, y0), (x1, y1) = pts[0], pts[-1]
+            slope = (y1 - y0) / (x1 - x0)
+            lat[where] = dict(latency_cycles=y0 - slope * x0, cycles_per_byte=slope)
+    bars = raw["barriers"]
+    self_round = bars["self"]              # arrive + satisfied wait
+    return dict(
+        clock_ghz=raw["clock"]["sustained_ghz"],
+        mma_flops_per_cycle_per_sm=mma_rates,
+        mma_fp16_dense=fp16,
+        tma=dict(latency=lat,
+                 l2_bytes_per_cycle_per_sm={str(c): tma_bw("l2", c) for c in (1, 8, 33, 66, 132)},
+                 hbm_bytes_per_cycle_per_sm={str(c): tma_bw("hbm", c) for c in (1, 8, 33, 66, 132)}),
+        tma_store_bytes_per_cycle_per_sm={str(t["ctas"]): t["bytes_per_cycle_per_cta"] for t in raw["tma_store"]
+                                          if t["box"] == [64, 64] and t["stages"] == 2},
+        barrier=dict(arrive_and_satisfied_wait=self_round,
+                     arrive_and_satisfied_wait_warp_barrier=bars["self_warp_barrier"],
+                     handover=bars["pingpong"] / 2, handover_warp_barrier=bars["pingpong_warp_barrier"] / 2,
+                     named_handover=bars["named"] / 2),
+        smem_bytes_per_cycle={s["op"]: s["bytes_per_cycle"] for s in raw["smem"]},
+    )
+
+
+def run(log=print) -> dict:
+    torch = _torch()
+    raw = {}
+    for name, fn in (("barriers", measure_barriers), ("smem", measure_smem), ("mma", measure_mma),
+                     ("tma", measure_tma), ("tma_store", measure_tma_store), ("clock", measure_clock)):
+        t0 = time.time()
+        try:
+            raw[name] = fn(log)
+        except Exception as e:  # noqa: BLE001 - one failed family must not lose the others
+            raw[name] = dict(error=f"{type(e).__name__}: {e}")
+            log(f"{name} FAILED: {e}")
+        log(f"  ({name}: {time.time() - t0:.1f} s)")
+    dev = torch.cuda.get_device_properties(0)
+    return dict(device=dev.name, sm_count=dev.multi_processor_count,
+                date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                torch=torch.__version__, triton=__import__("triton").__version__, raw=raw)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="where to write the calibration JSON")
+    ap.add_argument("--command", default="python -m tlx_workbench.calibration.suite", help="recorded in the file")
+    args = ap.parse_args(argv)
+    result = run(lambda m: print(m, flush=True))
+    try:
+        result["derived"] = derive(result["raw"])
+    except Exception as e:  # noqa: BLE001 - keep the raw readings whatever derive makes of them
+        result["derived_error"] = f"{type(e).__name__}: {e}"
+    result["command"] = args.command
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print("wrote", args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
