@@ -40,7 +40,7 @@ def test_the_map_reads_without_hovering_scaled_to_what_is_used():
     assert re.findall(r"class='tlxwb-stage'[^>]*>([^<]*)<", svg) == [f"stage {k}" for k in range(3)] * 2
     # the barriers (24 B each) are too narrow for a label: named under the bar, with a leader line
     callouts = re.findall(r"<g class='tlxwb-callout'>.*?<text[^>]*>([^<]*)</text></g>", svg)
-    assert callouts == ["full ×3 24 B", "empty ×3 24 B"]
+    assert callouts == ["full ×3 · 24 B", "empty ×3 · 24 B"]
     # scaled to the 97 KiB used, not to the 227 KiB limit: the used space spans the bar
     assert "used 97.0 KiB of 227.0 KiB (43%)" in svg and "scaled to the 97.0 KiB used" in svg
     bar = re.search(r"<rect x='60' y='(\d+)' width='(\d+)' height='\d+' fill='#f7f7f7'", svg)

@@ -135,12 +135,15 @@ def memory_map_svg(report, width: int = 960, storage: str | None = None) -> str:
         bar_h = d["tracks"] * track_h
         out.append(f"<rect x='{left}' y='{bar_y}' width='{plot_w}' height='{bar_h}' fill='#f7f7f7' stroke='#ddd'/>")
         step = _step(top, unit_b)
-        v = 0
+        ticks, v = [], 0
         while v <= top * 1.0001:
-            out.append(f"<line x1='{X(v):.1f}' y1='{bar_y + bar_h}' x2='{X(v):.1f}' y2='{bar_y + bar_h + 4}' stroke='#999'/>"
-                       f"<text x='{X(v) + 1:.1f}' y='{bar_y + bar_h + 13}' fill='#777' font-size='9'"
-                       + (" text-anchor='end'" if X(v) > width - right - 24 else "") + f">{_tick(v, unit_b)}</text>")
+            ticks.append(v)
             v += step
+        out.append("<path stroke='#999' d='" + "".join(f"M{X(v):.1f},{bar_y + bar_h}v4" for v in ticks) + "'/>"
+                   "<g fill='#777' font-size='9'>" + "".join(
+                       f"<text x='{X(v) + 1:.1f}' y='{bar_y + bar_h + 13}'"
+                       + (" text-anchor='end'" if X(v) > width - right - 24 else "") + f">{_tick(v, unit_b)}</text>"
+                       for v in ticks) + "</g>")
         # space the compiler uses beyond the named allocations (scratch, padding)
         if used > d["end"]:
             out.append(f"<rect class='tlxwb-other' x='{X(d['end']):.1f}' y='{bar_y + 2}' width='{X(used) - X(d['end']):.1f}' "
@@ -182,15 +185,13 @@ def memory_map_svg(report, width: int = 960, storage: str | None = None) -> str:
             else:
                 text = None
             if text is not None:
-                out.append(f"<text class='tlxwb-alloc-label' x='{x0 + 3:.1f}' y='{ty + 11}' fill='#111' "
-                           f"pointer-events='none'>{esc(text)}</text>")
+                out.append(f"<text class='tlxwb-alloc-label' x='{x0 + 3:.1f}' y='{ty + 11}'>{esc(text)}</text>")
                 if e["stages"] > 1 and per_stage > 18:
-                    for k in range(e["stages"]):
-                        out.append(f"<text class='tlxwb-stage' x='{x0 + (k + 0.5) * per_stage:.1f}' y='{ty + h - 3}' "
-                                   f"fill='#222' font-size='9' text-anchor='middle' pointer-events='none'>"
-                                   f"{'stage ' if per_stage > 50 else 's'}{k}</text>")
+                    out.append("<g font-size='9' text-anchor='middle'>" + "".join(
+                        f"<text class='tlxwb-stage' x='{x0 + (k + 0.5) * per_stage:.1f}' y='{ty + h - 3}'>"
+                        f"{'stage ' if per_stage > 50 else 's'}{k}</text>" for k in range(e["stages"])) + "</g>")
             else:
-                callouts.append(((x0 + x1) / 2, ty + h, f"{name} {fmt(e['size'])}", color))
+                callouts.append(((x0 + x1) / 2, ty + h, f"{name} · {fmt(e['size'])}", color))
             out.append("</g>")
             index += 1
         # the narrow ones, named under the bar (rows of labels that do not overlap, a leader line each)
@@ -205,9 +206,9 @@ def memory_map_svg(report, width: int = 960, storage: str | None = None) -> str:
                 rows_end.append(0)
             rows_end[row] = lx + w
             ly = base + row * label_h + 9
-            out.append(f"<g class='tlxwb-callout'><line x1='{cx:.1f}' y1='{cy}' x2='{cx:.1f}' y2='{ly - 8}' "
-                       f"stroke='#999' stroke-width='0.8'/><rect x='{lx:.1f}' y='{ly - 8}' width='6' height='6' "
-                       f"fill='{color}'/><text x='{lx + 8:.1f}' y='{ly - 2}' fill='#333' font-size='9'>{esc(text)}</text></g>")
+            out.append(f"<g class='tlxwb-callout'><path d='M{cx:.1f},{cy}V{ly - 8}' stroke='#999'/>"
+                       f"<rect x='{lx:.1f}' y='{ly - 8}' width='6' height='6' fill='{color}'/>"
+                       f"<text x='{lx + 8:.1f}' y='{ly - 2}' font-size='9'>{esc(text)}</text></g>")
         if used and (near or used > cap):
             out.append(f"<line class='tlxwb-used' x1='{X(used):.1f}' y1='{bar_y - 4}' x2='{X(used):.1f}' "
                        f"y2='{bar_y + bar_h + 2}' stroke='#2c3e50' stroke-width='2' stroke-dasharray='5 3'/>")
