@@ -339,7 +339,8 @@ def timeline_png(trace, path: str | None = None, *, cta: int = 0, title: str | N
             ax.broken_barh(bars, (row - 0.4, 0.8), facecolors=colours.get(kind, "#7f8c8d"), label=kind)
     ax.set_yticks(range(len(lanes)), [f"{t}[{r}]" for _, t, r in lanes])
     ax.invert_yaxis()
-    ax.set_xlabel(f"{trace.time_unit} (from the CTA's first record)")
+    ax.set_xlabel(f"{trace.time_unit} " + ("(%globaltimer: one axis for every CTA)" if trace.time_unit == "ns"
+                                           else "(from the CTA's start)"))
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
     ax.legend(uniq.values(), uniq.keys(), loc="upper right", fontsize=7, ncol=len(uniq))
