@@ -49,22 +49,34 @@ from .host import fastest_first, tuned_config
 
 
 @triton.jit
-def _apply_scales(acc, scale_a, scale_b, row, col, M, N, ROWS: tl.constexpr, COLS: tl.constexpr,
-                  A_ROWWISE: tl.constexpr, B_COLWISE: tl.constexpr):
-    """acc (ROWS x COLS, fp32, at output (row, col)) times scale_a (one, or per row) and
-    scale_b (one, or per column)."""
+def _load_scales(scale_a, scale_b, sa_one, sb_one, row, col, M, N, ROWS: tl.constexpr, COLS: tl.constexpr,
+                 A_ROWWISE: tl.constexpr, B_COLWISE: tl.constexpr):
+    """The scales of the output block at (row, col): scale_a's ROWS values (row-wise) or ``sa_one``, scale_b's
+    COLS values (per column) or ``sb_one`` (the per-tensor values, loaded once per CTA)."""
+    sa = sa_one
+    sb = sb_one
     if A_ROWWISE:
         rows = row + tl.arange(0, ROWS)
-        acc = acc * tl.load(scale_a + rows, mask=rows < M, other=0.0)[:, None]
+        sa = tl.load(scale_a + rows, mask=rows < M, other=0.0)
     if B_COLWISE:
         cols = col + tl.arange(0, COLS)
-        acc = acc * tl.load(scale_b + cols, mask=cols < N, other=0.0)[None, :]
+        sb = tl.load(scale_b + cols, mask=cols < N, other=0.0)
+    return sa, sb
+
+
+@triton.jit
+def _apply_scales(acc, sa, sb, A_ROWWISE: tl.constexpr, B_COLWISE: tl.constexpr):
+    """acc (fp32) times its scales, in fp32: one multiply per element when both are per tensor."""
+    if A_ROWWISE:
+        acc = acc * sa[:, None]
+    if B_COLWISE:
+        acc = acc * sb[None, :]
     if not A_ROWWISE and not B_COLWISE:
-        acc = acc * (tl.load(scale_a) * tl.load(scale_b))
+        acc = acc * (sa * sb)
     elif not A_ROWWISE:
-        acc = acc * tl.load(scale_a)
+        acc = acc * sa
     elif not B_COLWISE:
-        acc = acc * tl.load(scale_b)
+        acc = acc * sb
     return acc
 
 
@@ -129,7 +141,8 @@ def gemm_fp8_kernel(a_desc, b_desc, c_desc, scale_a, scale_b, M, N, K,
                     EPI_N: tl.constexpr, EPI_BUFS: tl.constexpr, NUM_SMS: tl.constexpr,
                     A_ROWWISE: tl.constexpr = False, B_COLWISE: tl.constexpr = False,
                     LOADER_REGS: tl.constexpr = 40, MMA_REGS: tl.constexpr = 232,
-                    DOT_WAIT0: tl.constexpr = False, PROMOTE: tl.constexpr = False):
+                    DOT_WAIT0: tl.constexpr = False, PROMOTE: tl.constexpr = False,
+                    SCALES_EARLY: tl.constexpr = False):
     HALF_M: tl.constexpr = BM // 2
     STRIPS: tl.constexpr = BN // EPI_N
 
@@ -156,22 +169,31 @@ def gemm_fp8_kernel(a_desc, b_desc, c_desc, scale_a, scale_b, M, N, K,
 
         with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
             wg = tlx.async_task_replica_id()
+            sa_one = tl.load(scale_a)       # per-tensor scales: once per CTA (unused when row-wise)
+            sb_one = tl.load(scale_b)
             use = 0
             for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                acc, use = _mma_steps(a_ring, b_ring, full, empty, wg, k_steps, use, STAGES, DOT_WAIT0, PROMOTE)
                 row = pid_m * BM + wg * HALF_M
-                acc = _apply_scales(acc, scale_a, scale_b, row, pid_n * BN, M, N, HALF_M, BN,
-                                    A_ROWWISE, B_COLWISE)
+                if SCALES_EARLY:
+                    # issued before the mainloop, so their latency hides under it (registers held across it)
+                    sa, sb = _load_scales(scale_a, scale_b, sa_one, sb_one, row, pid_n * BN, M, N, HALF_M, BN,
+                                          A_ROWWISE, B_COLWISE)
+                acc, use = _mma_steps(a_ring, b_ring, full, empty, wg, k_steps, use, STAGES, DOT_WAIT0, PROMOTE)
+                if not SCALES_EARLY:
+                    sa, sb = _load_scales(scale_a, scale_b, sa_one, sb_one, row, pid_n * BN, M, N, HALF_M, BN,
+                                          A_ROWWISE, B_COLWISE)
+                acc = _apply_scales(acc, sa, sb, A_ROWWISE, B_COLWISE)
                 _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, row, pid_n * BN, STRIPS, EPI_BUFS, EPI_N)
             tlx.async_descriptor_store_wait(0)
 
 
 def _config(BM, BN, BK, STAGES, EPI_N, GROUP_M=8, EPI_BUFS=2, MMA_REGS=232, LOADER_REGS=40,
-            DOT_WAIT0=False, PROMOTE=False):
+            DOT_WAIT0=False, PROMOTE=False, SCALES_EARLY=False):
     # MMA_REGS/LOADER_REGS None: no setmaxnreg, every warp keeps the launch's even share
     return dict(BM=BM, BN=BN, BK=BK, STAGES=STAGES, EPI_N=EPI_N, GROUP_M=GROUP_M, EPI_BUFS=EPI_BUFS,
-                MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS, DOT_WAIT0=DOT_WAIT0, PROMOTE=PROMOTE)
+                MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS, DOT_WAIT0=DOT_WAIT0, PROMOTE=PROMOTE,
+                SCALES_EARLY=SCALES_EARLY)
 
 
 SMEM_LIMIT = 232448      # H100/H200 opt-in SMEM per CTA (227 KiB)
@@ -202,7 +224,9 @@ CONFIGS = tuple(c for c in (
     _config(128, 128, 128, 6, 64),
     _config(256, 128, 128, 3, 64, EPI_BUFS=1),
     _config(128, 256, 64, 6, 64),
-    _config(128, 256, 128, 4, 64, PROMOTE=True),
+    # a second fp32 accumulator per k-step: 64 x 128 per group (64 x 256 spills: measured by ptxas offline)
+    _config(128, 128, 128, 6, 64, PROMOTE=True),
+    _config(128, 256, 128, 4, 64, SCALES_EARLY=True),
 ) if smem_bytes(c) <= SMEM_LIMIT)
 
 # small tiles the CPU simulator gets through quickly (wgmma: >= 64 rows per group, fp8 k >= 32)
@@ -210,7 +234,7 @@ SIM_CONFIGS = {
     "tiny": _config(128, 64, 64, 2, 64, GROUP_M=2, EPI_BUFS=1),
     "two_strips_wait0": _config(128, 64, 32, 3, 32, GROUP_M=1, EPI_BUFS=2, DOT_WAIT0=True,
                                 MMA_REGS=None, LOADER_REGS=None),
-    "promote": _config(128, 64, 32, 2, 64, GROUP_M=2, EPI_BUFS=1, PROMOTE=True),
+    "promote_scales_early": _config(128, 64, 32, 2, 64, GROUP_M=2, EPI_BUFS=1, PROMOTE=True, SCALES_EARLY=True),
 }
 
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
