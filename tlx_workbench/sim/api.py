@@ -124,7 +124,7 @@ class Simulation:
     """The context of :func:`simulate`: launches inside it run on the CPU simulator."""
 
     def __init__(self, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
-                 on_deadlock="raise", resident=None, occupancy=1):
+                 on_deadlock="raise", resident=None, occupancy=1, in_flight=None):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
         self.gpu = gpu
@@ -136,6 +136,7 @@ class Simulation:
         self.on_deadlock = on_deadlock
         self.resident = resident
         self.occupancy = occupancy
+        self.in_flight = in_flight
         self.results: list[SimResult] = []
         self._offline = None
         self._saved = []
@@ -228,7 +229,7 @@ class Simulation:
                     t.copy_(saved)
             run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
                              max_steps=self.max_steps, resident=self.resident, memory=taken,
-                             occupancy=self.occupancy)
+                             occupancy=self.occupancy, in_flight=self.in_flight)
             if i == 0:
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
@@ -269,7 +270,7 @@ def _same(a, b) -> bool:
 
 
 def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
-             config=None, on_deadlock="raise", resident=None, occupancy=1, **kwargs):
+             config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -291,7 +292,8 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
     clusters run at once; default 1, or 2 for kernels that steal work with CLC, so that
     ``clc_try_cancel`` spreads the tiles over the simulated CTAs as the interleaving decides),
     ``occupancy`` (CTAs resident per SM on the GPU: with the grid, how many CTAs share the
-    TMA/L2 bandwidth, so that simulating a few CTAs times them as they run among all the others).
+    TMA/L2 bandwidth, so that simulating a few CTAs times them as they run among all the others),
+    ``in_flight`` (that number given outright: a small shape timed as part of a large launch).
 
     Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a
     cluster run together under one scheduler, with remote arrivals, multicast TMA, 2-CTA
@@ -299,7 +301,8 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
     tcgen05 MMA whose completion arrives on mbarriers, ``tcgen05_commit``, CLC.
     """
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
-                     on_deadlock=on_deadlock, resident=resident, occupancy=occupancy)
+                     on_deadlock=on_deadlock, resident=resident, occupancy=occupancy,
+                     in_flight=in_flight)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",
