@@ -72,3 +72,20 @@ def test_real_kernel_views_in_chromium(show, report):
     # the PTX pane scrolled to the first of them
     top = page.evaluate("() => document.querySelector(\".tlxwb-ir-pane[data-stage='ptx'] .tlxwb-ir-lines\").scrollTop")
     assert top > 0 or got[0] < 20
+
+
+def test_the_report_thumbnail_is_the_labelled_map_scaled_to_what_is_used(report):
+    import re
+
+    from tlx_workbench.widgets.compile_report import render_html
+    html = render_html(report, excerpts=False)
+    svg = html[html.index("<h4>Shared memory map</h4>"):]
+    svg = svg[:svg.index("</svg>")]
+    used = report.resources.smem_bytes
+    assert used < 0.75 * report.resources.smem_limit
+    assert f"scaled to the {used / 1024:.1f} KiB used" in svg
+    labels = re.findall(r"class='tlxwb-alloc-label'[^>]*>([^<]*)<", svg)
+    buffers = [a for a in report.allocations if a.storage == "smem" and a.kind == "buffer"]
+    assert buffers and all(any(lab.startswith(a.name) for lab in labels) for a in buffers), labels
+    barriers = [a.name for a in report.allocations if a.storage == "smem" and a.kind == "barrier"]
+    assert all(f">{n}" in svg for n in barriers)                    # named under the bar

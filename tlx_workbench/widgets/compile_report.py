@@ -176,9 +176,9 @@ def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
           _e(t.line or "-")] for t in r.tasks], num_cols=(1, 2)))
     if r.allocations:
         from .memory_map import memory_map_svg
-        parts.append("<h4>Shared memory map</h4>" + memory_map_svg(r, width=1000, storage="smem"))
+        parts.append("<h4>Shared memory map</h4>" + memory_map_svg(r, width=1000, storage="smem", titles=False))
         if any(a.storage == "tmem" for a in r.allocations):
-            parts.append("<h4>Tensor memory map</h4>" + memory_map_svg(r, width=1000, storage="tmem"))
+            parts.append("<h4>Tensor memory map</h4>" + memory_map_svg(r, width=1000, storage="tmem", titles=False))
         parts.append(_table(
             ["name", "storage", "kind", "buffers", "shape", "dtype", "offset", "size", "alias group", "line"],
             [[f"<code>{_e(a.name)}</code>", a.storage, a.kind, a.num_buffers, "×".join(map(str, a.shape)) or "-",

@@ -80,7 +80,7 @@ def _tick(v: float, unit_b: bool) -> str:
     return f"{v / 1024:g}K" if v and v % 1024 == 0 else (f"{v / 1024:.1f}K" if v >= 1024 else str(int(v)))
 
 
-def memory_map_svg(report, width: int = 960, storage: str | None = None) -> str:
+def memory_map_svg(report, width: int = 960, storage: str | None = None, titles: bool = True) -> str:
     """The SMEM (and TMEM) map as one self-contained SVG, readable without hovering.
 
     The address bar of each storage is scaled to what the kernel uses (the target's capacity is a
@@ -89,7 +89,8 @@ def memory_map_svg(report, width: int = 960, storage: str | None = None) -> str:
     where it has room; a buffer too narrow for its label (a barrier, a small scratch) is named
     under the bar with a leader line. Aliased (reused) space sits on its own track, dashed.
     Each allocation is a ``<g class="tlxwb-alloc" data-index=...>`` with a ``<title>``, so the
-    details are also there on hover, without script. ``storage`` ("smem" or "tmem") draws one alone.
+    details are also there on hover, without script (``titles=False`` leaves them out, where a
+    table beside the map lists them). ``storage`` ("smem" or "tmem") draws one alone.
 
     >>> svg = memory_map_svg(report)            # doctest: +SKIP
     """
@@ -169,7 +170,7 @@ def memory_map_svg(report, width: int = 960, storage: str | None = None) -> str:
             dash = " stroke-dasharray='4 2'" if e["alias_group"] is not None else ""
             w = max(x1 - x0, 4 if e["kind"] == "barrier" else 1.5)
             out.append(f"<g class='tlxwb-alloc' data-index='{index}' data-name='{esc(e['name'])}'>"
-                       f"<title>{esc(title)}</title><rect x='{x0:.1f}' y='{ty}' width='{w:.1f}' "
+                       + (f"<title>{esc(title)}</title>" if titles else "") + f"<rect x='{x0:.1f}' y='{ty}' width='{w:.1f}' "
                        f"height='{h}' fill='{color}' stroke='{stroke}' stroke-width='1'{dash}/>")
             per_stage = (x1 - x0) / max(e["stages"], 1)
             if e["stages"] > 1 and per_stage > 3:
