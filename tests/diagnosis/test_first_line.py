@@ -115,7 +115,7 @@ def test_a_removed_release_is_named_where_it_belongs():
     s = sb.seeded_copy(_bug("fa-drop-k-release-first"))
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
     assert res.deadlock.line == s.line
-    assert "it releases k_empties at line 240, but not for this read" in res.deadlock.message.splitlines()[0]
+    assert "they release k_empties at line 240, but not for this read" in res.deadlock.message.splitlines()[0]
 
 
 def test_a_release_on_the_wrong_slot_leads_with_its_slot_index():

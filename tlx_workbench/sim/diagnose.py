@@ -855,12 +855,14 @@ def _release_cause(run, group, led, mb, file, multi):
         if line is None:
             continue
         others = [ln for ln in rel.release_lines(lane, s.array.name)]
-        elsewhere = (f" (it releases {s.array.name} at {_lines(others)}, but not for this read)" if others else "")
+        they = "it releases" if len(debtors) == 1 else "they release"
+        elsewhere = (f" ({they} {s.array.name} at {_lines(others)}, but not for this read)" if others else "")
         last = [rs[-1] for rs in debtors.values()]
         them = "them" if len(_bufs(last).split(", ")) > 1 else "it"
         return Cause(line, (
             f"line {line}: a release is missing here: {_names(debtors, multi)} read {_bufs(last)} "
-            f"({_read_text(reads[-1])}) but never release {s.name}, which guards {them}{elsewhere}: {wait}, "
+            f"({_read_text(reads[-1])}) but never release{'s' if len(debtors) == 1 else ''} {s.name}, which "
+            f"guards {them}{elsewhere}: {wait}, "
             f"before the refill at {_lines(refill)}, never returns"),
             f"add the release after line {after}: tlx.barrier_arrive on {s.name} (the slot {_lane(b.lane, multi)} "
             f"waits on at line {b.line}) once the read is retired", "missing-release", b.line)
