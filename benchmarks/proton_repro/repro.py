@@ -196,6 +196,61 @@ def ws_scoped_replicated(x_ptr, y_ptr, BLOCK: tl.constexpr):
             pl.exit_scope("store")
 
 
+@triton.jit
+def two_tasks_loops(x_ptr, y_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    # scoped loops in two ordinary (not replicated) non-default tasks
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, 1.0)
+        with tlx.async_task(num_warps=4):
+            offs = tl.arange(0, BLOCK)
+            for i in range(N):
+                pl.enter_scope("a")
+                tl.store(y_ptr + offs, i)
+                pl.exit_scope("a")
+        with tlx.async_task(num_warps=4):
+            offs = tl.arange(0, BLOCK)
+            for i in range(N):
+                pl.enter_scope("b")
+                tl.store(y_ptr + offs, i)
+                pl.exit_scope("b")
+
+@triton.jit
+def second_task_loop(x_ptr, y_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    # two non-default tasks, a scoped loop in the second only
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, 1.0)
+        with tlx.async_task(num_warps=4):
+            offs = tl.arange(0, BLOCK)
+            tl.store(y_ptr + offs, 1.0)
+        with tlx.async_task(num_warps=4):
+            offs = tl.arange(0, BLOCK)
+            for i in range(N):
+                pl.enter_scope("b")
+                tl.store(y_ptr + offs, i)
+                pl.exit_scope("b")
+
+@triton.jit
+def default_and_task_loops(x_ptr, y_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    # scoped loops in the default task and in one other
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            offs = tl.arange(0, BLOCK)
+            for i in range(N):
+                pl.enter_scope("a")
+                tl.store(x_ptr + offs, i)
+                pl.exit_scope("a")
+        with tlx.async_task(num_warps=4):
+            offs = tl.arange(0, BLOCK)
+            for i in range(N):
+                pl.enter_scope("b")
+                tl.store(y_ptr + offs, i)
+                pl.exit_scope("b")
+
+
 def _install_proton_passes(granularity: str):
     """What InstrumentationHook.activate() does to the compiler (its passes), without a device."""
     import types
@@ -240,7 +295,8 @@ def main(argv=None):
     for g in a.granularity or ["warp", "warp_group"]:
         for k, n in ((plain_scoped, 1), (ws_unscoped, 2), (ws_scoped, 2), (ws_scoped_outside, 2), (ws_scoped_loop, 2),
                      (plain_scoped_while, 1), (ws_scoped_while, 2), (ws_scoped_around_while, 2),
-                     (ws_scoped_replicated, 2), (ws_scoped_for_replicated, 2), (ws_scoped_while_replicated, 2)):
+                     (ws_scoped_replicated, 2), (ws_scoped_for_replicated, 2), (ws_scoped_while_replicated, 2),
+                     (second_task_loop, 2), (default_and_task_loops, 2), (two_tasks_loops, 2)):
             r = try_compile(k, n, g)
             results.append(r)
             head = "compiles" if r["compiles"] else f"FAILS: {r['error_type']}: {r['error'].splitlines()[0][:300]}"
