@@ -7,6 +7,7 @@
 | ``gemm_pingpong`` | gemm_pingpong.py | warp-specialized, 2 wgmma groups alternating whole tiles |
 | ``gemm_streamk`` | gemm_streamk.py | ``gemm_ws`` with its last partial wave split stream-K over every SM |
 | ``gemm_cluster`` | gemm_cluster.py | ``gemm_ws`` in 2-CTA clusters, B multicast to both (inline PTX) |
+| ``gemm_fp8`` | gemm_fp8.py | ``gemm_ws`` for fp8 (e4m3/e5m2): B read K-major, per-tensor or row-wise scales in the epilogue |
 | ``attention`` | attention.py (host), attention_configs.py, attention_kernel.py (device) | flash-attention forward, warp-specialized ping-pong |
 
 Each module has ``matmul``/``attention`` (the launcher), ``launch`` (one explicit
@@ -26,7 +27,8 @@ import importlib
 from ._common import KernelSpec
 
 MODULES = {"gemm_pipelined": "gemm_pipelined", "gemm_ws": "gemm_ws", "gemm_pingpong": "gemm_pingpong",
-           "gemm_streamk": "gemm_streamk", "gemm_cluster": "gemm_cluster", "attention": "attention"}
+           "gemm_streamk": "gemm_streamk", "gemm_cluster": "gemm_cluster", "attention": "attention",
+           "gemm_fp8": "gemm_fp8"}
 
 
 def spec(name: str) -> KernelSpec:
