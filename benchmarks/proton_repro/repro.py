@@ -264,7 +264,42 @@ def _install_proton_passes(granularity: str):
     return hook
 
 
+class _Stderr:
+    """The MLIR diagnostics the compiler prints to fd 2 while compiling (they are not in the exception)."""
+
+    def __enter__(self):
+        import os
+        import tempfile
+        sys.stderr.flush()
+        self.file = tempfile.TemporaryFile(mode="w+b")
+        self.saved = os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        import os
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        self.file.seek(0)
+        self.text = self.file.read().decode(errors="replace")
+        self.file.close()
+        return False
+
+
 def try_compile(kernel, nargs: int, granularity: str) -> dict:
+    err = _Stderr()
+    with err:
+        r = _try_compile(kernel, nargs, granularity)
+    if not r["compiles"]:
+        lines = [ln for ln in err.text.splitlines() if "error:" in ln]
+        r["diagnostics"] = lines[:6]
+        if lines:
+            r["error"] = lines[0].split("error:", 1)[1].strip() + "\n" + r["error"]
+    return r
+
+
+def _try_compile(kernel, nargs: int, granularity: str) -> dict:
     from tlx_workbench.target import offline
     with offline("sm_90"):
         pl.enable_semantic("triton")
