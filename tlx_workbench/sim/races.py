@@ -9,6 +9,7 @@ access to that slot is not ordered before it.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import linecache
 import re
@@ -213,6 +214,8 @@ def rank_findings(findings: list, trace, file=None) -> list:
     for f in findings:
         c = race_cause(f, trace, file) or _release_cause(f, trace, file) if f.kind == "race" else None
         if c is not None:
+            # a copy: the caller's list of already-ranked findings must not pick the original up as well
+            f = copy.copy(f)
             line, text, fix = c
             f.other_line = f.line if f.other_line is None else f.other_line
             f.message = f"{text} [{f.message}]"
