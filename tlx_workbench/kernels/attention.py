@@ -97,22 +97,27 @@ def _check(q, k, v):
                                 hint="call .contiguous() first (e.g. after a transpose)")
 
 
-def _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms):
+def _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms, lse=None):
     """The kernel a config runs, its positional arguments and its constexprs + launch options
-    (the persistent form also takes NUM_SMS; num_stages=0: the loops are pipelined by hand)."""
+    (the persistent form also takes NUM_SMS; num_stages=0: the loops are pipelined by hand).
+    ``lse``: an fp32 (Z, H, N) tensor the kernel stores each row's log-sum-exp in (STORE_LSE, for the
+    backward pass); without it the kernel is compiled exactly as before (PTX unchanged)."""
     Z, H, N, D = q.shape
     dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
     kw = {key: val for key, val in cfg.items() if key != "PERSISTENT"}
     kernel = attention_fwd_kernel
     if cfg.get("PERSISTENT"):
         kernel, kw = attention_fwd_persistent_kernel, dict(kw, NUM_SMS=num_sms)
+    if lse is not None:
+        kw = dict(kw, STORE_LSE=True, lse_ptr=lse)
     return kernel, (sm_scale, Z, H, N, dq, dk, dv, do, o), dict(
         HEAD_DIM=D, CAUSAL=causal, EVEN_M=(N % cfg["BM"] == 0), num_warps=4, num_stages=0, **kw)
 
 
-def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None):
+def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None, lse=None):
     """Run once with one explicit config; writes and returns ``o``. ``num_sms``: how many
-    persistent CTAs a PERSISTENT config starts (default: one per SM)."""
+    persistent CTAs a PERSISTENT config starts (default: one per SM). ``lse``: an fp32 (Z, H, N)
+    tensor that also receives each query row's log-sum-exp (natural log), for the backward pass."""
     Z, H, N, D = q.shape
     triton.set_allocator(torch_alloc)
     tiles_m = triton.cdiv(N, cfg["BM"])
@@ -121,7 +126,7 @@ def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None):
         grid = (min(num_sms, tiles_m * Z * H),)
     else:
         grid = (tiles_m, Z * H)
-    kernel, args, options = _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms)
+    kernel, args, options = _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms, lse)
     kernel[grid](*args, **options)
     return o
 
@@ -129,10 +134,13 @@ def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None):
 _TUNED: dict = {}
 
 
-def attention(q, k, v, causal=False, sm_scale=None, config=None):
+def attention(q, k, v, causal=False, sm_scale=None, config=None, return_lse=False):
     """softmax(q k^T * sm_scale [+ causal mask]) v for q, k, v of shape (Z, H, N, D).
+    ``return_lse``: also return each query row's log-sum-exp of the scaled scores, (Z, H, N) fp32,
+    natural log (what ``attention_bwd.attention_backward`` takes).
 
     >>> o = attention(q, k, v, causal=True)        # fp16/bf16 on a Hopper GPU, D in {64, 128}
+    >>> o, lse = attention(q, k, v, return_lse=True)
     """
     import torch
     _check(q, k, v)
@@ -141,6 +149,9 @@ def attention(q, k, v, causal=False, sm_scale=None, config=None):
     if config is None:
         config = tuned_config(_TUNED, (tuple(q.shape), q.dtype, bool(causal)),
                               lambda: tune(q, k, v, causal, sm_scale, configs_for(q.shape[-1], causal)))
+    if return_lse:
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+        return launch(q, k, v, o, causal, sm_scale, config, lse=lse), lse
     return launch(q, k, v, o, causal, sm_scale, config)
 
 

@@ -63,6 +63,13 @@ def _release_barriers(n: tl.constexpr, groups: tl.constexpr, WARP_BAR: tl.conste
 
 
 
+@triton.jit
+def _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX):
+    """STORE_LSE (for the backward pass): log-sum-exp of each query row's scaled scores, natural log
+    (m_i is in base-2 units: lse = (m_i + log2 l_i) * ln 2)."""
+    tl.store(lse_ptr + head_row + rows, (m_i + tl.math.log2(l_i)) * 0.6931471805599453, mask=rows < N_CTX)
+
+
 # ---- the consumer groups: a block's softmax, a K/V step, one tile's pass -------------------------
 
 @triton.jit
@@ -162,7 +169,7 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
     blocks first), the last P V. ``kv``: the K/V ring (k_tiles, v_tiles, k_full, k_empty, v_full,
     v_empty); ``ring``: K/V blocks through it before this tile's block 0. ``RELEASE_Q``: arrive on
     ``q_empty[qslot]`` once the tile's last Q K^T retired (persistent form).
-    Returns (the unnormalised O, the row sums)."""
+    Returns (the unnormalised O, the row sums, the row maxima in base-2 units)."""
     k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
     P_EARLY: tl.constexpr = SOFTMAX[0]
     EX2_F16: tl.constexpr = SOFTMAX[1]
@@ -203,7 +210,7 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
     acc = tlx.async_dot(p.to(DTYPE), v_tiles[vb], acc)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[vb])
-    return acc, l_i
+    return acc, l_i, m_i
 
 
 
@@ -218,7 +225,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
                          ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
-                         Q_REGS: tl.constexpr = False):
+                         Q_REGS: tl.constexpr = False, STORE_LSE: tl.constexpr = False, lse_ptr=None):
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -277,9 +284,11 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                 tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn
             tlx.barrier_wait(q_full[wg], 0)
 
-            acc, l_i = _attend(q_tile, kv, None, 0, wg, 0, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, o_ptr,
+            acc, l_i, m_i = _attend(q_tile, kv, None, 0, wg, 0, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, o_ptr,
                                HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, False,
                                (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS))
+            if STORE_LSE:
+                _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
 
             out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
             if EVEN_M:
@@ -382,7 +391,8 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
                          num_m, ZH, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr,
                          Q_BUFS: tl.constexpr, HALF: tl.constexpr, dtype: tl.constexpr, GROUPS: tl.constexpr,
-                         ZIGZAG: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
+                         ZIGZAG: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr,
+                         STORE_LSE: tl.constexpr = False, lse_ptr=None):
     """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile."""
     qk_scale = sm_scale * LOG2E
     if wg == GROUPS - 1:
@@ -408,10 +418,12 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
         q_tile = q_tiles[qslot]
         tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
 
-        acc, l_i = _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks,
+        acc, l_i, m_i = _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks,
                            o_ptr, HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, True, SOFTMAX, OVERLAP)
         ring += n_blocks
         it += 1
+        if STORE_LSE:
+            _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
 
         out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
         if EVEN_M:
@@ -437,7 +449,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                                     P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
                                     ZIGZAG: tl.constexpr = False, WARP1_LOADER: tl.constexpr = False,
-                                    PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False):
+                                    PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False,
+                                    STORE_LSE: tl.constexpr = False, lse_ptr=None):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -474,12 +487,12 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 _persistent_consumer(0, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS))
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
             with tlx.async_task(num_warps=4, num_regs=MMA_REGS):
                 _persistent_consumer(1, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS))
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
             with tlx.async_task(num_warps=1, num_regs=LOADER_REGS):
                 _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                                    BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
@@ -494,4 +507,4 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 _persistent_consumer(tlx.async_task_replica_id(), q_tiles, q_full, q_empty, kv, o_tiles, desc_o,
                                      o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
                                      CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype, GROUPS, ZIGZAG,
-                                     (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS))
+                                     (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
