@@ -6,7 +6,10 @@ natural-log units (``attention(..., return_lse=True)`` stores it; torch SDPA's c
 
 Three launches:
 
-1. ``attention_bwd_delta_kernel``: delta = rowsum(dO * O) per query row (fp32), the term dS needs.
+1. ``attention_bwd_delta_kernel``: delta = rowsum(dO * O) per query row (fp32), the term dS needs, and
+   lse in base 2; both into (Z*H, N padded to 4) arrays, so the main kernel's TMA tiles of them start
+   16-byte aligned. The loader streams them into SMEM with Q_i and dO_i: loaded from global memory in
+   the consumers, their pointers in the accumulator's column layout made ptxas spill 2.3 KB at D=128.
 2. ``attention_bwd_kernel``: one CTA per block of BN = 128 K/V rows of one (batch, head), K/V-major
    (the FlashAttention-2/3 order): a TMA loader task brings K and V once and streams Q_i and dO_i of
    every query block through a ring; two consumer warp groups, 64 K/V rows each, recompute
@@ -58,15 +61,24 @@ def _check(q, k, v, o, do, lse):
                                 hint="get it from attention(q, k, v, return_lse=True)")
 
 
-def _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, sm_scale, cfg):
-    """The main kernel's positional arguments and its constexprs + launch options."""
+def _n_pad(N):
+    return -(-N // 4) * 4          # rows of the (Z*H, N_PAD) statistics start 16-byte aligned
+
+
+def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg):
+    """The main kernel's positional arguments and its constexprs + launch options. ``lse2``, ``delta``:
+    (Z*H, N_PAD) fp32, what ``attention_bwd_delta_kernel`` writes."""
     Z, H, N, D = q.shape
+    NP = _n_pad(N)
     rows = Z * H * N
     descs = (TensorDescriptor(q, [rows, D], [D, 1], [cfg["BM"], D]),
              TensorDescriptor(k, [rows, D], [D, 1], [64, D]),
              TensorDescriptor(v, [rows, D], [D, 1], [64, D]),
-             TensorDescriptor(do, [rows, D], [D, 1], [cfg["BM"], D]))
-    return (sm_scale, Z, H, N, *descs, lse, delta, dq32, dk, dv), dict(
+             TensorDescriptor(do, [rows, D], [D, 1], [cfg["BM"], D]),
+             TensorDescriptor(k, [rows, D], [D, 1], [64, 64]),        # K's 64-column tiles (dQ)
+             TensorDescriptor(lse2, [Z * H, NP], [NP, 1], [1, cfg["BM"]]),
+             TensorDescriptor(delta, [Z * H, NP], [NP, 1], [1, cfg["BM"]]))
+    return (sm_scale, Z, H, N, *descs, dq32, dk, dv), dict(
         HEAD_DIM=D, CAUSAL=bool(causal), num_warps=4, num_stages=0, **cfg)
 
 
@@ -77,11 +89,14 @@ def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None):
     Z, H, N, D = q.shape
     triton.set_allocator(torch_alloc)
     rows = Z * H * N
-    delta = torch.empty((Z, H, N), dtype=torch.float32, device=q.device)
-    attention_bwd_delta_kernel[(triton.cdiv(rows, DELTA_BLOCK),)](o, do, delta, rows, HEAD_DIM=D, BLOCK=DELTA_BLOCK)
+    NP = _n_pad(N)
+    delta = torch.empty((Z * H, NP), dtype=torch.float32, device=q.device)
+    lse2 = torch.empty((Z * H, NP), dtype=torch.float32, device=q.device)
+    attention_bwd_delta_kernel[(triton.cdiv(rows, DELTA_BLOCK),)](o, do, lse, delta, lse2, rows, N, NP, HEAD_DIM=D,
+                                                                   BLOCK=DELTA_BLOCK)
     dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32.zero_()
     dk, dv = torch.empty_like(k), torch.empty_like(v)
-    args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, sm_scale, cfg)
+    args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg)
     attention_bwd_kernel[(triton.cdiv(N, cfg["BN"]), Z * H)](*args, **options)
     return (dq32 * sm_scale).to(q.dtype), dk, dv
 
@@ -166,7 +181,7 @@ def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128)
     dt = getattr(torch, dtype)
     with offline(target):
         q, k, v, do, dk, dv = (torch.empty(shape, dtype=dt) for _ in range(6))
-        lse, delta = (torch.empty(shape[:3], dtype=torch.float32) for _ in range(2))
+        lse, delta = (torch.empty((shape[0] * shape[1], _n_pad(shape[2])), dtype=torch.float32) for _ in range(2))
         dq32 = torch.empty(shape, dtype=torch.float32)
         args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, 0.1, cfg)
         return attention_bwd_kernel.warmup(*args, grid=(1,), **options)
@@ -178,7 +193,7 @@ def compile_report(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128),
     from ..compiler import compile as wb_compile
     dt = getattr(torch, dtype)
     q, k, v, do, dk, dv = (torch.empty(shape, dtype=dt) for _ in range(6))
-    lse, delta = (torch.empty(shape[:3], dtype=torch.float32) for _ in range(2))
+    lse, delta = (torch.empty((shape[0] * shape[1], _n_pad(shape[2])), dtype=torch.float32) for _ in range(2))
     dq32 = torch.empty(shape, dtype=torch.float32)
     args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, 1 / math.sqrt(shape[-1]), cfg)
     return wb_compile(attention_bwd_kernel, *args, target=target, **options)

@@ -19,9 +19,11 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240):
 
 
 def smem_bytes(cfg, head_dim, elem=2) -> int:
-    """SMEM a config asks for (K, V, the Q/dO ring, the dS^T tiles), roughly."""
+    """SMEM a config asks for (K, V, K's column tiles when D > 64, the Q/dO ring, the dS^T tiles, and
+    the compiler's scratch for dQ's layout change before the atomics), roughly."""
     groups = cfg["BN"] // 64
-    return (2 * cfg["BN"] * head_dim + 2 * cfg["NUM_BUFS"] * cfg["BM"] * head_dim
+    k_copies = 3 if head_dim > 64 else 2
+    return (k_copies * cfg["BN"] * head_dim + groups * 64 * cfg["BM"] * 2 + 2 * cfg["NUM_BUFS"] * cfg["BM"] * head_dim
             + groups * 64 * cfg["BM"]) * elem + 1024
 
 

@@ -15,6 +15,10 @@ all "64 rows of this group":
     dV_g += P^T dO_i            dP^T = V_g dO_i^T
     dS^T = P^T * (dP^T - delta_i)
     dK_g += dS^T Q_i            dQ_i += (dS^T)^T K_g       (dS^T through SMEM; atomics)
+
+dQ is computed 64 columns of D at a time, from a second copy of K in 64-column tiles (D=128 only):
+dK, dV and a full 64 x D dQ accumulator would need 3 x 64 fp32 registers a thread at D=128, past the
+240 a consumer has (ptxas spilled 2.3 KB a thread).
 """
 from __future__ import annotations
 
@@ -26,30 +30,33 @@ LOG2E = tl.constexpr(1.4426950408889634)
 
 
 @triton.jit
-def attention_bwd_delta_kernel(o_ptr, do_ptr, delta_ptr, ROWS, HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
-    """delta[r] = sum_d dO[r, d] * O[r, d] in fp32, for the ROWS rows of the (Z*H*N, D) views."""
+def attention_bwd_delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, ROWS, N_CTX, N_PAD,
+                               HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
+    """The row statistics the main kernel streams, for the ROWS = Z*H*N rows of the (rows, D) views:
+    delta = sum_d dO * O (fp32) and lse in base 2 (lse * log2 e), both written to (Z*H, N_PAD)
+    arrays whose rows start 16-byte aligned, as the main kernel's TMA tiles of them need."""
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     cols = tl.arange(0, HEAD_DIM)
     offs = rows[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
     keep = (rows < ROWS)[:, None]
     o = tl.load(o_ptr + offs, mask=keep, other=0.0).to(tl.float32)
     do = tl.load(do_ptr + offs, mask=keep, other=0.0).to(tl.float32)
-    tl.store(delta_ptr + rows, tl.sum(o * do, 1), mask=rows < ROWS)
+    padded = (rows // N_CTX) * N_PAD + rows % N_CTX
+    tl.store(delta_ptr + padded, tl.sum(o * do, 1), mask=rows < ROWS)
+    lse = tl.load(lse_ptr + rows, mask=rows < ROWS, other=0.0)
+    tl.store(lse2_ptr + padded, lse * LOG2E, mask=rows < ROWS)
 
 
 @triton.jit
-def _bwd_step(i, it, g, k_g, v_g, ds_g, q_tiles, do_tiles, q_full, q_empty, do_full, do_empty, dk, dv,
-              lse_ptr, delta_ptr, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+def _bwd_step(i, it, g, k_g, v_g, ds_g, kc_tiles, q_tiles, do_tiles, lse_tiles, delta_tiles, q_full, q_empty,
+              do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
               MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
-              NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr):
+              NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, KC: tl.constexpr):
     """Query block i (the it-th through the Q/dO ring) for consumer group g: the five products of
     the module docstring. Returns the new (dk, dv)."""
     slot = it % NUM_BUFS
     parity = (it // NUM_BUFS) & 1
     q_rows = i * BM + tl.arange(0, BM)
-    # the row statistics of this query block, loaded before the wgmmas are waited for
-    lse2 = tl.load(lse_ptr + head_row + q_rows, mask=q_rows < N_CTX, other=0.0) * LOG2E
-    delta = tl.load(delta_ptr + head_row + q_rows, mask=q_rows < N_CTX, other=0.0)
     q_tile = q_tiles[slot]
     do_tile = do_tiles[slot]
     tlx.barrier_wait(q_full[slot], parity)
@@ -57,37 +64,49 @@ def _bwd_step(i, it, g, k_g, v_g, ds_g, q_tiles, do_tiles, q_full, q_empty, do_f
     tlx.barrier_wait(do_full[slot], parity)
     dp_t = tlx.async_dot(v_g, tlx.local_trans(do_tile))
     s_t = tlx.async_dot_wait(1, s_t)
-    p_t = tl.math.exp2(s_t * qk_scale - lse2[None, :])
+    # the row statistics came with Q_i and dO_i (TMA into SMEM): loaded from global memory here,
+    # their pointers in the accumulator's column layout made ptxas spill at D=128
+    lse2 = tlx.local_load(lse_tiles[slot])
+    p_t = tl.math.exp2(s_t * qk_scale - lse2)
     if MASK:
         keep = (q_rows[None, :] < N_CTX) & (kv_rows[:, None] < N_CTX)
         if CAUSAL:
             keep = keep & (q_rows[None, :] >= kv_rows[:, None])
         p_t = tl.where(keep, p_t, 0.0)
     dp_t = tlx.async_dot_wait(0, dp_t)
+    delta = tlx.local_load(delta_tiles[slot])
     dv = tlx.async_dot(p_t.to(DTYPE), do_tile, dv)
-    ds_t = p_t * (dp_t - delta[None, :])
-    ds_h = ds_t.to(DTYPE)
-    dk = tlx.async_dot(ds_h, q_tile, dk)
-    # dQ_i needs dS (query rows down M): dS^T goes through SMEM and is read back transposed. The
-    # buffer is this group's alone, and the previous step's read of it retired (wait 0 below)
-    tlx.local_store(ds_g, ds_h)
+    ds_t = (p_t * (dp_t - delta)).to(DTYPE)
+    # dS^T goes to SMEM once and feeds both products from there: dK as is, dQ read transposed (query
+    # rows down M). Keeping it out of registers is what lets dK, dV and this step's dQ (3 x 64 x D
+    # fp32) fit at D=128. The buffer is this group's alone; the previous step's reads retired (wait 0)
+    tlx.local_store(ds_g, ds_t)
     tlx.fence("async_shared")
-    dq = tlx.async_dot(tlx.local_trans(ds_g), k_g)
-    dq = tlx.async_dot_wait(0, dq)
+    dk = tlx.async_dot(ds_g, q_tile, dk)
+    dv = tlx.async_dot_wait(1, dv)           # P^T's registers free before dQ's accumulator is live
+    # dQ_i += dS_g K_g, 64 columns of D at a time (K_g's column tiles kc): a 64 x BM fp32 accumulator
+    # instead of 64 x D keeps dK, dV and dQ within the register budget at D=128
+    cols = tl.arange(0, 64)
+    for c in tl.static_range(KC):
+        if KC == 1:
+            kc = k_g
+        else:
+            kc = kc_tiles[g * KC + c]
+        dq = tlx.async_dot(tlx.local_trans(ds_g), kc)
+        dq = tlx.async_dot_wait(0, dq)
+        if c == KC - 1:
+            # every wgmma that read Q_i and dO_i has retired: hand the slots back
+            tlx.barrier_arrive(q_empty[slot])
+            tlx.barrier_arrive(do_empty[slot])
+        ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (c * 64 + cols)[None, :]
+        tl.atomic_add(ptrs, dq, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
     dk = tlx.async_dot_wait(0, dk)
-    dv = tlx.async_dot_wait(0, dv)
-    # every wgmma that read Q_i and dO_i has retired: hand the slots back
-    tlx.barrier_arrive(q_empty[slot])
-    tlx.barrier_arrive(do_empty[slot])
-    cols = tl.arange(0, HEAD_DIM)
-    ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
-    tl.atomic_add(ptrs, dq, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
     return dk, dv
 
 
 @triton.jit
-def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
-                         lse_ptr, delta_ptr, dq_ptr, dk_ptr, dv_ptr,
+def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do, desc_kc, desc_lse, desc_delta,
+                         dq_ptr, dk_ptr, dv_ptr,
                          HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240):
@@ -105,7 +124,15 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     v_tiles = tlx.local_alloc((HALF, HEAD_DIM), dtype, GROUPS)
     q_tiles = tlx.local_alloc((BM, HEAD_DIM), dtype, NUM_BUFS)
     do_tiles = tlx.local_alloc((BM, HEAD_DIM), dtype, NUM_BUFS)
+    # (1, BM) tiles of the (Z*H, N_PAD) base-2 lse and delta (a 1-D TMA tile does not lower)
+    lse_tiles = tlx.local_alloc((1, BM), tl.float32, NUM_BUFS)     # ride with Q_i
+    delta_tiles = tlx.local_alloc((1, BM), tl.float32, NUM_BUFS)   # ride with dO_i
     ds_tiles = tlx.local_alloc((HALF, BM), dtype, GROUPS)
+    KC: tl.constexpr = HEAD_DIM // 64       # 64-column tiles of K (dQ's B operand; K itself when D=64)
+    if KC > 1:
+        kc_tiles = tlx.local_alloc((HALF, 64), dtype, GROUPS * KC)
+    else:
+        kc_tiles = k_tiles
     kv_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
     q_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
     do_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
@@ -130,20 +157,29 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
 
     with tlx.async_tasks():
         with tlx.async_task("default", num_regs=LOADER_REGS):
-            tlx.barrier_expect_bytes(kv_full[0], 2 * GROUPS * TILE_BYTES)
+            if KC > 1:
+                tlx.barrier_expect_bytes(kv_full[0], 3 * GROUPS * TILE_BYTES)
+            else:
+                tlx.barrier_expect_bytes(kv_full[0], 2 * GROUPS * TILE_BYTES)
             for g in tl.static_range(GROUPS):
                 tlx.async_descriptor_load(desc_k, k_tiles[g], [head_row + kv0 + g * HALF, 0], kv_full[0])
                 tlx.async_descriptor_load(desc_v, v_tiles[g], [head_row + kv0 + g * HALF, 0], kv_full[0])
+                if KC > 1:
+                    for c in tl.static_range(KC):
+                        tlx.async_descriptor_load(desc_kc, kc_tiles[g * KC + c], [head_row + kv0 + g * HALF, c * 64],
+                                                  kv_full[0])
             for i in range(i_start, n_q):
                 it = i - i_start
                 slot = it % NUM_BUFS
                 parity = (it // NUM_BUFS) & 1
                 tlx.barrier_wait(q_empty[slot], parity ^ 1)
-                tlx.barrier_expect_bytes(q_full[slot], Q_BYTES)
+                tlx.barrier_expect_bytes(q_full[slot], Q_BYTES + BM * 4)
                 tlx.async_descriptor_load(desc_q, q_tiles[slot], [head_row + i * BM, 0], q_full[slot])
+                tlx.async_descriptor_load(desc_lse, lse_tiles[slot], [bh, i * BM], q_full[slot])
                 tlx.barrier_wait(do_empty[slot], parity ^ 1)
-                tlx.barrier_expect_bytes(do_full[slot], Q_BYTES)
+                tlx.barrier_expect_bytes(do_full[slot], Q_BYTES + BM * 4)
                 tlx.async_descriptor_load(desc_do, do_tiles[slot], [head_row + i * BM, 0], do_full[slot])
+                tlx.async_descriptor_load(desc_delta, delta_tiles[slot], [bh, i * BM], do_full[slot])
 
         with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
             g = tlx.async_task_replica_id()
@@ -157,17 +193,17 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
             tlx.barrier_wait(kv_full[0], 0)
             # across the diagonal (causal), then the plain blocks, then the ragged tail
             for i in range(i_start, i_mid):
-                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, q_tiles, do_tiles, q_full, q_empty, do_full,
-                                   do_empty, dk, dv, lse_ptr, delta_ptr, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
-                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype)
+                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, kc_tiles, q_tiles, do_tiles, lse_tiles,
+                                   delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC)
             for i in range(i_mid, n_full):
-                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, q_tiles, do_tiles, q_full, q_empty, do_full,
-                                   do_empty, dk, dv, lse_ptr, delta_ptr, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
-                                   False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype)
+                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, kc_tiles, q_tiles, do_tiles, lse_tiles,
+                                   delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+                                   False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC)
             for i in range(tl.maximum(i_mid, n_full), n_q):
-                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, q_tiles, do_tiles, q_full, q_empty, do_full,
-                                   do_empty, dk, dv, lse_ptr, delta_ptr, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
-                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype)
+                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, kc_tiles, q_tiles, do_tiles, lse_tiles,
+                                   delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC)
             cols = tl.arange(0, HEAD_DIM)
             offs = (head_row + kv_rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
             keep = (kv_rows < N_CTX)[:, None]

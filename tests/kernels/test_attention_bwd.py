@@ -1,0 +1,101 @@
+"""The attention backward kernel (and the forward's log-sum-exp output it takes) on the CPU simulator at
+small shapes, ragged ones included, against float64 torch autograd; and its sm_90 offline compile."""
+import math
+
+import pytest
+import torch
+
+import tlx_workbench as wb
+from tlx_workbench.errors import TLXWorkbenchError
+from tlx_workbench.kernels import attention, attention_bwd
+
+SMEM_LIMIT = 232448
+
+
+def _rel(out, ref):
+    assert torch.isfinite(out).all(), "some output elements were never written"
+    return float((out.double() - ref).norm() / ref.norm())
+
+
+TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+@pytest.mark.parametrize("name,shape,causal,dtype", [
+    # N not a multiple of the K/V block (128) nor of the query block (64): masked tails on both sides,
+    # and the last K/V block's TMA tiles reach into the next head's rows
+    ("tiny", (1, 2, 200, 64), True, torch.float16),
+    ("tiny", (1, 2, 200, 64), False, torch.bfloat16),
+    # one consumer group per CTA (BN=64), a 3-deep ring
+    ("one_group", (1, 2, 136, 64), True, torch.bfloat16),
+    # a one-slot ring (every step waits for its own load); N % 4 != 0 (padded statistics rows)
+    ("ring_of_1", (1, 2, 130, 64), True, torch.float16),
+    # D=128: dQ in two 64-column halves from K's column tiles
+    ("tiny", (1, 2, 136, 128), True, torch.bfloat16),
+    ("tiny", (2, 1, 128, 128), False, torch.float16),
+], ids=lambda x: str(x).replace("torch.", "").replace(" ", ""))
+def test_backward_on_simulator(name, shape, causal, dtype):
+    q, k, v, do = attention_bwd.make_inputs(shape, dtype, "cpu")
+    o, lse, dq_r, dk_r, dv_r = attention_bwd.reference64(q, k, v, do, causal)
+    # two interleavings, each against float64 on its own: dQ's fp32 atomics add in schedule order, so
+    # its last bits differ between schedules and the simulator's bitwise schedule comparison
+    # (schedules=2) would call that a race
+    for seed in (0, 1):
+        with wb.simulate(gpu="H200", seed=seed, schedules=1) as sim:
+            dq, dk, dv = attention_bwd.launch(q, k, v, o.to(dtype), do, lse.float(), causal,
+                                              1 / math.sqrt(shape[-1]), attention_bwd.SIM_CONFIGS[name])
+        assert sim.result.ok, sim.result
+        for got, ref in ((dq, dq_r), (dk, dk_r), (dv, dv_r)):
+            assert got.dtype == dtype and got.shape == ref.shape
+            assert _rel(got, ref) < TOL[dtype]
+
+
+@pytest.mark.parametrize("name,causal", [("tiny", True), ("persistent", False), ("persistent_zigzag", True)])
+def test_forward_stores_the_log_sum_exp_on_simulator(name, causal):
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(1, 2, 200, 64, dtype=torch.float16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full((1, 2, 200), float("nan"))
+    cfg = attention.SIM_CONFIGS[name]
+    kw = {"num_sms": 1} if cfg.get("PERSISTENT") else {}
+    with wb.simulate(gpu="H200", seed=0, schedules=1) as sim:
+        attention.launch(q, k, v, o, causal, 1 / 8, cfg, lse=lse, **kw)
+    assert sim.result.ok, sim.result
+    o_r, lse_r, *_ = attention_bwd.reference64(q, k, v, q, causal, 1 / 8)
+    assert _rel(o, o_r) < 3e-3
+    assert torch.isfinite(lse).all()
+    assert float((lse.double() - lse_r).abs().max()) < 1e-3
+
+
+def test_forward_then_backward_on_simulator():
+    """The library's own forward output and log-sum-exp feed its backward (what attention_with_grad runs)."""
+    torch.manual_seed(6)
+    shape = (1, 2, 176, 64)
+    q, k, v, do = attention_bwd.make_inputs(shape, torch.float16, "cpu")
+    o = torch.empty_like(q)
+    lse = torch.empty(shape[:3])
+    with wb.simulate(gpu="H200", seed=1, schedules=1) as sim:
+        attention.launch(q, k, v, o, True, 1 / 8, attention.SIM_CONFIGS["tiny"], lse=lse)
+        dq, dk, dv = attention_bwd.launch(q, k, v, o, do, lse, True, 1 / 8, attention_bwd.SIM_CONFIGS["tiny"])
+    assert sim.result.ok, sim.result
+    _, _, dq_r, dk_r, dv_r = attention_bwd.reference64(q, k, v, do, True, 1 / 8)
+    assert max(_rel(dq, dq_r), _rel(dk, dk_r), _rel(dv, dv_r)) < 2e-3
+
+
+def test_backward_rejects_an_lse_of_the_wrong_shape():
+    q, k, v, do = attention_bwd.make_inputs((1, 2, 64, 64), torch.float16, "cpu")
+    with pytest.raises(TLXWorkbenchError, match="return_lse=True"):
+        attention_bwd.attention_backward(q, k, v, q, do, torch.zeros(1, 2, 64, 64))
+
+
+def test_backward_compiles_for_sm90():
+    """D=128 causal bf16, the default config: fits the SMEM of a CTA, keeps the register split, streams
+    Q/dO with TMA, adds dQ with fp32 reductions and has wgmma kept in flight (S^T waited while dP^T runs)."""
+    cfg = attention_bwd.DEFAULTS[128]
+    k = attention_bwd.compile_offline(cfg, dtype="bfloat16", shape=(1, 2, 256, 128), causal=True)
+    ptx = k.asm["ptx"]
+    assert k.metadata.shared <= SMEM_LIMIT
+    assert f"setmaxnreg.inc.sync.aligned.u32 \t{cfg['MMA_REGS']}" in ptx
+    assert f"setmaxnreg.dec.sync.aligned.u32 \t{cfg['LOADER_REGS']}" in ptx
+    assert "cp.async.bulk.tensor.2d.shared::cta.global" in ptx
+    assert "atom.global.gpu.relaxed.add.v4.f32" in ptx      # dQ: relaxed fp32 adds, 4 a thread at once
+    assert "wgmma.wait_group.sync.aligned 1" in ptx
