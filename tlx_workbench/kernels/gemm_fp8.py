@@ -279,9 +279,6 @@ def check_operands(a, b, scale_a, scale_b, out_dtype):
         if str(t.dtype).removeprefix("torch.") not in FP8_DTYPES:
             _fail(f"matmul_fp8 takes float8_e4m3fn or float8_e5m2 operands; {name} is {t.dtype}",
                   f"quantize {name} first, e.g. ({name} / scale).to(torch.float8_e4m3fn)")
-    if a.dtype == b.dtype == torch.float8_e5m2:
-        _fail("e5m2 x e5m2 is not offered: at most one operand may be float8_e5m2",
-              "keep the e5m2 operand (e.g. gradients) and quantize the other to float8_e4m3fn")
     if str(out_dtype).removeprefix("torch.") not in OUT_DTYPES:
         _fail(f"out_dtype must be torch.bfloat16 or torch.float16; got {out_dtype}", "pick one of those two")
     if not a.is_contiguous():
@@ -337,8 +334,8 @@ _tuned: dict = {}
 def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, config=None):
     """C = (A @ B) * scale_a * scale_b in ``out_dtype`` (bf16 by default), fp32 accumulation.
 
-    ``a``: (M, K) float8_e4m3fn or float8_e5m2, row-major. ``b``: (K, N) fp8, at most one of the
-    two e5m2; best given column-major (``b.t()`` contiguous, as for ``torch._scaled_mm``): the
+    ``a``: (M, K) float8_e4m3fn or float8_e5m2, row-major. ``b``: (K, N) fp8 of either format (the
+    wgmma takes any pair; ``torch._scaled_mm`` refuses e5m2 x e5m2); best given column-major (``b.t()`` contiguous, as for ``torch._scaled_mm``): the
     kernel then reads ``b.t()`` directly. A row-major ``b`` is transposed first (one K*N-byte
     copy per call; transpose a weight once with ``k_major_b`` and pass ``bt.t()``).
     ``scale_a``: float32, one value or (M, 1); ``scale_b``: one value or (1, N).
