@@ -3,6 +3,8 @@ every event of every selected CTA is kept, CTA selection (first, last, by SM), c
 saying what they dropped, and the decoding to ns at each CTA's own SM clock. The instrumented kernels run
 on the simulator (which runs the rewritten source: real event counts); sim_clocks gives the PTX clock
 registers a meaning there."""
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -87,6 +89,16 @@ def test_ctas_share_one_ns_axis_at_the_measured_clock(full_run):
         spans = list(tr.spans_of(cta=cta))
         assert c["start"] <= min(s.start for s in spans) and max(s.end for s in spans) <= c["end"] + 1
     assert min(c["start"] for c in ctas.values()) == 0
+
+
+def test_the_recorders_cost_is_in_the_trace_and_its_repr(full_run):
+    *_, r, _ = full_run
+    timed = dict(r, overhead={"plain_ns": 180_000.0, "instrumented_ns": 190_000.0, "counting_ns": 185_000.0,
+                              "ratio": 190 / 180, "method": "triton.testing.do_bench median"})
+    tr = profiling.trace_from_records(timed, {"kernel": "gemm_ws_coop_kernel"})
+    assert tr.meta["overhead"]["ratio"] == pytest.approx(1.0556, abs=1e-4)
+    assert "instrumented 190.0 us vs plain 180.0 us (+5.6%)" in repr(tr)
+    assert re.search(r"SM clock 1\.[56]\d* GHz", repr(tr))
 
 
 def test_selection_by_first_last_sm_and_ids():
