@@ -194,6 +194,7 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None)
     ceil(ctas / SMs) CTAs in a row on one SM)."""
     import numpy as np
     import tlx_workbench as wb
+    from ..sim.cost import cost_model
     from ..target import gpu_model
     model = gpu_model(gpu)
     works, cycles = [], []
@@ -201,7 +202,9 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None)
         inputs = inputs_for(problem, s, "cpu", fresh=True, seed=0)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")     # "only 1 of n CTAs simulated": meant
-            res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, ctas=[0], on_deadlock="return")
+            # CTA 0 shares the TMA/L2 bandwidth with every CTA of the real launch's first wave
+            res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, ctas=[0], on_deadlock="return",
+                              in_flight=min(real_ctas or 1, model.sm_count))
         if res.deadlock is not None:
             return dict(predict_note=f"no prediction: CTA 0 deadlocks at timing shape {list(s)}")
         n = int(np.prod(res.grid)) if res.grid else 1
@@ -214,7 +217,8 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None)
     waves = -(-n_real // model.sm_count)
     per_sm = waves * problem.flops(tuple(shape)) / n_real
     cyc = float(a + b * per_sm)
-    return dict(predicted_cycles=cyc, predicted_us=cyc / (model.clock_ghz * 1e3), clock_ghz=model.clock_ghz,
+    clock = cost_model(gpu).time_clock_ghz
+    return dict(predicted_cycles=cyc, predicted_us=cyc / (clock * 1e3), clock_ghz=clock,
                 fit=dict(intercept=float(a), cycles_per_flop=float(b), works=works, cycles=cycles))
 
 

@@ -36,6 +36,7 @@ class SimResult:
         self.findings = list(run.findings)
         self.stats = run.stats
         self.kernel_bytes = getattr(run, "kernel_bytes", 0)
+        self.numerics = getattr(run, "numerics", True)
         self.resident_ctas = getattr(run, "resident_ctas", None)
         self.schedules = schedules or [run.seed]
         self.cluster_dims = run.cluster_dims
@@ -124,7 +125,7 @@ class Simulation:
     """The context of :func:`simulate`: launches inside it run on the CPU simulator."""
 
     def __init__(self, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
-                 on_deadlock="raise", resident=None, occupancy=1, in_flight=None):
+                 on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
         self.gpu = gpu
@@ -137,6 +138,7 @@ class Simulation:
         self.resident = resident
         self.occupancy = occupancy
         self.in_flight = in_flight
+        self.numerics = numerics
         self.results: list[SimResult] = []
         self._offline = None
         self._saved = []
@@ -229,7 +231,8 @@ class Simulation:
                     t.copy_(saved)
             run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
                              max_steps=self.max_steps, resident=self.resident, memory=taken,
-                             occupancy=self.occupancy, in_flight=self.in_flight)
+                             occupancy=self.occupancy, in_flight=self.in_flight,
+                             numerics=self.numerics)
             if i == 0:
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
@@ -270,7 +273,8 @@ def _same(a, b) -> bool:
 
 
 def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
-             config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, **kwargs):
+             config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
+             **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -293,7 +297,9 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
     ``clc_try_cancel`` spreads the tiles over the simulated CTAs as the interleaving decides),
     ``occupancy`` (CTAs resident per SM on the GPU: with the grid, how many CTAs share the
     TMA/L2 bandwidth, so that simulating a few CTAs times them as they run among all the others),
-    ``in_flight`` (that number given outright: a small shape timed as part of a large launch).
+    ``in_flight`` (that number given outright: a small shape timed as part of a large launch),
+    ``numerics`` (False: timing only — TMA moves no data and wgmma computes nothing, so outputs are
+    not the kernel's; the barrier protocol, races and every clock are kept; what ``wb.predict`` runs).
 
     Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a
     cluster run together under one scheduler, with remote arrivals, multicast TMA, 2-CTA
@@ -302,7 +308,7 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
     """
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
                      on_deadlock=on_deadlock, resident=resident, occupancy=occupancy,
-                     in_flight=in_flight)
+                     in_flight=in_flight, numerics=numerics)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",

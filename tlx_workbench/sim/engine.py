@@ -83,6 +83,7 @@ class LaunchRun:
         self.cluster_dims = (1, 1, 1)
         self.clc_queue = collections.deque()
         self.clc_log: list = []       # (stealing CTA, first CTA of the stolen cluster)
+        self.numerics = True          # False: timing only (no data moved or computed by TMA and wgmma)
 
     def clc_steal(self, cta):
         """CLC try_cancel: take the next cluster that has not started; its first CTA's x id, or None."""
@@ -252,9 +253,11 @@ def _charge_alu(elements: int, weight: float):
 
 
 def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_steps=2_000_000,
-               resident=None, memory=(), occupancy=1) -> LaunchRun:
+               resident=None, memory=(), occupancy=1, in_flight=None, numerics=True) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
-    ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth).
+    ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth); ``in_flight``: the
+    CTAs sharing the bandwidth, when not this grid's (a small shape timed as part of a large launch);
+    ``numerics=False``: timing only (TMA moves no data, wgmma computes nothing; the protocol and clocks are kept).
     ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken)."""
     from triton.runtime.jit import JITFunction
     bound, opts = _bind(jitfn, args, kwargs)
@@ -269,6 +272,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     cga = tuple(int(x) for x in (cga or (1, 1, 1)))
     cga = cga + (1,) * (3 - len(cga))
     run = LaunchRun(jitfn, grid, gpu, seed, ctas, max_steps, num_warps)
+    run.numerics = bool(numerics)
+    run.trace.meta["numerics"] = run.numerics
     run.cluster_dims = cga
     ranges = _memory_ranges([*bound.values(), *memory])
     # the bytes of every tensor the kernel can touch (each storage once): the DRAM floor of a prediction
@@ -299,7 +304,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
                               hint="with ctas_per_cga the grid counts CTAs: make each grid dimension a multiple "
                                    "of the cluster's")
     # contention: each CTA's share of the TMA/L2 bandwidth is that of all CTAs in flight at once
-    run.resident_ctas = min(total, run.gpu.sm_count * max(1, int(occupancy or 1)))
+    run.resident_ctas = int(in_flight) if in_flight else min(total, run.gpu.sm_count * max(1, int(occupancy or 1)))
     run.cost = run.cost.for_launch(run.resident_ctas)
     run.trace.meta.update(resident_ctas=run.resident_ctas, clock_ghz=run.cost.time_clock_ghz,
                           calibration=getattr(run.cost.calibration, "date", None))

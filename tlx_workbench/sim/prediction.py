@@ -110,10 +110,12 @@ def schedule(grid, per_x: dict, slots: int) -> float:
     return end
 
 
-def predict(fn, *args, gpu="H200", occupancy=1, samples=3, config=None, seed=0, **kwargs) -> Prediction:
+def predict(fn, *args, gpu="H200", occupancy=1, samples=3, config=None, seed=0, numerics=False,
+            **kwargs) -> Prediction:
     """Predict the time of the launch ``fn(*args, **kwargs)`` makes (a host function or a
     ``kernel[grid]``), from ``samples`` CTAs simulated at the real shape (see the module doc).
-    ``occupancy``: CTAs per SM (the compile report's ``occupancy``); 1 for the library's kernels."""
+    ``occupancy``: CTAs per SM (the compile report's ``occupancy``); 1 for the library's kernels.
+    ``numerics``: by default timing only (``simulate(numerics=False)``); True also computes the data."""
     from ..target import gpu_model
     from .api import simulate
     t0 = time.perf_counter()
@@ -121,7 +123,7 @@ def predict(fn, *args, gpu="H200", occupancy=1, samples=3, config=None, seed=0, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")         # "only k of n CTAs simulated": meant
         first = simulate(fn, *args, gpu=gpu, ctas=[0], on_deadlock="return", config=config, seed=seed,
-                         occupancy=occupancy, **kwargs)
+                         occupancy=occupancy, numerics=numerics, **kwargs)
         if first.deadlock is not None:
             first.raise_for_errors()
         grid = first.grid
@@ -131,7 +133,7 @@ def predict(fn, *args, gpu="H200", occupancy=1, samples=3, config=None, seed=0, 
         rest = [c for c in ctas if c != 0]
         if rest:
             res = simulate(fn, *args, gpu=gpu, ctas=rest, on_deadlock="return", config=config, seed=seed,
-                           occupancy=occupancy, **kwargs)
+                           occupancy=occupancy, numerics=numerics, **kwargs)
             if res.deadlock is not None:
                 res.raise_for_errors()
             for c in rest:

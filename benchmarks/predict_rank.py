@@ -1,0 +1,75 @@
+"""Does the cost model rank gemm_ws configs as the H200 does? (issue 17: Spearman >= 0.8 over >= 30 configs)
+
+    .venv/bin/python benchmarks/predict_rank.py     # -> benchmarks/predict/rank_gemm_ws.json
+
+The measured side is the explorer's H200 store (``benchmarks/explore_h200.sqlite``: every gemm_ws config of the
+library space timed at 4096^3, fp16); the predicted side is the explorer's simulated-stage prediction
+(``explore.stages.predict``: CTA 0 at two timing shapes, sharing the bandwidth with the real launch's wave),
+made here with the calibrated cost model.
+"""
+from __future__ import annotations
+
+import json
+import pathlib
+import sqlite3
+import sys
+import time
+import warnings
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+
+def spearman(xs, ys) -> float:
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(xs)
+    mx, my = sum(rx) / n, sum(ry) / n
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    return cov / (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+
+
+def main():
+    from tlx_workbench.explore import library
+    from tlx_workbench.explore.stages import predict
+    from tlx_workbench.kernels.gemm_ws import persistent_ctas
+    db = sqlite3.connect(HERE / "explore_h200.sqlite")
+    rows = db.execute("select config, metrics from results where kernel='gemm_ws' and stage='measured' "
+                      "and status='ok' and shape='[4096, 4096, 4096]'").fetchall()
+    problem = library.problem("gemm_ws")
+    shape = (4096, 4096, 4096)
+    out = []
+    t0 = time.time()
+    for cfg_s, met_s in rows:
+        cfg = json.loads(cfg_s)
+        tiles = -(-shape[0] // cfg["BM"]) * -(-shape[1] // cfg["BN"])
+        ctas = persistent_ctas(tiles, 132)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p = predict(problem, cfg, shape, "H200", ctas)
+        m = json.loads(met_s)
+        out.append(dict(config=cfg, measured_us=m["us"], predicted_us=p.get("predicted_us"), note=p.get("predict_note")))
+        print(f"{len(out):3d} {cfg} meas {m['us']:.1f} pred {p.get('predicted_us') or float('nan'):.1f}", flush=True)
+    ok = [r for r in out if r["predicted_us"]]
+    rho = spearman([r["predicted_us"] for r in ok], [r["measured_us"] for r in ok])
+    ratios = sorted(r["predicted_us"] / r["measured_us"] for r in ok)
+    summary = dict(configs=len(ok), spearman=rho, ratio_min=ratios[0], ratio_median=ratios[len(ratios) // 2],
+                   ratio_max=ratios[-1], seconds=time.time() - t0)
+    (HERE / "predict").mkdir(exist_ok=True)
+    (HERE / "predict" / "rank_gemm_ws.json").write_text(json.dumps(dict(summary=summary, rows=out), indent=1))
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()
