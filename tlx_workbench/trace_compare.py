@@ -148,7 +148,8 @@ def _ns_per_unit(trace: Trace, clock_ghz: float | None, side: str) -> tuple[floa
     """(ns per time unit, the clock used) of one trace."""
     if trace.time_unit == "ns":
         return 1.0, trace.meta.get("sm_clock_ghz")
-    ghz = clock_ghz or trace.meta.get("sm_clock_ghz")
+    # the simulator's time clock (the cost model's, measured where calibrated), a measured SM clock
+    ghz = clock_ghz or trace.meta.get("clock_ghz") or trace.meta.get("sm_clock_ghz")
     if ghz is None and trace.meta.get("gpu"):
         from .target import gpu_model
         ghz = gpu_model(trace.meta["gpu"]).clock_ghz
@@ -164,7 +165,8 @@ def compare(sim: Trace, measured: Trace, *, sim_cta: int | None = None, measured
 
     ``sim_cta``: the simulated CTA to compare (default: its first); ``measured_cta``: one measured
     CTA (default: every recorded CTA, averaged). Simulated cycles become ns at ``sim_clock_ghz``
-    (default: the simulated GPU's clock, ``target.gpu_model(trace.meta["gpu"]).clock_ghz``). Tasks
+    (default: the simulator's time clock, ``trace.meta["clock_ghz"]``, else the simulated GPU's
+    ``target.gpu_model(trace.meta["gpu"]).clock_ghz``). Tasks
     are matched by name; a task on one side only is named in ``notes``.
 
     >>> cmp = compare(wb.simulate(...).trace, wb.profile(...))   # doctest: +SKIP
