@@ -3,6 +3,7 @@ every event of every selected CTA is kept, CTA selection (first, last, by SM), c
 saying what they dropped, and the decoding to ns at each CTA's own SM clock. The instrumented kernels run
 on the simulator (which runs the rewritten source: real event counts); sim_clocks gives the PTX clock
 registers a meaning there."""
+import json
 import re
 
 import numpy as np
@@ -17,6 +18,7 @@ from tlx_workbench.kernels._common import torch_alloc
 from tlx_workbench.runtime import instrument, profiling
 from tlx_workbench.sim.api import Simulation
 from tlx_workbench.target import gpu_model
+from tlx_workbench.trace import Trace
 
 from sim_clocks import sim_clocks
 
@@ -89,6 +91,10 @@ def test_ctas_share_one_ns_axis_at_the_measured_clock(full_run):
         spans = list(tr.spans_of(cta=cta))
         assert c["start"] <= min(s.start for s in spans) and max(s.end for s in spans) <= c["end"] + 1
     assert min(c["start"] for c in ctas.values()) == 0
+    # and it travels as a Chrome trace (Perfetto) with what it says about itself
+    back = Trace.from_chrome(json.loads(json.dumps(tr.to_chrome(), allow_nan=False)))
+    assert back.time_unit == "ns" and len(back.spans) == len(tr.spans) and back.meta["events"] == tr.meta["events"]
+    assert back.meta["ctas"] == tr.meta["ctas"] and repr(back) == repr(tr)
 
 
 def test_the_recorders_cost_is_in_the_trace_and_its_repr(full_run):
