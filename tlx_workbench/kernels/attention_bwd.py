@@ -82,9 +82,9 @@ def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg):
         HEAD_DIM=D, CAUSAL=bool(causal), num_warps=4, num_stages=0, **cfg)
 
 
-def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None):
+def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None):
     """Run once with one explicit config; returns (dq, dk, dv). ``dq32``: the fp32 dQ accumulator
-    (zeroed here; pass one to reuse its memory)."""
+    (zeroed here; pass one to reuse its memory); ``dk``, ``dv``: where to write those (default: new)."""
     import torch
     Z, H, N, D = q.shape
     triton.set_allocator(torch_alloc)
@@ -95,7 +95,8 @@ def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None):
     attention_bwd_delta_kernel[(triton.cdiv(rows, DELTA_BLOCK),)](o, do, lse, delta, lse2, rows, N, NP, HEAD_DIM=D,
                                                                    BLOCK=DELTA_BLOCK)
     dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32.zero_()
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    dk = torch.empty_like(k) if dk is None else dk
+    dv = torch.empty_like(v) if dv is None else dv
     args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg)
     attention_bwd_kernel[(triton.cdiv(N, cfg["BN"]), Z * H)](*args, **options)
     return (dq32 * sm_scale).to(q.dtype), dk, dv
@@ -142,19 +143,22 @@ def reference(q, k, v, do, causal=False, sm_scale=None):
     return back(o), lse.float().to(q.device), back(dq), back(dk), back(dv)
 
 
-def reference64(q, k, v, do, causal=False, sm_scale=None):
-    """(o, lse, dq, dk, dv), all float64 on the CPU: softmax(q k^T * sm_scale [+ mask]) v and its
-    gradients for output gradient ``do`` (torch autograd)."""
+def reference64(q, k, v, do, causal=False, sm_scale=None, device="cpu"):
+    """(o, lse, dq, dk, dv), all float64 on ``device`` (the CPU unless told): softmax(q k^T * sm_scale
+    [+ mask]) v and its gradients for output gradient ``do`` (torch autograd).
+
+    >>> o, lse, dq, dk, dv = reference64(q, k, v, do, causal=True)
+    """
     import torch
     sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    qd, kd, vd = (t.detach().double().cpu().requires_grad_() for t in (q, k, v))
+    qd, kd, vd = (t.detach().to(device, torch.float64).requires_grad_() for t in (q, k, v))
     s = (qd @ kd.transpose(-1, -2)) * sm_scale
     if causal:
         n = q.shape[-2]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=device).triu(1), float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
     o = torch.exp(s - lse[..., None]) @ vd
-    dq, dk, dv = torch.autograd.grad(o, (qd, kd, vd), do.detach().double().cpu())
+    dq, dk, dv = torch.autograd.grad(o, (qd, kd, vd), do.detach().to(device, torch.float64))
     return o.detach(), lse.detach(), dq, dk, dv
 
 
