@@ -503,6 +503,7 @@ def _warp_lanes(tasks) -> dict:
     """{warp id: (task, replica)} from a compile report's task layout or such a dict itself."""
     if tasks is None:
         return {}
+    tasks = getattr(tasks, "tasks", tasks)          # a CompileReport itself
     if isinstance(tasks, dict):
         return {int(w): (str(t), int(r)) for w, (t, r) in tasks.items()}
     out = {}

@@ -112,13 +112,15 @@ def test_selection_by_first_last_sm_and_ids():
     assert instrument.select_ctas({"first": 2, "last": 2}, 128) == [0, 1, 126, 127]
     assert instrument.select_ctas({"first": 2, "last": 2}, 3) == [0, 1, 2]
     assert instrument.select_ctas([5, 3, 5], 8) == [5, 3] and instrument.select_ctas("all", 3) == [0, 1, 2]
-    counts = {0: {"smid": 7}, 1: {"smid": 3}, 2: {"smid": 7}}
-    assert instrument.select_ctas({"sms": [7]}, 3, counts) == [0, 2]
+    counts = {0: {"smid": 7, "gt0": 50}, 1: {"smid": 3, "gt0": 900}, 2: {"smid": 7, "gt0": 400}, 3: {"smid": 3, "gt0": 60}}
+    assert instrument.select_ctas({"sms": [7]}, 4, counts) == [0, 2]
+    assert instrument.select_ctas({"last_wave": 2}, 4, counts) == [1, 2]          # the two that started last
+    assert instrument.select_ctas({"first": 1, "last_wave": 2}, 4, counts) == [0, 1, 2]
     with pytest.raises(ValueError, match="outside the grid"):
         instrument.select_ctas([9], 8)
     with pytest.raises(ValueError, match="counting launch"):
         instrument.select_ctas({"sms": [1]}, 8)
-    with pytest.raises(ValueError, match="first=, last=, sms="):
+    with pytest.raises(ValueError, match="first=, last=, last_wave=, sms="):
         instrument.select_ctas({"middle": 1}, 8)
 
 

@@ -219,9 +219,10 @@ def select_ctas(spec, grid: int, counts: dict | None = None) -> list[int]:
 
     ``spec``: an int N (the first N), ``"all"``, a list of ids, or a dict of ``first=N``,
     ``last=N`` (the last N ids: the hardware starts CTAs in id order, so these run in the last
-    wave) and ``sms=[...]`` (the CTAs that ran on those SMs in the counting launch whose
-    :func:`counts_of` is ``counts``; a CTA's SM can differ between launches, and the Trace
-    records the SM each recorded CTA really ran on).
+    wave), ``last_wave=N`` (the N CTAs that started last in the counting launch whose
+    :func:`counts_of` is ``counts``, by %globaltimer) and ``sms=[...]`` (the CTAs that ran on those
+    SMs in that launch). A CTA's SM and start can differ between launches; the Trace records the
+    SM each recorded CTA really ran on.
 
     >>> select_ctas({"first": 2, "last": 2}, 128)
     [0, 1, 126, 127]
@@ -231,14 +232,17 @@ def select_ctas(spec, grid: int, counts: dict | None = None) -> list[int]:
     if isinstance(spec, int):
         return list(range(min(spec, grid)))
     if isinstance(spec, dict):
-        unknown = set(spec) - {"first", "last", "sms"}
+        unknown = set(spec) - {"first", "last", "last_wave", "sms"}
         if unknown:
-            raise ValueError(f"unknown CTA selection keys {sorted(unknown)}: use first=, last=, sms=")
+            raise ValueError(f"unknown CTA selection keys {sorted(unknown)}: use first=, last=, last_wave=, sms=")
+        if counts is None and (spec.get("sms") is not None or spec.get("last_wave")):
+            raise ValueError("selecting CTAs by SM or by start time needs a counting launch's counts")
         out = list(range(min(spec.get("first", 0), grid)))
         out += list(range(max(0, grid - spec.get("last", 0)), grid))
+        if spec.get("last_wave"):
+            late = sorted(counts, key=lambda p: (counts[p]["gt0"], p))[-int(spec["last_wave"]):]
+            out += sorted(late)
         if spec.get("sms") is not None:
-            if counts is None:
-                raise ValueError("selecting CTAs by SM needs a counting launch's counts")
             sms = set(spec["sms"])
             out += sorted(p for p, c in counts.items() if c["smid"] in sms)
         return list(dict.fromkeys(out))

@@ -7,8 +7,8 @@ run in the watchdog worker:
 
 1. a *counting* launch (every CTA, nothing recorded): each warp group's event count,
    SM, start and end;
-2. the *recording* launch: the selected CTAs (``ctas=``: first N, the last ones, by SM,
-   ids), buffers sized from the counts, so every event is kept;
+2. the *recording* launch: the selected CTAs (``ctas=``: first N, the last ids, the last to
+   start, by SM, ids), buffers sized from the counts, so every event is kept;
 3. the same launch plain and instrumented, timed (``triton.testing.do_bench``): the
    instrumentation's own cost, in ``trace.meta["overhead"]`` and the Trace's repr.
 
@@ -232,7 +232,8 @@ def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto
     launches one (name it with ``kernel=`` when it launches several). ``method``:
     ``"proton"`` (Proton instrumentation scopes around each TLX op), ``"clock"``
     (cycle-counter records of the CTAs ``ctas`` selects: an int N (the first N, default
-    ``max_ctas``), ``"all"``, a list of CTA ids, or ``{"first": N, "last": M, "sms": [...]}``),
+    ``max_ctas``), ``"all"``, a list of CTA ids, or ``{"first": N, "last": M, "last_wave": K, "sms": [...]}``: the
+    last M ids, the K that started last in the counting launch, those that ran on those SMs there),
     or ``"auto"``: Proton where it compiles, else clock (warp-specialized kernels go straight
     to clock). ``trace.meta["recorder"]`` says which one ran.
 
