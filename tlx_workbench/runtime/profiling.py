@@ -151,7 +151,10 @@ def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, 
         raise GPUError(f"the CTA selection {ctas!r} names no CTA of the grid of {g}",
                        hint="pass ctas=N (the first N), {'first': N, 'last': M, 'sms': [...]} or a list of ids")
     needed = sizes_from_counts(counts, chosen)
-    cap = needed if capacity is None else int(capacity)
+    # room for the busiest warp group of the whole launch, and an eighth more: a kernel that hands out
+    # work at run time (atomics, CLC) may give the chosen CTAs more events in the next launch
+    roomy = sizes_from_counts(counts, counts)
+    cap = roomy + roomy // 8 + 8 if capacity is None else int(capacity)
     if circular and capacity is None:
         raise GPUError("a circular buffer needs capacity= (the events kept per warp group)",
                        hint=f"pass capacity=N; every event of these CTAs fits in capacity={needed}")
