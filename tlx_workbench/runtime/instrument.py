@@ -712,7 +712,6 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
                        hint="profile records barrier waits/arrives, TMA loads/stores, async_dot and stores that "
                             "are statements of their own, in the kernel or in a @jit helper called as a statement "
                             "(`x = helper(...)`, `helper(...)`) inside an async task")
-    lanes = max(1, len(tasks)) * MAX_REPLICAS
     helper_src = "".join(f"\n\n@triton.jit\n{c.source}\n" for c in copies)
     if mode == "proton":
         body = "\n\n@triton.jit\n" + new_src + "\n"
