@@ -107,6 +107,76 @@ def _attention_parts(causal):
     return launch, reference, make_inputs, flops, nbytes, sim_shape, timing_shapes, verify_shape
 
 
+# -- attention_bwd: dQ, dK, dV of attention (kernels/attention_bwd.py); the inputs carry the forward's
+# output and log-sum-exp and the row statistics (delta, lse in base 2) computed with torch, so the launch
+# is the main kernel alone (the static stage reads the first launch; the delta kernel is ~1 % of the
+# time and has no config); the output is the three gradients stacked, (3, Z, H, N, D)
+ATTENTION_BWD = "attention_bwd"
+
+
+def _attention_bwd_problem(causal: bool, dtype: str, suffix: str, ref) -> Problem:
+    from ..kernels import attention_bwd as bwd
+
+    def launch(q, k, v, o, do, lse, delta, lse2, cfg):
+        import torch
+        return torch.stack(bwd.launch(q, k, v, o, do, lse, causal, 1.0 / math.sqrt(q.shape[-1]), cfg,
+                                      stats=(delta, lse2)))
+
+    def make_inputs(shape, dtype, device):
+        import torch
+        from ..kernels import attention as att
+        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+        q, k, v, do = bwd.make_inputs(shape, dt, device)
+        Z, H, N, D = shape
+        if str(device).startswith("cuda"):
+            # the library's forward gives o and lse (a float64 reference at the timed shape would need
+            # Z*H*N*N doubles)
+            o, lse = att.attention(q, k, v, causal, config=att.DEFAULTS[(D <= 64, causal)], return_lse=True)
+        elif Z * H * N * N > 1 << 24:
+            # a CPU input this large is only compiled (static stage) or timed without numerics: any values
+            o, lse = torch.randn_like(q), torch.zeros((Z, H, N))
+        else:
+            o, lse, *_ = bwd.reference64(q, k, v, do, causal)
+            o, lse = o.to(dt), lse.float()
+        return (q, k, v, o, do, lse) + bwd.row_statistics(o, do, lse)
+
+    def reference(q, k, v, o, do, lse, delta, lse2):
+        import torch
+        return torch.stack(bwd.reference64(q, k, v, do, causal)[2:])
+
+    def nbytes(shape, elem=2):
+        Z, H, N, D = shape
+        return float((8 * elem + 8) * Z * H * N * D)     # q k v o dO read, dq dk dv written, fp32 dQ twice
+
+    def verify_shape(shape, cfg):
+        # four K/V blocks of four heads, as ragged as the timed N
+        Z, H, N, D = shape
+        return (1, 4, min(N, 4 * cfg["BN"] + N % cfg["BN"]), D)
+
+    return Problem(name=("attention_bwd_causal" if causal else "attention_bwd") + suffix, launch=launch,
+                   make_inputs=make_inputs, reference=reference, flops=lambda shape: bwd.flops(*shape, causal=causal),
+                   bytes=nbytes,
+                   # two K/V blocks of two heads (ragged by 40 rows), at the real shape's head dim
+                   sim_shape=lambda cfg, shape=None: (1, 2, 2 * cfg["BN"] - 40, shape[-1] if shape else 128),
+                   # CTA 0 walks every query block: its cycles are affine in N
+                   timing_shapes=lambda shape, cfg: [(1, 1, 2 * cfg["BN"], shape[-1]), (1, 1, 6 * cfg["BN"], shape[-1])],
+                   verify_shape=verify_shape, dtype=dtype, ref=ref,
+                   default=dict(bwd.DEFAULTS[128]))
+
+
+def _attention_bwd_space(seeds, head_dim: int, causal: bool) -> Space:
+    """The backward's query block, K/V block (64 rows per consumer group), ring depth and register split,
+    kept where ``attention_bwd_configs.suits`` (SMEM, and BM=128 only at D=64: registers)."""
+    from ..kernels import attention_bwd as bwd
+    # the default (BM=64, BN=128, two slots, 24/240 registers) first
+    return Space({"BM": [64, 128], "BN": [128, 64], "NUM_BUFS": [2, 3, 1], "LOADER_REGS": [24, 40],
+                  "MMA_REGS": [240, 232]},
+                 constraints=[lambda c: bwd.suits(c, head_dim, causal),
+                              # 128 threads per task: 512 registers a thread across the three tasks
+                              lambda c: c["LOADER_REGS"] + (c["BN"] // 64) * c["MMA_REGS"] <= 512],
+                 seeds=seeds)
+
+
 # -- gemm_fp8: e4m3 operands (b column-major, as torch._scaled_mm takes it), scales per tensor or per
 # row/column; the problem's dtype is the output's (float16 or bfloat16)
 FP8_GEMMS = ("gemm_fp8", "gemm_fp8_rowwise")
@@ -173,6 +243,8 @@ def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Probl
                        timing_shapes=_gemm_timing_shapes, dtype=dtype, ref=ref, default=dict(mod.CONFIGS[0]))
     if name in FP8_GEMMS:
         return _fp8_problem(name, dtype, ref)
+    if name == ATTENTION_BWD:
+        return _attention_bwd_problem(bool(causal), dtype, suffix, ref)
     if name == "attention":
         from ..kernels import attention as att
         launch, reference, make_inputs, flops, nbytes, sim_shape, timing, verify = _attention_parts(causal)
@@ -211,6 +283,8 @@ def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> 
         return Space(_gemm_module(name).CONFIGS, seeds=seeds)
     if name in FP8_GEMMS:
         return _fp8_space(seeds)
+    if name == ATTENTION_BWD:
+        return _attention_bwd_space(seeds, head_dim, causal)
     if name == "attention":
         from ..kernels import attention as att
         base = list(att.configs_for(head_dim, causal))

@@ -82,18 +82,35 @@ def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg):
         HEAD_DIM=D, CAUSAL=bool(causal), num_warps=4, num_stages=0, **cfg)
 
 
-def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None):
+def row_statistics(o, do, lse):
+    """(delta, lse2) as the main kernel reads them, computed with torch (what ``attention_bwd_delta_kernel``
+    computes): delta = rowsum(dO * O) and lse * log2(e), fp32 arrays of (Z*H, N padded to 4) rows."""
+    import torch
+    Z, H, N, D = o.shape
+    NP = _n_pad(N)
+    delta = torch.zeros((Z * H, NP), dtype=torch.float32, device=o.device)
+    lse2 = torch.zeros((Z * H, NP), dtype=torch.float32, device=o.device)
+    delta[:, :N] = (o.float() * do.float()).sum(-1).reshape(Z * H, N)
+    lse2[:, :N] = lse.float().reshape(Z * H, N) * 1.4426950408889634
+    return delta, lse2
+
+
+def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None, stats=None):
     """Run once with one explicit config; returns (dq, dk, dv). ``dq32``: the fp32 dQ accumulator
-    (zeroed here; pass one to reuse its memory); ``dk``, ``dv``: where to write those (default: new)."""
+    (zeroed here; pass one to reuse its memory); ``dk``, ``dv``: where to write those (default: new);
+    ``stats``: (delta, lse2) already computed (``row_statistics``): the delta kernel is then skipped."""
     import torch
     Z, H, N, D = q.shape
     triton.set_allocator(torch_alloc)
-    rows = Z * H * N
-    NP = _n_pad(N)
-    delta = torch.empty((Z * H, NP), dtype=torch.float32, device=q.device)
-    lse2 = torch.empty((Z * H, NP), dtype=torch.float32, device=q.device)
-    attention_bwd_delta_kernel[(triton.cdiv(rows, DELTA_BLOCK),)](o, do, lse, delta, lse2, rows, N, NP, HEAD_DIM=D,
-                                                                   BLOCK=DELTA_BLOCK)
+    if stats is None:
+        rows = Z * H * N
+        NP = _n_pad(N)
+        delta = torch.empty((Z * H, NP), dtype=torch.float32, device=q.device)
+        lse2 = torch.empty((Z * H, NP), dtype=torch.float32, device=q.device)
+        attention_bwd_delta_kernel[(triton.cdiv(rows, DELTA_BLOCK),)](o, do, lse, delta, lse2, rows, N, NP,
+                                                                       HEAD_DIM=D, BLOCK=DELTA_BLOCK)
+    else:
+        delta, lse2 = stats
     dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32.zero_()
     dk = torch.empty_like(k) if dk is None else dk
     dv = torch.empty_like(v) if dv is None else dv
