@@ -79,6 +79,9 @@ def test_every_event_of_every_selected_cta_is_recorded(full_run):
         for lane in [l for l in tr.lanes() if l[0] == cta]:
             idx = ["default", "task1"].index(lane[1]) * instrument.MAX_REPLICAS + lane[2]
             assert len(list(tr.spans_of(*lane))) == counted[cta][idx]
+    launch = tr.meta["counting_launch_ctas"]            # every CTA of the launch: where and when it ran
+    assert [c["cta"] for c in launch] == [0, 1] and {c["sm"] for c in launch} == {100, 101}
+    assert min(c["start_ns"] for c in launch) == 0 and tr.meta["kernel_extent_ns"] == max(c["end_ns"] for c in launch)
     assert r["capacity_needed"] == max(max(v) for v in counted.values()) <= tr.meta["capacity"]
 
 

@@ -295,10 +295,13 @@ def trace_from_records(r: dict, meta: dict | None = None):
     if r.get("overhead"):
         meta["overhead"] = r["overhead"]
     tr = decode(r["buf"], r["sites"], r["tasks"], file=r["file"], meta=meta)
-    counting = r.get("counting") or []
-    if counting and tr.time_unit == "ns":
+    counting = [c for c in r.get("counting") or [] if c["start"] > 0 and c["end"] > c["start"]]
+    if counting:
+        # every CTA of the counting launch (clock reads, no records): where and when it ran, for waves and tails
         t0 = min(c["start"] for c in counting)
-        tr.meta["kernel_extent_ns"] = max(c["end"] for c in counting) - t0     # of the counting launch
+        tr.meta["kernel_extent_ns"] = max(c["end"] for c in counting) - t0
+        tr.meta["counting_launch_ctas"] = [{"cta": c["cta"], "sm": c["sm"], "start_ns": c["start"] - t0,
+                                            "end_ns": c["end"] - t0} for c in counting]
     return tr
 
 
