@@ -93,3 +93,22 @@ def test_in_chromium_each_blocked_task_has_its_marker_drawn(show, crossed):
                 let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i] > 180 && d[i + 1] < 200 && d[i + 2] < 200) n++;
                 return n; }""", [k, m["x"], m["y"]])
             assert n > 20, (view, m, n)
+
+
+def test_a_task_that_stops_last_still_gets_a_bar_to_see():
+    # a producer works until t=1000, then waits on a slot no one frees: its wait is the trace's last event
+    from tlx_workbench.trace import BarrierEvent, Span, Trace
+    tr = Trace(meta={"kernel": "late"})
+    for k in range(10):
+        tr.add_span(Span(cta=0, task="producer", replica=0, kind="tma", start=100 * k, end=100 * k + 60, name="load"))
+        tr.add_span(Span(cta=0, task="consumer", replica=0, kind="compute", start=100 * k + 40, end=100 * k + 95))
+    tr.add_barrier_event(BarrierEvent(cta=0, time=0, barrier="empty", slot=0, kind="init", task="producer",
+                                      replica=0, count=1, pending_arrivals=1))
+    tr.add_barrier_event(BarrierEvent(cta=0, time=1000, barrier="empty", slot=0, kind="wait_begin", task="producer",
+                                      replica=0, phase=1, line=7, pending_arrivals=1))
+    (st,) = stuck_waits(tr)
+    assert (st["lane"], st["since"], st["phase"]) == ((0, "producer", 0), 1000.0, 1)
+    for svg in (timeline_svg(tr), barrier_svg(tr)):
+        bar = re.search(r"<g class='tlxwb-stuck'[^>]*><title>[^<]*</title><rect x='([\d.]+)' y='[\d.]+' "
+                        r"width='([\d.]+)'", svg)
+        assert float(bar.group(2)) > 30, bar.group(0)      # a bar one can see, not a sliver at the right edge

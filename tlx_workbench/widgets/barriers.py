@@ -10,7 +10,7 @@ import traitlets
 from .. import views
 from ..trace import Trace
 from ._base import View, esm_source
-from .timeline import _fmt, _nice_step, stuck_label, stuck_waits
+from .timeline import _fmt, _nice_step, stuck_end, stuck_label, stuck_waits
 
 EV_KINDS = ("init", "expect", "arrive", "tx", "flip")     # wait_begin/wait_end show as wait bars
 PALETTE = ["#34495e", "#8e44ad", "#2980b9", "#c0392b", "#27ae60", "#d35400", "#7f8c8d", "#16a085"]
@@ -164,7 +164,7 @@ def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | N
     rows, evs, waits = enc["rows"], enc["events"], enc["waits"]
     who = {w: i for i, w in enumerate(enc["who"])}
     t0 = trace.start if t0 is None else t0
-    t1 = trace.end if t1 is None else t1
+    t1 = stuck_end(trace, stuck_waits(trace, deadlock)) if t1 is None else t1
     if t1 <= t0:
         t1 = t0 + 1
     band, sub, ax = 30, 14, 20

@@ -83,6 +83,16 @@ def stuck_waits(trace: Trace, deadlock=None) -> list[dict]:
     return list(out.values())
 
 
+def stuck_end(trace: Trace, stuck: list) -> float:
+    """Where a view's time axis ends: the trace's end, with room after it for the stuck-here bars
+    when the run deadlocked (a task that stopped last would otherwise get a bar of no width)."""
+    end = trace.end
+    if not stuck:
+        return end
+    end = max([end] + [s["since"] for s in stuck])
+    return end + 0.08 * ((end - trace.start) or 1.0)
+
+
 def stuck_label(s: dict) -> str:
     """'stuck: pong[0] parity 0, missing 1 arrival(s), line 13'."""
     where = s["barrier"] + (f"[{s['slot']}]" if s["slot"] is not None else "") if s["barrier"] else s["kind"]
@@ -275,7 +285,7 @@ def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: 
     rows, where = display_lanes(trace, fold_ctas=fold_ctas, lane_per_task=lane_per_task)
     stuck = stuck_waits(trace, deadlock)
     t0 = trace.start if t0 is None else t0
-    t1 = trace.end if t1 is None else t1
+    t1 = stuck_end(trace, stuck) if t1 is None else t1
     if t1 <= t0:
         t1 = t0 + 1
     plot_w = width - gutter - 10

@@ -37,6 +37,12 @@ function render({ model, el }) {
   let tMin = Infinity, tMax = -Infinity;
   for (let i = 0; i < E; i++) { if (evT[i] < tMin) tMin = evT[i]; if (evT[i] > tMax) tMax = evT[i]; }
   for (let i = 0; i < W; i++) { if (wS[i] < tMin) tMin = wS[i]; if (wE[i] > tMax) tMax = wE[i]; }
+  const stuck = model.get("_stuck") || [];
+  if (stuck.length) {            // room after the last event for the stuck-here bars
+    if (!(tMin <= tMax)) { tMin = 0; tMax = 0; }
+    for (const st of stuck) { if (st[2] > tMax) tMax = st[2]; if (st[2] < tMin) tMin = st[2]; }
+    tMax += 0.08 * ((tMax - tMin) || 1);
+  }
   if (!(tMin < tMax)) { tMin = 0; tMax = 1; }
   // per-row index ranges (data is sorted by row, then time)
   const range = (arr, N) => { const lo = new Int32Array(rows.length).fill(N), hi = new Int32Array(rows.length);
@@ -46,7 +52,6 @@ function render({ model, el }) {
   const head = tlxEl("div", "tlxwb-head", root);
   tlxEl("span", "tlxwb-title", head, model.get("title") || "barrier phases");
   tlxLegend(head, model.get("_legend"));
-  const stuck = model.get("_stuck") || [];
   const controls = tlxEl("span", "tlxwb-controls", head);
   const reset = tlxEl("button", "tlxwb-btn", controls, "reset zoom");
   const scroller = tlxEl("div", "tlxwb-scroll", root);

@@ -32,9 +32,14 @@ function render({ model, el }) {
     if (starts[i] < tMin) tMin = starts[i];
     if (ends[i] > tMax) tMax = ends[i];
   }
+  const stuck = model.get("_stuck") || [];
+  if (stuck.length) {            // room after the last event for the stuck-here bars
+    if (!(tMin <= tMax)) { tMin = 0; tMax = 0; }
+    for (const st of stuck) { if (st.since > tMax) tMax = st.since; if (st.since < tMin) tMin = st.since; }
+    tMax += 0.08 * ((tMax - tMin) || 1);
+  }
   if (!(tMin < tMax)) { tMin = 0; tMax = 1; }
 
-  const stuck = model.get("_stuck") || [];
   const ctaList = Array.from(new Set(lanes.map(ln => ln.cta))).sort((a, b) => a - b);
   // display rows (after the filters): a header per CTA (one when folded), then its rows
   let rowOf = new Int32Array(L), rowY = [], rowInfo = [], heads = [], height = 0;
