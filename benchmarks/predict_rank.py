@@ -42,11 +42,13 @@ def spearman(xs, ys) -> float:
 
 def main():
     from tlx_workbench.explore import library
-    from tlx_workbench.explore.stages import predict
+    from tlx_workbench.explore.stages import predict, spill_traffic
     from tlx_workbench.kernels.gemm_ws import persistent_ctas
     db = sqlite3.connect(HERE / "explore_h200.sqlite")
     rows = db.execute("select config, metrics from results where kernel='gemm_ws' and stage='measured' "
                       "and status='ok' and shape='[4096, 4096, 4096]'").fetchall()
+    static = {c: json.loads(m) for c, m in db.execute("select config, metrics from results where kernel='gemm_ws' "
+                                                       "and stage='static' and status='ok'").fetchall()}
     problem = library.problem("gemm_ws")
     shape = (4096, 4096, 4096)
     out = []
@@ -57,7 +59,7 @@ def main():
         ctas = persistent_ctas(tiles, 132)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            p = predict(problem, cfg, shape, "H200", ctas)
+            p = predict(problem, cfg, shape, "H200", ctas, spill_traffic(static[cfg_s].get("advisories")))
         m = json.loads(met_s)
         out.append(dict(config=cfg, measured_us=m["us"], predicted_us=p.get("predicted_us"), note=p.get("predict_note")))
         print(f"{len(out):3d} {cfg} meas {m['us']:.1f} pred {p.get('predicted_us') or float('nan'):.1f}", flush=True)

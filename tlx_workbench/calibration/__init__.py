@@ -29,6 +29,7 @@ class Calibration:
     mma: dict                             # dtype -> {"n<N>x<consumers>": flop per cycle per SM}
     tma_latency_l2: float                 # one TMA load, issue to landed, L2 hit (fitted to 0 bytes)
     tma_latency_hbm: float
+    tma_latency_by_ctas: dict             # CTAs in flight (str) -> L2-hit latency under that load
     l2_bytes_per_cycle_per_sm: dict       # CTAs in flight (str) -> bytes per cycle per CTA, 4 loads in flight
     hbm_bytes_per_cycle_per_sm: dict
     tma_store_bytes_per_cycle_per_sm: dict
@@ -54,16 +55,16 @@ class Calibration:
                 gaps.append(flops / rate - flops / peak)
         return sum(gaps) / len(gaps) if gaps else 0.0
 
-    def bandwidth(self, table: dict, ctas: int) -> float:
-        """Bytes per cycle per CTA with ``ctas`` CTAs streaming at once (interpolated in the table)."""
+    def bandwidth(self, table: dict, ctas: int, extend: bool = True) -> float:
+        """Bytes per cycle per CTA with ``ctas`` CTAs streaming at once (interpolated in the table); past the
+        table the aggregate stays that of the last point (``extend=False``: the last point's value)."""
         pts = sorted((int(k), v) for k, v in table.items() if v)
         if ctas <= pts[0][0]:
             return pts[0][1]
         for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
             if ctas <= c1:
                 return v0 + (v1 - v0) * (ctas - c0) / (c1 - c0)
-        # past the table: the aggregate stays that of the last point
-        return pts[-1][1] * pts[-1][0] / ctas
+        return pts[-1][1] * pts[-1][0] / ctas if extend else pts[-1][1]
 
 
 @functools.lru_cache(maxsize=None)
@@ -79,6 +80,7 @@ def load(gpu: str) -> Calibration | None:
                        clock_ghz=float(d["clock_ghz"]), mma=d["mma_flops_per_cycle_per_sm"],
                        tma_latency_l2=float(lat["l2"]["latency_cycles"]),
                        tma_latency_hbm=float(lat["hbm"]["latency_cycles"]),
+                       tma_latency_by_ctas=d["tma"].get("latency_by_ctas", {}).get("l2", {}),
                        l2_bytes_per_cycle_per_sm=d["tma"]["l2_bytes_per_cycle_per_sm"],
                        hbm_bytes_per_cycle_per_sm=d["tma"]["hbm_bytes_per_cycle_per_sm"],
                        tma_store_bytes_per_cycle_per_sm=d["tma_store_bytes_per_cycle_per_sm"],

@@ -276,13 +276,25 @@ def derive(raw: dict) -> dict:
             (x0, y0), (x1, y1) = pts[0], pts[-1]
             slope = (y1 - y0) / (x1 - x0)
             lat[where] = dict(latency_cycles=y0 - slope * x0, cycles_per_byte=slope)
+    # latency under load: one load at a time per CTA (stages=1) with n CTAs streaming, less its transfer at the
+    # n-CTA rate; the median over box sizes
+    lat_by_ctas = {}
+    for where, table in (("l2", "l2"), ("hbm", "hbm")):
+        per = {}
+        for c in (1, 8, 33, 66, 132):
+            rate = tma_bw(table, c)
+            xs = sorted(t["cycles_per_load"] - t["bytes"] / rate for t in tma if t["where"] == where
+                        and t["ctas"] == c and t["stages"] == 1) if rate else []
+            if xs:
+                per[str(c)] = xs[len(xs) // 2]
+        lat_by_ctas[where] = per
     bars = raw["barriers"]
     self_round = bars["self"]              # arrive + satisfied wait
     return dict(
         clock_ghz=raw["clock"]["sustained_ghz"],
         mma_flops_per_cycle_per_sm=mma_rates,
         mma_fp16_dense=fp16,
-        tma=dict(latency=lat,
+        tma=dict(latency=lat, latency_by_ctas=lat_by_ctas,
                  l2_bytes_per_cycle_per_sm={str(c): tma_bw("l2", c) for c in (1, 8, 33, 66, 132)},
                  hbm_bytes_per_cycle_per_sm={str(c): tma_bw("hbm", c) for c in (1, 8, 33, 66, 132)}),
         tma_store_bytes_per_cycle_per_sm={str(t["ctas"]): t["bytes_per_cycle_per_cta"] for t in raw["tma_store"]
@@ -313,11 +325,27 @@ def run(log=print) -> dict:
                 torch=torch.__version__, triton=__import__("triton").__version__, raw=raw)
 
 
+def rederive(path):
+    """Recompute a calibration file's ``derived`` section from its ``raw`` readings (after ``derive`` changed);
+    the readings, date, device and command stay as the GPU run wrote them."""
+    data = json.loads(open(path).read())
+    data["derived"] = derive(data["raw"])
+    data["derived_by"] = (f"tlx_workbench.calibration.suite.rederive, "
+                          f"{datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+    return data["derived"]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="where to write the calibration JSON")
+    ap.add_argument("--rederive", action="store_true", help="recompute --out's derived figures from its raw readings")
     ap.add_argument("--command", default="python -m tlx_workbench.calibration.suite", help="recorded in the file")
     args = ap.parse_args(argv)
+    if args.rederive:
+        print(json.dumps(rederive(args.out)["tma"], indent=1))
+        return 0
     result = run(lambda m: print(m, flush=True))
     try:
         result["derived"] = derive(result["raw"])

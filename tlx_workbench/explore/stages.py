@@ -98,6 +98,17 @@ def _spill_bytes(text: str) -> int:
     return int(m.group(1)) if m else 0
 
 
+def spill_traffic(advisories) -> int:
+    """Bytes per thread of ptxas's spill loads (the reloads a warp group waits for: what the cost model
+    charges), from the static stage's advisories (dicts with "code" and "text")."""
+    import re
+    total = 0
+    for a in advisories or ():
+        if a.get("code") == "spills":
+            total = max([total] + [int(x) for x in re.findall(r"(\d+) bytes spill loads", a["text"])])
+    return total
+
+
 def occupancy(res, model) -> int:
     """CTAs of this kernel one SM holds at once (SMEM, registers, threads, and the 32-CTA cap)."""
     threads = res.num_warps * 32
@@ -143,6 +154,7 @@ def _static_metrics(report, model, grid, kwargs, launches) -> dict:
     # ptxas's own word on register pressure, which the cost model does not see
     metrics["spill_bytes"] = max([res.spills or 0] + [_spill_bytes(a["text"]) for a in adv if a["code"] == "spills"])
     metrics["wgmma_serialized"] = any(a["code"] in SERIALIZING for a in adv)
+    metrics["spill_traffic"] = spill_traffic(adv)
     return metrics
 
 
@@ -187,7 +199,7 @@ def _compare(out, ref, dtype: str, tolerance: float | None):
     return err <= tol, err
 
 
-def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None) -> dict:
+def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None, spills: int = 0) -> dict:
     """Simulated time at ``shape``: CTA 0 run alone at each of the problem's timing shapes, its
     cycles fitted as ``a + b * work`` (work = the shape's flops over its CTA count), then evaluated
     at the real shape's work per CTA (``real_ctas`` CTAs; more than one wave counts as
@@ -204,7 +216,7 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None)
             warnings.simplefilter("ignore")     # "only 1 of n CTAs simulated": meant
             # CTA 0 shares the TMA/L2 bandwidth with every CTA of the real launch's first wave
             res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, ctas=[0], on_deadlock="return",
-                              in_flight=min(real_ctas or 1, model.sm_count))
+                              in_flight=min(real_ctas or 1, model.sm_count), numerics=False, spills=spills)
         if res.deadlock is not None:
             return dict(predict_note=f"no prediction: CTA 0 deadlocks at timing shape {list(s)}")
         n = int(np.prod(res.grid)) if res.grid else 1
@@ -223,7 +235,7 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None)
 
 
 def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1, seed: int = 0,
-              real_ctas: int | None = None, do_predict: bool = True) -> Outcome:
+              real_ctas: int | None = None, do_predict: bool = True, spills: int = 0) -> Outcome:
     """The simulated stage: prove the protocol at the problem's small shape, then predict the time."""
     import tlx_workbench as wb
     t0 = time.perf_counter()
@@ -255,7 +267,7 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
                                f"relative error {err:.3g}", metrics=dict(metrics, verdict="wrong result"),
                                device=gpu, seconds=time.perf_counter() - t0)
         if do_predict and problem.timing_shapes is not None:
-            metrics.update(predict(problem, cfg, shape, gpu, real_ctas))
+            metrics.update(predict(problem, cfg, shape, gpu, real_ctas, spills))
         return Outcome("ok", metrics=dict(metrics, verdict="ok"), device=gpu, seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001
         return _error_outcome(e, t0, "simulated")

@@ -100,7 +100,8 @@ class Sweep:
         if stage == "static":
             return str(self.target)
         if stage == "simulated":
-            return f"{self.gpu}; schedules={self.schedules}; seed={self.seed}"
+            from ..sim.cost import model_id
+            return f"{self.gpu}; schedules={self.schedules}; seed={self.seed}; cost model {model_id(self.gpu)}"
         return device or "gpu"
 
     def key(self, cfg, shape, stage, device=None) -> str:
@@ -179,7 +180,8 @@ class Sweep:
         def sim(c):
             st = self.store.get(self.key(c, shape, "static")) if "static" in self.stages else None
             ctas = st.metrics.get("ctas") if st is not None and st.ok else None
-            return dict(gpu=self.gpu, schedules=self.schedules, seed=self.seed, real_ctas=ctas)
+            spills = st.metrics.get("spill_traffic", 0) if st is not None and st.ok else 0
+            return dict(gpu=self.gpu, schedules=self.schedules, seed=self.seed, real_ctas=ctas, spills=spills)
         return sim
 
     def _measurer(self):

@@ -58,6 +58,11 @@ class CostModel:
     tma_store_rate: float | None = None
     # the clock that turns cycles into time (the board's clock under load where measured)
     clock_ghz: float | None = None
+    # register spills (ptxas: bytes of spill loads per thread): the reloads each warp group waits for around
+    # every async_dot (its accumulator is what spills; the stores do not stall), through the SM's L1
+    spill_bytes: float = 0.0
+    # the SM's L1/SMEM data path: 128 B/cycle (Hopper tuning guide; one warp group's local_load measured 89)
+    l1_bytes_per_cycle: float = 128.0
     #: how many CTAs share the bandwidth (for_launch); where the figures came from
     resident: int = 0
     calibration: object = None
@@ -102,7 +107,9 @@ class CostModel:
         cal = self.calibration
         if cal is None:
             return dataclasses.replace(self, resident=resident)
-        return dataclasses.replace(self, resident=resident,
+        latency = cal.bandwidth(cal.tma_latency_by_ctas, resident, extend=False) if cal.tma_latency_by_ctas \
+            else self.tma_latency
+        return dataclasses.replace(self, resident=resident, tma_latency=latency,
                                    tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, resident),
                                    tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, resident))
 
@@ -127,7 +134,8 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
     arrive_warp = arrive - (b["handover"] - b["handover_warp_barrier"])
     return CostModel(
         model,
-        tma_latency=cal.tma_latency_l2,
+        tma_latency=(cal.bandwidth(cal.tma_latency_by_ctas, 1, extend=False) if cal.tma_latency_by_ctas
+                     else cal.tma_latency_l2),
         barrier_op=arrive,
         barrier_arrive_warp=arrive_warp,
         barrier_wait=b["arrive_and_satisfied_wait"] - arrive,
@@ -148,3 +156,16 @@ def cost_model(gpu) -> CostModel:
     model = gpu_model(gpu)
     cal = load(model.name)
     return from_calibration(model, cal) if cal is not None else CostModel(model)
+
+
+def model_id(gpu) -> str:
+    """What a simulated time depends on besides the kernel: this module's source and the GPU's calibration
+    file, hashed (the explorer keys its simulated rows with it, so a re-calibration re-predicts)."""
+    import hashlib
+    import pathlib
+    from ..calibration import load
+    h = hashlib.sha256(pathlib.Path(__file__).read_bytes())
+    cal = load(gpu_model(gpu).name)
+    if cal is not None:
+        h.update(pathlib.Path(cal.path).read_bytes())
+    return h.hexdigest()[:12]

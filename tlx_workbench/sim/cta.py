@@ -52,6 +52,7 @@ class CTA(BarrierOps, MemoryOps, MmaOps, ClusterOps, ClcOps):
         self.run = run
         self.cost = run.cost
         self.alu_free = 0.0                     # when the CTA's ALUs are next free (engine._charge_alu)
+        self.lsu_free = 0.0                     # when its L1 path is next free (register spills)
         self.pid = pid
         self.grid_idx = grid_idx
         self.group = group

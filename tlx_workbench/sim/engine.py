@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import dataclasses
 import gc
 import inspect
 import traceback
@@ -253,11 +254,13 @@ def _charge_alu(elements: int, weight: float):
 
 
 def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_steps=2_000_000,
-               resident=None, memory=(), occupancy=1, in_flight=None, numerics=True) -> LaunchRun:
+               resident=None, memory=(), occupancy=1, in_flight=None, numerics=True,
+               spills=0) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
     ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth); ``in_flight``: the
     CTAs sharing the bandwidth, when not this grid's (a small shape timed as part of a large launch);
-    ``numerics=False``: timing only (TMA moves no data, wgmma computes nothing; the protocol and clocks are kept).
+    ``numerics=False``: timing only (TMA moves no data, wgmma computes nothing; the protocol and clocks are kept);
+    ``spills``: ptxas's spill stores + loads, bytes per thread (the compile report's), charged around each async_dot.
     ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken)."""
     from triton.runtime.jit import JITFunction
     bound, opts = _bind(jitfn, args, kwargs)
@@ -306,6 +309,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     # contention: each CTA's share of the TMA/L2 bandwidth is that of all CTAs in flight at once
     run.resident_ctas = int(in_flight) if in_flight else min(total, run.gpu.sm_count * max(1, int(occupancy or 1)))
     run.cost = run.cost.for_launch(run.resident_ctas)
+    if spills:
+        run.cost = dataclasses.replace(run.cost, spill_bytes=float(spills))
     run.trace.meta.update(resident_ctas=run.resident_ctas, clock_ghz=run.cost.time_clock_ghz,
                           calibration=getattr(run.cost.calibration, "date", None))
     clusters = _clusters(g, cga)

@@ -31,6 +31,14 @@ class MmaOps:
                                 t.clock)
         out = compute()
         start = t.clock
+        if self.cost.spill_bytes:
+            # a spilling kernel reloads and stores its accumulator registers around the MMA, through the L1
+            # that every warp group of the CTA shares
+            lsu = max(t.clock, self.lsu_free) + self.cost.spill_bytes * t.threads / self.cost.l1_bytes_per_cycle
+            self.lsu_free = lsu
+            self.span(t, "spill", start, lsu, "register spills", line,
+                      args={"bytes": self.cost.spill_bytes * t.threads})
+            start = t.clock = lsu
         t.clock += self.cost.issue
         # the tensor core is the CTA's; a warp group alone also waits out its own turnaround (mma_group_gap)
         mstart = max(start, self.tc_free, getattr(t, "mma_free", 0.0) + self.cost.mma_group_gap)
