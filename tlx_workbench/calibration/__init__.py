@@ -33,6 +33,7 @@ class Calibration:
     l2_bytes_per_cycle_per_sm: dict       # CTAs in flight (str) -> bytes per cycle per CTA, 4 loads in flight
     hbm_bytes_per_cycle_per_sm: dict
     tma_store_bytes_per_cycle_per_sm: dict
+    cp_async_bytes_per_cycle_per_sm: dict    # {} until measured
     barrier: dict                         # see suite.derive
     smem_bytes_per_cycle: dict
     path: str = ""
@@ -84,4 +85,5 @@ def load(gpu: str) -> Calibration | None:
                        l2_bytes_per_cycle_per_sm=d["tma"]["l2_bytes_per_cycle_per_sm"],
                        hbm_bytes_per_cycle_per_sm=d["tma"]["hbm_bytes_per_cycle_per_sm"],
                        tma_store_bytes_per_cycle_per_sm=d["tma_store_bytes_per_cycle_per_sm"],
+                       cp_async_bytes_per_cycle_per_sm={k: v for k, v in (d.get("cp_async") or {}).items() if v},
                        barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"], path=str(path))

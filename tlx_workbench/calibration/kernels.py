@@ -209,3 +209,26 @@ def smem_loop_kernel(x_ptr, out_ptr, rec_ptr, ITERS, BM: tl.constexpr, BN: tl.co
             acc = acc + tlx.local_load(buf[i % 2])
     _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
     tl.store(out_ptr + tl.program_id(0) * BM * BN + offs, acc)
+
+
+@triton.jit
+def cp_async_stream_kernel(x_ptr, rec_ptr, ITERS, REGION, BOX_M: tl.constexpr, BOX_K: tl.constexpr,
+                           STAGES: tl.constexpr, TIMED: tl.constexpr):
+    """cp.async (``tlx.async_load``) bandwidth: every thread copies its share of a BOX_M x BOX_K box per
+    step, STAGES - 1 boxes in flight (one commit group each), as a non-warp-specialized pipelined
+    GEMM loads its operands. Box i of CTA p is rows ``((p * ITERS + i) % REGION) * BOX_M``."""
+    dtype: tl.constexpr = x_ptr.dtype.element_ty
+    buf = tlx.local_alloc((BOX_M, BOX_K), dtype, STAGES)
+    offs = tl.arange(0, BOX_M)[:, None] * BOX_K + tl.arange(0, BOX_K)[None, :]
+    first = tl.program_id(0) * ITERS
+    for j in tl.static_range(STAGES - 1):
+        t = tlx.async_load(x_ptr + ((first + j) % REGION) * BOX_M * BOX_K + offs, buf[j])
+        tlx.async_load_commit_group([t])
+    c0, n0 = _start(TIMED)
+    for i in range(ITERS):
+        tlx.async_load_wait_group(STAGES - 2)
+        nxt = i + STAGES - 1
+        t = tlx.async_load(x_ptr + ((first + nxt) % REGION) * BOX_M * BOX_K + offs, buf[nxt % STAGES])
+        tlx.async_load_commit_group([t])
+    tlx.async_load_wait_group(0)
+    _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)

@@ -73,6 +73,18 @@ def launch_tma(box_m=128, box_k=64, stages=4, ctas=132, iters=256, region=None, 
     return rec, box_m * box_k * x.element_size() * iters
 
 
+def launch_cp_async(box_m=128, box_k=64, stages=3, ctas=132, iters=256, region=None, timed=True, device="cuda",
+                    tensor=None, num_warps=8):
+    """cp.async loads (every thread its share of a box), stages - 1 boxes in flight."""
+    torch = _torch()
+    region = region or ctas * iters + stages
+    x = tensor if tensor is not None else torch.randn(region * box_m * box_k, device=device).to(torch.float16)
+    rec = torch.zeros(ctas * K.REC, dtype=torch.int64, device=device)
+    K.cp_async_stream_kernel[(ctas,)](x, rec, iters, region, BOX_M=box_m, BOX_K=box_k, STAGES=stages, TIMED=timed,
+                                      num_warps=num_warps)
+    return rec, box_m * box_k * 2 * iters
+
+
 def launch_tma_store(box_m=64, box_n=64, stages=2, ctas=132, iters=256, region=None, timed=True, device="cuda",
                      tensor=None):
     torch = _torch()
@@ -220,6 +232,30 @@ def measure_tma_store(log):
     return out
 
 
+def measure_cp_async(log):
+    torch = _torch()
+    out = []
+    rows = (2 << 30) // 2
+    x = torch.empty(rows, dtype=torch.float16, device="cuda")
+    for box_m, box_k in ((128, 64), (64, 256)):
+        region_all = rows // (box_m * box_k)
+        for stages in (2, 3, 4):
+            launch_cp_async(box_m, box_k, stages, ctas=1, iters=8, tensor=x)
+            for ctas in (1, 33, 132):
+                for where in ("hbm", "l2"):
+                    iters = min(2048 if ctas == 1 else 512, region_all // ctas - stages)
+                    region = region_all if where == "hbm" else max(1, (8 << 20) // (box_m * box_k * 2))
+                    (res, ms) = _event_ms(lambda: launch_cp_async(box_m, box_k, stages, ctas, iters, region, tensor=x))
+                    rec, nbytes = res
+                    rows_, _ = _per_cta(_records(rec, ctas))
+                    cyc = _median([r["cycles"] for r in rows_])
+                    out.append(dict(box=[box_m, box_k], bytes=box_m * box_k * 2, stages=stages, ctas=ctas, where=where,
+                                    iters=iters, ms=ms, cycles_per_load=cyc / iters,
+                                    bytes_per_cycle_per_cta=nbytes / cyc))
+        log(f"cp.async box {box_m}x{box_k} done")
+    return out
+
+
 def measure_barriers(log):
     out = {}
     rounds = 20000
@@ -247,6 +283,15 @@ def measure_smem(log):
 
 
 # ---------------------------------------------------------------------------------------------- derive
+def _cp_async_figures(rows):
+    """cp.async per-CTA rate (L2 hits, 8 warps copying a 128 x 64 box, 3 stages) by CTAs in flight; None if
+    not measured."""
+    if not rows or isinstance(rows, dict):
+        return None
+    return {str(c): next((r["bytes_per_cycle_per_cta"] for r in rows if r["ctas"] == c and r["where"] == "l2"
+                          and r["box"] == [128, 64] and r["stages"] == 3), None) for c in (1, 33, 132)}
+
+
 def derive(raw: dict) -> dict:
     """The cost model's parameters from the raw readings (see ``calibration.Calibration``)."""
     mma = raw["mma"]
@@ -297,6 +342,7 @@ def derive(raw: dict) -> dict:
         tma=dict(latency=lat, latency_by_ctas=lat_by_ctas,
                  l2_bytes_per_cycle_per_sm={str(c): tma_bw("l2", c) for c in (1, 8, 33, 66, 132)},
                  hbm_bytes_per_cycle_per_sm={str(c): tma_bw("hbm", c) for c in (1, 8, 33, 66, 132)}),
+        cp_async=_cp_async_figures(raw.get("cp_async")),
         tma_store_bytes_per_cycle_per_sm={str(t["ctas"]): t["bytes_per_cycle_per_cta"] for t in raw["tma_store"]
                                           if t["box"] == [64, 64] and t["stages"] == 2},
         barrier=dict(arrive_and_satisfied_wait=self_round,
@@ -307,11 +353,12 @@ def derive(raw: dict) -> dict:
     )
 
 
-def run(log=print) -> dict:
+def run(log=print, only=()) -> dict:
     torch = _torch()
     raw = {}
-    for name, fn in (("barriers", measure_barriers), ("smem", measure_smem), ("mma", measure_mma),
-                     ("tma", measure_tma), ("tma_store", measure_tma_store), ("clock", measure_clock)):
+    for name, fn in FAMILIES.items():
+        if only and name not in only:
+            continue
         t0 = time.time()
         try:
             raw[name] = fn(log)
@@ -323,6 +370,10 @@ def run(log=print) -> dict:
     return dict(device=dev.name, sm_count=dev.multi_processor_count,
                 date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                 torch=torch.__version__, triton=__import__("triton").__version__, raw=raw)
+
+
+FAMILIES = {"barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
+            "tma_store": measure_tma_store, "cp_async": measure_cp_async, "clock": measure_clock}
 
 
 def rederive(path):
@@ -341,12 +392,20 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="where to write the calibration JSON")
     ap.add_argument("--rederive", action="store_true", help="recompute --out's derived figures from its raw readings")
+    ap.add_argument("--only", nargs="*", default=(), choices=sorted(FAMILIES),
+                    help="measure these families only and merge them into --out's raw readings")
     ap.add_argument("--command", default="python -m tlx_workbench.calibration.suite", help="recorded in the file")
     args = ap.parse_args(argv)
     if args.rederive:
         print(json.dumps(rederive(args.out)["tma"], indent=1))
         return 0
-    result = run(lambda m: print(m, flush=True))
+    result = run(lambda m: print(m, flush=True), tuple(args.only))
+    if args.only:
+        old = json.loads(open(args.out).read())
+        old["raw"].update(result["raw"])
+        old.setdefault("added", []).append(dict(families=list(args.only), date=result["date"], device=result["device"],
+                                                command=args.command))
+        result = old
     try:
         result["derived"] = derive(result["raw"])
     except Exception as e:  # noqa: BLE001 - keep the raw readings whatever derive makes of them

@@ -125,7 +125,7 @@ class MemoryOps:
         nbytes = data.nbytes
         t.clock += self.cost.issue
         xfer_start = max(t.clock, self.tma_free)
-        self.tma_free = xfer_start + self.cost.tma_transfer(nbytes)
+        self.tma_free = xfer_start + self.cost.cp_async_transfer(nbytes)
         t.cp_async_uncommitted.append(self.tma_free + self.cost.tma_latency)
         self.span(t, "load", start, t.clock, "async_load", line, args={"bytes": nbytes, "buffer": view.slot_name})
 
