@@ -310,22 +310,33 @@ def _kernel_call(a, bt, c, scale_a, scale_b, cfg, a_rowwise, b_colwise, num_sms=
     return args, dict(NUM_SMS=num_sms, A_ROWWISE=a_rowwise, B_COLWISE=b_colwise, num_warps=4, num_stages=0, **cfg)
 
 
-def launch(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
-    """Run the kernel once with one config, on B^T ``bt`` (N, K) row-major. Returns ``c``.
-    Per-tensor or row-wise scales are read off the scale tensors' sizes."""
+def launcher(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
+    """A function of no arguments that launches the kernel on these tensors, with its TMA descriptors and
+    grid worked out once (a repeated launch then costs only Triton's own dispatch). ``bt``: B^T, (N, K)
+    row-major. Per-tensor or row-wise scales are read off the scale tensors' sizes."""
     import torch
     num_sms = num_sms or sm_count()
     a_rowwise = scale_a.numel() != 1
     b_colwise = scale_b.numel() != 1
     tiles = triton.cdiv(a.shape[0], cfg["BM"]) * triton.cdiv(bt.shape[0], cfg["BN"])
     ctas = persistent_ctas(tiles, num_sms)
+    # NUM_SMS is the tile stride: the CTA count, or num_sms in the one-wave case (one compiled kernel)
     stride = ctas if tiles > num_sms else num_sms
     triton.set_allocator(torch_alloc)
     sa = scale_a.reshape(-1).to(torch.float32)
     sb = scale_b.reshape(-1).to(torch.float32)
     args, options = _kernel_call(a, bt, c, sa, sb, cfg, a_rowwise, b_colwise, stride)
-    gemm_fp8_kernel[(ctas,)](*args, **options)
-    return c
+    kernel = gemm_fp8_kernel[(ctas,)]
+
+    def run():
+        kernel(*args, **options)
+        return c
+    return run
+
+
+def launch(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
+    """Run the kernel once with one config, on B^T ``bt`` (N, K) row-major. Returns ``c``."""
+    return launcher(a, bt, c, scale_a, scale_b, cfg, num_sms)()
 
 
 _tuned: dict = {}
