@@ -1,7 +1,8 @@
 """FP8 GEMM on the H200: tlx_workbench.kernels.gemm_fp8 vs torch._scaled_mm (cuBLASLt / CUTLASS FP8).
 
-One run does, in order, each part in child processes with a deadline (a hung launch kills its child,
-never the run), writing ``$OUT/gemm_fp8_h200.json`` (and ``.md``) after every part:
+One run does the parts below, each job in a child process with a deadline (a hung launch kills its
+child, never the run), writing ``$OUT/gemm_fp8_h200.json`` (and ``.md``) after every job. Parts 1 and 2
+are mostly compiles and run 4 children at a time; parts 3 and 4 run alone on the GPU, after them:
 
 1. ``static``: the explorer's static stage (offline sm_90 compile of what the launcher launches at
    4096^3: SMEM, registers, spills, ptxas advisories) of every candidate config, per-tensor and row-wise;
@@ -15,7 +16,8 @@ never the run), writing ``$OUT/gemm_fp8_h200.json`` (and ``.md``) after every pa
    (the same accumulation as ours) and ``False`` (fp32 promotion; compare it with our PROMOTE config).
 
     source .gpu/env.sh && python3 benchmarks/gemm_fp8_h200.py                   # everything (~4-6 min)
-    python3 benchmarks/gemm_fp8_h200.py --parts static,check                    # a subset (results merge)
+    python3 benchmarks/gemm_fp8_h200.py --parts static,check                    # a subset (merged into an
+                                                                                # existing $OUT json)
     python3 benchmarks/gemm_fp8_h200.py --parts time --configs 0,1,4            # time a few configs only
     python3 benchmarks/gemm_fp8_h200.py --dry                                   # CPU: list the jobs
 """
