@@ -33,7 +33,7 @@ class Calibration:
     l2_bytes_per_cycle_per_sm: dict       # CTAs in flight (str) -> bytes per cycle per CTA, 4 loads in flight
     hbm_bytes_per_cycle_per_sm: dict
     tma_store_bytes_per_cycle_per_sm: dict
-    cp_async_bytes_per_cycle_per_sm: dict    # {} until measured
+    cp_async_bytes_per_cycle_per_sm: dict    # row bytes (str) -> CTAs in flight (str) -> rate; {} until measured
     barrier: dict                         # see suite.derive
     smem_bytes_per_cycle: dict
     path: str = ""
@@ -55,6 +55,20 @@ class Calibration:
                 flops = 2.0 * 64 * int(n) * 64
                 gaps.append(flops / rate - flops / peak)
         return sum(gaps) / len(gaps) if gaps else 0.0
+
+    def cp_async_rate(self, row_bytes: int, ctas: int) -> float | None:
+        """cp.async bytes per cycle per CTA for rows of ``row_bytes`` with ``ctas`` in flight: interpolated
+        between the measured row widths (clamped to them), None when never measured."""
+        tabs = sorted((int(k), self.bandwidth(v, ctas)) for k, v in self.cp_async_bytes_per_cycle_per_sm.items()
+                      if any(v.values()))
+        if not tabs:
+            return None
+        if row_bytes <= tabs[0][0]:
+            return tabs[0][1]
+        for (w0, r0), (w1, r1) in zip(tabs, tabs[1:]):
+            if row_bytes <= w1:
+                return r0 + (r1 - r0) * (row_bytes - w0) / (w1 - w0)
+        return tabs[-1][1]
 
     def bandwidth(self, table: dict, ctas: int, extend: bool = True) -> float:
         """Bytes per cycle per CTA with ``ctas`` CTAs streaming at once (interpolated in the table); past the
@@ -85,5 +99,5 @@ def load(gpu: str) -> Calibration | None:
                        l2_bytes_per_cycle_per_sm=d["tma"]["l2_bytes_per_cycle_per_sm"],
                        hbm_bytes_per_cycle_per_sm=d["tma"]["hbm_bytes_per_cycle_per_sm"],
                        tma_store_bytes_per_cycle_per_sm=d["tma_store_bytes_per_cycle_per_sm"],
-                       cp_async_bytes_per_cycle_per_sm={k: v for k, v in (d.get("cp_async") or {}).items() if v},
+                       cp_async_bytes_per_cycle_per_sm=d.get("cp_async") or {},
                        barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"], path=str(path))

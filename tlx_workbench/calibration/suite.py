@@ -284,12 +284,16 @@ def measure_smem(log):
 
 # ---------------------------------------------------------------------------------------------- derive
 def _cp_async_figures(rows):
-    """cp.async per-CTA rate (L2 hits, 8 warps copying a 128 x 64 box, 3 stages) by CTAs in flight; None if
-    not measured."""
+    """cp.async per-CTA rate (L2 hits, 8 warps, 3 stages) by the box's row width in bytes, then by CTAs in
+    flight: rows of 128 B (a 128 x 64 fp16 box) coalesce into fewer, smaller requests than rows of 512 B."""
     if not rows or isinstance(rows, dict):
         return None
-    return {str(c): next((r["bytes_per_cycle_per_cta"] for r in rows if r["ctas"] == c and r["where"] == "l2"
-                          and r["box"] == [128, 64] and r["stages"] == 3), None) for c in (1, 33, 132)}
+    out = {}
+    for box in sorted({tuple(r["box"]) for r in rows}):
+        out[str(box[1] * 2)] = {str(c): next((r["bytes_per_cycle_per_cta"] for r in rows if r["ctas"] == c
+                                              and r["where"] == "l2" and tuple(r["box"]) == box and r["stages"] == 3),
+                                             None) for c in (1, 33, 132)}
+    return out
 
 
 def derive(raw: dict) -> dict:

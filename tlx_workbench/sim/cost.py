@@ -56,8 +56,8 @@ class CostModel:
     # TMA bytes per cycle of one CTA (loads, stores): None = its share of DRAM bandwidth when every SM streams
     tma_load_rate: float | None = None
     tma_store_rate: float | None = None
-    # cp.async (tlx.async_load) bytes per cycle of one CTA: None = the TMA load rate
-    cp_async_rate: float | None = None
+    # cp.async (tlx.async_load) bytes per cycle of one CTA, by the copied rows' width: None = the TMA load rate
+    cp_async_rate: object = None              # callable(row_bytes) -> rate, set by for_launch where measured
     # the clock that turns cycles into time (the board's clock under load where measured)
     clock_ghz: float | None = None
     # register spills (ptxas: bytes of spill loads per thread): the reloads each warp group waits for around
@@ -86,8 +86,9 @@ class CostModel:
     def tma_transfer(self, nbytes: int) -> float:
         return nbytes / (self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
 
-    def cp_async_transfer(self, nbytes: int) -> float:
-        return nbytes / (self.cp_async_rate or self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
+    def cp_async_transfer(self, nbytes: int, row_bytes: int = 128) -> float:
+        rate = self.cp_async_rate(row_bytes) if self.cp_async_rate is not None else None
+        return nbytes / (rate or self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
 
     def tma_store_transfer(self, nbytes: int) -> float:
         return nbytes / (self.tma_store_rate or self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
@@ -114,7 +115,7 @@ class CostModel:
             return dataclasses.replace(self, resident=resident)
         latency = cal.bandwidth(cal.tma_latency_by_ctas, resident, extend=False) if cal.tma_latency_by_ctas \
             else self.tma_latency
-        cp = cal.bandwidth(cal.cp_async_bytes_per_cycle_per_sm, resident) if cal.cp_async_bytes_per_cycle_per_sm \
+        cp = (lambda row_bytes: cal.cp_async_rate(row_bytes, resident)) if cal.cp_async_bytes_per_cycle_per_sm \
             else None
         return dataclasses.replace(self, resident=resident, tma_latency=latency, cp_async_rate=cp,
                                    tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, resident),

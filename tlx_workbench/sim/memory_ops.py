@@ -125,7 +125,8 @@ class MemoryOps:
         nbytes = data.nbytes
         t.clock += self.cost.issue
         xfer_start = max(t.clock, self.tma_free)
-        self.tma_free = xfer_start + self.cost.cp_async_transfer(nbytes)
+        row_bytes = view.array.shape[-1] * view.array.itemsize if view.array.ndim else nbytes
+        self.tma_free = xfer_start + self.cost.cp_async_transfer(nbytes, row_bytes)
         t.cp_async_uncommitted.append(self.tma_free + self.cost.tma_latency)
         self.span(t, "load", start, t.clock, "async_load", line, args={"bytes": nbytes, "buffer": view.slot_name})
 
