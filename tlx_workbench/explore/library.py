@@ -166,7 +166,8 @@ def _attention_bwd_problem(causal: bool, dtype: str, suffix: str, ref) -> Proble
 
 def _attention_bwd_space(seeds, head_dim: int, causal: bool) -> Space:
     """The backward's query block, K/V block (64 rows per consumer group), ring depth and register split,
-    kept where ``attention_bwd_configs.suits`` (SMEM, and BM=128 only at D=64: registers)."""
+    kept where ``attention_bwd_configs.suits`` (SMEM, and BM=128 only at D=64: registers); at D=128 also
+    the library's DQ_SPLIT configs."""
     from ..kernels import attention_bwd as bwd
     # the default (BM=64, BN=128, two slots, 24/240 registers) first
     return Space({"BM": [64, 128], "BN": [128, 64], "NUM_BUFS": [2, 3, 1], "LOADER_REGS": [24, 40],
@@ -174,7 +175,8 @@ def _attention_bwd_space(seeds, head_dim: int, causal: bool) -> Space:
                  constraints=[lambda c: bwd.suits(c, head_dim, causal),
                               # 128 threads per task: 512 registers a thread across the three tasks
                               lambda c: c["LOADER_REGS"] + (c["BN"] // 64) * c["MMA_REGS"] <= 512],
-                 seeds=seeds)
+                 # D=128: dQ's columns split between the two groups (DQ_SPLIT), at the default's blocks
+                 seeds=list(seeds) + [c for c in bwd.configs_for(head_dim, causal) if c.get("DQ_SPLIT")])
 
 
 # -- gemm_fp8: e4m3 operands (b column-major, as torch._scaled_mm takes it), scales per tensor or per
