@@ -144,3 +144,13 @@ def test_gpu_script_check_job_runs_on_the_simulator():
     assert all(r.ok for r in sim.results) and len(rows) == 2
     assert all(r["ok"] and r["max_rel"] < 5e-3 for r in rows), rows
     assert isinstance(rows[0]["scaled_mm_fast1"], dict)       # torch's FP8 GEMM ran on the same inputs
+
+
+@pytest.mark.parametrize("ci", range(len(gemm_fp8.CONFIGS)))
+def test_every_candidate_config_proves_its_protocol(ci):
+    """Each config the H200 script times runs on the simulator at the explorer's shape for it (two CTAs, the
+    ring wrapped twice and one step more), row-wise scales, against float64: no deadlock, race or wrong value."""
+    from tlx_workbench.explore import library, stages
+    p = library.problem("gemm_fp8_rowwise", dtype="bfloat16")
+    o = stages.simulated(p.travel(), dict(gemm_fp8.CONFIGS[ci]), (4096, 4096, 4096), do_predict=False)
+    assert o.status == "ok" and o.metrics["max_rel_err"] < 2e-3, o
