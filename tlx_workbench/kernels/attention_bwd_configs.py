@@ -7,24 +7,35 @@ without compiling anything. ``attention_bwd.py`` re-exports every name.
 from __future__ import annotations
 
 
-def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240):
+def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False):
     """A config dict of ``attention_bwd_kernel``:
 
     - BM: query rows per step of the loop (the N side of S^T = K Q^T, the K side of dV, dK);
     - BN: K/V rows per CTA, 64 per consumer warp group (BN=128: two groups);
     - NUM_BUFS: depth of the Q/dO ring;
-    - LOADER_REGS / MMA_REGS: registers per thread of the loader task and of each consumer group.
+    - LOADER_REGS / MMA_REGS: registers per thread of the loader task and of each consumer group;
+    - DQ_SPLIT (D = 64 x groups, i.e. D=128 with BN=128): each group computes 64 columns of dQ_i from both
+      groups' dS (a named barrier per step, dS double-buffered), so each dQ element gets one atomic add
+      per K/V block instead of one per group. Off: each group adds its own keys' share of all of dQ_i.
     """
-    return dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
+    cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
+    if DQ_SPLIT:
+        cfg["DQ_SPLIT"] = True
+    return cfg
 
 
 def smem_bytes(cfg, head_dim, elem=2) -> int:
-    """SMEM a config asks for (K, V, K's column tiles when D > 64, the Q/dO ring, the dS^T tiles, and
-    the compiler's scratch for dQ's layout change before the atomics), roughly."""
+    """SMEM a config asks for, roughly: K, V (and K's 64-column tiles when D > 64), the Q/dO ring, the
+    dS^T tiles (two sets with DQ_SPLIT) and the compiler's fp32 scratch for dQ's layout change before
+    the atomics (64 x BM per group)."""
     groups = cfg["BN"] // 64
     k_copies = 3 if head_dim > 64 else 2
-    return (k_copies * cfg["BN"] * head_dim + groups * 64 * cfg["BM"] * 2 + 2 * cfg["NUM_BUFS"] * cfg["BM"] * head_dim
-            + groups * 64 * cfg["BM"]) * elem + 1024
+    ds_sets = 2 if cfg.get("DQ_SPLIT") else 1
+    kv = k_copies * cfg["BN"] * head_dim * elem
+    ring = 2 * cfg["NUM_BUFS"] * cfg["BM"] * head_dim * elem
+    ds = ds_sets * groups * 64 * cfg["BM"] * elem
+    scratch = groups * 64 * cfg["BM"] * 4
+    return kv + ring + ds + scratch + 1024
 
 
 def suits(cfg, head_dim, causal=False) -> bool:
@@ -34,11 +45,14 @@ def suits(cfg, head_dim, causal=False) -> bool:
         return False
     if head_dim > 64 and cfg["BM"] > 64:
         return False
+    if cfg.get("DQ_SPLIT") and head_dim // 64 != cfg["BN"] // 64:
+        return False
     return smem_bytes(cfg, head_dim) <= 232448
 
 
 CONFIGS = (
     _config(64),
+    _config(64, DQ_SPLIT=True),         # D=128 only
     _config(64, NUM_BUFS=3),
     _config(64, BN=64),
     _config(128),                       # D=64 only
@@ -57,4 +71,6 @@ SIM_CONFIGS = {
     "tiny": _config(64),
     "one_group": _config(64, BN=64, NUM_BUFS=3),
     "ring_of_1": _config(64, NUM_BUFS=1),
+    # D=128: dQ's columns split between the groups (named barrier per step, dS double-buffered)
+    "dq_split": _config(64, DQ_SPLIT=True),
 }

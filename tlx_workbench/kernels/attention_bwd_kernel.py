@@ -27,6 +27,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 LOG2E = tl.constexpr(1.4426950408889634)
+DS_READY = tl.constexpr(14)     # DQ_SPLIT: named barrier of both consumer groups, every step
 
 
 @triton.jit
@@ -48,12 +49,17 @@ def attention_bwd_delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, ROWS
 
 
 @triton.jit
-def _bwd_step(i, it, g, k_g, v_g, ds_g, kc_tiles, q_tiles, do_tiles, lse_tiles, delta_tiles, q_full, q_empty,
+def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles, delta_tiles, q_full, q_empty,
               do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
               MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
-              NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, KC: tl.constexpr):
+              NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, KC: tl.constexpr, GROUPS: tl.constexpr,
+              DQ_SPLIT: tl.constexpr):
     """Query block i (the it-th through the Q/dO ring) for consumer group g: the five products of
     the module docstring. Returns the new (dk, dv)."""
+    if DQ_SPLIT:
+        ds_g = ds_tiles[(it % 2) * GROUPS + g]      # two sets: the other group may still read the last one
+    else:
+        ds_g = ds_tiles[g]
     slot = it % NUM_BUFS
     parity = (it // NUM_BUFS) & 1
     q_rows = i * BM + tl.arange(0, BM)
@@ -84,22 +90,35 @@ def _bwd_step(i, it, g, k_g, v_g, ds_g, kc_tiles, q_tiles, do_tiles, lse_tiles, 
     tlx.fence("async_shared")
     dk = tlx.async_dot(ds_g, q_tile, dk)
     dv = tlx.async_dot_wait(1, dv)           # P^T's registers free before dQ's accumulator is live
-    # dQ_i += dS_g K_g, 64 columns of D at a time (K_g's column tiles kc): a 64 x BM fp32 accumulator
-    # instead of 64 x D keeps dK, dV and dQ within the register budget at D=128
     cols = tl.arange(0, 64)
-    for c in tl.static_range(KC):
-        if KC == 1:
-            kc = k_g
-        else:
-            kc = kc_tiles[g * KC + c]
-        dq = tlx.async_dot(tlx.local_trans(ds_g), kc)
+    if DQ_SPLIT:
+        # dQ_i[:, 64g : 64g+64] = sum_h dS_h K_h[:, 64g : 64g+64]: this group's 64 columns from every
+        # group's dS (the bar.sync: all of this step's dS^T are in SMEM), one atomic add per element
+        tlx.named_barrier_wait(DS_READY, 128 * GROUPS)
+        dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS]), kc_tiles[g])
+        for h in tl.static_range(1, GROUPS):
+            dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS + h]), kc_tiles[h * KC + g], dq)
         dq = tlx.async_dot_wait(0, dq)
-        if c == KC - 1:
-            # every wgmma that read Q_i and dO_i has retired: hand the slots back
-            tlx.barrier_arrive(q_empty[slot])
-            tlx.barrier_arrive(do_empty[slot])
-        ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (c * 64 + cols)[None, :]
+        tlx.barrier_arrive(q_empty[slot])
+        tlx.barrier_arrive(do_empty[slot])
+        ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (g * 64 + cols)[None, :]
         tl.atomic_add(ptrs, dq, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
+    else:
+        # dQ_i += dS_g K_g, 64 columns of D at a time (K_g's column tiles kc): a 64 x BM fp32 accumulator
+        # instead of 64 x D keeps dK, dV and dQ within the register budget at D=128
+        for c in tl.static_range(KC):
+            if KC == 1:
+                kc = k_g
+            else:
+                kc = kc_tiles[g * KC + c]
+            dq = tlx.async_dot(tlx.local_trans(ds_g), kc)
+            dq = tlx.async_dot_wait(0, dq)
+            if c == KC - 1:
+                # every wgmma that read Q_i and dO_i has retired: hand the slots back
+                tlx.barrier_arrive(q_empty[slot])
+                tlx.barrier_arrive(do_empty[slot])
+            ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (c * 64 + cols)[None, :]
+            tl.atomic_add(ptrs, dq, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
     dk = tlx.async_dot_wait(0, dk)
     return dk, dv
 
@@ -109,7 +128,8 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                          dq_ptr, dk_ptr, dv_ptr,
                          HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
-                         LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240):
+                         LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
+                         DQ_SPLIT: tl.constexpr = False):
     """dK, dV of one block of BN K/V rows of one (batch, head) per CTA, dQ added into fp32 ``dq_ptr``.
 
     A loader task brings K and V of the block once (a 64-row tile per consumer group), then Q_i and
@@ -127,7 +147,11 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     # (1, BM) tiles of the (Z*H, N_PAD) base-2 lse and delta (a 1-D TMA tile does not lower)
     lse_tiles = tlx.local_alloc((1, BM), tl.float32, NUM_BUFS)     # ride with Q_i
     delta_tiles = tlx.local_alloc((1, BM), tl.float32, NUM_BUFS)   # ride with dO_i
-    ds_tiles = tlx.local_alloc((HALF, BM), dtype, GROUPS)
+    if DQ_SPLIT:
+        tl.static_assert(HEAD_DIM // 64 == GROUPS, "DQ_SPLIT: one 64-column slice of dQ per consumer group")
+        ds_tiles = tlx.local_alloc((HALF, BM), dtype, 2 * GROUPS)
+    else:
+        ds_tiles = tlx.local_alloc((HALF, BM), dtype, GROUPS)
     KC: tl.constexpr = HEAD_DIM // 64       # 64-column tiles of K (dQ's B operand; K itself when D=64)
     if KC > 1:
         kc_tiles = tlx.local_alloc((HALF, 64), dtype, GROUPS * KC)
@@ -187,23 +211,22 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
             kv_rows = kv0 + g * HALF + tl.arange(0, HALF)
             k_g = k_tiles[g]
             v_g = v_tiles[g]
-            ds_g = ds_tiles[g]
             dk = tl.zeros([HALF, HEAD_DIM], tl.float32)
             dv = tl.zeros([HALF, HEAD_DIM], tl.float32)
             tlx.barrier_wait(kv_full[0], 0)
             # across the diagonal (causal), then the plain blocks, then the ragged tail
             for i in range(i_start, i_mid):
-                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, kc_tiles, q_tiles, do_tiles, lse_tiles,
+                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
-                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC)
+                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT)
             for i in range(i_mid, n_full):
-                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, kc_tiles, q_tiles, do_tiles, lse_tiles,
+                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
-                                   False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC)
+                                   False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT)
             for i in range(tl.maximum(i_mid, n_full), n_q):
-                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_g, kc_tiles, q_tiles, do_tiles, lse_tiles,
+                dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
-                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC)
+                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT)
             cols = tl.arange(0, HEAD_DIM)
             offs = (head_row + kv_rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
             keep = (kv_rows < N_CTX)[:, None]
