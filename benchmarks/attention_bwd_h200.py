@@ -5,7 +5,7 @@ backward, in one self-contained run.
    (N % 64 != 0, N % 4 != 0), D = 64 and 128, causal and not, fp16 and bf16; dK, dV NaN-poisoned first. The
    default config everywhere, every other candidate at two shapes. Each (config, D, causal, dtype) is
    one child process with a deadline (a protocol bug hangs the GPU, not this script); up to --jobs
-   children at once (compiles dominate). The default configs also run forward (``return_lse=True``) then
+   children at once (compiles dominate). With ``--only time`` every candidate is timed (no check ran). The default configs also run forward (``return_lse=True``) then
    backward (``attention_with_grad``): the forward's log-sum-exp is checked too. SDPA's own error against
    float64 is listed beside ours.
 2. time: D=128, N=4096 (4 x 32 heads) and 8192 (2 x 32), causal and not, fp16 and bf16: --rounds
@@ -16,8 +16,8 @@ backward, in one self-contained run.
    Ours times the whole backward: the delta kernel, zeroing the fp32 dQ, the main kernel, dQ's scale
    and cast (SDPA's backward includes its own pre- and post-processing).
 
-    OUT=/tmp/bwd python benchmarks/attention_bwd_h200.py                    # both sections (~6-9 min)
-    OUT=/tmp/bwd python benchmarks/attention_bwd_h200.py --only check       # or --only time
+    OUT=/tmp/bwd python benchmarks/attention_bwd_h200.py --only check       # ~3-5 min (compiles, 8 at once)
+    OUT=/tmp/bwd python benchmarks/attention_bwd_h200.py --only time        # ~4-6 min; no --only: both
     OUT=/tmp/bwd python benchmarks/attention_bwd_h200.py --only time --dtype bfloat16 --rounds 3
     python benchmarks/attention_bwd_h200.py --dry                          # CPU: list the jobs
 
@@ -307,7 +307,7 @@ def main(argv=None):
     ap.add_argument("--only", choices=("check", "time"))
     ap.add_argument("--dtype", choices=DTYPES)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--jobs", type=int, default=4, help="check children at once")
+    ap.add_argument("--jobs", type=int, default=8, help="check children at once (compiles dominate)")
     ap.add_argument("--dry", action="store_true")
     ap.add_argument("--child")
     a = ap.parse_args(argv)

@@ -20,9 +20,11 @@ Three launches:
    ``tl.atomic_add`` (relaxed) after every step; the host scales by ``sm_scale`` and casts. Chosen over
    a separate dQ pass (Q-major, as Triton's tutorial does) because that pass recomputes S and dP: two
    of the seven GEMMs again, ~30 % more tensor work; atomics cost L2 bandwidth instead (2 adds per
-   dQ element per K/V block). FlashAttention-3 uses the same accumulation with a TMA reduce-add
-   (``cp.reduce.async.bulk``), one add per element; the simulator does not run TMA reduce stores yet,
-   so that is the next step if the atomics show in the H200 profile.
+   dQ element per K/V block). ``DQ_SPLIT`` (D=128): each group instead computes 64 columns of dQ_i
+   from both groups' dS (a named barrier per step, dS double-buffered): one add per element per K/V
+   block, as FlashAttention-2 does. FlashAttention-3 accumulates the same way with a TMA reduce-add
+   (``cp.reduce.async.bulk``); the simulator does not run TMA reduce stores yet, so that is the next
+   step if the atomics show in the H200 profile.
 
 >>> from tlx_workbench.kernels.attention_bwd import attention_with_grad     # on a Hopper GPU
 >>> o, (dq, dk, dv) = attention_with_grad(q, k, v, do, causal=True)
