@@ -96,7 +96,9 @@ def test_launcher_errors_say_what_to_do(bad, words):
 @pytest.mark.parametrize("cfg,kw", [
     (gemm_fp8.SIM_CONFIGS["tiny"], dict(a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn")),
     (gemm_fp8.CONFIGS[0], dict(a_dtype="float8_e4m3fn", b_dtype="float8_e5m2", rowwise=True)),
-], ids=["tiny-e4m3", "default-e4m3xe5m2-rowwise"])
+    (next(c for c in gemm_fp8.CONFIGS if c.get("PINGPONG")), dict(a_dtype="float8_e4m3fn", b_dtype="float8_e4m3fn",
+                                                                  rowwise=True)),
+], ids=["tiny-e4m3", "default-e4m3xe5m2-rowwise", "pingpong-rowwise"])
 def test_fp8_gemm_compiles_for_sm90(cfg, kw):
     k = gemm_fp8.compile_offline(cfg, **kw)
     ptx = k.asm["ptx"]
@@ -108,6 +110,8 @@ def test_fp8_gemm_compiles_for_sm90(cfg, kw):
     assert "wgmma.wait_group.sync.aligned 1" in ptx            # one wgmma kept in flight across k-steps
     assert f"setmaxnreg.inc.sync.aligned.u32 \t{cfg['MMA_REGS']}" in ptx
     assert "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group" in ptx   # TMA store epilogue
+    if cfg.get("PINGPONG"):     # the two turns of the tensor core: named barriers 14 and 15
+        assert "bar.sync \t14, 256" in ptx and "bar.arrive \t15, 256" in ptx
 
 
 @pytest.mark.parametrize("name", ["gemm_fp8", "gemm_fp8_rowwise"])

@@ -44,6 +44,7 @@ import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
 from ._common import KernelSpec, grouped_tile, ring_slot, sm_count, torch_alloc
+from .gemm_pingpong import TURN_0, TURN_1
 from .gemm_ws import _store_strips, persistent_ctas
 from .host import fastest_first, tuned_config
 
@@ -188,12 +189,97 @@ def gemm_fp8_kernel(a_desc, b_desc, c_desc, scale_a, scale_b, M, N, K,
             tlx.async_descriptor_store_wait(0)
 
 
+
+@triton.jit
+def gemm_fp8_pingpong_kernel(a_desc, b_desc, c_desc, scale_a, scale_b, M, N, K,
+                             BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                             GROUP_M: tl.constexpr, STAGES: tl.constexpr,
+                             EPI_N: tl.constexpr, EPI_BUFS: tl.constexpr, NUM_SMS: tl.constexpr,
+                             A_ROWWISE: tl.constexpr = False, B_COLWISE: tl.constexpr = False,
+                             LOADER_REGS: tl.constexpr = 40, MMA_REGS: tl.constexpr = 232,
+                             SCALES_EARLY: tl.constexpr = False):
+    """The ping-pong form (``gemm_pingpong``'s protocol): each consumer group owns whole BM x BN tiles,
+    alternating; two named barriers hand the tensor core over once a group has issued its last wgmma of a
+    tile, so one group's epilogue (scales, convert, TMA store) hides under the other's mainloop."""
+    STRIPS: tl.constexpr = BN // EPI_N
+    a_ring = tlx.local_alloc((BM, BK), tlx.dtype_of(a_desc), STAGES)
+    b_ring = tlx.local_alloc((BN, BK), tlx.dtype_of(b_desc), STAGES)
+    c_strips = tlx.local_alloc((BM, EPI_N), tlx.dtype_of(c_desc), 2 * EPI_BUFS)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)     # one group reads a given stage
+
+    num_pid_m = tl.cdiv(M, BM)
+    num_pid_n = tl.cdiv(N, BN)
+    num_tiles = num_pid_m * num_pid_n
+    k_steps = tl.cdiv(K, BK)
+    STAGE_BYTES: tl.constexpr = (BM + BN) * BK
+
+    with tlx.async_tasks():
+        with tlx.async_task("default", num_regs=LOADER_REGS):
+            use = 0
+            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+                for k in range(k_steps):
+                    s, parity = ring_slot(use, STAGES)
+                    tlx.barrier_wait(empty[s], parity ^ 1)
+                    tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
+                    tlx.async_descriptor_load(a_desc, a_ring[s], [pid_m * BM, k * BK], full[s])
+                    tlx.async_descriptor_load(b_desc, b_ring[s], [pid_n * BN, k * BK], full[s])
+                    use += 1
+
+        with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
+            wg = tlx.async_task_replica_id()
+            sa_one = tl.load(scale_a)
+            sb_one = tl.load(scale_b)
+            if wg == 1:
+                tlx.named_barrier_arrive(TURN_0, 256)       # group 0 owns the first turn
+            seq = wg        # position of this group's tile in the loader's sequence
+            for tile in range(tl.program_id(0) + wg * NUM_SMS, num_tiles, 2 * NUM_SMS):
+                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+                if SCALES_EARLY:
+                    sa, sb = _load_scales(scale_a, scale_b, sa_one, sb_one, pid_m * BM, pid_n * BN, M, N, BM, BN,
+                                          A_ROWWISE, B_COLWISE)
+                use = seq * k_steps
+                seq += 2
+                if wg == 0:
+                    tlx.named_barrier_wait(TURN_0, 256)
+                else:
+                    tlx.named_barrier_wait(TURN_1, 256)
+                s, parity = ring_slot(use, STAGES)
+                tlx.barrier_wait(full[s], parity)
+                acc = tlx.async_dot(a_ring[s], tlx.local_trans(b_ring[s]))
+                prev = s
+                use += 1
+                for k in range(1, k_steps):
+                    s, parity = ring_slot(use, STAGES)
+                    tlx.barrier_wait(full[s], parity)
+                    acc = tlx.async_dot(a_ring[s], tlx.local_trans(b_ring[s]), acc)
+                    acc = tlx.async_dot_wait(1, acc)
+                    tlx.barrier_arrive(empty[prev])
+                    prev = s
+                    use += 1
+                # every wgmma of this tile is issued: the other group may start its mainloop
+                if wg == 0:
+                    tlx.named_barrier_arrive(TURN_1, 256)
+                else:
+                    tlx.named_barrier_arrive(TURN_0, 256)
+                acc = tlx.async_dot_wait(0, acc)
+                tlx.barrier_arrive(empty[prev])
+                if not SCALES_EARLY:
+                    sa, sb = _load_scales(scale_a, scale_b, sa_one, sb_one, pid_m * BM, pid_n * BN, M, N, BM, BN,
+                                          A_ROWWISE, B_COLWISE)
+                acc = _apply_scales(acc, sa, sb, A_ROWWISE, B_COLWISE)
+                _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, pid_m * BM, pid_n * BN, STRIPS, EPI_BUFS, EPI_N)
+            tlx.async_descriptor_store_wait(0)
+
 def _config(BM, BN, BK, STAGES, EPI_N, GROUP_M=8, EPI_BUFS=2, MMA_REGS=232, LOADER_REGS=40,
-            DOT_WAIT0=False, PROMOTE=False, SCALES_EARLY=False):
+            DOT_WAIT0=False, PROMOTE=False, SCALES_EARLY=False, PINGPONG=False):
     # MMA_REGS/LOADER_REGS None: no setmaxnreg, every warp keeps the launch's even share
-    return dict(BM=BM, BN=BN, BK=BK, STAGES=STAGES, EPI_N=EPI_N, GROUP_M=GROUP_M, EPI_BUFS=EPI_BUFS,
-                MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS, DOT_WAIT0=DOT_WAIT0, PROMOTE=PROMOTE,
-                SCALES_EARLY=SCALES_EARLY)
+    cfg = dict(BM=BM, BN=BN, BK=BK, STAGES=STAGES, EPI_N=EPI_N, GROUP_M=GROUP_M, EPI_BUFS=EPI_BUFS,
+               MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS, SCALES_EARLY=SCALES_EARLY)
+    if PINGPONG:        # the ping-pong kernel: no DOT_WAIT0 / PROMOTE forms
+        return dict(cfg, PINGPONG=True)
+    return dict(cfg, DOT_WAIT0=DOT_WAIT0, PROMOTE=PROMOTE)
 
 
 SMEM_LIMIT = 232448      # H100/H200 opt-in SMEM per CTA (227 KiB)
@@ -206,7 +292,8 @@ def smem_bytes(cfg, out_elem=2) -> int:
     True
     """
     ring = cfg["STAGES"] * (cfg["BM"] + cfg["BN"]) * cfg["BK"]
-    strips = 2 * cfg["EPI_BUFS"] * (cfg["BM"] // 2) * cfg["EPI_N"] * out_elem
+    rows = cfg["BM"] if cfg.get("PINGPONG") else cfg["BM"] // 2      # a consumer group's tile rows
+    strips = 2 * cfg["EPI_BUFS"] * rows * cfg["EPI_N"] * out_elem
     return ring + strips + 2560      # barriers and alignment: 0.2-2.1 KiB measured
 
 
@@ -227,6 +314,10 @@ CONFIGS = tuple(c for c in (
     # a second fp32 accumulator per k-step: 64 x 128 per group (64 x 256 spills: measured by ptxas offline)
     _config(128, 128, 128, 6, 64, PROMOTE=True),
     _config(128, 256, 128, 4, 64, SCALES_EARLY=True),
+    # ping-pong: a group's whole-tile accumulator, 128 x 128 or 64 x 256 fp32 = 128 registers a thread
+    _config(128, 128, 128, 6, 64, EPI_BUFS=1, PINGPONG=True),
+    _config(128, 128, 128, 5, 128, EPI_BUFS=1, PINGPONG=True, SCALES_EARLY=True),
+    _config(64, 256, 128, 5, 64, EPI_BUFS=1, PINGPONG=True),
 ) if smem_bytes(c) <= SMEM_LIMIT)
 
 # small tiles the CPU simulator gets through quickly (wgmma: >= 64 rows per group, fp8 k >= 32)
@@ -235,6 +326,8 @@ SIM_CONFIGS = {
     "two_strips_wait0": _config(128, 64, 32, 3, 32, GROUP_M=1, EPI_BUFS=2, DOT_WAIT0=True,
                                 MMA_REGS=None, LOADER_REGS=None),
     "promote_scales_early": _config(128, 64, 32, 2, 64, GROUP_M=2, EPI_BUFS=1, PROMOTE=True, SCALES_EARLY=True),
+    "pingpong": _config(64, 64, 32, 2, 64, GROUP_M=2, EPI_BUFS=1, PINGPONG=True),
+    "pingpong_scales_early": _config(64, 64, 64, 3, 32, GROUP_M=1, EPI_BUFS=2, PINGPONG=True, SCALES_EARLY=True),
 }
 
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
@@ -294,7 +387,7 @@ def check_operands(a, b, scale_a, scale_b, out_dtype):
 def make_descriptors(a, bt, c, cfg):
     """TMA descriptors of A (M, K), B^T (N, K) and C (M, N) with the blocks ``cfg`` moves."""
     from triton.tools.tensor_descriptor import TensorDescriptor
-    half, BK = cfg["BM"] // 2, cfg["BK"]
+    half, BK = (cfg["BM"] if cfg.get("PINGPONG") else cfg["BM"] // 2), cfg["BK"]
     M, K = a.shape
     N = bt.shape[0]
     return (TensorDescriptor(a, [M, K], [K, 1], [half, BK]),
@@ -302,12 +395,19 @@ def make_descriptors(a, bt, c, cfg):
             TensorDescriptor(c, [M, N], [N, 1], [half, cfg["EPI_N"]]))
 
 
+def kernel_for(cfg):
+    """The kernel a config runs: the ping-pong one for ``PINGPONG`` configs, else the cooperative one."""
+    return gemm_fp8_pingpong_kernel if cfg.get("PINGPONG") else gemm_fp8_kernel
+
+
 def _kernel_call(a, bt, c, scale_a, scale_b, cfg, a_rowwise, b_colwise, num_sms=132):
-    """The kernel's positional arguments and launch options."""
+    """The positional arguments and launch options of ``kernel_for(cfg)``."""
     a_d, b_d, c_d = make_descriptors(a, bt, c, cfg)
     M, K = a.shape
     args = (a_d, b_d, c_d, scale_a, scale_b, M, bt.shape[0], K)
-    return args, dict(NUM_SMS=num_sms, A_ROWWISE=a_rowwise, B_COLWISE=b_colwise, num_warps=4, num_stages=0, **cfg)
+    constexprs = {k: v for k, v in cfg.items() if k != "PINGPONG"}
+    return args, dict(NUM_SMS=num_sms, A_ROWWISE=a_rowwise, B_COLWISE=b_colwise, num_warps=4, num_stages=0,
+                      **constexprs)
 
 
 def launcher(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
@@ -326,7 +426,7 @@ def launcher(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
     sa = scale_a.reshape(-1).to(torch.float32)
     sb = scale_b.reshape(-1).to(torch.float32)
     args, options = _kernel_call(a, bt, c, sa, sb, cfg, a_rowwise, b_colwise, stride)
-    kernel = gemm_fp8_kernel[(ctas,)]
+    kernel = kernel_for(cfg)[(ctas,)]
 
     def run():
         kernel(*args, **options)
@@ -394,7 +494,7 @@ def compile_offline(cfg, target="sm_90", shape=(512, 512, 512), a_dtype="float8_
         sa = torch.empty(M if rowwise else 1, dtype=torch.float32)
         sb = torch.empty(N if rowwise else 1, dtype=torch.float32)
         args, options = _kernel_call(a, bt, c, sa, sb, cfg, rowwise, rowwise)
-        return gemm_fp8_kernel.warmup(*args, grid=(1,), **options)
+        return kernel_for(cfg).warmup(*args, grid=(1,), **options)
 
 
 def reference(a, b, scale_a, scale_b, out_dtype=None):
