@@ -158,3 +158,16 @@ def test_every_candidate_config_proves_its_protocol(ci):
     p = library.problem("gemm_fp8_rowwise", dtype="bfloat16")
     o = stages.simulated(p.travel(), dict(gemm_fp8.CONFIGS[ci]), (4096, 4096, 4096), do_predict=False)
     assert o.status == "ok" and o.metrics["max_rel_err"] < 2e-3, o
+
+
+def test_pingpong_refuses_switches_it_lacks_and_the_space_never_asks():
+    a, b, sa, sb = gemm_fp8.make_inputs((64, 64, 32))
+    cfg = dict(gemm_fp8.SIM_CONFIGS["pingpong"], DOT_WAIT0=True)
+    with pytest.raises(TLXWorkbenchError) as e:
+        gemm_fp8.matmul_fp8(a, b, sa, sb, config=cfg)
+    assert "DOT_WAIT0" in str(e.value) and e.value.hint
+    from tlx_workbench.explore import library
+    configs = list(library.space("gemm_fp8"))
+    assert any(c["PINGPONG"] for c in configs) and any(not c["PINGPONG"] for c in configs)
+    assert not any(c["PINGPONG"] and (c["DOT_WAIT0"] or c["PROMOTE"]) for c in configs)
+    assert all(gemm_fp8.smem_bytes(c) <= gemm_fp8.SMEM_LIMIT for c in configs)

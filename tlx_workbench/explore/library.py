@@ -214,20 +214,24 @@ def _fp8_problem(name: str, dtype: str, ref) -> Problem:
 
 
 def _fp8_space(seeds) -> Space:
-    """gemm_fp8's tiles (BK of 64 or 128 fp8 elements), depth, epilogue strips, drain, promotion and early-scale
-    switches; kept where the strips divide the tile, a consumer's fp32 accumulators leave registers for the rest
-    (64 x 256 per warp group at most, PROMOTE's two counted) and the SMEM estimate fits a CTA."""
+    """gemm_fp8's tiles (BK of 64 or 128 fp8 elements), depth, epilogue strips, drain, promotion, early-scale
+    and ping-pong switches; kept where a consumer group has >= 64 rows (wgmma), the strips divide the tile, its
+    fp32 accumulators leave registers for the rest (64 x 256 a group at most, PROMOTE's two counted) and the SMEM
+    estimate fits a CTA."""
     from ..kernels.gemm_fp8 import SMEM_LIMIT, smem_bytes
 
     def fits(c):
         strips = c["BN"] // c["EPI_N"]
-        acc = (c["BM"] // 2) * c["BN"] * (2 if c["PROMOTE"] else 1)     # PROMOTE: a second accumulator
-        return (strips in (1, 2, 4) and strips % c["EPI_BUFS"] == 0 and acc <= 64 * 256
+        if c["PINGPONG"] and (c["DOT_WAIT0"] or c["PROMOTE"]):
+            return False                        # the ping-pong kernel has neither form
+        rows = c["BM"] if c["PINGPONG"] else c["BM"] // 2                 # a consumer group's tile rows
+        acc = rows * c["BN"] * (2 if c["PROMOTE"] else 1)                # PROMOTE: a second accumulator
+        return (rows >= 64 and strips in (1, 2, 4) and strips % c["EPI_BUFS"] == 0 and acc <= 64 * 256
                 and smem_bytes(c) <= SMEM_LIMIT)
 
-    return Space({"BM": [128, 256], "BN": [128, 256], "BK": [64, 128], "STAGES": [2, 3, 4, 5, 6],
+    return Space({"BM": [64, 128, 256], "BN": [128, 256], "BK": [64, 128], "STAGES": [2, 3, 4, 5, 6],
                   "EPI_N": [64, 128], "DOT_WAIT0": [False, True], "PROMOTE": [False, True],
-                  "SCALES_EARLY": [False, True]},
+                  "SCALES_EARLY": [False, True], "PINGPONG": [False, True]},
                  constraints=[fits], fixed={"GROUP_M": 8, "EPI_BUFS": 2, "MMA_REGS": 232, "LOADER_REGS": 40},
                  seeds=seeds)
 

@@ -406,6 +406,11 @@ def _kernel_call(a, bt, c, scale_a, scale_b, cfg, a_rowwise, b_colwise, num_sms=
     M, K = a.shape
     args = (a_d, b_d, c_d, scale_a, scale_b, M, bt.shape[0], K)
     constexprs = {k: v for k, v in cfg.items() if k != "PINGPONG"}
+    if cfg.get("PINGPONG"):
+        if cfg.get("DOT_WAIT0") or cfg.get("PROMOTE"):
+            _fail(f"config {cfg}: the ping-pong kernel has no DOT_WAIT0 or PROMOTE form",
+                  "set PINGPONG=False for those switches, or drop them")
+        constexprs = {k: v for k, v in constexprs.items() if k not in ("DOT_WAIT0", "PROMOTE")}
     return args, dict(NUM_SMS=num_sms, A_ROWWISE=a_rowwise, B_COLWISE=b_colwise, num_warps=4, num_stages=0,
                       **constexprs)
 
@@ -446,8 +451,8 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, config=None):
     """C = (A @ B) * scale_a * scale_b in ``out_dtype`` (bf16 by default), fp32 accumulation.
 
     ``a``: (M, K) float8_e4m3fn or float8_e5m2, row-major. ``b``: (K, N) fp8 of either format (the
-    wgmma takes any pair; ``torch._scaled_mm`` refuses e5m2 x e5m2); best given column-major (``b.t()`` contiguous, as for ``torch._scaled_mm``): the
-    kernel then reads ``b.t()`` directly. A row-major ``b`` is transposed first (one K*N-byte
+    wgmma takes any pair; ``torch._scaled_mm`` refuses e5m2 x e5m2), best given column-major
+    (``b.t()`` contiguous, as for ``torch._scaled_mm``): the kernel then reads ``b.t()`` directly. A row-major ``b`` is transposed first (one K*N-byte
     copy per call; transpose a weight once with ``k_major_b`` and pass ``bt.t()``).
     ``scale_a``: float32, one value or (M, 1); ``scale_b``: one value or (1, N).
     ``config``: one dict of ``CONFIGS``; by default the fastest for (M, N, K, dtypes, scale kinds)
