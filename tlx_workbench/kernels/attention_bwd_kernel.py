@@ -1,8 +1,8 @@
 """The device code of the attention backward pass (``attention_bwd.py`` has the story and the host side,
 ``attention_bwd_configs.py`` the configs).
 
-Two kernels: ``attention_bwd_delta_kernel`` (delta = rowsum(dO * O), one program per 128 rows, no
-TLX) and ``attention_bwd_kernel`` (dK, dV of one K/V block per CTA, dQ added into fp32 with
+Two kernels: ``attention_bwd_delta_kernel`` (delta = rowsum(dO * O) and lse in base 2, one program per
+64 rows, no TLX) and ``attention_bwd_kernel`` (dK, dV of one K/V block per CTA, dQ added into fp32 with
 atomics). Everything a task of the main kernel runs is in this one file, so the compile report maps
 each line (a helper from another file would show as its call line).
 
@@ -16,9 +16,10 @@ all "64 rows of this group":
     dS^T = P^T * (dP^T - delta_i)
     dK_g += dS^T Q_i            dQ_i += (dS^T)^T K_g       (dS^T through SMEM; atomics)
 
-dQ is computed 64 columns of D at a time, from a second copy of K in 64-column tiles (D=128 only):
-dK, dV and a full 64 x D dQ accumulator would need 3 x 64 fp32 registers a thread at D=128, past the
-240 a consumer has (ptxas spilled 2.3 KB a thread).
+dQ is computed 64 columns of D at a time, from a second copy of K in 64-column tiles (D=128 only): a
+64 x D fp32 dQ tile needs 32 KB of the compiler's layout-change scratch per group before its atomics,
+and with K, V, the ring and dS that does not fit a CTA's SMEM at D=128 (the compile is refused); the
+64-column tile also keeps dQ's accumulator at 32 registers next to dK and dV (64 each).
 """
 from __future__ import annotations
 
