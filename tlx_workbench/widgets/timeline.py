@@ -54,11 +54,18 @@ def stuck_waits(trace: Trace, deadlock=None) -> list[dict]:
             missing = []
             if getattr(b, "missing_arrivals", None):
                 missing.append(f"{b.missing_arrivals} arrival(s)")
+            over = ""
             if getattr(b, "missing_bytes", None):
-                missing.append(f"{b.missing_bytes} B")
+                n = b.missing_bytes
+                if n > 0:
+                    missing.append(f"{n} B")
+                else:
+                    over = f"{-n} B more landed than announced"     # a sentence, not a negative count
+            # the line to change, when the report found it (issue 19): every marker names it
+            fix = deadlock.line if getattr(deadlock, "cause", None) is not None else None
             out[tuple(b.lane)] = {"lane": tuple(b.lane), "kind": b.kind, "barrier": name, "slot": slot,
                                   "phase": b.phase, "line": b.line, "since": float(b.since or 0.0),
-                                  "missing": ", ".join(missing)}
+                                  "missing": ", ".join(missing), "over": over, "fix": fix}
         return list(out.values())
     open_waits: dict = {}
     last: dict = {}
@@ -96,8 +103,11 @@ def stuck_end(trace: Trace, stuck: list) -> float:
 def stuck_label(s: dict) -> str:
     """'stuck: pong[0] parity 0, missing 1 arrival(s), line 13'."""
     where = s["barrier"] + (f"[{s['slot']}]" if s["slot"] is not None else "") if s["barrier"] else s["kind"]
+    fix = s.get("fix")
     return ("stuck: " + where + (f" parity {s['phase']}" if s["phase"] is not None else "")
-            + (f", missing {s['missing']}" if s["missing"] else "") + (f", line {s['line']}" if s["line"] else ""))
+            + (f", missing {s['missing']}" if s["missing"] else "") + (f", {s['over']}" if s.get("over") else "")
+            + (f", line {s['line']}" if s["line"] else "")
+            + (f" (the line to change: {fix})" if fix and fix != s["line"] else ""))
 
 
 def encode_spans(trace: Trace) -> dict:
