@@ -163,3 +163,16 @@ def test_a_miscounted_warp_barrier_leads_every_view_with_its_count(tmp_path):
     assert res.deadlock is not None and res.deadlock.line == alloc
     found = [f for f in wb.check(mod.ws_matmul_wb, *args, **kw) if f.severity in ("error", "warning")]
     assert found and found[0].line == alloc, found[:2]
+
+
+def test_the_views_stuck_markers_name_the_line_to_change():
+    # the barrier and timeline views' stuck-here markers carry the report's lead line, and surplus bytes as words
+    from tlx_workbench.widgets import barrier_svg
+    from tlx_workbench.widgets.timeline import stuck_label, stuck_waits
+
+    s = sb.seeded_copy(_bug("g-expect-b-bytes"))
+    res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
+    labels = [stuck_label(st) for st in stuck_waits(res.trace, res.deadlock)]
+    assert labels and all(f"(the line to change: {res.deadlock.line})" in lb for lb in labels), labels
+    assert any("B more landed than announced" in lb for lb in labels) and not any(" -" in lb for lb in labels)
+    assert f"the line to change: {res.deadlock.line}" in barrier_svg(res.trace, deadlock=res.deadlock)
