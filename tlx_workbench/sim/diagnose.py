@@ -12,6 +12,13 @@ import linecache
 from .releases import Releases, loop_of, slot_line
 
 
+def _bytes_text(n) -> str:
+    """Transaction bytes still missing, said as a sentence when more landed than announced (the count is negative)."""
+    if n is not None and n < 0:
+        return f"0 transaction byte(s): {-n} more landed than announced"
+    return f"{n} transaction byte(s)"
+
+
 @dataclasses.dataclass
 class BlockedTask:
     lane: tuple                 # (cta, task, replica)
@@ -46,7 +53,7 @@ class BlockedTask:
             return f"{head}\n      waits on {self.barrier}: {self.reason}"
         lines = [head, f"      waits on {self.barrier} for phase parity {self.phase} to complete "
                        f"(barrier has completed {self.completed} phase(s); current parity {self.completed & 1})",
-                 f"      missing: {self.missing_arrivals} arrival(s), {self.missing_bytes} transaction byte(s)"
+                 f"      missing: {self.missing_arrivals} arrival(s), {_bytes_text(self.missing_bytes)}"
                  + (f", {self.inflight_tma} TMA load(s) in flight" if self.inflight_tma else "")]
         if self.reason:
             lines.append(f"      why: {self.reason}")
@@ -209,7 +216,7 @@ def deadlock_report(run, group) -> DeadlockReport:
     if first.kind == "mbarrier":
         msg = (f"deadlock in {where}: {len(real)} task(s) blocked; {who} waits on "
                f"{first.barrier} phase parity {first.phase} (missing {first.missing_arrivals} arrival(s), "
-               f"{first.missing_bytes} byte(s))")
+               f"{_bytes_text(first.missing_bytes)})")
         hint = first.reason or "check arrive counts, phases and expect_bytes of the barriers in the wait-for graph"
     elif first.kind == "cluster-ws":
         msg = (f"deadlock in {where}: tlx.cluster_barrier() at line {first.line} runs outside tlx.async_tasks() "
