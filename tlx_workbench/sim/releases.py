@@ -73,6 +73,13 @@ class Releases:
                         self.guards.setdefault(key, {}).setdefault(buf, set()).add(sp.line)
                         self.guard_of.setdefault((sp.cta, buf), set()).add(key)
                     after_write = True
+        # a barrier that TMA bytes complete (expect_bytes, a load's barrier) says data landed: it guards nothing
+        # a reader releases, even when its waiter then writes a buffer (an epilogue's staging tile)
+        tma = {(sp.cta, sp.barrier, sp.slot) for seq in self.spans.values() for sp in seq
+               if sp.name in ("barrier_expect_bytes", "async_descriptor_load") and sp.barrier is not None}
+        for key in tma & set(self.guards):
+            for buf in self.guards.pop(key):
+                self.guard_of.get((key[0], buf), set()).discard(key)
         self.releases: list[Release] = []
         self.owed: dict[tuple, dict] = {}          # lane -> {key: [Read]} never released
         self.reads: dict[tuple, list] = {}         # lane -> every guarded Read, in order
