@@ -5,16 +5,16 @@ backward, in one self-contained run.
    (N % 64 != 0, N % 4 != 0), D = 64 and 128, causal and not, fp16 and bf16; dK, dV NaN-poisoned first. The
    default config everywhere, every other candidate at two shapes. Each (config, D, causal, dtype) is
    one child process with a deadline (a protocol bug hangs the GPU, not this script); up to --jobs
-   children at once (compiles dominate). With ``--only time`` every candidate is timed (no check ran). The default configs also run forward (``return_lse=True``) then
-   backward (``attention_with_grad``): the forward's log-sum-exp is checked too. SDPA's own error against
-   float64 is listed beside ours.
+   children at once (compiles dominate). With ``--only time`` every candidate is timed (no check ran).
+   The default configs also run forward (``return_lse=True``) then backward (``attention_with_grad``):
+   the forward's log-sum-exp is checked too. SDPA's own error against float64 is listed beside ours.
 2. time: D=128, N=4096 (4 x 32 heads) and 8192 (2 x 32), causal and not, fp16 and bf16: --rounds
    interleaved rounds over our candidate configs (those that passed the check) and SDPA's backward
    (its default choice, then flash, cuDNN and memory-efficient forced), each a do_bench median; the
    figure kept is the median over rounds. The backend SDPA's dispatcher picks is named twice: by
    ``torch._fused_sdp_choice`` and by the CUDA kernels a profiled backward ran. One child per cell.
-   Ours times the whole backward: the delta kernel, zeroing the fp32 dQ, the main kernel, dQ's scale
-   and cast (SDPA's backward includes its own pre- and post-processing).
+   Ours times the whole backward: the delta kernel, zeroing the fp32 dQ, the main kernel, dQ's cast
+   (SDPA's backward includes its own pre- and post-processing).
 
     OUT=/tmp/bwd python benchmarks/attention_bwd_h200.py --only check       # ~3-5 min (compiles, 8 at once)
     OUT=/tmp/bwd python benchmarks/attention_bwd_h200.py --only time        # ~4-6 min; no --only: both
@@ -188,7 +188,8 @@ def child_time(job):
     cell["cudnn_sdp_enabled"] = torch.backends.cuda.cudnn_sdp_enabled()
     subjects, made = {}, {}
     for name, backend in (("sdpa", None), ("sdpa_flash", SDPBackend.FLASH_ATTENTION),
-                          ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
+                          ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
+                          ("sdpa_efficient", SDPBackend.EFFICIENT_ATTENTION)):
         try:
             subjects[name] = _sdpa_grads(q, k, v, do, causal, scale, backend)
         except Exception as e:
@@ -281,7 +282,8 @@ def md(result):
         out.append("## check vs float64 (max over dq, dk, dv of ||x - ref|| / ||ref||)\n")
         out.append("| cfg | D | causal | dtype | shape | ours | chain | lse | SDPA | ok |\n|---|---|---|---|---|---|---|---|---|---|")
         for r in checks:
-            ours = max(r.get(k, float("nan")) for k in ("err_dq", "err_dk", "err_dv")) if "err_dq" in r else r.get("error", "?")
+            ours = (max(r[k] for k in ("err_dq", "err_dk", "err_dv")) if "err_dq" in r
+                    else r.get("error", "?"))
             out.append(f"| {r['cfg_index']}{'*' if r['default'] else ''} | {r['shape'][-1]} | {r['causal']} | {r['dtype']} | "
                        f"{tuple(r['shape'])} | {_f(ours)} | {_f(r.get('chain_err', ''))} | {_f(r.get('lse_max_abs_err', ''))} | "
                        f"{_f(r.get('sdpa_err', ''))} | {r['ok']} |")

@@ -17,7 +17,7 @@ Three launches:
    accumulate over the whole loop, so they are written once, with no atomics). Causal: the loop
    starts at the first query block that sees the K/V block (heaviest CTA first).
 3. dQ: **atomics into an fp32 dQ**. Each group adds its partial dQ_i = dS_g K_g (64 x D) with
-   ``tl.atomic_add`` (relaxed) after every step; the host scales by ``sm_scale`` and casts. Chosen over
+   ``tl.atomic_add`` (relaxed, already times ``sm_scale``) after every step; the host casts it. Chosen over
    a separate dQ pass (Q-major, as Triton's tutorial does) because that pass recomputes S and dP: two
    of the seven GEMMs again, ~30 % more tensor work; atomics cost L2 bandwidth instead (2 adds per
    dQ element per K/V block). ``DQ_SPLIT`` (D=128): each group instead computes 64 columns of dQ_i
@@ -118,7 +118,7 @@ def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=No
     dv = torch.empty_like(v) if dv is None else dv
     args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg)
     attention_bwd_kernel[(triton.cdiv(N, cfg["BN"]), Z * H)](*args, **options)
-    return (dq32 * sm_scale).to(q.dtype), dk, dv
+    return dq32.to(q.dtype), dk, dv      # the kernel adds dQ already scaled: one cast here
 
 
 _TUNED: dict = {}

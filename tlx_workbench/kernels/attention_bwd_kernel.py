@@ -3,8 +3,8 @@
 
 Two kernels: ``attention_bwd_delta_kernel`` (delta = rowsum(dO * O) and lse in base 2, one program per
 64 rows, no TLX) and ``attention_bwd_kernel`` (dK, dV of one K/V block per CTA, dQ added into fp32 with
-atomics). Everything a task of the main kernel runs is in this one file, so the compile report maps
-each line (a helper from another file would show as its call line).
+atomics, already scaled by sm_scale). Everything a task of the main kernel runs is in this one
+file, so the compile report maps each line (a helper from another file would show as its call line).
 
 Notation, in a consumer group g (64 K/V rows, ``k_g``/``v_g``) at query block i (BM rows): every
 product is computed transposed, K/V rows down the M side of the wgmma, so the accumulators the group
@@ -51,7 +51,7 @@ def attention_bwd_delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, ROWS
 
 @triton.jit
 def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles, delta_tiles, q_full, q_empty,
-              do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+              do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, sm_scale, N_CTX,
               MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
               NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, KC: tl.constexpr, GROUPS: tl.constexpr,
               DQ_SPLIT: tl.constexpr):
@@ -103,7 +103,7 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
         tlx.barrier_arrive(q_empty[slot])
         tlx.barrier_arrive(do_empty[slot])
         ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (g * 64 + cols)[None, :]
-        tl.atomic_add(ptrs, dq, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
+        tl.atomic_add(ptrs, dq * sm_scale, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
     else:
         # dQ_i += dS_g K_g, 64 columns of D at a time (K_g's column tiles kc): a 64 x BM fp32 accumulator
         # instead of 64 x D keeps dK, dV and dQ within the register budget at D=128
@@ -119,7 +119,7 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
                 tlx.barrier_arrive(q_empty[slot])
                 tlx.barrier_arrive(do_empty[slot])
             ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (c * 64 + cols)[None, :]
-            tl.atomic_add(ptrs, dq, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
+            tl.atomic_add(ptrs, dq * sm_scale, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
     dk = tlx.async_dot_wait(0, dk)
     return dk, dv
 
@@ -218,15 +218,18 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
             # across the diagonal (causal), then the plain blocks, then the ragged tail
             for i in range(i_start, i_mid):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
-                                   delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+                                   delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
+                                   head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT)
             for i in range(i_mid, n_full):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
-                                   delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+                                   delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
+                                   head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT)
             for i in range(tl.maximum(i_mid, n_full), n_q):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
-                                   delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, N_CTX,
+                                   delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
+                                   head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT)
             cols = tl.arange(0, HEAD_DIM)
             offs = (head_row + kv_rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
