@@ -18,6 +18,7 @@ import time
 import traceback
 import warnings
 
+from ..compiler.occupancy import occupancy, spill_loads  # noqa: F401 - occupancy: re-exported
 from ..errors import TLXWorkbenchError
 from .problem import Problem, arrive, captured_launches, imposed_config
 
@@ -99,27 +100,8 @@ def _spill_bytes(text: str) -> int:
 
 
 def spill_traffic(advisories) -> int:
-    """Bytes per thread of ptxas's spill loads (the reloads a warp group waits for: what the cost model
-    charges), from the static stage's advisories (dicts with "code" and "text")."""
-    import re
-    total = 0
-    for a in advisories or ():
-        if a.get("code") == "spills":
-            total = max([total] + [int(x) for x in re.findall(r"(\d+) bytes spill loads", a["text"])])
-    return total
-
-
-def occupancy(res, model) -> int:
-    """CTAs of this kernel one SM holds at once (SMEM, registers, threads, and the 32-CTA cap)."""
-    threads = res.num_warps * 32
-    limits = [32, 2048 // max(threads, 1)]
-    if res.smem_bytes:
-        limits.append(model.smem_per_sm // res.smem_bytes)
-    if res.registers:
-        # registers are allocated per warp in units of 256 (8 per thread)
-        per_warp = -(-res.registers * 32 // 256) * 256
-        limits.append(model.regs_per_sm // (per_warp * res.num_warps))
-    return max(0, min(limits))
+    """Bytes per thread of ptxas's spill loads: what the cost model charges (``compiler.occupancy``)."""
+    return spill_loads(advisories)
 
 
 # launch options a launch may carry at their defaults (a triton.Config's all_kwargs() lists them all)

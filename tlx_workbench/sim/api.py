@@ -37,6 +37,8 @@ class SimResult:
         self.stats = run.stats
         self.kernel_bytes = getattr(run, "kernel_bytes", 0)
         self.numerics = getattr(run, "numerics", True)
+        #: (JITFunction, args, kwargs) of the launch, as the host code made it
+        self.launch = getattr(run, "launch", None)
         self.resident_ctas = getattr(run, "resident_ctas", None)
         self.schedules = schedules or [run.seed]
         self.cluster_dims = run.cluster_dims

@@ -276,6 +276,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     cga = cga + (1,) * (3 - len(cga))
     run = LaunchRun(jitfn, grid, gpu, seed, ctas, max_steps, num_warps)
     run.numerics = bool(numerics)
+    run.launch = (jitfn, tuple(args), dict(kwargs))      # what was launched: wb.predict compiles it
     run.trace.meta["numerics"] = run.numerics
     run.cluster_dims = cga
     ranges = _memory_ranges([*bound.values(), *memory])

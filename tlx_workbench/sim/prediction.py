@@ -38,6 +38,9 @@ class Prediction:
     sim_seconds: float
     calibration: str | None
     result: object = None         # the SimResult of the sampled CTAs (its trace)
+    occupancy: int = 1            # CTAs per SM (from the compiled kernel's resources, unless given)
+    spill_bytes: int = 0          # ptxas spill loads per thread, charged around each async_dot
+    compiled: str = ""            # what the real compiler said (registers, SMEM, spills), or why it was not asked
 
     @property
     def us(self) -> float:
@@ -54,6 +57,7 @@ class Prediction:
                 f"cycles), {self.slots} resident at once, {self.waves:.2f} wave(s)",
                 f"  critical path over CTAs {self.cta_cycles:.0f} cycles; DRAM floor {self.hbm_floor_cycles:.0f} cycles "
                 f"({self.kernel_bytes / 2**20:.1f} MiB) -> {self.bound}-bound",
+                f"  compiled: {self.compiled}",
                 f"  cost model: {'calibration of ' + self.calibration if self.calibration else 'estimates (not calibrated)'}"
                 f"; simulated in {self.sim_seconds:.1f} s"]
 
@@ -66,6 +70,7 @@ class Prediction:
             ("grid", f"{self.grid}: {self.slots} resident, {self.waves:.2f} wave(s)"),
             ("CTAs simulated", ", ".join(f"{k}: {v:.0f}" for k, v in self.sampled.items())),
             ("bound", f"{self.bound} (CTAs {self.cta_cycles:.0f}, DRAM floor {self.hbm_floor_cycles:.0f} cycles)"),
+            ("compiled", self.compiled),
             ("cost model", f"calibrated {self.calibration}" if self.calibration else "estimates"),
             ("simulated in", f"{self.sim_seconds:.1f} s")))
         return (f"<div><b>Prediction</b> {html.escape(self.kernel)} on {html.escape(self.gpu)}"
@@ -110,45 +115,85 @@ def schedule(grid, per_x: dict, slots: int) -> float:
     return end
 
 
-def predict(fn, *args, gpu="H200", occupancy=1, samples=3, config=None, seed=0, numerics=False,
-            **kwargs) -> Prediction:
+_DEFAULT_OPTIONS = {"num_ctas": 1, "maxnreg": None, "ctas_per_cga": None, "enable_fp_fusion": True, "warmup": False,
+                    "launch_cooperative_grid": False, "launch_pdl": False, "num_buffers_warp_spec": 0,
+                    "num_consumer_groups": 0, "reg_dec_producer": 0, "reg_inc_consumer": 0}
+
+
+def compiled_facts(result, gpu) -> tuple:
+    """(occupancy, spill loads per thread, summary) of the launch ``result`` simulated, compiled offline
+    for ``gpu`` by the real compiler (its caches make a second call cheap); (None, 0, why) if it cannot."""
+    if result.launch is None:
+        return None, 0, "not compiled (no launch recorded)"
+    from ..compiler import compile as wb_compile
+    from ..compiler.occupancy import occupancy, spill_loads
+    from ..target import gpu_model
+    jit, args, kwargs = result.launch
+    opts = {k: v for k, v in kwargs.items() if not (k in _DEFAULT_OPTIONS and v == _DEFAULT_OPTIONS[k])}
+    opts.pop("stream", None)
+    if "num_ctas" in opts:
+        opts["ctas_per_cga"] = opts.get("ctas_per_cga") or (opts.pop("num_ctas"), 1, 1)
+        opts.pop("num_ctas", None)
+    try:
+        report = wb_compile(jit, *args, target=gpu, sass="lazy", **opts)
+        res = report.resources
+        occ = max(1, occupancy(res, gpu_model(gpu)))
+        spills = spill_loads(report.ptxas_advisories)
+        return occ, spills, (f"{res.registers} registers, {res.smem_bytes} B SMEM, {occ} CTA(s)/SM, "
+                             f"{spills} B/thread spill loads")
+    except Exception as e:  # noqa: BLE001 - a prediction without the compiler's facts is still one
+        return None, 0, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+
+
+def predict(fn, *args, gpu="H200", occupancy=None, samples=3, config=None, seed=0, numerics=False, compile=True,
+            spills=None, **kwargs) -> Prediction:
     """Predict the time of the launch ``fn(*args, **kwargs)`` makes (a host function or a
     ``kernel[grid]``), from ``samples`` CTAs simulated at the real shape (see the module doc).
-    ``occupancy``: CTAs per SM (the compile report's ``occupancy``); 1 for the library's kernels.
+    ``compile``: ask the real compiler (offline) for the kernel's occupancy and register spills, which
+    the cost model then charges; ``occupancy`` / ``spills`` given outright skip that.
     ``numerics``: by default timing only (``simulate(numerics=False)``); True also computes the data."""
     from ..target import gpu_model
     from .api import simulate
     t0 = time.perf_counter()
     model = gpu_model(gpu)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")         # "only k of n CTAs simulated": meant
-        first = simulate(fn, *args, gpu=gpu, ctas=[0], on_deadlock="return", config=config, seed=seed,
-                         occupancy=occupancy, numerics=numerics, **kwargs)
-        if first.deadlock is not None:
-            first.raise_for_errors()
-        grid = first.grid
-        ctas = sample_ctas(grid, samples)
-        sampled = {0: first.cycles}
-        res = first
-        rest = [c for c in ctas if c != 0]
-        if rest:
-            res = simulate(fn, *args, gpu=gpu, ctas=rest, on_deadlock="return", config=config, seed=seed,
-                           occupancy=occupancy, numerics=numerics, **kwargs)
-            if res.deadlock is not None:
-                res.raise_for_errors()
-            for c in rest:
-                ends = [s.end for s in res.trace.spans if s.cta == c]
-                sampled[c] = max(ends) if ends else 0.0
-    slots = model.sm_count * max(1, int(occupancy))
+
+    def sim(ctas, occ, sp):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")         # "only k of n CTAs simulated": meant
+            r = simulate(fn, *args, gpu=gpu, ctas=ctas, on_deadlock="return", config=config, seed=seed,
+                         occupancy=occ, numerics=numerics, spills=sp, **kwargs)
+        if r.deadlock is not None:
+            r.raise_for_errors()
+        return r
+
+    occ, sp, note = occupancy or 1, spills or 0, "not compiled (compile=False)"
+    first = sim([0], occ, sp)
+    if compile and (occupancy is None or spills is None):
+        c_occ, c_sp, note = compiled_facts(first, model.name)
+        new_occ = occupancy or c_occ or 1
+        new_sp = spills if spills is not None else c_sp
+        if (new_occ, new_sp) != (occ, sp):
+            occ, sp = new_occ, new_sp
+            first = sim([0], occ, sp)
+    grid = first.grid
+    sampled = {0: first.cycles}
+    res = first
+    rest = [c for c in sample_ctas(grid, samples) if c != 0]
+    if rest:
+        res = sim(rest, occ, sp)
+        for c in rest:
+            ends = [s.end for s in res.trace.spans if s.cta == c]
+            sampled[c] = max(ends) if ends else 0.0
+    slots = model.sm_count * max(1, int(occ))
     total = int(grid[0]) * int(grid[1]) * int(grid[2])
     cta_cycles = schedule(grid, sampled, slots)
-    cost = res.cost if hasattr(res, "cost") else None
     from .cost import cost_model
-    cm = cost or cost_model(gpu)
+    cm = cost_model(gpu)
     nbytes = int(getattr(first, "kernel_bytes", 0) or 0)
     floor = cm.hbm_floor_cycles(nbytes) if nbytes else 0.0
     cal = cm.calibration
     return Prediction(kernel=first.kernel, gpu=model.name, grid=tuple(grid), cycles=max(cta_cycles, floor),
                       clock_ghz=cm.time_clock_ghz, sampled=sampled, slots=slots, waves=total / slots,
                       cta_cycles=cta_cycles, hbm_floor_cycles=floor, kernel_bytes=nbytes,
-                      sim_seconds=time.perf_counter() - t0, calibration=getattr(cal, "date", None), result=res)
+                      sim_seconds=time.perf_counter() - t0, calibration=getattr(cal, "date", None), result=res,
+                      occupancy=int(occ), spill_bytes=int(sp), compiled=note)
