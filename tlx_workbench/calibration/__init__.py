@@ -34,6 +34,7 @@ class Calibration:
     hbm_bytes_per_cycle_per_sm: dict
     tma_store_bytes_per_cycle_per_sm: dict
     cp_async_bytes_per_cycle_per_sm: dict    # row bytes (str) -> CTAs in flight (str) -> rate; {} until measured
+    launch_us: float | None                  # do_bench's time of an empty launch (132 CTAs), None until measured
     barrier: dict                         # see suite.derive
     smem_bytes_per_cycle: dict
     path: str = ""
@@ -100,4 +101,5 @@ def load(gpu: str) -> Calibration | None:
                        hbm_bytes_per_cycle_per_sm=d["tma"]["hbm_bytes_per_cycle_per_sm"],
                        tma_store_bytes_per_cycle_per_sm=d["tma_store_bytes_per_cycle_per_sm"],
                        cp_async_bytes_per_cycle_per_sm=d.get("cp_async") or {},
+                       launch_us=d.get("launch_us"),
                        barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"], path=str(path))

@@ -256,6 +256,22 @@ def measure_cp_async(log):
     return out
 
 
+def measure_launch(log):
+    """What do_bench sees of a launch that does nothing: the fixed cost under every kernel's time (CUDA
+    events around the launch, L2 flushed between runs as do_bench does), for 1 and 132 CTAs."""
+    import triton
+    torch = _torch()
+    x = torch.empty(1, device="cuda")
+    out = {}
+    for ctas in (1, 132, 1024):
+        K.empty_kernel[(ctas,)](x)
+        torch.cuda.synchronize()
+        ms = triton.testing.do_bench(lambda: K.empty_kernel[(ctas,)](x), warmup=50, rep=300, return_mode="median")
+        out[str(ctas)] = ms * 1e3
+        log(f"empty launch, {ctas} CTAs: {ms * 1e3:.2f} us (do_bench median)")
+    return out
+
+
 def measure_barriers(log):
     out = {}
     rounds = 20000
@@ -347,6 +363,7 @@ def derive(raw: dict) -> dict:
                  l2_bytes_per_cycle_per_sm={str(c): tma_bw("l2", c) for c in (1, 8, 33, 66, 132)},
                  hbm_bytes_per_cycle_per_sm={str(c): tma_bw("hbm", c) for c in (1, 8, 33, 66, 132)}),
         cp_async=_cp_async_figures(raw.get("cp_async")),
+        launch_us=(raw.get("launch") or {}).get("132") if isinstance(raw.get("launch"), dict) else None,
         tma_store_bytes_per_cycle_per_sm={str(t["ctas"]): t["bytes_per_cycle_per_cta"] for t in raw["tma_store"]
                                           if t["box"] == [64, 64] and t["stages"] == 2},
         barrier=dict(arrive_and_satisfied_wait=self_round,
@@ -376,7 +393,7 @@ def run(log=print, only=()) -> dict:
                 torch=torch.__version__, triton=__import__("triton").__version__, raw=raw)
 
 
-FAMILIES = {"barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
+FAMILIES = {"launch": measure_launch, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
             "tma_store": measure_tma_store, "cp_async": measure_cp_async, "clock": measure_clock}
 
 

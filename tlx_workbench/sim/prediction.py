@@ -41,10 +41,12 @@ class Prediction:
     occupancy: int = 1            # CTAs per SM (from the compiled kernel's resources, unless given)
     spill_bytes: int = 0          # ptxas spill loads per thread, charged around each async_dot
     compiled: str = ""            # what the real compiler said (registers, SMEM, spills), or why it was not asked
+    launch_us: float = 0.0        # the fixed cost of a launch as do_bench sees it (calibrated), added to the time
 
     @property
     def us(self) -> float:
-        return self.cycles / (self.clock_ghz * 1e3)
+        """What do_bench would report: the launch's cycles at the clock under load, plus the launch's fixed cost."""
+        return self.cycles / (self.clock_ghz * 1e3) + self.launch_us
 
     @property
     def bound(self) -> str:
@@ -52,7 +54,7 @@ class Prediction:
 
     def _lines(self):
         return [f"Prediction({self.kernel} on {self.gpu}, grid={self.grid}: {self.us:.1f} us = {self.cycles:.0f} cycles "
-                f"at {self.clock_ghz:.3f} GHz)",
+                f"at {self.clock_ghz:.3f} GHz + {self.launch_us:.1f} us launch)",
                 f"  {len(self.sampled)} CTA(s) simulated ({', '.join(f'{k}: {v:.0f}' for k, v in self.sampled.items())} "
                 f"cycles), {self.slots} resident at once, {self.waves:.2f} wave(s)",
                 f"  critical path over CTAs {self.cta_cycles:.0f} cycles; DRAM floor {self.hbm_floor_cycles:.0f} cycles "
@@ -66,7 +68,8 @@ class Prediction:
 
     def _repr_html_(self):
         rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in (
-            ("time", f"{self.us:.1f} µs ({self.cycles:.0f} cycles at {self.clock_ghz:.3f} GHz)"),
+            ("time", f"{self.us:.1f} µs ({self.cycles:.0f} cycles at {self.clock_ghz:.3f} GHz + {self.launch_us:.1f} µs "
+                     f"launch)"),
             ("grid", f"{self.grid}: {self.slots} resident, {self.waves:.2f} wave(s)"),
             ("CTAs simulated", ", ".join(f"{k}: {v:.0f}" for k, v in self.sampled.items())),
             ("bound", f"{self.bound} (CTAs {self.cta_cycles:.0f}, DRAM floor {self.hbm_floor_cycles:.0f} cycles)"),
@@ -196,4 +199,5 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=3, config=None, seed=
                       clock_ghz=cm.time_clock_ghz, sampled=sampled, slots=slots, waves=total / slots,
                       cta_cycles=cta_cycles, hbm_floor_cycles=floor, kernel_bytes=nbytes,
                       sim_seconds=time.perf_counter() - t0, calibration=getattr(cal, "date", None), result=res,
-                      occupancy=int(occ), spill_bytes=int(sp), compiled=note)
+                      occupancy=int(occ), spill_bytes=int(sp), compiled=note,
+                      launch_us=float(getattr(cal, "launch_us", None) or 0.0))
