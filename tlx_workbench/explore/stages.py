@@ -211,8 +211,10 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
     waves = -(-n_real // model.sm_count)
     per_sm = waves * problem.flops(tuple(shape)) / n_real
     cyc = float(a + b * per_sm)
-    clock = cost_model(gpu).time_clock_ghz
-    return dict(predicted_cycles=cyc, predicted_us=cyc / (clock * 1e3), clock_ghz=clock,
+    cm = cost_model(gpu)
+    clock = cm.time_clock_ghz
+    launch_us = float(getattr(cm.calibration, "launch_us", None) or 0.0)     # what do_bench adds to any kernel
+    return dict(predicted_cycles=cyc, predicted_us=cyc / (clock * 1e3) + launch_us, clock_ghz=clock,
                 fit=dict(intercept=float(a), cycles_per_flop=float(b), works=works, cycles=cycles))
 
 
