@@ -60,12 +60,15 @@ CONFIGS = (
 )
 
 
+# D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell; benchmarks/RESULTS.md)
+DEFAULTS = {64: _config(64), 128: _config(64, DQ_SPLIT=True)}
+
+
 def configs_for(head_dim, causal=False):
-    """The autotune space for one head dim (CONFIGS that ``suits`` it, the default first)."""
-    return tuple(c for c in CONFIGS if suits(c, head_dim, causal))
-
-
-DEFAULTS = {64: _config(64), 128: _config(64)}
+    """The autotune space for one head dim (CONFIGS that ``suits`` it), the default (``DEFAULTS``) first."""
+    first = DEFAULTS.get(head_dim)
+    rest = tuple(c for c in CONFIGS if suits(c, head_dim, causal) and c != first)
+    return ((first,) if first is not None and suits(first, head_dim, causal) else ()) + rest
 
 SIM_CONFIGS = {
     "tiny": _config(64),
