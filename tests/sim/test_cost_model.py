@@ -160,3 +160,33 @@ def test_waves_and_tail():
     t = schedule((132, 2, 1), {0: 10.0, 131: 141.0}, 132)
     assert 141.0 < t < 2 * 141.0
     assert sample_ctas((8, 4, 1), 3) == [0, 4, 7] and sample_ctas((1, 9, 1), 3) == [0]
+
+
+@pytest.mark.parametrize("bn", [64, 256])
+def test_one_wgmma_at_a_time_takes_what_the_h200_measured(bn):
+    """The BK=16 loop (one instruction per async_dot, waited for at once) simulated here against the H200's cycles."""
+    iters = 16
+    res = _sim(lambda: suite.launch_mma_k("float16", bn, iters=iters, ctas=1, timed=False, device="cpu"))
+    assert res.ok
+    spans = sorted((s for s in res.trace.spans if s.kind == "mma"), key=lambda s: s.start)
+    per = (spans[-1].start - spans[3].start) / (len(spans) - 4)
+    assert per == pytest.approx(load("H200").mma_serial_cycles[str(bn)], rel=0.15), per
+
+
+def test_a_serialized_wgmma_pipeline_costs_each_instruction():
+    """ptxas's 'wgmma serialized' (C7510-C7515): an async_dot of K=64 (four k16 instructions) then takes four
+    one-at-a-time instructions, not one pipelined run; the kernel is slower by that much."""
+    launch, a, b, cfg = _gemm_ws((256, 128, 256))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = wb.simulate(launch, a, b, cfg, gpu="H200", numerics=False)
+        serial = wb.simulate(launch, a, b, cfg, gpu="H200", numerics=False, serialized_wgmma=True)
+    dur = {}
+    for name, r in (("plain", plain), ("serial", serial)):
+        spans = [s for s in r.trace.spans if s.kind == "mma"]
+        dur[name] = spans[0].end - spans[0].start
+        m, n, k = spans[0].args["m"], spans[0].args["n"], spans[0].args["k"]
+    cm = cost_model("H200")
+    assert dur["plain"] == pytest.approx(cm.mma_cycles(m, n, k, 16))
+    assert dur["serial"] == pytest.approx((m // 64) * (k // 16) * load("H200").mma_serial_cycles[str(n)], rel=0.2)
+    assert serial.cycles > plain.cycles

@@ -35,6 +35,7 @@ class Calibration:
     tma_store_bytes_per_cycle_per_sm: dict
     cp_async_bytes_per_cycle_per_sm: dict    # row bytes (str) -> CTAs in flight (str) -> rate; {} until measured
     launch_us: float | None                  # do_bench's time of an empty launch (132 CTAs), None until measured
+    mma_serial_cycles: dict                  # N (str) -> cycles of one m64nNk16 wgmma issued and waited for alone
     barrier: dict                         # see suite.derive
     smem_bytes_per_cycle: dict
     path: str = ""
@@ -102,4 +103,5 @@ def load(gpu: str) -> Calibration | None:
                        tma_store_bytes_per_cycle_per_sm=d["tma_store_bytes_per_cycle_per_sm"],
                        cp_async_bytes_per_cycle_per_sm=d.get("cp_async") or {},
                        launch_us=d.get("launch_us"),
+                       mma_serial_cycles=d.get("mma_serial_cycles") or {},
                        barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"], path=str(path))

@@ -166,6 +166,37 @@ def measure_mma(log):
     return out
 
 
+def measure_mma_latency(log):
+    """One wgmma instruction issued and waited for, again and again, by one warp group (BK=16: one k16
+    instruction per async_dot, nothing in flight): what each instruction costs when ptxas serializes the
+    wgmma pipeline (C7510-C7515)."""
+    out = []
+    for bn in (64, 128, 256):
+        launch_mma_k("float16", bn, iters=16)
+        iters = 20000
+        (rec, _, flops), ms = _event_ms(lambda: launch_mma_k("float16", bn, iters=iters))
+        rows, by_sm = _per_cta(_records(rec, 132))
+        cyc = _median([r["cycles"] for r in rows if len(by_sm[r["sm"]]) == 1])
+        out.append(dict(dtype="float16", BM=64, BN=bn, BK=16, cycles_per_instruction=cyc / iters,
+                        work_cycles=2.0 * 64 * bn * 16 / 4096))
+        log(f"serialized wgmma m64n{bn}k16: {cyc / iters:.1f} cycles each")
+    return out
+
+
+def launch_mma_k(dtype="float16", BN=128, iters=1000, ctas=132, timed=True, device="cuda"):
+    """The tensor-core loop with BK=16 and one group, nothing in flight (see measure_mma_latency)."""
+    torch = _torch()
+    dt = getattr(torch, dtype)
+    BM, BK = 64, 16
+    a = torch.randn(BM, BK, device=device).to(dt)
+    b = torch.randn(BN, BK, device=device).to(dt)
+    out = torch.empty(ctas * BM * BN, dtype=torch.float32, device=device)
+    rec = torch.zeros(ctas * K.REC, dtype=torch.int64, device=device)
+    K.mma_loop_kernel[(ctas,)](a, b, out, rec, iters, BM=BM, BN=BN, BK=BK, CONSUMERS=1, IN_FLIGHT=1, TIMED=timed,
+                               num_warps=4)
+    return rec, out, 2.0 * BM * BN * BK * iters
+
+
 def measure_clock(log, seconds=3.0):
     """The SM clock under sustained tensor-core load: back-to-back fp16 wgmma loops on every SM."""
     torch = _torch()
@@ -364,6 +395,8 @@ def derive(raw: dict) -> dict:
                  hbm_bytes_per_cycle_per_sm={str(c): tma_bw("hbm", c) for c in (1, 8, 33, 66, 132)}),
         cp_async=_cp_async_figures(raw.get("cp_async")),
         launch_us=(raw.get("launch") or {}).get("132") if isinstance(raw.get("launch"), dict) else None,
+        mma_serial_cycles={str(r["BN"]): r["cycles_per_instruction"] for r in raw["mma_latency"]}
+        if isinstance(raw.get("mma_latency"), list) else None,
         tma_store_bytes_per_cycle_per_sm={str(t["ctas"]): t["bytes_per_cycle_per_cta"] for t in raw["tma_store"]
                                           if t["box"] == [64, 64] and t["stages"] == 2},
         barrier=dict(arrive_and_satisfied_wait=self_round,
@@ -393,7 +426,7 @@ def run(log=print, only=()) -> dict:
                 torch=torch.__version__, triton=__import__("triton").__version__, raw=raw)
 
 
-FAMILIES = {"launch": measure_launch, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
+FAMILIES = {"launch": measure_launch, "mma_latency": measure_mma_latency, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
             "tma_store": measure_tma_store, "cp_async": measure_cp_async, "clock": measure_clock}
 
 

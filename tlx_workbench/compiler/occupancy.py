@@ -21,6 +21,17 @@ def occupancy(res, model) -> int:
     return max(0, min(limits))
 
 
+# ptxas advisories that say the wgmma pipeline runs serialized (C7510-C7515: registers, calls, an ill-formed
+# wait, ...): each wgmma instruction then waits for the one before
+SERIALIZING = {"C7510", "C7511", "C7512", "C7513", "C7514", "C7515"}
+
+
+def serializes_wgmma(advisories) -> bool:
+    """Whether ptxas said it serialized the kernel's wgmma pipeline."""
+    return any((a.get("code") if isinstance(a, dict) else getattr(a, "code", None)) in SERIALIZING
+               for a in advisories or ())
+
+
 def spill_loads(advisories) -> int:
     """Bytes per thread of ptxas's spill loads (the reloads a warp group waits for), from a report's
     ``ptxas_advisories`` or the explorer's stored advisories (dicts with "code" and "text")."""

@@ -18,7 +18,7 @@ import time
 import traceback
 import warnings
 
-from ..compiler.occupancy import occupancy, spill_loads  # noqa: F401 - occupancy: re-exported
+from ..compiler.occupancy import SERIALIZING, occupancy, spill_loads  # noqa: F401 - re-exported
 from ..errors import TLXWorkbenchError
 from .problem import Problem, arrive, captured_launches, imposed_config
 
@@ -87,9 +87,6 @@ def capture(problem: Problem, cfg: dict, shape, target: str):
     return cap.launches
 
 
-# ptxas advisories that say the wgmma pipeline runs serialized (C7510-C7515: registers, calls,
-# an ill-formed wait, ...): the config loses the overlap the kernel was written for
-SERIALIZING = {"C7510", "C7511", "C7512", "C7513", "C7514", "C7515"}
 
 
 def _spill_bytes(text: str) -> int:
@@ -181,7 +178,8 @@ def _compare(out, ref, dtype: str, tolerance: float | None):
     return err <= tol, err
 
 
-def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None, spills: int = 0) -> dict:
+def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None, spills: int = 0,
+            serialized: bool = False) -> dict:
     """Simulated time at ``shape``: CTA 0 run alone at each of the problem's timing shapes, its
     cycles fitted as ``a + b * work`` (work = the shape's flops over its CTA count), then evaluated
     at the real shape's work per CTA (``real_ctas`` CTAs; more than one wave counts as
@@ -198,7 +196,8 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
             warnings.simplefilter("ignore")     # "only 1 of n CTAs simulated": meant
             # CTA 0 shares the TMA/L2 bandwidth with every CTA of the real launch's first wave
             res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, ctas=[0], on_deadlock="return",
-                              in_flight=min(real_ctas or 1, model.sm_count), numerics=False, spills=spills)
+                              in_flight=min(real_ctas or 1, model.sm_count), numerics=False, spills=spills,
+                              serialized_wgmma=serialized)
         if res.deadlock is not None:
             return dict(predict_note=f"no prediction: CTA 0 deadlocks at timing shape {list(s)}")
         n = int(np.prod(res.grid)) if res.grid else 1
@@ -219,7 +218,8 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
 
 
 def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1, seed: int = 0,
-              real_ctas: int | None = None, do_predict: bool = True, spills: int = 0) -> Outcome:
+              real_ctas: int | None = None, do_predict: bool = True, spills: int = 0,
+              serialized: bool = False) -> Outcome:
     """The simulated stage: prove the protocol at the problem's small shape, then predict the time."""
     import tlx_workbench as wb
     t0 = time.perf_counter()
@@ -251,7 +251,7 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
                                f"relative error {err:.3g}", metrics=dict(metrics, verdict="wrong result"),
                                device=gpu, seconds=time.perf_counter() - t0)
         if do_predict and problem.timing_shapes is not None:
-            metrics.update(predict(problem, cfg, shape, gpu, real_ctas, spills))
+            metrics.update(predict(problem, cfg, shape, gpu, real_ctas, spills, serialized))
         return Outcome("ok", metrics=dict(metrics, verdict="ok"), device=gpu, seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001
         return _error_outcome(e, t0, "simulated")

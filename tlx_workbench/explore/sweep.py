@@ -181,7 +181,9 @@ class Sweep:
             st = self.store.get(self.key(c, shape, "static")) if "static" in self.stages else None
             ctas = st.metrics.get("ctas") if st is not None and st.ok else None
             spills = st.metrics.get("spill_traffic", 0) if st is not None and st.ok else 0
-            return dict(gpu=self.gpu, schedules=self.schedules, seed=self.seed, real_ctas=ctas, spills=spills)
+            serialized = bool(st.metrics.get("wgmma_serialized")) if st is not None and st.ok else False
+            return dict(gpu=self.gpu, schedules=self.schedules, seed=self.seed, real_ctas=ctas, spills=spills,
+                        serialized=serialized)
         return sim
 
     def _measurer(self):

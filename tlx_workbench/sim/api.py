@@ -128,7 +128,7 @@ class Simulation:
 
     def __init__(self, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
                  on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-                 spills=0):
+                 spills=0, serialized_wgmma=False):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
         self.gpu = gpu
@@ -143,6 +143,7 @@ class Simulation:
         self.in_flight = in_flight
         self.numerics = numerics
         self.spills = spills
+        self.serialized_wgmma = serialized_wgmma
         self.results: list[SimResult] = []
         self._offline = None
         self._saved = []
@@ -236,7 +237,8 @@ class Simulation:
             run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
                              max_steps=self.max_steps, resident=self.resident, memory=taken,
                              occupancy=self.occupancy, in_flight=self.in_flight,
-                             numerics=self.numerics, spills=self.spills)
+                             numerics=self.numerics, spills=self.spills,
+                             serialized_wgmma=self.serialized_wgmma)
             if i == 0:
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
@@ -278,7 +280,7 @@ def _same(a, b) -> bool:
 
 def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
              config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-             spills=0, **kwargs):
+             spills=0, serialized_wgmma=False, **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -305,7 +307,8 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
     ``numerics`` (False: timing only — TMA moves no data and wgmma computes nothing, so outputs are
     not the kernel's; the barrier protocol, races and every clock are kept; what ``wb.predict`` runs),
     ``spills`` (ptxas's spill stores + loads in bytes per thread, from the compile report: the cost
-    model charges that local-memory traffic around each async_dot).
+    model charges that local-memory traffic around each async_dot), ``serialized_wgmma`` (ptxas said it
+    serialized the wgmma pipeline: each instruction waits for the one before, at the calibrated cost).
 
     Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a
     cluster run together under one scheduler, with remote arrivals, multicast TMA, 2-CTA
@@ -314,7 +317,8 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
     """
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
                      on_deadlock=on_deadlock, resident=resident, occupancy=occupancy,
-                     in_flight=in_flight, numerics=numerics, spills=spills)
+                     in_flight=in_flight, numerics=numerics, spills=spills,
+                     serialized_wgmma=serialized_wgmma)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",

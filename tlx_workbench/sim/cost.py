@@ -65,6 +65,10 @@ class CostModel:
     spill_bytes: float = 0.0
     # the SM's L1/SMEM data path: 128 B/cycle (Hopper tuning guide; one warp group's local_load measured 89)
     l1_bytes_per_cycle: float = 128.0
+    # ptxas serialized the wgmma pipeline (C7510-C7515): each k-instruction of an async_dot waits for the one
+    # before, at the calibrated cost of one m64nNk16 issued and waited for alone (mma_serial: N -> cycles)
+    wgmma_serialized: bool = False
+    mma_serial: tuple = ()
     #: how many CTAs share the bandwidth (for_launch); where the figures came from
     resident: int = 0
     calibration: object = None
@@ -100,6 +104,20 @@ class CostModel:
             # fp8 runs at 2x fp16, tf32 at 1/2 (H100 datasheet)
             rate = self.mma_flops_per_cycle * {8: 2.0, 16: 1.0, 32: 0.5}.get(in_bits, 1.0)
         return 2.0 * m * n * k / rate
+
+    def serial_mma_cycles(self, m: int, n: int, k: int, in_bits: int) -> float:
+        """An async_dot whose wgmma instructions run one after another (each waits for the previous):
+        (m / 64) x (k / k-per-instruction) instructions, each at the measured cost for its N."""
+        table = sorted(self.mma_serial)
+        if not table:
+            return self.mma_cycles(m, n, k, in_bits)
+        k_instr = max(1, 256 // max(in_bits, 1))           # 16 for 16-bit operands, 32 for fp8, 8 for tf32
+        each = table[-1][1] if n >= table[-1][0] else table[0][1]
+        for (n0, c0), (n1, c1) in zip(table, table[1:]):
+            if n0 <= n <= n1:
+                each = c0 + (c1 - c0) * (n - n0) / (n1 - n0)
+        instr = max(1, m // 64) * max(1, k // k_instr)
+        return max(self.mma_cycles(m, n, k, in_bits), instr * each)
 
     def smem_cycles(self, nbytes: int) -> float:
         return nbytes / self.smem_bytes_per_cycle
@@ -155,6 +173,7 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
         tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, 1),
         tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, 1),
         clock_ghz=cal.clock_ghz,
+        mma_serial=tuple((int(k), float(v)) for k, v in (cal.mma_serial_cycles or {}).items()),
         calibration=cal,
     )
 

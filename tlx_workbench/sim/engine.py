@@ -255,12 +255,13 @@ def _charge_alu(elements: int, weight: float):
 
 def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_steps=2_000_000,
                resident=None, memory=(), occupancy=1, in_flight=None, numerics=True,
-               spills=0) -> LaunchRun:
+               spills=0, serialized_wgmma=False) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
     ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth); ``in_flight``: the
     CTAs sharing the bandwidth, when not this grid's (a small shape timed as part of a large launch);
     ``numerics=False``: timing only (TMA moves no data, wgmma computes nothing; the protocol and clocks are kept);
-    ``spills``: ptxas's spill stores + loads, bytes per thread (the compile report's), charged around each async_dot.
+    ``spills``: ptxas's spill loads, bytes per thread (the compile report's), charged around each async_dot;
+    ``serialized_wgmma``: ptxas serialized the wgmma pipeline (each instruction waits for the previous).
     ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken)."""
     from triton.runtime.jit import JITFunction
     bound, opts = _bind(jitfn, args, kwargs)
@@ -312,6 +313,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     run.cost = run.cost.for_launch(run.resident_ctas)
     if spills:
         run.cost = dataclasses.replace(run.cost, spill_bytes=float(spills))
+    if serialized_wgmma:
+        run.cost = dataclasses.replace(run.cost, wgmma_serialized=True)
     run.trace.meta.update(resident_ctas=run.resident_ctas, clock_ghz=run.cost.time_clock_ghz,
                           calibration=getattr(run.cost.calibration, "date", None))
     clusters = _clusters(g, cga)

@@ -42,7 +42,8 @@ class MmaOps:
         t.clock += self.cost.issue
         # the tensor core is the CTA's; a warp group alone also waits out its own turnaround (mma_group_gap)
         mstart = max(start, self.tc_free, getattr(t, "mma_free", 0.0) + self.cost.mma_group_gap)
-        end = mstart + self.cost.mma_cycles(m, n, k, in_bits)
+        end = mstart + (self.cost.serial_mma_cycles(m, n, k, in_bits) if self.cost.wgmma_serialized
+                        else self.cost.mma_cycles(m, n, k, in_bits))
         self.tc_free = end
         t.mma_free = end
         t.wgmma.append((end + self.cost.mma_latency, t.wgmma_epoch))

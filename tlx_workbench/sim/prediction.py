@@ -124,12 +124,13 @@ _DEFAULT_OPTIONS = {"num_ctas": 1, "maxnreg": None, "ctas_per_cga": None, "enabl
 
 
 def compiled_facts(result, gpu) -> tuple:
-    """(occupancy, spill loads per thread, summary) of the launch ``result`` simulated, compiled offline
-    for ``gpu`` by the real compiler (its caches make a second call cheap); (None, 0, why) if it cannot."""
+    """(occupancy, spill loads per thread, wgmma serialized, summary) of the launch ``result`` simulated,
+    compiled offline for ``gpu`` by the real compiler (its caches make a second call cheap); (None, 0, False,
+    why) if it cannot."""
     if result.launch is None:
-        return None, 0, "not compiled (no launch recorded)"
+        return None, 0, False, "not compiled (no launch recorded)"
     from ..compiler import compile as wb_compile
-    from ..compiler.occupancy import occupancy, spill_loads
+    from ..compiler.occupancy import occupancy, serializes_wgmma, spill_loads
     from ..target import gpu_model
     jit, args, kwargs = result.launch
     opts = {k: v for k, v in kwargs.items() if not (k in _DEFAULT_OPTIONS and v == _DEFAULT_OPTIONS[k])}
@@ -142,10 +143,11 @@ def compiled_facts(result, gpu) -> tuple:
         res = report.resources
         occ = max(1, occupancy(res, gpu_model(gpu)))
         spills = spill_loads(report.ptxas_advisories)
-        return occ, spills, (f"{res.registers} registers, {res.smem_bytes} B SMEM, {occ} CTA(s)/SM, "
-                             f"{spills} B/thread spill loads")
+        serial = serializes_wgmma(report.ptxas_advisories)
+        return occ, spills, serial, (f"{res.registers} registers, {res.smem_bytes} B SMEM, {occ} CTA(s)/SM, "
+                                     f"{spills} B/thread spill loads" + (", wgmma serialized" if serial else ""))
     except Exception as e:  # noqa: BLE001 - a prediction without the compiler's facts is still one
-        return None, 0, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+        return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
 
 
 def predict(fn, *args, gpu="H200", occupancy=None, samples=3, config=None, seed=0, numerics=False, compile=True,
@@ -160,30 +162,29 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=3, config=None, seed=
     t0 = time.perf_counter()
     model = gpu_model(gpu)
 
-    def sim(ctas, occ, sp):
+    def sim(ctas, occ, sp, serial):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")         # "only k of n CTAs simulated": meant
             r = simulate(fn, *args, gpu=gpu, ctas=ctas, on_deadlock="return", config=config, seed=seed,
-                         occupancy=occ, numerics=numerics, spills=sp, **kwargs)
+                         occupancy=occ, numerics=numerics, spills=sp, serialized_wgmma=serial, **kwargs)
         if r.deadlock is not None:
             r.raise_for_errors()
         return r
 
-    occ, sp, note = occupancy or 1, spills or 0, "not compiled (compile=False)"
-    first = sim([0], occ, sp)
+    occ, sp, serial, note = occupancy or 1, spills or 0, False, "not compiled (compile=False)"
+    first = sim([0], occ, sp, serial)
     if compile and (occupancy is None or spills is None):
-        c_occ, c_sp, note = compiled_facts(first, model.name)
-        new_occ = occupancy or c_occ or 1
-        new_sp = spills if spills is not None else c_sp
-        if (new_occ, new_sp) != (occ, sp):
-            occ, sp = new_occ, new_sp
-            first = sim([0], occ, sp)
+        c_occ, c_sp, c_serial, note = compiled_facts(first, model.name)
+        new = (occupancy or c_occ or 1, spills if spills is not None else c_sp, c_serial)
+        if new != (occ, sp, serial):
+            occ, sp, serial = new
+            first = sim([0], occ, sp, serial)
     grid = first.grid
     sampled = {0: first.cycles}
     res = first
     rest = [c for c in sample_ctas(grid, samples) if c != 0]
     if rest:
-        res = sim(rest, occ, sp)
+        res = sim(rest, occ, sp, serial)
         for c in rest:
             ends = [s.end for s in res.trace.spans if s.cta == c]
             sampled[c] = max(ends) if ends else 0.0
