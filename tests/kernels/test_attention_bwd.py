@@ -100,3 +100,25 @@ def test_backward_compiles_for_sm90():
     assert "cp.async.bulk.tensor.2d.shared::cta.global" in ptx
     assert "atom.global.gpu.relaxed.add.v4.f32" in ptx      # dQ: relaxed fp32 adds, 4 a thread at once
     assert "wgmma.wait_group.sync.aligned 1" in ptx
+
+
+def test_uninitialised_memory_does_not_reach_the_gradients(monkeypatch):
+    """Every buffer the launcher allocates may hold anything (memory reused from an earlier tensor): with
+    torch.empty handing out NaN-filled memory, the gradients are still right (a ragged N, whose padded
+    statistics columns the last query block's TMA loads read)."""
+    shape, dtype, causal = (1, 2, 130, 64), torch.float16, True
+    q, k, v, do = attention_bwd.make_inputs(shape, dtype, "cpu")
+    o, lse, dq_r, dk_r, dv_r = attention_bwd.reference64(q, k, v, do, causal)
+    real_empty = torch.empty
+
+    def poisoned(*a, **kw):
+        t = real_empty(*a, **kw)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(torch, "empty", poisoned)
+    with wb.simulate(gpu="H200", seed=0) as sim:
+        dq, dk, dv = attention_bwd.launch(q, k, v, o.to(dtype), do, lse.float(), causal, 1 / math.sqrt(64),
+                                          attention_bwd.SIM_CONFIGS["ring_of_1"])
+    monkeypatch.setattr(torch, "empty", real_empty)
+    assert sim.result.ok, sim.result
+    for got, ref in ((dq, dq_r), (dk, dk_r), (dv, dv_r)):
+        assert _rel(got, ref) < TOL[dtype]

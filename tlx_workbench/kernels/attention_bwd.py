@@ -107,8 +107,10 @@ def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=No
     if stats is None:
         rows = Z * H * N
         NP = _n_pad(N)
-        delta = torch.empty((Z * H, NP), dtype=torch.float32, device=q.device)
-        lse2 = torch.empty((Z * H, NP), dtype=torch.float32, device=q.device)
+        # zeros, not empty: the pad columns (N..NP) are read by the TMA loads of the last query block, and
+        # garbage there (NaN in reused memory) reaches dK/dQ through 0 * NaN
+        delta = torch.zeros((Z * H, NP), dtype=torch.float32, device=q.device)
+        lse2 = torch.zeros((Z * H, NP), dtype=torch.float32, device=q.device)
         attention_bwd_delta_kernel[(triton.cdiv(rows, DELTA_BLOCK),)](o, do, lse, delta, lse2, rows, N, NP,
                                                                        HEAD_DIM=D, BLOCK=DELTA_BLOCK)
     else:
