@@ -43,7 +43,8 @@ def spearman(xs, ys) -> float:
 def main():
     from tlx_workbench.explore import library
     from tlx_workbench.compiler.occupancy import serializes_wgmma
-    from tlx_workbench.explore.stages import predict, spill_traffic
+    from tlx_workbench.compiler.occupancy import spill_loads
+    from tlx_workbench.explore.stages import predict
     from tlx_workbench.kernels.gemm_ws import persistent_ctas
     db = sqlite3.connect(HERE / "explore_h200.sqlite")
     rows = db.execute("select config, metrics from results where kernel='gemm_ws' and stage='measured' "
@@ -61,7 +62,7 @@ def main():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             adv = static[cfg_s].get("advisories")
-            p = predict(problem, cfg, shape, "H200", ctas, spill_traffic(adv), serializes_wgmma(adv))
+            p = predict(problem, cfg, shape, "H200", ctas, spill_loads(adv), serializes_wgmma(adv))
         m = json.loads(met_s)
         out.append(dict(config=cfg, measured_us=m["us"], predicted_us=p.get("predicted_us"), note=p.get("predict_note")))
         print(f"{len(out):3d} {cfg} meas {m['us']:.1f} pred {p.get('predicted_us') or float('nan'):.1f}", flush=True)

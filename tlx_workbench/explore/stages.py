@@ -18,6 +18,7 @@ import time
 import traceback
 import warnings
 
+from ..compiler.launch_options import compile_kwargs
 from ..compiler.occupancy import SERIALIZING, occupancy, spill_loads  # noqa: F401 - re-exported
 from ..errors import TLXWorkbenchError
 from .problem import Problem, arrive, captured_launches, imposed_config
@@ -96,29 +97,6 @@ def _spill_bytes(text: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def spill_traffic(advisories) -> int:
-    """Bytes per thread of ptxas's spill loads: what the cost model charges (``compiler.occupancy``)."""
-    return spill_loads(advisories)
-
-
-# launch options a launch may carry at their defaults (a triton.Config's all_kwargs() lists them all)
-_DEFAULT_OPTIONS = {"num_ctas": 1, "maxnreg": None, "ctas_per_cga": None, "num_buffers_warp_spec": 0,
-                    "num_consumer_groups": 0, "reg_dec_producer": 0, "reg_inc_consumer": 0, "enable_fp_fusion": True,
-                    "launch_cooperative_grid": False, "launch_pdl": False, "warmup": False}
-
-
-def _compile_kwargs(kwargs: dict) -> dict:
-    """A captured launch's keywords as ``tlx_workbench.compile`` takes them: launch options left at
-    their defaults dropped; num_ctas=N as TLX's ctas_per_cga=(N, 1, 1)."""
-    out = {k: v for k, v in kwargs.items() if not (k in _DEFAULT_OPTIONS and v == _DEFAULT_OPTIONS[k])}
-    out.pop("stream", None)
-    if "num_ctas" in out and "ctas_per_cga" not in out:
-        out["ctas_per_cga"] = (out.pop("num_ctas"), 1, 1)
-    elif "num_ctas" in out:
-        out.pop("num_ctas")
-    return out
-
-
 def _static_metrics(report, model, grid, kwargs, launches) -> dict:
     res = report.resources
     adv = [dict(code=a.code, line=a.line, text=str(getattr(a, "message", "") or a)) for a in report.ptxas_advisories]
@@ -133,7 +111,7 @@ def _static_metrics(report, model, grid, kwargs, launches) -> dict:
     # ptxas's own word on register pressure, which the cost model does not see
     metrics["spill_bytes"] = max([res.spills or 0] + [_spill_bytes(a["text"]) for a in adv if a["code"] == "spills"])
     metrics["wgmma_serialized"] = any(a["code"] in SERIALIZING for a in adv)
-    metrics["spill_traffic"] = spill_traffic(adv)
+    metrics["spill_traffic"] = spill_loads(adv)
     return metrics
 
 
@@ -149,7 +127,7 @@ def static(travelled, cfg: dict, shape, target: str = "sm_90") -> Outcome:
         launches = capture(problem, cfg, shape, target)
         jit, grid, args, kwargs = launches[0]
         # nvdisasm only when someone opens the SASS: a sweep's next compile should not share the cores
-        report = wb.compile(jit, *args, target=target, sass="lazy", **_compile_kwargs(kwargs))
+        report = wb.compile(jit, *args, target=target, sass="lazy", **compile_kwargs(kwargs))
         return Outcome("ok", metrics=_static_metrics(report, model, grid, kwargs, len(launches)), device=target,
                        seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a config that fails is a row, not the end of a sweep

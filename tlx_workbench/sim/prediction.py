@@ -89,22 +89,13 @@ def sample_ctas(grid, samples: int) -> list[int]:
     return sorted({round(i * (gx - 1) / (n - 1)) for i in range(n)})
 
 
-def _interp(xs, ys, x):
-    if x <= xs[0]:
-        return ys[0]
-    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
-        if x <= x1:
-            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
-    return ys[-1]
-
-
 def schedule(grid, per_x: dict, slots: int) -> float:
     """Cycles until the last CTA ends when CTAs start in launch order (x fastest) on ``slots``
     slots, CTA (x, y, z) taking ``per_x`` interpolated at x."""
     gx, gy, gz = (int(v) for v in tuple(grid) + (1,) * (3 - len(grid)))
+    import numpy as np
     xs = sorted(per_x)
-    ys = [per_x[x] for x in xs]
-    t_x = [_interp(xs, ys, x) for x in range(gx)]
+    t_x = np.interp(np.arange(gx), xs, [per_x[x] for x in xs]).tolist()   # clamped at the sampled ends
     total = gx * gy * gz
     if total <= slots:
         return max(t_x)
@@ -118,11 +109,6 @@ def schedule(grid, per_x: dict, slots: int) -> float:
     return end
 
 
-_DEFAULT_OPTIONS = {"num_ctas": 1, "maxnreg": None, "ctas_per_cga": None, "enable_fp_fusion": True, "warmup": False,
-                    "launch_cooperative_grid": False, "launch_pdl": False, "num_buffers_warp_spec": 0,
-                    "num_consumer_groups": 0, "reg_dec_producer": 0, "reg_inc_consumer": 0}
-
-
 def compiled_facts(result, gpu) -> tuple:
     """(occupancy, spill loads per thread, wgmma serialized, summary) of the launch ``result`` simulated,
     compiled offline for ``gpu`` by the real compiler (its caches make a second call cheap); (None, 0, False,
@@ -130,16 +116,12 @@ def compiled_facts(result, gpu) -> tuple:
     if result.launch is None:
         return None, 0, False, "not compiled (no launch recorded)"
     from ..compiler import compile as wb_compile
+    from ..compiler.launch_options import compile_kwargs
     from ..compiler.occupancy import occupancy, serializes_wgmma, spill_loads
     from ..target import gpu_model
     jit, args, kwargs = result.launch
-    opts = {k: v for k, v in kwargs.items() if not (k in _DEFAULT_OPTIONS and v == _DEFAULT_OPTIONS[k])}
-    opts.pop("stream", None)
-    if "num_ctas" in opts:
-        opts["ctas_per_cga"] = opts.get("ctas_per_cga") or (opts.pop("num_ctas"), 1, 1)
-        opts.pop("num_ctas", None)
     try:
-        report = wb_compile(jit, *args, target=gpu, sass="lazy", **opts)
+        report = wb_compile(jit, *args, target=gpu, sass="lazy", **compile_kwargs(kwargs))
         res = report.resources
         occ = max(1, occupancy(res, gpu_model(gpu)))
         spills = spill_loads(report.ptxas_advisories)
