@@ -15,6 +15,8 @@ import functools
 import json
 import pathlib
 
+import numpy as np
+
 HERE = pathlib.Path(__file__).parent
 
 
@@ -65,23 +67,15 @@ class Calibration:
                       if any(v.values()))
         if not tabs:
             return None
-        if row_bytes <= tabs[0][0]:
-            return tabs[0][1]
-        for (w0, r0), (w1, r1) in zip(tabs, tabs[1:]):
-            if row_bytes <= w1:
-                return r0 + (r1 - r0) * (row_bytes - w0) / (w1 - w0)
-        return tabs[-1][1]
+        return float(np.interp(row_bytes, [w for w, _ in tabs], [r for _, r in tabs]))
 
     def bandwidth(self, table: dict, ctas: int, extend: bool = True) -> float:
         """Bytes per cycle per CTA with ``ctas`` CTAs streaming at once (interpolated in the table); past the
         table the aggregate stays that of the last point (``extend=False``: the last point's value)."""
         pts = sorted((int(k), v) for k, v in table.items() if v)
-        if ctas <= pts[0][0]:
-            return pts[0][1]
-        for (c0, v0), (c1, v1) in zip(pts, pts[1:]):
-            if ctas <= c1:
-                return v0 + (v1 - v0) * (ctas - c0) / (c1 - c0)
-        return pts[-1][1] * pts[-1][0] / ctas if extend else pts[-1][1]
+        if extend and ctas > pts[-1][0]:
+            return pts[-1][1] * pts[-1][0] / ctas
+        return float(np.interp(ctas, [c for c, _ in pts], [v for _, v in pts]))
 
 
 @functools.lru_cache(maxsize=None)

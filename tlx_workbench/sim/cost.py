@@ -13,6 +13,9 @@ fixed latencies. *Contention*: a CTA's TMA share is that of every CTA resident i
 from __future__ import annotations
 
 import dataclasses
+import functools
+
+import numpy as np
 
 from ..target import GPUModel, gpu_model
 
@@ -112,10 +115,7 @@ class CostModel:
         if not table:
             return self.mma_cycles(m, n, k, in_bits)
         k_instr = max(1, 256 // max(in_bits, 1))           # 16 for 16-bit operands, 32 for fp8, 8 for tf32
-        each = table[-1][1] if n >= table[-1][0] else table[0][1]
-        for (n0, c0), (n1, c1) in zip(table, table[1:]):
-            if n0 <= n <= n1:
-                each = c0 + (c1 - c0) * (n - n0) / (n1 - n0)
+        each = float(np.interp(n, [x for x, _ in table], [c for _, c in table]))     # clamped at the measured N
         instr = max(1, m // 64) * max(1, k // k_instr)
         return max(self.mma_cycles(m, n, k, in_bits), instr * each)
 
@@ -185,9 +185,11 @@ def cost_model(gpu) -> CostModel:
     return from_calibration(model, cal) if cal is not None else CostModel(model)
 
 
+@functools.lru_cache(maxsize=None)
 def model_id(gpu) -> str:
     """What a simulated time depends on besides the kernel: this module's source and the GPU's calibration
-    file, hashed (the explorer keys its simulated rows with it, so a re-calibration re-predicts)."""
+    file, hashed (the explorer keys its simulated rows with it, so a re-calibration re-predicts). Read once
+    per process: every row key asks for it."""
     import hashlib
     import pathlib
     from ..calibration import load
