@@ -39,7 +39,6 @@ class SimResult:
         self.numerics = getattr(run, "numerics", True)
         #: (JITFunction, args, kwargs) of the launch, as the host code made it
         self.launch = getattr(run, "launch", None)
-        self.resident_ctas = getattr(run, "resident_ctas", None)
         self.schedules = schedules or [run.seed]
         self.cluster_dims = run.cluster_dims
         #: CLC work stealing: (CTA that issued try_cancel, first CTA of the cluster it took, or None: none left)
@@ -306,8 +305,8 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
     ``in_flight`` (that number given outright: a small shape timed as part of a large launch),
     ``numerics`` (False: timing only — TMA moves no data and wgmma computes nothing, so outputs are
     not the kernel's; the barrier protocol, races and every clock are kept; what ``wb.predict`` runs),
-    ``spills`` (ptxas's spill stores + loads in bytes per thread, from the compile report: the cost
-    model charges that local-memory traffic around each async_dot), ``serialized_wgmma`` (ptxas said it
+    ``spills`` (ptxas's spill loads in bytes per thread, from the compile report: the cost model
+    charges those reloads around each async_dot), ``serialized_wgmma`` (ptxas said it
     serialized the wgmma pipeline: each instruction waits for the one before, at the calibrated cost).
 
     Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a

@@ -280,9 +280,10 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_
     run.launch = (jitfn, tuple(args), dict(kwargs))      # what was launched: wb.predict compiles it
     run.trace.meta["numerics"] = run.numerics
     run.cluster_dims = cga
-    ranges = _memory_ranges([*bound.values(), *memory])
-    # the bytes of every tensor the kernel can touch (each storage once): the DRAM floor of a prediction
-    run.kernel_bytes = sum(e - b for b, e in dict(_memory_ranges(list(bound.values()))).items())
+    arg_ranges = _memory_ranges(bound.values())
+    ranges = arg_ranges + _memory_ranges(memory)
+    # the bytes of every tensor the kernel's arguments reach (each storage once): the DRAM floor of a prediction
+    run.kernel_bytes = sum(e - b for b, e in dict(arg_ranges).items())
     constexpr_names = {p.name for p in jitfn.params if p.is_constexpr}
     kargs = {}
     for name, v in bound.items():
