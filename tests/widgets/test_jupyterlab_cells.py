@@ -3,16 +3,13 @@ test_jupyterlab.py, one notebook built here and run with Run All. A --timeline c
 (the live widget, no static copy beside it); a deadlock is one error box with one wait-for graph, its
 lines kept apart; a cell with a syntax error shows the line, numbered as the editor numbers it, and
 fails, so Run All stops there: the cell after it never runs."""
-import json
 import re
-import urllib.parse
-import urllib.request
 
 import pytest
 
 from magic_cells import HANDSHAKE, TMA_REF, TMA_RELU
 from test_jupyterlab import _wait_dismissing_dialogs, lab  # noqa: F401 - the fixture, reused
-from test_jupyterlab_explorer import _put_notebook
+from lab_pages import attach_every_cell, put_notebook, run_all
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -26,40 +23,16 @@ CELLS = [
 GOOD, DEAD, BROKEN, AFTER = 1, 2, 3, 4
 
 
-def _run_all(page):
-    for attempt in range(3):      # Lab may drop a Run All sent while its kernel connection settles
-        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-        try:
-            page.wait_for_function("() => /\\[[0-9*]\\]/.test(document.querySelector('.jp-InputPrompt').textContent)",
-                                   timeout=20_000)
-            return
-        except Exception:
-            if attempt == 2:
-                raise
-
-
-def _attach_every_cell(lab_url: str) -> None:
-    """Lab 4 may leave cells out of the viewport unrendered; this notebook's assertions read them all."""
-    u = urllib.parse.urlsplit(lab_url)
-    token = urllib.parse.parse_qs(u.query)["token"][0]
-    raw = json.dumps({"autoStartDefaultKernel": True, "windowingMode": "none"})
-    req = urllib.request.Request(
-        f"{u.scheme}://{u.netloc}/lab/api/settings/@jupyterlab/notebook-extension:tracker?token={token}",
-        method="PUT", data=json.dumps({"raw": raw}).encode(), headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30).close()
-
-
 def test_tlx_cells_in_jupyterlab_fail_like_cells_and_draw_each_thing_once(lab, page):  # noqa: F811
-    _attach_every_cell(lab)
-    url = _put_notebook(lab, "cells.ipynb", CELLS)
+    attach_every_cell(lab)
+    url = put_notebook(lab, "cells.ipynb", CELLS)
     page.set_default_timeout(90_000)
     page.goto(url)
     page.wait_for_selector(".jp-Notebook .jp-Cell")
     page.wait_for_function("""async () => { const r = await fetch('/api/sessions');
         const s = await r.json(); return s.some(x => x.path.endsWith('cells.ipynb') && x.kernel
                                                 && x.kernel.execution_state === 'idle'); }""", polling=500)
-    _run_all(page)
+    run_all(page)
     cells = page.locator(".jp-Notebook .jp-Cell")
     _wait_dismissing_dialogs(page, ".tlxwb-timeline canvas")
     # the failing cell's short traceback (CellFailed) is the last thing Run All produces

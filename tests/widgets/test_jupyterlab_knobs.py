@@ -9,8 +9,7 @@ import pytest
 
 from magic_cells import CROSSED, TMA_REF, TMA_RELU
 from test_jupyterlab import lab  # noqa: F401 - the fixture, reused
-from test_jupyterlab_cells import _attach_every_cell, _run_all
-from test_jupyterlab_explorer import _put_notebook
+from lab_pages import attach_every_cell, put_notebook, run_all, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -22,25 +21,19 @@ CELLS = [
 KNOBS, DEAD = 1, 2
 
 
-def _idle(page, name):
-    page.wait_for_function(f"""async () => {{ const r = await fetch('/api/sessions'); const s = await r.json();
-        return s.some(x => x.path.endsWith('{name}') && x.kernel && x.kernel.execution_state === 'idle'); }}""",
-                           polling=500)
-
-
 def test_a_knob_reruns_a_tma_cell_and_a_deadlock_marks_every_task(lab, page):  # noqa: F811
-    _attach_every_cell(lab)
-    url = _put_notebook(lab, "knobs.ipynb", CELLS)
+    attach_every_cell(lab)
+    url = put_notebook(lab, "knobs.ipynb", CELLS)
     page.set_default_timeout(90_000)
     page.goto(url)
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    _idle(page, "knobs.ipynb")
-    _run_all(page)
+    wait_idle(page, "knobs.ipynb")
+    run_all(page)
     cells = page.locator(".jp-Notebook .jp-Cell")
     knob_cell, dead = cells.nth(KNOBS), cells.nth(DEAD)
     page.wait_for_function(f"""() => {{ const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[{DEAD}];
         return c && c.querySelectorAll('.tlxwb-barriers canvas').length > 0; }}""", polling=500)
-    _idle(page, "knobs.ipynb")
+    wait_idle(page, "knobs.ipynb")
 
     # --- the deadlock at once: a stuck-here marker per task, in each of the three pictures
     assert dead.locator(".tlxwb-error").count() == 1
