@@ -53,19 +53,23 @@ GPU_MODELS: dict[str, GPUModel] = {
     "B200": GPUModel("B200", 100, 148, 232448, 233472, tmem_columns=512, clock_ghz=1.965,
                      l2_bytes=126 * 2**20, dram_gbps=8000.0, dense_fp16_tflops=2250.0),
 }
-# the names people type for a target
-_ALIASES = {"sm_90": "H100", "sm90": "H100", "90": "H100", "hopper": "H100", "sm_90a": "H100",
+# the names people type for a target; an architecture stands for the model the workbench is calibrated on
+# (H200 for Hopper: calibration/H200.json), so every verb, view and header names the same GPU
+_ALIASES = {"sm_90": "H200", "sm90": "H200", "90": "H200", "hopper": "H200", "sm_90a": "H200",
             "sm_100": "B200", "sm100": "B200", "100": "B200", "blackwell": "B200", "sm_100a": "B200"}
 
 
 def gpu_model(target: "str | int | GPUModel | None" = None) -> GPUModel:
     """The GPU model for ``target``: "sm_90", "sm_100", "H100", "H200", "B200", 90, 100 or a GPUModel.
 
-    >>> gpu_model("sm_90").sm_count
-    132
+    An architecture means its default model: H200 for sm_90 (the calibrated one), B200 for sm_100;
+    ``None`` means the offline model in force, else the H200.
+
+    >>> gpu_model("sm_90").name, gpu_model("H100").name
+    ('H200', 'H100')
     """
     if target is None:
-        return current_model() or GPU_MODELS["H100"]
+        return current_model() or GPU_MODELS["H200"]
     if isinstance(target, GPUModel):
         return target
     key = str(target).strip()

@@ -8,7 +8,15 @@ from .rules import ALL_RULES, Context, cta_source_rules, shape_finding_from_erro
     two_ctas_source_rule
 
 _OPTION_KEYS = ("num_warps", "num_stages", "ctas_per_cga", "num_ctas", "maxnreg", "ir_override", "pre_hook")
-_SIM_TARGETS = ("sm_90", "H100", "H200")
+
+
+def _is_hopper(target) -> bool:
+    """Whether ``target`` names a Hopper GPU (sm_90, hopper, H100, H200, ...): what the simulator runs."""
+    from ..target import gpu_model
+    try:
+        return gpu_model(target).arch == 90
+    except TLXWorkbenchError:
+        return False
 
 
 def _is_kernel(obj) -> bool:
@@ -93,7 +101,7 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
         report = obj
         notes.append("static rules only: pass the kernel or launch (not its CompileReport) for per-phase facts")
     else:
-        can_sim = simulate and str(target) in _SIM_TARGETS
+        can_sim = simulate and _is_hopper(target)
         if simulate and not can_sim:
             notes.append(f"the simulator runs Hopper kernels only: {target} is checked statically")
         def simulated():

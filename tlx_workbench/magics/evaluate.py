@@ -36,8 +36,8 @@ def cell_gpu(target):
 
     A model typed as the target (``--target H100``) is that model. An architecture alone
     (``sm_90``) stands for this machine's GPU when it has that architecture, else for the
-    magics' default of that architecture: H200 for Hopper (the GPU the project measures on),
-    B200 for Blackwell.
+    workbench's default of that architecture (:func:`tlx_workbench.target.gpu_model`): H200 for
+    Hopper (the GPU the cost model is calibrated on), B200 for Blackwell, as every verb takes it.
 
     >>> cell_gpu("H100").name, cell_gpu("sm_100").name
     ('H100', 'B200')
@@ -53,9 +53,9 @@ def cell_gpu(target):
             for m in GPU_MODELS.values():
                 if m.name in name and m.arch == chosen.arch:
                     return m
-        except Exception:  # a driver that cannot name its GPU: the default below
+        except Exception:  # a driver that cannot name its GPU: the architecture's default
             pass
-    return GPU_MODELS["H200"] if chosen.arch == 90 else chosen
+    return chosen
 
 
 def target_label(target) -> str:

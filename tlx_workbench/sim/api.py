@@ -125,7 +125,7 @@ def _snapshot(args, kwargs):
 class Simulation:
     """The context of :func:`simulate`: launches inside it run on the CPU simulator."""
 
-    def __init__(self, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
+    def __init__(self, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
                  on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
                  spills=0, serialized_wgmma=False):
         if on_deadlock not in ("raise", "return"):
@@ -277,7 +277,7 @@ def _same(a, b) -> bool:
     return bool(torch.equal(a, b))
 
 
-def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
+def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
              config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
              spills=0, serialized_wgmma=False, **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
@@ -293,9 +293,9 @@ def simulate(fn=None, *args, grid=None, gpu="H100", seed=0, schedules=1, ctas=No
         res = simulate(add_kernel, x, y, out, n, BLOCK_SIZE=1024, grid=(4,))
         res = simulate(matmul, a, b, schedules=20)      # res.value is matmul's return value
 
-    Options: ``gpu`` ("H100", "H200", "B200"), ``seed``, ``schedules`` (run N interleavings;
-    outputs that differ are reported), ``ctas`` (program ids to simulate: output is
-    then partial), ``max_steps`` (guard against endless loops), ``config`` (the autotune
+    Options: ``gpu`` ("H200", the default: the calibrated Hopper model; "H100"; "B200"), ``seed``,
+    ``schedules`` (run N interleavings; outputs that differ are reported), ``ctas`` (program ids to
+    simulate: output is then partial), ``max_steps`` (guard against endless loops), ``config`` (the autotune
     config to use: a dict of values, an index, or a triton.Config; default the first),
     ``on_deadlock`` ("raise" a DeadlockError, or "return" the result), ``resident`` (how many
     clusters run at once; default 1, or 2 for kernels that steal work with CLC, so that

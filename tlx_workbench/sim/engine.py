@@ -253,7 +253,7 @@ def _charge_alu(elements: int, weight: float):
     t.stats["busy"] += cycles
 
 
-def run_launch(jitfn, grid, args, kwargs, *, gpu="H100", seed=0, ctas=None, max_steps=2_000_000,
+def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_steps=2_000_000,
                resident=None, memory=(), occupancy=1, in_flight=None, numerics=True,
                spills=0, serialized_wgmma=False) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
