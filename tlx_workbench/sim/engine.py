@@ -15,6 +15,7 @@ from ..errors import DeadlockError, SimulationError, TLXWorkbenchError
 from ..trace import Trace
 from . import interp_adapter as ia
 from . import rewrite, tl_extras
+from .blas_threads import one_blas_thread
 from .cost import cost_model
 from .cta import CTA, SimGroup
 from .hostmem import HostMemory
@@ -359,6 +360,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     undo_asm = ia.install_inline_asm(tl_extras.run)
     undo_map = tl_extras.patch_tl()
     undo_alu = ia.install_alu_costs(_charge_alu)
+    undo_blas = one_blas_thread()
     saved_call = JITFunction.__call__
     JITFunction.__call__ = _jit_call
 
@@ -386,6 +388,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
             group.sched.run("default", lambda task: kernel(**kargs), num_warps, ctas=group.ctas)
             _finish_group(run, group, max_steps)
     finally:
+        undo_blas()
         undo_alu()
         JITFunction.__call__ = saved_call
         gc.set_threshold(*gc_thresholds)
