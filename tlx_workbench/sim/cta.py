@@ -7,7 +7,8 @@ kernel — share one :class:`SimGroup`: one scheduler, one race tracker (buffers
 named by globally unique ids, so a leader CTA's MMA reading its peer's SMEM is
 checked like any other read) and one record of who arrives and waits where.
 The operations live in mixins, one module per kind: ``barrier_ops.py`` (mbarriers, transaction bytes,
-named barriers), ``memory_ops.py`` (TMA, cp.async, SMEM/TMEM loads and stores), ``mma_ops.py`` (wgmma,
+named barriers), ``memory_ops.py`` (TMA, cp.async, SMEM/TMEM loads and stores), ``bulk_copy_ops.py`` (TMA
+store-reduce, the non-tensor bulk copies), ``mma_ops.py`` (wgmma,
 tcgen05 MMA and commit, 2-CTA MMA, tmem_copy), ``cluster_ops.py`` (peers, remote barriers and buffers,
 cluster barrier, remote stores) and ``clc.py`` (cluster launch control). This module keeps the state they
 share, the trace plumbing, allocation and async_tasks.
@@ -21,6 +22,7 @@ from ..errors import SimulationError
 from ..trace import BarrierEvent, Span
 from .barrier_ops import BarrierOps
 from .barriers import MBarrierArray, MBarrierSlot, NamedBarrier, vc_join
+from .bulk_copy_ops import BulkCopyOps
 from .clc import ClcOps
 from .cluster_ops import ClusterOps
 from .memory import AliasSpec, BufferList, SmemAlloc, SmemView
@@ -46,7 +48,7 @@ class SimGroup:
         self.gmem_clock = 0.0         # the latest clock of such a write
 
 
-class CTA(BarrierOps, MemoryOps, MmaOps, ClusterOps, ClcOps):
+class CTA(BarrierOps, MemoryOps, BulkCopyOps, MmaOps, ClusterOps, ClcOps):
     def __init__(self, run, pid: int, grid_idx: tuple, group: SimGroup, rank: int = 0, cluster=None,
                  cluster_id: int = 0):
         self.run = run

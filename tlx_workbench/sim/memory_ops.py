@@ -79,23 +79,27 @@ class MemoryOps:
         self.span(t, "tma", start, t.clock, "async_descriptor_load", line, barrier=slot.array.name,
                   slot=slot.index, args={"bytes": nbytes, "lands": land_time, "buffer": view.slot_name, **extra})
 
-    def tma_store(self, view: SmemView, write):
+    def tma_store(self, view: SmemView, write, what="async_descriptor_store", nbytes=None, args=None):
+        """A bulk store from ``view`` (TMA store, TMA store-reduce, ``async_store``): ``write`` runs at issue;
+        completion joins this task's bulk async groups (``async_descriptor_store_wait``)."""
         file, line = self.where()
         t = self.step(line)
         start = t.clock
-        nbytes = view.nbytes
+        nbytes = view.nbytes if nbytes is None else nbytes
         t.clock += self.cost.issue
         agent = ("tma_store", t.key)
         epoch = len(t.tma_store_groups) + sum(1 for _ in ()) + getattr(t, "tma_store_epoch", 0) + 1
         t.tma_store_epoch = epoch
         self.races.read(view.slot, view.slot_name, t.vc,
-                        Access(agent, epoch, line, t.lane, f"TMA store from {view.slot_name}"), start)
+                        Access(agent, epoch, line, t.lane,
+                               f"{'TMA store' if what == 'async_descriptor_store' else what} from {view.slot_name}"),
+                        start)
         write(view.array.copy())
         xfer_start = max(t.clock, self.tma_free)
         self.tma_free = xfer_start + self.cost.tma_store_transfer(nbytes)
         t.tma_store_groups.append((self.tma_free + self.cost.tma_latency, epoch))
-        self.span(t, "store", start, t.clock, "async_descriptor_store", line,
-                  args={"bytes": nbytes, "buffer": view.slot_name})
+        self.span(t, "store", start, t.clock, what, line,
+                  args={"bytes": nbytes, "buffer": view.slot_name, **(args or {})})
 
     def tma_store_wait(self, pendings: int):
         file, line = self.where()

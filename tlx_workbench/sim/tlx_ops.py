@@ -21,6 +21,7 @@ import triton.language as tl
 from ..errors import SimulationError, TLXWorkbenchError
 from . import interp_adapter as ia
 from .barriers import MBarrierArray
+from .bulk_copy_ops import BulkCopyBuilderOps
 from .cluster_ops import RemoteSlot
 from .desc_scratch import DescScratchOps, reinterpret_tensor_descriptor
 from .memory import SmemAlloc, SmemView
@@ -293,8 +294,6 @@ class _TLXBuilder(ia.InterpreterBuilder):
     def create_async_load(self, src, result, mask, other, cache, evict, is_volatile, bulk_size=None,
                           barrier=None, bulk=False):
         view = _view(result, "async_load")
-        if bulk:
-            raise NotImplementedError("async_load(bulk=True)")
         if mask is None:
             mask = ia.TensorHandle(np.ones(src.data.shape, dtype=bool), tl.int1)
         if other is None:
@@ -480,9 +479,6 @@ class UTLXBuilderOps:
     def create_async_tma_store_wait(self, pendings, read_only=False):
         return self.create_async_TMA_store_wait(pendings)
 
-    def create_async_tma_reduce(self, *a):
-        raise NotImplementedError("async_descriptor_store with store_reduce")
-
     def utlx_async_tma_prefetch(self, args):
         return None
 
@@ -497,9 +493,6 @@ class UTLXBuilderOps:
 
     def utlx_async_load(self, args):
         src, result, *rest = args
-        use_bulk = _int(rest[-1])
-        if use_bulk:
-            raise NotImplementedError("async_load(bulk=True)")
         mask = rest[0] if len(rest) >= 2 else None
         other = rest[1] if len(rest) >= 3 else None
         self.create_async_load(src, result, mask, other, None, None, False)
@@ -591,7 +584,7 @@ class UTLXBuilderOps:
         return None
 
 
-class SimBuilder(DescScratchOps, UTLXBuilderOps, _TLXBuilder):
+class SimBuilder(BulkCopyBuilderOps, DescScratchOps, UTLXBuilderOps, _TLXBuilder):
     """The interpreter's numpy builder plus TLX's builder ops (both TLX frontends), with CPU meanings."""
 
 
