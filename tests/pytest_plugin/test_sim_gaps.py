@@ -42,3 +42,69 @@ def test_a_several_slot_allocation_passed_whole_names_the_fix():
     with pytest.raises(SimulationError, match=r"bars \(2 barriers\) passed where one barrier is expected") as e:
         simulate(whole_barrier_array_load, desc, out, BM=64, BK=64, NBARS=2, grid=(1,))
     assert "bars[i]" in str(e.value)
+
+
+# -- nothing a launch patches outlives it ------------------------------------------------------------------------
+
+@triton.jit
+def _clamp_scalar(x, lo):
+    return tl.where(x < lo, lo, x)
+
+
+@triton.jit
+def clamp_by_map_elementwise(x_ptr, out_ptr, lo, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + offs, tl.map_elementwise(_clamp_scalar, tl.load(x_ptr + offs), lo))
+
+
+def _namespaces():
+    import triton.language.math as tl_math
+    from tlx_workbench.sim.tlx_ops import _tlx_modules
+    spaces = [tl, tl.core, tl_math, tl.tensor, tl.core.tensor_descriptor_base] + _tlx_modules()
+    return {id(ns): (ns, dict(vars(ns))) for ns in spaces}
+
+
+def test_a_launch_leaves_triton_and_tlx_as_it_found_them():
+    # before: tl.map_elementwise stayed the interpreter's wrapper after every launch (the map_elementwise patch was
+    # undone after the interpreter's scope, restoring the wrapper), so the next compile of a kernel calling it
+    # failed with "'InterpreterBuilder' object has no attribute 'new_block'" (two Blackwell attention tutorials)
+    builtin = tl.map_elementwise
+    before = _namespaces()
+    x = torch.randn(64)
+    out = torch.empty_like(x)
+    simulate(clamp_by_map_elementwise, x, out, 0.25, N=64, grid=(1,))
+    torch.testing.assert_close(out, x.clamp(min=0.25))
+    assert tl.map_elementwise is builtin and tl.core.map_elementwise is builtin
+    for ns, attrs in before.values():
+        now = dict(vars(ns))
+        changed = sorted(k for k in set(attrs) | set(now) if attrs.get(k) is not now.get(k))
+        assert not changed, f"{getattr(ns, '__name__', ns)}: {changed} left patched"
+
+
+# -- patching does not depend on how TLX's modules were imported ------------------------------------------------
+
+def test_tlx_ops_patched_however_tlx_modules_were_imported():
+    # before: after this import the alias loader runs mem_ops/types a second time and tlx.types names the copy, so
+    # storage_alias_spec.set_buffer_overlap (a method of the first copy's class) stayed unpatched: "Did you forget
+    # to add @triton.jit?"; and a builtin imported by name into the kernel's module was never patched at all
+    import importlib
+    importlib.import_module("triton.language.extra.tlx.mem_ops")
+    x = torch.randn(64)
+    out = torch.zeros_like(x)
+    res = simulate(alias_through_named_imports, x, out, N=64, grid=(1,))
+    assert res.ok
+    assert torch.equal(out, x)        # a and b share their storage: b reads what a was given
+
+
+from triton.language.extra.tlx.mem_ops import local_alloc, storage_alias_spec  # noqa: E402 - the case under test
+
+
+@triton.jit
+def alias_through_named_imports(x_ptr, out_ptr, N: tl.constexpr):
+    spec = storage_alias_spec(storage=tlx.storage_kind.smem)
+    a = local_alloc((N,), tl.float32, 1, reuse=spec)
+    b = tlx.local_alloc((N,), tl.float32, 1, reuse=spec)
+    spec.set_buffer_overlap(tlx.reuse_group(a, b, group_type=tlx.reuse_group_type.shared))
+    offs = tl.arange(0, N)
+    tlx.local_store(a[0], tl.load(x_ptr + offs))
+    tl.store(out_ptr + offs, tlx.local_load(b[0]))

@@ -147,6 +147,8 @@ def rewrite(fn, run_tasks):
     code = compile(tree, filename=filename, mode="exec")
     glb = dict(fn.__globals__)
     glb.update(libdevice.replacements(glb))
+    from .tlx_ops import late_bound_builtins
+    glb.update(late_bound_builtins(glb))
     glb.update(interp_adapter.interpreter_globals())
     glb[RUN_TASKS] = run_tasks
     import triton.language as tl

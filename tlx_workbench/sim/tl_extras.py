@@ -78,8 +78,7 @@ def map_elementwise(scalar_fn, *args, pack=1, _semantic=None, _generator=None):
     """The simulator's ``tl.map_elementwise``."""
     import triton.language as tl
     from . import interp_adapter as ia
-    tensors = [a if isinstance(a, tl.tensor) else tl.tensor(ia.TensorHandle(np.array([a]), tl.float32), tl.float32)
-               for a in args]
+    tensors = [a if isinstance(a, tl.tensor) else ia.interpreter_semantic.to_tensor(a) for a in args]
     datas = np.broadcast_arrays(*[np.asarray(t.handle.data) for t in tensors])
     dts = [t.dtype for t in tensors]
     fn = getattr(scalar_fn, "fn", scalar_fn)
@@ -107,6 +106,10 @@ def patch_tl():
         m.map_elementwise = map_elementwise
 
     def undo():
+        # only where ours is still in place: undone after the interpreter's own patch scope (which put the
+        # real builtin back), restoring what was there when we patched (the interpreter's wrapper) would
+        # leave that wrapper in place after the launch, and the next compile calls it (``new_block``)
         for m, f in saved:
-            m.map_elementwise = f
+            if m.map_elementwise is map_elementwise:
+                m.map_elementwise = f
     return undo

@@ -46,7 +46,7 @@ def mx_product(a, a_scale, a_ty, b, b_scale, b_ty) -> np.ndarray:
     fb = fb * np.repeat(sb, k // sb.shape[1], axis=1).T
     return fa @ fb
 
-_state = types.SimpleNamespace(cta=None, run=None)
+_state = types.SimpleNamespace(cta=None, run=None, wrapped=None, semantic=None)
 # the TLX builtins being called, innermost last, per task (each task runs in its own thread)
 _calls = threading.local()
 
@@ -624,20 +624,52 @@ def _frontends():
     return out
 
 
+# the module names TLX's frontends live under; one file may be loaded under two of them (after
+# ``from triton.language.extra.tlx.mem_ops import x`` the alias loader runs mem_ops, types and utility a second
+# time, and the package's ``types`` attribute then names the second copy while the ops return the first's classes)
+_FRONTEND_NAMES = ("utlx_plugin", "tlx", "triton.language.extra.tlx")
+_NOT_FRONTEND = ("tutorials", "compiler", "inductor")
+
+
+def _is_frontend_module(name: str) -> bool:
+    for root in _FRONTEND_NAMES:
+        if name == root:
+            return True
+        if name.startswith(root + "."):
+            return name[len(root) + 1:].split(".", 1)[0] not in _NOT_FRONTEND
+    return False
+
+
 def _tlx_modules():
-    mods = []
-    try:
-        import triton.language.extra.tlx as tlx_alias
-        mods.append(tlx_alias)
-    except ImportError:
-        pass
-    for pkg in _frontends():
-        mods.append(pkg)
-        for sub in ("barrier", "mem_ops", "mma_ops", "utility", "async_task_utils", "warp_ops", "dynamic_launch"):
-            m = getattr(pkg, sub, None)
-            if isinstance(m, types.ModuleType):
-                mods.append(m)
-    return list({id(m): m for m in mods}.values())
+    """Every loaded module of a TLX frontend, under whatever name (and in however many copies) it was imported."""
+    mods = {id(m): m for name, m in list(sys.modules.items())
+            if isinstance(m, types.ModuleType) and _is_frontend_module(name)}
+    return list(mods.values())
+
+
+def _is_tlx_builtin(member) -> bool:
+    return callable(member) and tl.core.is_builtin(member) and _is_frontend_module(getattr(member, "__module__", "") or "")
+
+
+def late_bound_builtins(namespace: dict) -> dict:
+    """Stand-ins for the TLX builtins a kernel's module imported by name (``from ...tlx.mem_ops import
+    local_alloc``): the simulator's copy of the kernel keeps its globals, so patching modules does not reach
+    them; each stand-in calls what the current launch made of that builtin."""
+    return {name: _late(name, member) for name, member in namespace.items() if _is_tlx_builtin(member)}
+
+
+def _late(name, member):
+    def op(*args, **kwargs):
+        wrapped = _state.wrapped
+        if wrapped is None:                 # not simulating: the builtin's own refusal
+            return member(*args, **kwargs)
+        w = wrapped.get(member)
+        if w is None:
+            w = wrapped[member] = _wrap(name, member, _state.semantic)
+        return w(*args, **kwargs)
+    op.__name__ = name
+    op.__wrapped__ = member
+    return op
 
 
 _ONE_SLOT_SAID: set = set()
@@ -747,7 +779,9 @@ def patch_tlx(semantic):
     """Rebind every TLX builtin to run on ``semantic``; returns a function that undoes it."""
     changes = []
     wrapped: dict = {}
-    for mod in _tlx_modules():
+    _state.wrapped, _state.semantic = wrapped, semantic
+    mods = _tlx_modules()
+    for mod in mods:
         for name, member in list(vars(mod).items()):
             if not (callable(member) and tl.core.is_builtin(member)):
                 continue
@@ -756,8 +790,9 @@ def patch_tlx(semantic):
             changes.append((mod, name, member))
             setattr(mod, name, wrapped[member])
 
-    # methods declared as builtins on TLX value classes (buffered_tensor.__getitem__, ...)
-    classes = {c for pkg in _frontends() for c in vars(pkg.types).values() if isinstance(c, type)}
+    # methods declared as builtins on TLX value classes (buffered_tensor.__getitem__, ...), of every copy
+    classes = {c for m in mods for c in vars(m).values()
+               if isinstance(c, type) and _is_frontend_module(getattr(c, "__module__", "") or "")}
     for cls in classes:
         for name, member in list(vars(cls).items()):
             if callable(member) and tl.core.is_builtin(member):
@@ -767,14 +802,14 @@ def patch_tlx(semantic):
                 setattr(cls, name, wrapped[member])
 
     # helpers (not builtins) of the frontend that build MLIR-only values: the CPU needs none of them
-    for pkg in _frontends():
-        mem_ops = getattr(pkg, "mem_ops", None)
-        if mem_ops is not None and hasattr(mem_ops, "_create_tmem_compatible_tensor_layout"):
+    for mem_ops in mods:
+        if "_create_tmem_compatible_tensor_layout" in vars(mem_ops):
             changes.append((mem_ops, "_create_tmem_compatible_tensor_layout",
                             mem_ops._create_tmem_compatible_tensor_layout))
             mem_ops._create_tmem_compatible_tensor_layout = lambda builder, tensor: None
 
     def undo():
+        _state.wrapped = _state.semantic = None
         for mod, name, member in reversed(changes):
             setattr(mod, name, member)
     return undo
