@@ -133,7 +133,10 @@ def test_library_kernels_time_their_helpers():
 
     ws = instrument.instrument(gemm_ws.gemm_ws_coop_kernel, capacity=8, max_ctas=1)
     strips = [s for s in ws.sites if s.func == "_store_strips"]
-    assert strips and all(s.line in _lines_of(gemm_ws._store_strips) and s.kind == "store" for s in strips)
+    assert strips and all(s.line in _lines_of(gemm_ws._store_strips) for s in strips)
+    # the strip's TMA store, and the wait for the buffer it reuses (a wait on the task's own work)
+    assert {(s.op, s.kind) for s in strips} == {("async_descriptor_store", "store"),
+                                                ("async_descriptor_store_wait", "wait")}
     # gemm_ws's k-loops are helpers too: the mainloop is timed through them
     assert {"wait", "tma"} <= {s.kind for s in ws.sites if s.func == "_load_steps"}
     assert {"mma", "arrive"} <= {s.kind for s in ws.sites if s.func == "_mma_steps"}
@@ -226,7 +229,9 @@ def test_instrumented_gemm_ws_runs_on_simulator_and_decodes_helper_spans(clock64
     tr = instrument.decode(buf.numpy(), inst.sites, inst.tasks, file=inst.file, unit="cycles")
     assert {lane[:2] for lane in tr.lanes()} == {(0, "default"), (0, "task1"), (1, "default"), (1, "task1")}
     _check_lanes(tr)
-    strips = [s for s in tr.spans if s.args.get("helper") == "_store_strips"]
+    strips = [s for s in tr.spans if s.args.get("helper") == "_store_strips" and s.kind == "store"]
+    store_waits = [s for s in tr.spans if s.args.get("helper") == "_store_strips" and s.kind == "wait"]
+    assert len(store_waits) == len(strips) and {s.name for s in store_waits} == {"async_descriptor_store_wait"}
     waits = [s for s in tr.spans if s.args.get("helper") == "_wait_full"]
     # each consumer group stores 2 strips per tile; CTA 0 and 1 walk 3 tiles each
     assert len(strips) == 2 * 2 * 2 * 3 and {s.replica for s in strips} == {0, 1}

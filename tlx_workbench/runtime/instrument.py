@@ -75,6 +75,7 @@ OPS = {
     "async_load": "load",
     "async_dot": "mma",
     "async_dot_wait": "wait",
+    "async_descriptor_store_wait": "wait",
     "async_dot_scaled": "mma",
     "tcgen05_commit": "mma",
     "store": "store",
@@ -84,6 +85,26 @@ OPS = {
     "descriptor_store": "store",
     "fence_async_shared": "sync",
 }
+#: the ops ``instrument(ops="waits")`` times: a task stopped until something else happens
+WAIT_OPS = tuple(op for op, kind in OPS.items() if kind in ("wait", "sync") and op != "fence_async_shared")
+
+
+def op_set(ops) -> frozenset:
+    """The op names ``ops`` names: None (every op of :data:`OPS`), ``"waits"`` (:data:`WAIT_OPS`), or names.
+
+    >>> sorted(op_set("waits"))
+    ['async_descriptor_store_wait', 'async_dot_wait', 'barrier_wait', 'named_barrier_wait']
+    """
+    if ops is None or ops == "all":
+        return frozenset(OPS)
+    if ops == "waits":
+        return frozenset(WAIT_OPS)
+    names = frozenset([ops] if isinstance(ops, str) else ops)
+    unknown = names - set(OPS)
+    if unknown:
+        raise ValueError(f"ops {sorted(unknown)} are not ops the recorder times: choose among {sorted(OPS)}, "
+                         f"or 'waits'")
+    return names
 
 
 @dataclasses.dataclass
@@ -175,6 +196,7 @@ class Instrumented:
     max_ctas: int
     file: str
     helpers: tuple = ()        # names of the @jit helpers whose ops are timed too
+    totals: bool = False       # per-site totals (decode_totals), not per-event records (decode)
 
     @property
     def lanes(self) -> int:
@@ -258,24 +280,24 @@ def sizes_from_counts(counts: dict, ctas) -> int:
     return max([1] + [max(counts[p]["events"]) for p in ctas if p in counts])
 
 
-def _call_op(node) -> str | None:
-    """'barrier_wait' for ``tlx.barrier_wait(...)`` / ``tl.store(...)`` calls of interest."""
+def _call_op(node, ops=None) -> str | None:
+    """'barrier_wait' for ``tlx.barrier_wait(...)`` / ``tl.store(...)`` calls of interest (among ``ops``)."""
     if not isinstance(node, ast.Call):
         return None
     f = node.func
     if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("tlx", "tl") \
-            and f.attr in OPS:
+            and f.attr in (OPS if ops is None else ops):
         return f.attr
     return None
 
 
-def _stmt_op(stmt) -> tuple[str, ast.Call] | None:
+def _stmt_op(stmt, ops=None) -> tuple[str, ast.Call] | None:
     call = None
     if isinstance(stmt, ast.Expr):
         call = stmt.value
     elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
         call = stmt.value
-    op = _call_op(call)
+    op = _call_op(call, ops)
     return (op, call) if op else None
 
 
@@ -294,7 +316,8 @@ def _is_async_tasks(item) -> bool:
 class _Helpers:
     """Finds the ``@triton.jit`` helpers a kernel calls and makes their instrumented copies (clock mode)."""
 
-    def __init__(self):
+    def __init__(self, ops=None):
+        self.ops = ops                   # the op names timed (None: every one of OPS)
         self.copies: list[HelperCopy] = []
         self._info: dict = {}            # id(function) -> (fdef, first_line, file) or None
         self._has_ops: dict = {}         # (id(function), depth left) -> bool
@@ -338,7 +361,7 @@ class _Helpers:
             found = False
             if info is not None:
                 for stmt in _simple_stmts(info[0].body):
-                    if _stmt_op(stmt):
+                    if _stmt_op(stmt, self.ops):
                         found = True
                     elif depth > 0:
                         call = _stmt_call(stmt)
@@ -458,14 +481,15 @@ class _ReturnState(ast.NodeTransformer):
 class _Rewriter:
     def __init__(self, first_line: int, mode: str = "clock", *, file: str | None = None, func: str | None = None,
                  scope: dict | None = None, helpers: _Helpers | None = None, sites: list | None = None,
-                 tasks: list | None = None, depth: int = 0):
+                 tasks: list | None = None, depth: int = 0, ops=None):
         self.first_line = first_line
         self.mode = mode            # "clock": cycle-counter records; "proton": Proton scopes
         self.file, self.func = file, func
         self.sites: list[EventSite] = [] if sites is None else sites
         self.tasks: list[str] = [] if tasks is None else tasks
         self.scope = scope          # names the code sees (helper calls resolve here); None: no helpers
-        self.helpers = helpers if helpers is not None or mode != "clock" or scope is None else _Helpers()
+        self.helpers = helpers if helpers is not None or mode != "clock" or scope is None else _Helpers(ops)
+        self.ops = helpers.ops if helpers is not None else ops
         self.depth = depth
 
     def prologue(self, task_idx: int, replicated: bool) -> list[ast.stmt]:
@@ -514,7 +538,7 @@ class _Rewriter:
     def stmts(self, body: list, task: str) -> list:
         out = []
         for stmt in body:
-            found = _stmt_op(stmt)
+            found = _stmt_op(stmt, self.ops)
             if found and task is not None:
                 op, call = found
                 barrier = None
@@ -626,6 +650,20 @@ def _wb_rec(buf, base, n, lim, ev: tl.constexpr, t0, t1):
             tl.store(p + 2, t1)
 '''
 
+# totals=True: no record per event; each op site's count, summed and longest duration (clock64 cycles) in
+# the lane's record area, words 3 * site .. 3 * site + 2, by relaxed atomics (no address from the event
+# count, no branch on it: a few instructions between the two clock reads' neighbours, not a record)
+_TOTALS_REC_SRC = '''
+@triton.jit
+def _wb_rec(buf, base, n, lim, ev: tl.constexpr, t0, t1):
+    if lim > 0:
+        p = buf + base + ev * 3
+        d = t1 - t0
+        tl.atomic_add(p, 1, sem="relaxed")
+        tl.atomic_add(p + 1, d, sem="relaxed")
+        tl.atomic_max(p + 2, d, sem="relaxed")
+'''
+
 
 def _before_returns(body: list, make) -> list:
     """``body`` with the statements ``make()`` gives inserted before each ``return`` (not in nested defs)."""
@@ -650,14 +688,14 @@ def proton_scope_name(site: EventSite) -> str:
     return f"{site.op}@{site.line}#{site.id}"
 
 
-def _rewrite(source: str, first_line: int, mode: str, scope: dict | None, file: str | None):
-    """(kernel ``def`` source, sites, task names, helper copies) of one kernel's source."""
+def _rewrite(source: str, first_line: int, mode: str, scope: dict | None, file: str | None, ops=None):
+    """(kernel ``def`` source, sites, task names, helper copies) of one kernel's source (timing ``ops``)."""
     tree = ast.parse(textwrap.dedent(source))
     fdef = next(n for n in tree.body if isinstance(n, ast.FunctionDef))
     fdef.decorator_list = []
     if mode == "clock":
         fdef.args.args.insert(0, ast.arg(arg=PARAM))
-    rw = _Rewriter(first_line, mode, file=file, scope=scope if mode == "clock" else None)
+    rw = _Rewriter(first_line, mode, file=file, scope=scope if mode == "clock" else None, ops=ops)
     if _uses_async_tasks(fdef):
         fdef.body = rw.stmts(fdef.body, None)
     else:
@@ -671,24 +709,35 @@ def _rewrite(source: str, first_line: int, mode: str, scope: dict | None, file: 
 
 
 def instrument_source(source: str, first_line: int = 1, mode: str = "clock", scope: dict | None = None,
-                      file: str | None = None) -> tuple[str, list[EventSite], list[str]]:
+                      file: str | None = None, ops=None) -> tuple[str, list[EventSite], list[str]]:
     """Rewrite one kernel's ``def`` source; returns (new source, event sites, task names).
 
     ``mode="clock"`` adds the record buffer parameter and cycle-counter records;
     ``mode="proton"`` brackets the same ops with ``pl.enter_scope``/``pl.exit_scope``.
     ``scope`` (clock mode): the names the kernel sees (its module's globals); calls of
     ``@triton.jit`` helpers found there are timed too, and the new source then starts
-    with the helpers' instrumented copies (``def _wb_<name>(...)``), the kernel last.
+    with the helpers' instrumented copies (``def _wb_<name>(...)``), the kernel last. ``ops``: the
+    op names to time (see :func:`op_set`; default every op of :data:`OPS`).
     """
-    new_src, sites, tasks, copies = _rewrite(source, first_line, mode, scope, file)
+    new_src, sites, tasks, copies = _rewrite(source, first_line, mode, scope, file, op_set(ops))
     return "\n\n".join([c.source for c in copies] + [new_src]), sites, tasks
 
 
-def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "clock") -> Instrumented:
+def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "clock", ops=None,
+               totals: bool = False) -> Instrumented:
     """An instrumented copy of ``kernel`` (a ``@triton.jit`` TLX kernel); see the module docstring.
 
     ``capacity`` and ``max_ctas`` are only the defaults of :meth:`Instrumented.buffer`: the compiled
     kernel reads both from the buffer it is launched with.
+
+    ``ops``: which ops are timed: None (every op of :data:`OPS`), ``"waits"`` (the waits only: a kernel
+    closer to the plain one, whose busy time is the rest), or op names. ``totals=True``: no record per
+    event; each op site's count, summed and longest duration, by atomics into the lane's record area
+    (capacity: at least the number of sites; :func:`decode_totals` reads it), so the loop body gains two
+    clock reads and three fire-and-forget atomics per timed op, not a record's address arithmetic and stores.
+
+    >>> inst = instrument(kernel, ops="waits", totals=True)           # doctest: +SKIP
+    >>> buf = inst.buffer("cuda", grid=128, ctas=[0], capacity=len(inst.sites))   # doctest: +SKIP
 
     ``mode="proton"`` gives a copy with Proton scopes instead (launched without the buffer),
     around the kernel's own statements only (ops inside @jit helpers are not scoped).
@@ -706,7 +755,9 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
         raise GPUError(f"cannot read the source of {func.__name__}: {e}",
                        hint="define the kernel in a file or a notebook cell") from None
     file = func.__code__.co_filename
-    new_src, sites, tasks, copies = _rewrite("".join(lines), first, mode, func.__globals__, file)
+    if totals and mode != "clock":
+        raise GPUError("totals=True needs the clock recorder", hint="instrument(kernel, totals=True)")
+    new_src, sites, tasks, copies = _rewrite("".join(lines), first, mode, func.__globals__, file, op_set(ops))
     if not sites:
         raise GPUError(f"{func.__name__} has no TLX operation to time", file=file, line=first,
                        hint="profile records barrier waits/arrives, TMA loads/stores, async_dot and stores that "
@@ -716,7 +767,8 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
     if mode == "proton":
         body = "\n\n@triton.jit\n" + new_src + "\n"
     else:
-        body = _RECORD_SRC + helper_src + "\n\n@triton.jit\n" + new_src + "\n"
+        rec = _RECORD_SRC.split("@triton.jit\ndef _wb_rec(")[0] + _TOTALS_REC_SRC if totals else _RECORD_SRC
+        body = rec + helper_src + "\n\n@triton.jit\n" + new_src + "\n"
     digest = hashlib.sha1(body.encode()).hexdigest()[:16]
     from .transport import _CACHE_DIR
     os.makedirs(_CACHE_DIR, exist_ok=True)
@@ -753,7 +805,7 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
             space.update(_wb_clock=ns["_wb_clock"], _wb_rec=ns["_wb_rec"])
         space.update(made)
     return Instrumented(ns[func.__name__], body, sites, tasks, capacity, max_ctas, file,
-                        tuple(dict.fromkeys(c.helper for c in copies)))
+                        tuple(dict.fromkeys(c.helper for c in copies)), totals)
 
 
 _UNSET = -2147483648
@@ -849,3 +901,56 @@ def decode(buf, sites: list[EventSite], tasks: list[str], *, file: str | None = 
     if unfinished:
         tr.meta["unfinished_lanes"] = unfinished
     return tr
+
+
+def decode_totals(buf, sites: list[EventSite], tasks: list[str]) -> dict:
+    """What a ``totals=True`` launch's buffer holds: per recorded CTA, per warp group, per op site its
+    count, summed and longest duration (cycles), next to the lane's life (clock64 from the task's first
+    statement to its last) and event count (every timed op, as a counting launch counts them).
+
+    ``{"ctas": [{"cta", "sm", "clock_ghz", "lanes": [{"task", "replica", "events", "cycles", "sites":
+    [{"site", "op", "line", "barrier", "count", "cycles", "max"}]}]}]}``; a site count that differs from
+    the events the lane counted (every thread adding, a lost add) is an error, not a share.
+
+    >>> tot = decode_totals(buf.cpu().numpy(), inst.sites, inst.tasks)        # doctest: +SKIP
+    >>> tot["ctas"][0]["lanes"][0]["sites"][0]["count"]                       # doctest: +SKIP
+    256
+    """
+    import numpy as np
+    a = np.asarray(buf, dtype=np.int64)
+    lay = Layout.read(a)
+    if lay.capacity < len(sites):
+        raise GPUError(f"a totals buffer needs a word triple per op site: capacity {lay.capacity} < "
+                       f"{len(sites)} sites", hint="inst.buffer(..., capacity=len(inst.sites))")
+    v = lay.lanes_view(a)
+    out = []
+    for slot in range(lay.slots):
+        hdr = v[slot, :, :len(_LANE_HDR)]
+        ran = np.nonzero(hdr[:, 1] > 0)[0]
+        if len(ran) == 0:
+            continue
+        h = hdr[ran]
+        timed = (h[:, 4] > h[:, 3]) & (h[:, 6] > h[:, 5]) & (h[:, 3] > 0)
+        ghz = float((h[timed, 6] - h[timed, 5]).sum() / (h[timed, 4] - h[timed, 3]).sum()) if timed.any() else None
+        lanes = []
+        for lane in ran:
+            recs = v[slot, lane, HEADER:HEADER + 3 * len(sites)].reshape(len(sites), 3)
+            task = tasks[lane // MAX_REPLICAS] if lane // MAX_REPLICAS < len(tasks) else "?"
+            hd = hdr[lane]
+            per = [{"site": s.id, "op": s.op, "line": s.line, "barrier": s.barrier, "file": s.file,
+                    "count": int(recs[s.id, 0]), "cycles": int(recs[s.id, 1]), "max": int(recs[s.id, 2])}
+                   for s in sites if s.lane_task == task and recs[s.id, 0] > 0]
+            events = int(hd[0])
+            counted = sum(p["count"] for p in per)
+            if hd[4] == 0:
+                raise GPUError(f"CTA {int(hd[1]) - 1} {task}[{lane % MAX_REPLICAS}] never reached its end: "
+                               "its totals are partial", hint="a return inside an async task skips the record's end")
+            if counted != events:
+                raise GPUError(f"CTA {int(hd[1]) - 1} {task}[{lane % MAX_REPLICAS}]: the per-site counts add up to "
+                               f"{counted}, but the lane timed {events} ops",
+                               hint="the atomics ran on more (or fewer) threads than one per warp group; "
+                                    "check the PTX of _wb_rec (a scalar atomic should be one thread's)")
+            lanes.append({"task": task, "replica": int(lane % MAX_REPLICAS), "events": events,
+                          "cycles": int(hd[6] - hd[5]), "sites": per})
+        out.append({"cta": int(h[0, 1]) - 1, "sm": int(h[0, 2]), "clock_ghz": ghz, "lanes": lanes})
+    return {"ctas": out, "capacity": lay.capacity}

@@ -113,7 +113,7 @@ def _time_ms(f) -> float:
 
 
 def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, method="clock", ctas=None,
-                circular=False, overhead=True):
+                circular=False, overhead=True, ops=None, totals=False):
     """Worker job: instrument; count, record, time plain vs instrumented; the raw records (clock),
     or Proton's Chrome trace."""
     import torch
@@ -130,7 +130,9 @@ def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, 
                             "constexprs as keyword arguments")
     if method == "proton":
         return _proton_job(fn, target, kernel_name, grid, args, kwargs)
-    inst = instrument(target)
+    if totals and circular:
+        raise GPUError("totals=True keeps no events to circle over", hint="pass circular=False with totals=True")
+    inst = instrument(target, ops=ops, totals=totals)
     made = {}
 
     def counting(g):
@@ -155,6 +157,8 @@ def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, 
     # work at run time (atomics, CLC) may give the chosen CTAs more events in the next launch
     roomy = sizes_from_counts(counts, counts)
     cap = roomy + roomy // 8 + 8 if capacity is None else int(capacity)
+    if totals:
+        cap = len(inst.sites)           # one (count, sum, max) triple per op site, whatever the events
     if circular and capacity is None:
         raise GPUError("a circular buffer needs capacity= (the events kept per warp group)",
                        hint=f"pass capacity=N; every event of these CTAs fits in capacity={needed}")
@@ -180,7 +184,8 @@ def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, 
                 for p, c in sorted(counts.items())]
     return dict(buf=buf, sites=inst.sites, tasks=inst.tasks, file=inst.file, name=launch_name(target),
                 device=torch.cuda.get_device_name(), method="clock", grid_ctas=g, ctas=chosen,
-                capacity_needed=needed, overhead=timing, counting=all_ctas)
+                capacity_needed=needed, overhead=timing, counting=all_ctas, totals=bool(totals),
+                ops=sorted({s.op for s in inst.sites}))
 
 
 def _proton_job(fn, target, kernel_name, grid, args, kwargs):
@@ -228,7 +233,7 @@ def _source_uses_async_tasks(fn, kernel_name) -> bool:
 def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto", ctas=None,
             capacity: int | None = None, circular: bool = False, max_ctas: int = 4, overhead: bool = True,
             timeout: float = DEFAULT_TIMEOUT, compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
-            isolate: bool = True, source: str | None = None, **kwargs):
+            isolate: bool = True, source: str | None = None, ops=None, totals: bool = False, **kwargs):
     """Launch with per-op timing records; the measured :class:`Trace` (source "gpu", in ns).
 
     ``fn`` is a ``@triton.jit`` TLX kernel (with ``grid=``) or a host function that
@@ -244,6 +249,8 @@ def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto
     unless ``capacity=`` caps the events per warp group: then the late ones are dropped, or
     with ``circular=True`` the early ones; ``trace.meta["events"]`` says how many. With
     ``overhead=True`` the plain and the instrumented launch are timed: ``trace.meta["overhead"]``.
+    ``ops="waits"`` times the waits only (``instrument``'s ``ops``); ``totals=True`` keeps per-site totals,
+    not events: the Trace has no spans, ``meta["totals"]`` holds them (``trace_compare`` reads either).
 
     >>> tr = profile(gemm_ws.launch, a, b, c, cfg, kernel="gemm_ws_coop_kernel", ctas={"first": 2, "last": 2})  # doctest: +SKIP
     >>> tr.summary()[0].busy_share          # doctest: +SKIP
@@ -255,14 +262,18 @@ def profile(fn, *args, grid=None, kernel: str | None = None, method: str = "auto
     spec = callable_spec(fn, source=source, name=name if source else None) if isolate else ("pickle", fn)
     notes = {}
     first = method
-    if method == "auto":
+    if (ops is not None or totals) and method == "proton":
+        raise GPUError("ops= and totals= are the clock recorder's", hint="pass method='clock' (or 'auto')")
+    if method == "auto" and (ops is not None or totals):
+        first = "clock"
+    elif method == "auto":
         if _source_uses_async_tasks(fn, kernel):
             first = "clock"
             notes["proton"] = "skipped: Proton scopes do not compile inside warp-specialized TLX kernels"
         else:
             first = "proton"
     payload = dict(spec=spec, args=tuple(args), kwargs=kwargs, grid=grid, capacity=capacity, max_ctas=max_ctas,
-                   kernel_name=kernel, ctas=ctas, circular=circular, overhead=overhead)
+                   kernel_name=kernel, ctas=ctas, circular=circular, overhead=overhead, ops=ops, totals=totals)
     try:
         r = dispatch(profile_job, dict(payload, method=first), isolate=isolate, timeout=timeout,
                      compile_timeout=compile_timeout, what=f"profiling {name}")
@@ -294,6 +305,10 @@ def trace_from_records(r: dict, meta: dict | None = None):
                 capacity_needed=r["capacity_needed"])
     if r.get("overhead"):
         meta["overhead"] = r["overhead"]
+    if r.get("ops"):
+        meta["timed_ops"] = list(r["ops"])
+    if r.get("totals"):
+        return _trace_of_totals(r, meta)
     tr = decode(r["buf"], r["sites"], r["tasks"], file=r["file"], meta=meta)
     counting = [c for c in r.get("counting") or [] if c["start"] > 0 and c["end"] > c["start"]]
     if counting:
@@ -302,6 +317,20 @@ def trace_from_records(r: dict, meta: dict | None = None):
         tr.meta["kernel_extent_ns"] = max(c["end"] for c in counting) - t0
         tr.meta["counting_launch_ctas"] = [{"cta": c["cta"], "sm": c["sm"], "start_ns": c["start"] - t0,
                                             "end_ns": c["end"] - t0} for c in counting]
+    return tr
+
+
+def _trace_of_totals(r: dict, meta: dict):
+    """A Trace without spans whose ``meta["totals"]`` holds each recorded lane's per-site totals (cycles)
+    and life (:func:`.instrument.decode_totals`); ``trace_compare`` reads shares from it."""
+    from ..trace import Trace
+    from .instrument import decode_totals
+    tot = decode_totals(r["buf"], r["sites"], r["tasks"])
+    tr = Trace(time_unit="cycles", source="gpu", meta=dict(meta, recorder="clock64 totals", totals=tot["ctas"]))
+    tr.meta["ctas"] = [{"cta": c["cta"], "sm": c["sm"], "clock_ghz": c["clock_ghz"]} for c in tot["ctas"]]
+    clocks = sorted(c["clock_ghz"] for c in tot["ctas"] if c["clock_ghz"])
+    if clocks:
+        tr.meta["sm_clock_ghz"] = round(clocks[len(clocks) // 2], 4)
     return tr
 
 
