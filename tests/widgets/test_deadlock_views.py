@@ -112,3 +112,25 @@ def test_a_task_that_stops_last_still_gets_a_bar_to_see():
         bar = re.search(r"<g class='tlxwb-stuck'[^>]*><title>[^<]*</title><rect x='([\d.]+)' y='[\d.]+' "
                         r"width='([\d.]+)'", svg)
         assert float(bar.group(2)) > 30, bar.group(0)      # a bar one can see, not a sliver at the right edge
+
+
+def test_a_view_wanted_as_html_makes_no_widget(handshake):
+    # a widget made and never shown still leaves its state (ESM, CSS, data) in the saved notebook:
+    # the %%tlx cell's HTML draws the views it does not show live without making one
+    from ipywidgets.widgets.widget import _instances
+    from tlx_workbench.magics.render import view_html
+    from tlx_workbench.widgets import MemoryMapWidget
+    from widget_reports import fake_report
+    opts = dict(deadlock=handshake.deadlock)
+    for cls in (TimelineWidget, BarrierPhaseWidget):
+        before = set(_instances)
+        html = view_html(cls.__name__, handshake.trace, cls.__name__, **opts)
+        assert set(_instances) == before, cls
+        w = cls(handshake.trace, **opts)
+        assert html == w.static_html() and html == w._repr_mimebundle_()[0]["text/html"]
+        assert "stuck" in html                             # the deadlock is drawn
+        w.close()
+    rep = fake_report("sm_90")
+    before = set(_instances)
+    html = view_html("MemoryMapWidget", rep, "memory map")
+    assert set(_instances) == before and html == MemoryMapWidget(rep).static_html()

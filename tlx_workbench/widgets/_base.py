@@ -39,6 +39,15 @@ class View(anywidget.AnyWidget):
     def static_html(self) -> str:  # pragma: no cover - each view overrides
         raise NotImplementedError
 
+    @classmethod
+    def static(cls, obj, **options) -> str:  # pragma: no cover - each view overrides
+        """The static rendering of ``cls(obj, **options)`` without making the widget.
+
+        A widget opens a comm when it is made, and a notebook stores the state (ESM, CSS, data) of
+        every comm opened, shown or not; a view wanted only as HTML must not pay that.
+        """
+        raise NotImplementedError
+
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})

@@ -143,8 +143,14 @@ class BarrierPhaseWidget(View):
                          _stuck=enc["stuck"], _legend=[list(i) for i in legend_items(enc)], **kwargs)
 
     def static_html(self) -> str:
-        return (f"<div class='tlxwb-static'><div style='font:600 12px sans-serif'>{html.escape(self.title)}</div>"
-                f"{barrier_svg(self.trace, deadlock=self.deadlock)}</div>")
+        return self.static(self.trace, title=self.title, deadlock=self.deadlock)
+
+    @classmethod
+    def static(cls, trace: Trace, *, title: str | None = None, deadlock=None) -> str:
+        """What ``BarrierPhaseWidget(trace, ...)`` draws as its static fallback, with no widget made."""
+        title = title or f"{trace.meta.get('kernel', trace.source)} barrier phases"
+        return (f"<div class='tlxwb-static'><div style='font:600 12px sans-serif'>{html.escape(title)}</div>"
+                f"{barrier_svg(trace, deadlock=deadlock)}</div>")
 
     def __repr__(self) -> str:
         return f"BarrierPhaseWidget({self.trace!r})"

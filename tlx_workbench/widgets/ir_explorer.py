@@ -69,6 +69,12 @@ class IRExplorer(View):
         return ir_html(self.report, title=self.title, data={"panes": self._panes, "forward": self._forward,
                                                              "backward": self._backward})
 
+    @classmethod
+    def static(cls, report, *, stages=DEFAULT_STAGES, title: str | None = None) -> str:
+        """What ``IRExplorer(report, ...)`` draws as its static fallback, with no widget made."""
+        name = getattr(report, "kernel", None) or getattr(report, "kernel_name", "kernel")
+        return ir_html(report, title=title or f"{name}: source and IR", stages=stages)
+
     def __repr__(self) -> str:
         return f"IRExplorer({self.title}, stages={[p['stage'] for p in self._panes[1:]]})"
 

@@ -24,6 +24,15 @@ def _gpu_name(report) -> str:
     return getattr(t, "name", None) or str(t or "")
 
 
+def _default_title(report) -> str:
+    name = getattr(report, "kernel", None) or getattr(report, "kernel_name", "kernel")
+    return f"{name} memory map ({_gpu_name(report)})"
+
+
+def _static(title: str, svg: str, table: str) -> str:
+    return f"<div class='tlxwb-static'><div style='font:600 12px sans-serif'>{html.escape(title)}</div>{svg}{table}</div>"
+
+
 def memory_map_data(report) -> list[dict]:
     """One entry per storage ("smem", then "tmem" when used): capacity, used, and the
     allocations in address order, each with its track (overlapping = aliased space)."""
@@ -261,13 +270,16 @@ class MemoryMapWidget(View):
     def __init__(self, report, *, title: str | None = None, **kwargs):
         self.report = report
         allocs = [dict(e, unit=d["unit"]) for d in memory_map_data(report) for e in d["allocations"]]
-        name = getattr(report, "kernel", None) or getattr(report, "kernel_name", "kernel")
-        super().__init__(title=title or f"{name} memory map ({_gpu_name(report)})",
+        super().__init__(title=title or _default_title(report),
                          _svg=memory_map_svg(report), _table=memory_map_table(report), _allocs=allocs, **kwargs)
 
     def static_html(self) -> str:
-        return (f"<div class='tlxwb-static'><div style='font:600 12px sans-serif'>{html.escape(self.title)}</div>"
-                f"{self._svg}{self._table}</div>")
+        return _static(self.title, self._svg, self._table)
+
+    @classmethod
+    def static(cls, report, *, title: str | None = None) -> str:
+        """What ``MemoryMapWidget(report, ...)`` draws as its static fallback, with no widget made."""
+        return _static(title or _default_title(report), memory_map_svg(report), memory_map_table(report))
 
     def __repr__(self) -> str:
         return f"MemoryMapWidget({self.title})"

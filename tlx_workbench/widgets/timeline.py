@@ -233,8 +233,13 @@ class TimelineWidget(View):
                 cb(span)
 
     def static_html(self) -> str:
-        return timeline_html(self.trace, title=self.title, deadlock=self.deadlock, hide_waits=self.hide_waits,
-                             fold_ctas=self.fold_ctas, lane_per_task=self.lane_per_task)
+        return self.static(self.trace, title=self.title, deadlock=self.deadlock, hide_waits=self.hide_waits,
+                           fold_ctas=self.fold_ctas, lane_per_task=self.lane_per_task)
+
+    @classmethod
+    def static(cls, trace: Trace, *, title: str | None = None, deadlock=None, **filters) -> str:
+        """What ``TimelineWidget(trace, ...)`` draws as its static fallback, with no widget made (:meth:`View.static`)."""
+        return timeline_html(trace, title=title, deadlock=deadlock, **filters)
 
     def __repr__(self) -> str:
         return f"TimelineWidget({self.trace!r})"
