@@ -138,7 +138,8 @@ class BulkCopyOps:
 
 
 class BulkCopyBuilderOps:
-    """The builder calls of both TLX frontends for the bulk copies above (mixed into ``tlx_ops.SimBuilder``)."""
+    """The builder calls of both TLX frontends for the bulk copies above (mixed into ``tlx_ops.SimBuilder``, which
+    gives them ``view_of``, ``one_slot`` and ``scalar``)."""
 
     # -- TMA store-reduce --------------------------------------------------------------------------------
     def create_async_tma_reduce(self, kind, desc, offsets, source, *rest):       # uTLX (the gluon builder call)
@@ -148,8 +149,7 @@ class BulkCopyBuilderOps:
         return self._tma_reduce(kind, desc, offsets, source)
 
     def _tma_reduce(self, kind, desc, offsets, source):
-        from .tlx_ops import _view
-        view = _view(source, "async_descriptor_store")
+        view = self.view_of(source, "async_descriptor_store")
         kind = reduce_kind_name(kind)
         elem = desc.base.dtype.element_ty
         if str(elem) not in _REDUCE_TYPES.get(kind, ()):
@@ -184,8 +184,7 @@ class BulkCopyBuilderOps:
         return self.create_async_store(src, dst, size)
 
     def create_async_store(self, src, dst, size):
-        from .tlx_ops import _view
-        view = _view(src, "async_store")
+        view = self.view_of(src, "async_store")
         addr, nbytes = _addr(dst), _int(size)
         cta = self.cta
 
@@ -207,10 +206,9 @@ class BulkCopyBuilderOps:
     def utlx_async_load(self, args):
         if _int(args[-1]) != 1:
             return super().utlx_async_load(args)
-        from .tlx_ops import _scalar
         src, result, size, bar = args[:4]
         self._bulk_load(src, result, size, bar)
-        return _scalar(0)               # the async token (the frontend checks it is a value)
+        return self.scalar(0)               # the async token (the frontend checks it is a value)
 
     def create_async_load(self, src, result, mask, other, cache, evict, is_volatile, bulk_size=None, barrier=None,
                           bulk=False):
@@ -220,8 +218,7 @@ class BulkCopyBuilderOps:
         return None
 
     def _bulk_load(self, src, result, size, bar):
-        from .tlx_ops import _one_slot, _view
-        view = _view(result, "async_load")
+        view = self.view_of(result, "async_load")
         addr, nbytes = _addr(src), _int(size)
         cta = self.cta
 
@@ -234,5 +231,5 @@ class BulkCopyBuilderOps:
                 cta.in_async_op = False
             return np.asarray(got.data, dtype=np.uint8)
 
-        cta.bulk_load(view, addr, nbytes, _one_slot(bar, "async_load"), read)
+        cta.bulk_load(view, addr, nbytes, self.one_slot(bar, "async_load"), read)
 

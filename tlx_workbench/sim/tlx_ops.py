@@ -26,6 +26,7 @@ from .cluster_ops import RemoteSlot
 from .desc_scratch import DescScratchOps, reinterpret_tensor_descriptor
 from .memory import SmemAlloc, SmemView
 from .scheduler import Abort, StepLimit
+from .stoch_round import StochRoundBuilderOps
 
 
 def mx_product(a, a_scale, a_ty, b, b_scale, b_ty) -> np.ndarray:
@@ -584,8 +585,13 @@ class UTLXBuilderOps:
         return None
 
 
-class SimBuilder(BulkCopyBuilderOps, DescScratchOps, UTLXBuilderOps, _TLXBuilder):
+class SimBuilder(BulkCopyBuilderOps, StochRoundBuilderOps, DescScratchOps, UTLXBuilderOps, _TLXBuilder):
     """The interpreter's numpy builder plus TLX's builder ops (both TLX frontends), with CPU meanings."""
+
+    # for the op mixins of other modules, which do not import this one
+    view_of = staticmethod(_view)
+    one_slot = staticmethod(lambda bar, op: _one_slot(bar, op))       # defined below
+    scalar = staticmethod(_scalar)
 
 
 # TLX builtins whose meaning is not a builder call: replaced while simulating
@@ -610,7 +616,7 @@ OVERRIDES = {"async_task_replica_id": _async_task_replica_id, "remote_view": _re
              "reinterpret_tensor_descriptor": reinterpret_tensor_descriptor}
 
 # ops the CPU simulator does not model (Blackwell TMEM/tcgen05, clusters, CLC)
-UNSUPPORTED = {"stoch_round", "vote_ballot_sync"}
+UNSUPPORTED = {"vote_ballot_sync"}
 
 
 def _frontends():
