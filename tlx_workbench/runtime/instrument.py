@@ -76,6 +76,7 @@ OPS = {
     "async_dot": "mma",
     "async_dot_wait": "wait",
     "async_descriptor_store_wait": "wait",
+    "async_load_wait_group": "wait",
     "async_dot_scaled": "mma",
     "tcgen05_commit": "mma",
     "store": "store",
@@ -93,7 +94,7 @@ def op_set(ops) -> frozenset:
     """The op names ``ops`` names: None (every op of :data:`OPS`), ``"waits"`` (:data:`WAIT_OPS`), or names.
 
     >>> sorted(op_set("waits"))
-    ['async_descriptor_store_wait', 'async_dot_wait', 'barrier_wait', 'named_barrier_wait']
+    ['async_descriptor_store_wait', 'async_dot_wait', 'async_load_wait_group', 'barrier_wait', 'named_barrier_wait']
     """
     if ops is None or ops == "all":
         return frozenset(OPS)
