@@ -20,6 +20,7 @@ import triton.language as tl
 
 from ..errors import SimulationError, TLXWorkbenchError
 from . import interp_adapter as ia
+from . import warp_vote
 from .barriers import MBarrierArray
 from .bulk_copy_ops import BulkCopyBuilderOps
 from .cluster_ops import RemoteSlot
@@ -612,11 +613,16 @@ def _remote_view(local_allocated_buffer, remote_cta_rank, _semantic=None):
                      is_warp_barrier=getattr(buf, "is_warp_barrier", False))
 
 
+def _vote_ballot_sync(mask, pred, _semantic=None):
+    return warp_vote.vote_ballot_sync(_state.cta, mask, pred)
+
+
 OVERRIDES = {"async_task_replica_id": _async_task_replica_id, "remote_view": _remote_view,
+             "vote_ballot_sync": _vote_ballot_sync,
              "reinterpret_tensor_descriptor": reinterpret_tensor_descriptor}
 
-# ops the CPU simulator does not model (Blackwell TMEM/tcgen05, clusters, CLC)
-UNSUPPORTED = {"vote_ballot_sync"}
+# ops the CPU simulator does not model yet (a call is a SimulationError naming the op and the line)
+UNSUPPORTED: set = set()
 
 
 def _frontends():
