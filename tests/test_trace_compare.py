@@ -119,6 +119,7 @@ def test_totals_keep_each_wait_sites_count_and_time_and_compare_by_the_same_defi
     a, b, c = _operands(3)
     r, tr = _profile_totals_on_sim(a, b, c, ops="waits", totals=True)
     assert r["totals"] and not tr.spans and tr.meta["recorder"] == "clock64 totals"
+    assert "per-site totals of async_descriptor_store_wait, async_dot_wait, barrier_wait for 3 lanes" in repr(tr)
     assert set(tr.meta["timed_ops"]) <= set(instrument.op_set("waits"))
     ref = a.double() @ b.double()
     assert float((c.double() - ref).norm() / ref.norm()) < 2e-3        # the atomics leave the result alone

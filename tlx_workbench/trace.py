@@ -457,6 +457,10 @@ class Trace:
                                                    f"{late} late events dropped (buffer full)" if late else "") if x))
             else:
                 parts.append(f"every event of {len(self.meta.get('ctas', []))} CTAs recorded")
+        if self.meta.get("totals") and not self.spans:
+            lanes = sum(len(c["lanes"]) for c in self.meta["totals"])
+            parts.append(f"per-site totals of {', '.join(sorted(self.meta.get('timed_ops') or ['?']))} "
+                         f"for {lanes} lanes of {len(self.meta['totals'])} CTAs, no events")
         if self.meta.get("sm_clock_ghz"):
             parts.append(f"SM clock {self.meta['sm_clock_ghz']:.3g} GHz")
         oh = self.meta.get("overhead")
