@@ -79,7 +79,7 @@ def test_sanitize_config_covers_what_varies():
             text = rx.sub(rep, text)
         return text
     assert clean("<torch._C.Generator at 0x7febf475e630>") == "<torch._C.Generator at ADDRESS>"
-    assert "ipykernel" not in clean("CompileReport k for sm_90 (H100), /tmp/ipykernel_3903/561186564.py:1")
+    assert "ipykernel" not in clean("CompileReport k for sm_90 (H200), /tmp/ipykernel_3903/561186564.py:1")
     assert clean("<puzzle answer 17>") == clean("<puzzle answer 3>")
     assert clean("/tmp/tlxwb_warpbar/1281de0bbd8a/x.py") == clean("/tmp/tlxwb_warpbar/cc864845bab9/x.py")
 

@@ -1,5 +1,7 @@
 """A %%tlx cell names one GPU: its header, its compile report and its simulation say the same model
 (issue 18: the report said "sm_90 (H100)" while the run said H200)."""
+import html
+
 import pytest
 
 from magic_cells import TMA_REF, TMA_RELU
@@ -26,3 +28,13 @@ def test_a_session_default_target_names_its_model_everywhere(run_cell, shell):
     r = shell.user_ns["r"]
     assert r.target == "sm_90 (H100)" and r.report.gpu == "H100" and r.sim.trace.meta["gpu"] == "H100"
     assert "on H100" in ran.html and "H200" not in ran.html
+
+
+def test_the_report_names_the_cell_not_the_kernels_cache_file(run_cell, shell):
+    # a %%tlx cell's kernel lives in a file IPython invents (/tmp/ipykernel_.../N.py): the report says "cell [n]"
+    ran = run_cell(f"%%tlx --sim --report {TMA_REF} -o r\n" + TMA_RELU)
+    assert ran.ok, ran.error
+    n = shell.user_ns["r"].report.source.file
+    assert "ipykernel" in n or "ipython-input" in n                   # what the compiler saw
+    assert html.escape(n) not in ran.html and n not in ran.html and n not in ran.text
+    assert "in <code>cell [" in ran.html and ", cell [" in ran.text

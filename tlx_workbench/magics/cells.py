@@ -10,6 +10,7 @@ simulator or a traceback reports is the line number the editor shows. :func:`whe
 """
 from __future__ import annotations
 
+import html
 import re
 
 # file name -> "cell [n]"; a few hundred entries in a long session, each a short string
@@ -83,8 +84,10 @@ def where(file: str | None, line: int | None) -> str:
     return f"{file}:{line}" if line else file
 
 
-def relabel(text: str) -> str:
+def relabel(text: str, *, escaped: bool = False) -> str:
     """Replace cells' file names inside a message (``<ipython-input-3-ab>:7`` -> ``cell [3], line 7``).
+
+    ``escaped``: ``text`` is HTML, where such a name is written ``&lt;ipython-input-3-ab&gt;``.
 
     >>> relabel("no cell here: k.py:3")
     'no cell here: k.py:3'
@@ -92,6 +95,8 @@ def relabel(text: str) -> str:
     if not text:
         return text
     for file, name in {**_plain_cells(), **_LABELS}.items():
+        if escaped:
+            file = html.escape(file)
         if file in text:
             pat = re.escape(file)
             text = re.sub(rf'"?{pat}"?:(\d+)(?::\d+)?', lambda m: f"{name}, line {m.group(1)}", text)

@@ -5,6 +5,7 @@ import dataclasses
 import html
 from typing import Any
 
+from .cells import relabel
 from .render import html_of, view_html
 
 # the views a cell can ask for: option -> (widget class, what it shows, the result part it draws)
@@ -79,7 +80,8 @@ class CellResult:
             if part is self.sim and self._deadlock_shown:
                 text = "\n".join(ln for ln in part._lines() if not ln.startswith("  DEADLOCK:"))
             else:
-                text = repr(part)
+                # the compile report names the kernel's file: a cell's cached file is "cell [n]"
+                text = relabel(repr(part)) if part is self.report else repr(part)
             lines.append("  " + text.replace("\n", "\n  "))
         for c in self.check or []:
             lines.append("  " + c.summary().replace("\n", "\n  "))
@@ -133,6 +135,9 @@ class CellResult:
                 continue
             widget, what, part = VIEWS[key]
             obj = getattr(self, part)
-            out.append(html_of(obj) if widget is None else view_html(widget, obj, what, **self.view_options(key)))
+            if widget is None:
+                out.append(relabel(html_of(obj), escaped=True))   # the report names the kernel's file: "cell [n]"
+            else:
+                out.append(view_html(widget, obj, what, **self.view_options(key)))
         out.append("</div>")
         return "".join(out)
