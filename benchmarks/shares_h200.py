@@ -42,6 +42,7 @@ import triton  # noqa: E402
 
 import tlx_workbench as wb  # noqa: E402
 from tlx_workbench.kernels import gemm_ws  # noqa: E402
+from tlx_workbench.runtime.instrument import select_ctas  # noqa: E402
 from tlx_workbench.trace import Trace  # noqa: E402
 from tlx_workbench.trace_compare import compare, shares  # noqa: E402
 
@@ -187,8 +188,9 @@ def measure(name: str, kw: dict):
         problems.append(f"the product is wrong under the {name} recorder (relative error {err:.2e})")
     if not (tr.meta.get("overhead") or {}).get("ratio"):
         problems.append("the plain and instrumented launches were not both timed")
-    if sorted(c_["cta"] for c_ in tr.meta["ctas"]) != [0, 1, tr.meta["grid_ctas"] - 2, tr.meta["grid_ctas"] - 1]:
-        problems.append(f"recorded CTAs {[c_['cta'] for c_ in tr.meta['ctas']]}, asked for the first 2 and last 2")
+    asked = select_ctas(CTAS, tr.meta["grid_ctas"])
+    if sorted(c_["cta"] for c_ in tr.meta["ctas"]) != sorted(asked):
+        problems.append(f"recorded CTAs {[c_['cta'] for c_ in tr.meta['ctas']]}, asked for {asked}")
     problems += check_counts(tr, tr.meta["grid_ctas"], [c_["cta"] for c_ in tr.meta["ctas"]])
     compare_with(name, tr)
     if problems:
