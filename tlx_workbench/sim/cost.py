@@ -102,10 +102,12 @@ class CostModel:
 
     def mma_cycles(self, m: int, n: int, k: int, in_bits: int) -> float:
         if self.mma_rates is not None:
-            rate = dict(self.mma_rates).get(in_bits, dict(self.mma_rates)[16])
+            rates = dict(self.mma_rates)
+            # 4-bit operands (tcgen05 kind::mxf4) are not calibrated: twice the fp8 rate, as the datasheet has it
+            rate = rates.get(in_bits) or (2.0 * rates[8] if in_bits == 4 else rates[16])
         else:
-            # fp8 runs at 2x fp16, tf32 at 1/2 (H100 datasheet)
-            rate = self.mma_flops_per_cycle * {8: 2.0, 16: 1.0, 32: 0.5}.get(in_bits, 1.0)
+            # fp8 runs at 2x fp16, tf32 at 1/2 (H100 datasheet); mxfp4 x mxfp4 at 2x fp8 (B200 datasheet)
+            rate = self.mma_flops_per_cycle * {4: 4.0, 8: 2.0, 16: 1.0, 32: 0.5}.get(in_bits, 1.0)
         return 2.0 * m * n * k / rate
 
     def serial_mma_cycles(self, m: int, n: int, k: int, in_bits: int) -> float:

@@ -10,6 +10,7 @@ import numpy as np
 
 from .memory import SmemView
 from .races import Access
+from .scaled_mma_ops import scales_to_logical
 from .scheduler import AsyncOp, Task
 
 TMEM_LATENCY = 16.0     # tcgen05.ld/st issue-to-data, cycles (order of a shared-memory access)
@@ -163,7 +164,8 @@ class MmaOps:
                 cv.array[...] = cv.array + out.astype(cv.array.dtype, copy=False)
             else:
                 cv.array[...] = out
-            m, k = av.array.shape[-2], av.array.shape[-1]
+            # packed mxfp4 holds two elements of K per byte: the product says its K (async_dot_scaled)
+            m, k = av.array.shape[-2], getattr(product, "k", av.array.shape[-1])
             n = b_arr.shape[1]
         mstart = max(t.clock, self.tc_end)
         self.tc_end = mstart + self.cost.mma_cycles(m, n, k, in_bits)
@@ -201,10 +203,14 @@ class MmaOps:
                                                                                        f"{dst.slot_name}"), start)
         d = dst.array
         sa = src.array
-        if sa.size * sa.itemsize != d.size * d.itemsize:
+        if sa.ndim == 5 and d.ndim == 2 and sa.dtype == np.uint8:
+            # e8m0 scales in the block-scaling layout land in TMEM as the logical matrix the scaled MMA reads
+            d[...] = scales_to_logical(sa, *d.shape)
+        elif sa.size * sa.itemsize != d.size * d.itemsize:
             raise self.error(f"tmem_copy: {src.slot_name} ({sa.nbytes} bytes) does not fit {dst.slot_name} "
                              f"({d.nbytes} bytes)", line, hint="copy a buffer of the same size")
-        d[...] = np.ascontiguousarray(sa).view(np.uint8).reshape(-1).view(d.dtype).reshape(d.shape)
+        else:
+            d[...] = np.ascontiguousarray(sa).view(np.uint8).reshape(-1).view(d.dtype).reshape(d.shape)
         mstart = max(t.clock, self.tc_end)
         self.tc_end = mstart + self.cost.tmem_cycles(sa.nbytes)
         self.span(t, "load", start, t.clock, "tmem_copy", line, args={"bytes": int(sa.nbytes), "buffer": dst.slot_name})

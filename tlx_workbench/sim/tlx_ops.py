@@ -26,27 +26,10 @@ from .bulk_copy_ops import BulkCopyBuilderOps
 from .cluster_ops import RemoteSlot
 from .desc_scratch import DescScratchOps, reinterpret_tensor_descriptor
 from .memory import SmemAlloc, SmemView
+from .scaled_mma_ops import format_name, mx_product, operand_bits
 from .scheduler import Abort, StepLimit
 from .stoch_round import StochRoundBuilderOps
 
-
-def mx_product(a, a_scale, a_ty, b, b_scale, b_ty) -> np.ndarray:
-    """A @ B for MX formats: e8m0 scales, one per 32 elements along K (A_scale [M, K/32], B_scale [N, K/32])."""
-    fa, fb = as_f32(a, a_ty), as_f32(b, b_ty)
-    m, k = fa.shape
-    n = fb.shape[1]
-    for name, sc, rows in (("A_scale", a_scale, m), ("B_scale", b_scale, n)):
-        if sc.ndim != 2 or sc.shape[0] != rows or k % sc.shape[1]:
-            # the hardware's blocked (128 x 4, "to_blocked") scale layout would decode silently wrong here
-            raise NotImplementedError(
-                f"async_dot_scaled with {name} of shape {list(sc.shape)}: the simulator decodes e8m0 scales laid "
-                f"out [{rows}, K/32] row-major; the blocked 128x4 hardware scale layout is not modelled")
-    sa = np.ldexp(1.0, a_scale.view(np.uint8).astype(np.int32) - 127).astype(np.float32).reshape(m, -1)
-    sb = np.ldexp(1.0, b_scale.view(np.uint8).astype(np.int32) - 127).astype(np.float32).reshape(n, -1)
-    group = k // sa.shape[1]
-    fa = fa * np.repeat(sa, group, axis=1)
-    fb = fb * np.repeat(sb, k // sb.shape[1], axis=1).T
-    return fa @ fb
 
 _state = types.SimpleNamespace(cta=None, run=None, wrapped=None, semantic=None)
 # the TLX builtins being called, innermost last, per task (each task runs in its own thread)
@@ -386,9 +369,13 @@ class _TLXBuilder(ia.InterpreterBuilder):
         av, bv = _view(a, "async_dot_scaled A"), _view(b, "async_dot_scaled B")
         asv, bsv = _view(a_scale, "A_scale"), _view(b_scale, "B_scale")
 
+        fa, fb = format_name(a_type), format_name(b_type)
+
         def product(x, y):
-            return mx_product(x, asv.array, av.tl_dtype, y, bsv.array, bv.tl_dtype)
-        self._mma(a, b, acc, use_acc, pred, bars, two_ctas, "async_dot_scaled", product, 8, (asv, bsv))
+            return mx_product(x, asv.array, fa, y, bsv.array, fb)
+        product.k = av.array.shape[-1] * (2 if fa == "e2m1" else 1)
+        self._mma(a, b, acc, use_acc, pred, bars, two_ctas, "async_dot_scaled", product, operand_bits(fa, fb),
+                  (asv, bsv))
 
     # -- CLC ----------------------------------------------------------------------------------------------------
     def utlx_alloc_clc_responses(self, args):
