@@ -1,4 +1,4 @@
-"""Kernels written for a newer TLX than the one installed, and an op the simulator does not model."""
+"""Kernels written for a newer TLX than the one installed, and an op the installed compiler crashes on."""
 import torch
 import triton
 import triton.language as tl
