@@ -90,6 +90,11 @@ class _Launch:
                 "cycles": self.cycles, "ctas": self.ctas}
 
 
+class LaunchArgumentError(TypeError):
+    """The test's launch does not bind to the kernel's parameters (one missing, one given twice): Triton
+    refuses it on a GPU too, before compiling, so it is the test's error, not the compiler's or the simulator's."""
+
+
 class SimulateOnlyKernel:
     """What a launch returns when the installed compiler refused the kernel: it was simulated,
     but there is no ``asm``, ``metadata`` or binary to look at."""
@@ -177,7 +182,7 @@ class TLXSimPlugin:
     def pytest_runtest_call(self, item):
         marker = item.get_closest_marker("tlx_sim_deadline")
         limit = float(marker.args[0]) if marker and marker.args else self.deadline_s
-        with _deadline(limit, item.nodeid, self._may_stop):
+        with _deadline(limit, item.nodeid, self._may_stop, self._stop_task_thread):
             yield
 
     @pytest.hookimpl(hookwrapper=True)
@@ -234,6 +239,10 @@ class TLXSimPlugin:
     def _launch(self, sim, orig, jit, args, kwargs, grid, warmup):
         __tracebackhide__ = True
         name = getattr(jit, "__name__", None) or jit.fn.__name__
+        unbound = _unbound(jit, args, kwargs)
+        if unbound:
+            raise LaunchArgumentError(f"{name}(): {unbound} (the launch does not give every kernel parameter; "
+                                      f"Triton refuses it on a GPU too)")
         compiled = None
         refused = _compile_in_child(lambda: orig(jit, *args, grid=grid, warmup=True, **kwargs), jit, self.model, name)
         if refused is None:
@@ -276,6 +285,28 @@ class TLXSimPlugin:
         except ImportError:
             return False
         return greenlet.getcurrent().parent is not None
+
+    def _stop_task_thread(self, exc_type) -> bool:
+        # simulated tasks as threads (TLXWB_SIM_THREADS=1): SIGALRM reaches the main thread, which only waits
+        # for the launch, never at a kernel line. The task thread running the kernel (inside one of its lines or
+        # an op it called, not in the scheduler's hand-over: the others wait there for their turn) gets the
+        # deadline raised instead, at its next bytecode check, and unwinds as an op's own error does. Only the
+        # top frame would do too, but a kernel spends most of its time inside its ops: that waited seconds.
+        kf = self._kernel_file
+        if kf is None:
+            return False
+        import ctypes
+        import sys
+        from .sim import scheduler
+        main = threading.main_thread().ident
+        for ident, frame in sys._current_frames().items():
+            f = frame if ident != main else None
+            while f is not None and f.f_code.co_filename != scheduler.__file__:
+                if f.f_code.co_filename == kf:
+                    return ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident),
+                                                                      ctypes.py_object(exc_type)) == 1
+                f = f.f_back
+        return False
 
     # -- the end ---------------------------------------------------------------------------
     def table(self) -> list[dict]:
@@ -330,6 +361,21 @@ def _alias_tlx_tutorials() -> str | None:
     return f"{name} aliased to tlx.tutorials (the triton-utlx wheel's layout)"
 
 
+def _unbound(jit, args, kwargs) -> str | None:
+    """Why the launch's arguments (an autotuner's config already merged in) do not bind to the kernel's
+    parameters, or None; keywords that are not parameters are launch options (num_warps, ...)."""
+    import inspect
+    try:
+        sig = inspect.signature(jit.fn)
+    except (TypeError, ValueError):
+        return None
+    try:
+        sig.bind(*args, **{k: v for k, v in kwargs.items() if k in sig.parameters})
+    except TypeError as e:
+        return str(e)
+    return None
+
+
 def _short(nodeid: str) -> str:
     # a suite outside the rootdir has node ids with its whole path: keep the file's name
     path, sep, rest = nodeid.partition("::")
@@ -350,6 +396,8 @@ def _failure(exc, refused) -> dict:
     m = _NOT_MODELLED.search(text)
     if m:
         return {"status": UNSUPPORTED, "why": f"tlx.{m.group(1)} is not modelled", "message": msg}
+    if isinstance(exc, LaunchArgumentError):
+        return {"status": FAILED, "why": "launch arguments (fails on a GPU too)", "message": msg}
     if isinstance(exc, SimDeadline) or "SimDeadline:" in text:      # the simulator wraps a task's exception
         return {"status": FAILED, "why": "deadline", "message": msg}
     if isinstance(exc, DeadlockError):
@@ -423,22 +471,31 @@ def _compile_in_child(compile_once, jit, model, name: str) -> str | None:
 
 
 @contextlib.contextmanager
-def _deadline(seconds: float, nodeid: str, may_stop=lambda frame: True):
-    # SIGALRM reaches the main thread, where pytest runs the test and the simulator its greenlets
+def _deadline(seconds: float, nodeid: str, may_stop=lambda frame: True, elsewhere=lambda exc_type: False):
+    # SIGALRM reaches the main thread, where pytest runs the test and the simulator its greenlets;
+    # ``elsewhere(exc_type)`` raises it in another thread instead (tasks as threads) and says whether it did
     usable = seconds and seconds > 0 and hasattr(signal, "setitimer") \
         and threading.current_thread() is threading.main_thread()
     if not usable:
         yield
         return
+    text = (f"{nodeid} ran past its deadline of {seconds:g} s under --tlx-sim "
+            f"(raise it with --tlx-sim-deadline or @pytest.mark.tlx_sim_deadline(s))")
+
+    class Expired(SimDeadline):
+        # raised in another thread by type alone (PyThreadState_SetAsyncExc): the message comes with the type
+        def __init__(self, *args):
+            super().__init__(*(args or (text,)))
+    Expired.__name__ = Expired.__qualname__ = "SimDeadline"
 
     def fire(signum, frame):
         if not may_stop(frame):
-            signal.setitimer(signal.ITIMER_REAL, 0.005)       # try again at the next kernel line
+            # again later, should that thread swallow it; else try again at the next kernel line
+            signal.setitimer(signal.ITIMER_REAL, 0.5 if elsewhere(Expired) else 0.005)
             return
         # again later, should this one be swallowed (raised inside an at-fork hook, a __del__, ...)
         signal.setitimer(signal.ITIMER_REAL, 0.5)
-        raise SimDeadline(f"{nodeid} ran past its deadline of {seconds:g} s under --tlx-sim "
-                          f"(raise it with --tlx-sim-deadline or @pytest.mark.tlx_sim_deadline(s))")
+        raise Expired()
     old = signal.signal(signal.SIGALRM, fire)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:

@@ -10,9 +10,9 @@ import pytest
 PROJECT = pathlib.Path(__file__).parent / "project"
 
 
-def _pytest(tmp_path, *args):
+def _pytest(tmp_path, *args, env=None):
     report = tmp_path / "sim.json"
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", **(env or {})}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tlx_workbench.pytest_plugin", "-p", "no:cacheprovider",
                            "-q", "--tlx-sim-report", str(report), *args],
@@ -46,8 +46,10 @@ def test_every_test_gets_its_named_outcome(h200):
         "test_ballot": ("simulate-only pass", "compiler refused ballot"),   # the compiler crashes on it
         "test_spin_forever": ("failed", "deadlock"),       # a volatile spin nobody ends: diagnosed, no hang
         "test_endless_launches": ("failed", "deadline"),
+        "test_one_endless_launch": ("failed", "deadline"),         # stopped inside the one launch
+        "test_launch_missing_a_constexpr": ("failed", "launch arguments (fails on a GPU too)"),
     }, proc.stdout
-    assert data["counts"] == {"faithful pass": 4, "simulate-only pass": 2, "failed": 4, "unsupported op": 0,
+    assert data["counts"] == {"faithful pass": 4, "simulate-only pass": 2, "failed": 6, "unsupported op": 0,
                               "compiler refused": 1, "skipped": 0}
     assert proc.returncode == 1          # failures fail the run, as on a GPU
 
@@ -100,3 +102,25 @@ def test_without_the_option_the_plugin_does_nothing():
     before = (torch.cuda.is_available, driver._active)
     pytest_plugin.pytest_configure(Config())
     assert (torch.cuda.is_available, driver._active) == before
+
+
+def test_deadline_with_tasks_as_threads(tmp_path):
+    # before: with TLXWB_SIM_THREADS=1 SIGALRM found the main thread waiting for the launch, never at a kernel
+    # line, and retried forever: one long launch ran on past its deadline
+    proc, data = _pytest(tmp_path, "--tlx-sim=H200", "test_spin.py", "-k", "endless", env={"TLXWB_SIM_THREADS": "1"})
+    assert data is not None, proc.stdout + proc.stderr
+    assert _status(data) == {"test_endless_launches": ("failed", "deadline"),
+                             "test_one_endless_launch": ("failed", "deadline")}, proc.stdout
+    by = {t["test"].split("::")[-1]: t for t in data["tests"]}
+    assert by["test_one_endless_launch"]["seconds"] < 30
+    assert "ran past its deadline of 2 s" in proc.stdout
+
+
+def test_a_launch_missing_a_parameter_is_the_tests_error(h200):
+    # TLX's test of its persistent attention tutorial launches with a config that lacks RESCALE_OPT: before, the
+    # compile child and then the simulator refused it, and the table said "simulator finding"
+    _, data = h200
+    by = {t["test"].split("::")[-1]: t for t in data["tests"]}
+    t = by["test_launch_missing_a_constexpr"]
+    assert "missing a required argument: 'FACTOR'" in t["message"] and "on a GPU too" in t["message"]
+    assert t["launches"] == []            # neither compiled nor simulated: Triton stops it first

@@ -26,3 +26,20 @@ def test_endless_launches():
     x = torch.ones(64, device="cuda")
     while True:
         spin_until_set[(1,)](x.to(torch.int32), x)
+
+
+@triton.jit
+def sum_many_times(x_ptr, out_ptr, n_rounds):
+    offs = tl.arange(0, 16)
+    acc = tl.zeros([16], dtype=tl.float32)
+    for _ in range(n_rounds):
+        acc += tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, acc)
+
+
+@pytest.mark.tlx_sim_deadline(2)
+def test_one_endless_launch():
+    # one launch that would run for hours on the CPU: the deadline stops it inside the kernel
+    x = torch.ones(16, device="cuda")
+    out = torch.zeros(16, device="cuda")
+    sum_many_times[(1,)](x, out, 2**31 - 1)
