@@ -108,3 +108,20 @@ def alias_through_named_imports(x_ptr, out_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
     tlx.local_store(a[0], tl.load(x_ptr + offs))
     tl.store(out_ptr + offs, tlx.local_load(b[0]))
+
+
+# -- an autotuned launch runs the hooks a GPU's autotuner runs ----------------------------------------------------
+
+def test_autotuned_split_k_gemm_is_reduced_as_on_a_gpu():
+    # before: the simulated autotuner picked the first pruned config (SPLIT_K=2 at this shape) and never ran the
+    # autotuner's post_hook, where TLX's split-K GEMM reduces its workspace into C: C was left unwritten (NaN)
+    import tlx.tutorials.blackwell_gemm_ws as gemm
+    from tlx_workbench.sim.api import Simulation
+    a = torch.randn(512, 512, dtype=torch.float16)
+    b = torch.randn(512, 256, dtype=torch.float16)
+    with Simulation(gpu="B200") as sim:
+        c = gemm.matmul(a, b)
+    assert gemm.matmul_kernel_tma_ws_blackwell.best_config.kwargs["SPLIT_K"] > 1
+    assert [r.kernel for r in sim.results] == ["matmul_kernel_tma_ws_blackwell", "_reduce_k_kernel"]
+    # fp16 partial sums, each rounded once, then added in fp32 and rounded again
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), atol=0.15, rtol=0.01)

@@ -192,32 +192,58 @@ class Simulation:
 
     # -- launches --------------------------------------------------------------------------
     def launch_autotuned(self, tuner, args, kwargs):
+        """An autotuned launch as Triton's ``Autotuner.run`` makes it, with one simulated launch standing for
+        both the benchmark runs and the final one. On a GPU the first call with a new key benchmarks every
+        pruned config (pre-hook, reset_to_zero, kernel, post-hook each time), then runs the best one without the
+        post-hook; what the user sees afterwards is the post-hook's work on the benchmark runs plus the final
+        run (TLX's split-K GEMM reduces its workspace into C only in its post-hook). So a first call runs the
+        user's post-hook after the launch; a later call with the same key, cached as Triton caches it, does not
+        (on a GPU, neither)."""
         nargs = dict(zip(tuner.arg_names, args))
         tuner.nargs = nargs
-        config = self._pick_config(tuner, kwargs)
+        key = _tuning_key(tuner, nargs, kwargs)
+        cache = tuner.__dict__.setdefault("_tlxwb_configs", {})
+        ckey = (key, repr(self.config))
+        benchmarked = False
+        config = cache.get(ckey) if key is not None else None
+        if config is None:
+            config, benchmarked = self._pick_config(tuner, kwargs)
+            if key is not None:
+                cache[ckey] = config
         tuner.best_config = config
+        full = {**nargs, **kwargs, **config.all_kwargs()}
+        if benchmarked:
+            tuner.pre_hook(full, reset_only=True)       # reset_to_zero, as after the benchmark
         if config.pre_hook is not None:
-            config.pre_hook({**nargs, **kwargs, **config.all_kwargs()})
-        return tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+            config.pre_hook(full)
+        try:
+            ret = tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+        finally:
+            tuner.nargs = None
+        if benchmarked and getattr(tuner, "user_defined_post_hook", False):
+            tuner.post_hook(full, exception=None)
+        return ret
 
     def _pick_config(self, tuner, kwargs):
+        """(the config, whether Triton would have benchmarked to choose it: more than one left after pruning)."""
         import triton
         want = self.config
-        if isinstance(want, triton.Config):
-            return want
         try:
             configs = tuner.prune_configs(kwargs)
         except Exception:  # noqa: BLE001 - a pruning hook that needs a GPU: fall back to the declared list
             configs = tuner.configs
+        bench = len(tuner.configs) > 1 and len(configs) > 1
+        if isinstance(want, triton.Config):
+            return want, bench
         if want is None:
-            return configs[0]
+            return configs[0], bench
         if isinstance(want, int):
-            return configs[want]
+            return configs[want], bench
         # a dict: the pruned configs first (a pruning hook may also fill in heuristic values), then the rest
         for c in list(configs) + [c for c in tuner.configs if c not in configs]:
             allk = c.all_kwargs()
             if all(allk.get(k) == v for k, v in dict(want).items()):
-                return c
+                return c, bench
         raise SimulationError(f"no autotune config of {tuner.base_fn.__name__} matches config={want!r}",
                               hint=f"pick one of the {len(tuner.configs)} configs, e.g. "
                                    f"{tuner.configs[0].all_kwargs()}")
@@ -266,6 +292,21 @@ class Simulation:
         if res.deadlock is not None and self.on_deadlock == "raise":
             raise_deadlock(first, res)
         return None
+
+
+def _tuning_key(tuner, nargs, kwargs):
+    """The key Triton's autotuner caches its choice under (its ``keys`` values and the tensors' dtypes), or None
+    for a tuner with one config (never benchmarked)."""
+    if len(tuner.configs) <= 1:
+        return None
+    args = {k: v for k, v in {**nargs, **kwargs}.items() if k in tuner.arg_names}
+    key = [args[k] for k in tuner.keys if k in args]
+    key += [str(v.dtype) for v in args.values() if hasattr(v, "dtype")]
+    try:
+        hash(tuple(key))
+    except TypeError:
+        return None
+    return tuple(key)
 
 
 def _same(a, b) -> bool:
