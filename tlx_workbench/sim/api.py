@@ -34,6 +34,7 @@ class SimResult:
         run.findings[:] = rank_findings([f for f in run.findings if not getattr(f, "cause", False)], run.trace,
                                         run.file) + [f for f in run.findings if getattr(f, "cause", False)]
         self.findings = list(run.findings)
+        self.atomic_ordering: list[str] = []      # outputs that differ between schedules only as atomics order
         self.stats = run.stats
         self.kernel_bytes = getattr(run, "kernel_bytes", 0)
         self.numerics = getattr(run, "numerics", True)
@@ -254,6 +255,7 @@ class Simulation:
         first = None
         outputs0 = None
         divergent = []
+        ordering = []           # outputs that differ only as atomics' free ordering makes them differ
         seeds = [self.seed + i for i in range(self.schedules)]
         for i, seed in enumerate(seeds):
             if i > 0:
@@ -263,7 +265,7 @@ class Simulation:
                              max_steps=self.max_steps, resident=self.resident, memory=taken,
                              occupancy=self.occupancy, in_flight=self.in_flight,
                              numerics=self.numerics, spills=self.spills,
-                             serialized_wgmma=self.serialized_wgmma)
+                             serialized_wgmma=self.serialized_wgmma, track_writes=len(seeds) > 1)
             if i == 0:
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
@@ -276,8 +278,11 @@ class Simulation:
                         first.findings.append(f)
                 for (t, _), o in zip(snap, outputs0):
                     if not _same(t, o):
-                        divergent.append(seed)
-                        break
+                        kind, why = explain_divergence(t, o, [first.writes, run.writes])
+                        if kind == "race":
+                            divergent.append(seed)
+                            break
+                        ordering.append((seed, tuple(t.shape), str(t.dtype).removeprefix("torch."), why))
             if run.deadlock is not None:
                 break
         if snap and len(seeds) > 1:
@@ -288,6 +293,9 @@ class Simulation:
                                                  f"{self.seed}: the result depends on the interleaving (a race)")
         res = SimResult(first, seeds[:len(seeds)])
         res.findings = list(first.findings)
+        # not findings: a GPU orders atomics freely too; said, so that a test comparing bits knows why
+        res.atomic_ordering = [f"under schedule seed {seed} a {dt} output of shape {list(shape)} differs from seed "
+                               f"{self.seed}: {why}" for seed, shape, dt, why in ordering]
         self.results.append(res)
         if res.deadlock is not None and self.on_deadlock == "raise":
             raise_deadlock(first, res)
@@ -307,6 +315,9 @@ def _tuning_key(tuner, nargs, kwargs):
     except TypeError:
         return None
     return tuple(key)
+
+
+from .writes import explain_divergence  # noqa: E402
 
 
 def _same(a, b) -> bool:

@@ -86,6 +86,7 @@ class LaunchRun:
         self.clc_queue = collections.deque()
         self.clc_log: list = []       # (stealing CTA, first CTA of the stolen cluster)
         self.numerics = True          # False: timing only (no data moved or computed by TMA and wgmma)
+        self.writes = None            # a writes.WriteLog when schedules are compared
 
     def clc_steal(self, cta):
         """CLC try_cancel: take the next cluster that has not started; its first CTA's x id, or None."""
@@ -153,6 +154,8 @@ def _access_checker(run: LaunchRun, ranges):
             cta.global_access(int(p.size) * itemsize, is_store)
         if p.size == 0:
             return
+        if is_store and run.writes is not None:
+            run.writes.store(p, itemsize, _lane())
         ok = np.zeros(p.shape, dtype=bool)
         for a, b in zip(lo, hi):
             ok |= (p >= a) & (p + np.uint64(itemsize) <= b)
@@ -174,6 +177,12 @@ def _poller(check):
     def poll(run_op, key, ptrs, mask, itemsize, is_atomic):
         if is_atomic:
             check(ptrs, mask, itemsize, False)
+            log = _state.cta.run.writes if _state.cta is not None else None
+            if log is not None:
+                p = np.asarray(ptrs).reshape(-1)
+                if mask is not None:
+                    p = p[np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).reshape(-1)]
+                log.atomic_op(p, itemsize, _lane())
         cta = _state.cta
         if cta is None or cta.task is None:
             return run_op()[0]
@@ -186,6 +195,14 @@ def _account_global(nbytes, is_store):
     cta = _state.cta
     if cta is not None:
         cta.global_access(nbytes, is_store)
+    if is_store and cta is not None and cta.run.writes is not None:
+        cta.run.writes.opaque_stores = True
+
+
+def _lane():
+    cta = _state.cta
+    task = cta.task if cta is not None else None
+    return task.lane if task is not None else None
 
 
 def _clusters(g, cga):
@@ -256,14 +273,15 @@ def _charge_alu(elements: int, weight: float):
 
 def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_steps=2_000_000,
                resident=None, memory=(), occupancy=1, in_flight=None, numerics=True,
-               spills=0, serialized_wgmma=False) -> LaunchRun:
+               spills=0, serialized_wgmma=False, track_writes=False) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
     ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth); ``in_flight``: the
     CTAs sharing the bandwidth, when not this grid's (a small shape timed as part of a large launch);
     ``numerics=False``: timing only (TMA moves no data, wgmma computes nothing; the protocol and clocks are kept);
     ``spills``: ptxas's spill loads, bytes per thread (the compile report's), charged around each async_dot;
     ``serialized_wgmma``: ptxas serialized the wgmma pipeline (each instruction waits for the previous).
-    ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken)."""
+    ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken);
+    ``track_writes``: keep a ``writes.WriteLog`` (who stored, which bytes atomics wrote) in ``run.writes``."""
     from triton.runtime.jit import JITFunction
     bound, opts = _bind(jitfn, args, kwargs)
     num_warps = int(opts.get("num_warps") or 4)
@@ -283,6 +301,9 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     run.cluster_dims = cga
     arg_ranges = _memory_ranges(bound.values())
     ranges = arg_ranges + _memory_ranges(memory)
+    if track_writes:
+        from .writes import WriteLog
+        run.writes = WriteLog(ranges)
     # the bytes of every tensor the kernel's arguments reach (each storage once): the DRAM floor of a prediction
     run.kernel_bytes = sum(e - b for b, e in dict(arg_ranges).items())
     constexpr_names = {p.name for p in jitfn.params if p.is_constexpr}
