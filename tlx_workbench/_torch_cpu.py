@@ -5,7 +5,7 @@ Used by the pytest plugin (:mod:`tlx_workbench.pytest_plugin`), together with
 ``torch.cuda.get_device_properties``/``get_device_capability``). Here: a
 ``TorchFunctionMode`` rewrites the device of factory calls, ``Tensor.to`` and
 ``Tensor.cuda``; ``torch.cuda`` streams, events, ``is_available`` and memory queries
-get CPU stand-ins; fp16/bf16 matmuls accumulate in fp32 as cuBLAS does (``_reduced_float_matmul``). Tensors really live on the CPU, so ``x.is_cuda`` is False.
+get CPU stand-ins; fp16/bf16 matmuls are computed as the tensor cores add them (``_reduced_float_matmul``). Tensors really live on the CPU, so ``x.is_cuda`` is False.
 
 >>> with CudaOnCpu(gpu_model("H200")):
 ...     x = torch.ones(4, device="cuda")      # a CPU tensor
@@ -92,24 +92,56 @@ def _matmuls():
                       torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm, torch.nn.functional.linear})
 
 
+def _tensor_core_matmul(a, b):
+    """``a @ b`` of fp16/bf16 tensors (2-D or batched) as :func:`tlx_workbench.sim.mma_numerics.mma_accumulate`
+    adds it, in torch (float64 slices of K): float32, the same bits as the simulator's MMA of the same operands."""
+    import torch
+    from .sim.mma_numerics import k_slice
+    step = k_slice(16)
+    a64, b64 = a.double(), b.double()
+    k = a.shape[-1]
+    out = None
+    for k0 in range(0, k, step):
+        part = a64[..., k0:k0 + step] @ b64[..., k0:k0 + step, :]
+        out = part.float() if out is None else (out + part).float()
+    return out if out is not None else torch.zeros(torch.broadcast_shapes(a.shape[:-1], b.shape[:-2])
+                                                    + b.shape[-1:], dtype=torch.float32)
+
+
 def _reduced_float_matmul(func, args, kwargs):
     """A fp16/bf16 matmul as the GPU computes it, or None when it is not one.
 
-    On a GPU, torch's fp16/bf16 matmuls (cuBLAS) multiply exactly and accumulate in fp32, rounding once to the
-    output type. Torch's CPU kernel for fp16 is ~300x slower (2048^3: 75 s against 0.26 s in fp32 on this 2-core
-    box) and rounds differently (1 ulp in ~0.3 % of a 1024^3 product's elements): a GPU test's torch reference
-    would be neither the GPU's numbers nor done in time. The same product in fp32, rounded once, is both."""
+    On a GPU, torch's fp16/bf16 matmuls run on cuBLAS's tensor-core kernels: exact products, the same MMA
+    instructions a TLX kernel issues, K summed in order into fp32, rounded once to the output type. So a GEMM
+    kernel and its torch reference agree to the bit there, and GPU suites compare them at fp16's tolerance. The
+    same product here is the simulator's MMA model (``sim/mma_numerics.py``: per 16-element slice of K, the exact
+    sum rounded into fp32). Torch's own CPU kernel would be neither: ~300x slower (2048^3: 75 s against 0.3 s in
+    fp32 on this 2-core box) and rounded differently (1 ulp in ~0.3 % of a 1024^3 product's elements)."""
     import torch
-    if kwargs.get("out") is not None:
+    if kwargs.get("out") is not None or kwargs.get("input") is not None:
         return None
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
     if not tensors or any(t.dtype not in (torch.float16, torch.bfloat16) for t in tensors):
         return None
     dtype = tensors[0].dtype
-    if any(t.dtype != dtype for t in tensors):
+    if any(t.dtype != dtype for t in tensors) or len(args) < 2:
         return None
-    wide = tuple(a.float() if isinstance(a, torch.Tensor) else a for a in args)
-    return func(*wide, **kwargs).to(dtype)
+    if func is torch.Tensor.__rmatmul__:
+        args = (args[1], args[0]) + tuple(args[2:])
+    x, w = args[0], args[1]
+    if not (isinstance(x, torch.Tensor) and isinstance(w, torch.Tensor)) or x.dim() < 2 or w.dim() < 2:
+        return None
+    if func is torch.nn.functional.linear:
+        bias = args[2] if len(args) > 2 else kwargs.get("bias")
+        out = _tensor_core_matmul(x, w.t())
+        if bias is not None:
+            out = out + bias.float()
+        return out.to(dtype)
+    if kwargs:
+        return None
+    if func in (torch.bmm, torch.Tensor.bmm) and (x.dim() != 3 or w.dim() != 3):
+        return None
+    return _tensor_core_matmul(x, w).to(dtype)
 
 
 def _mode_class():

@@ -15,6 +15,8 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter as _interp
 
+from .mma_numerics import mma_accumulate
+
 # the Triton release this adapter was written against (checked by the tests)
 PINNED_TRITON = "3.8."
 
@@ -433,6 +435,19 @@ def _is_bf16(h) -> bool:
     return getattr(h.dtype, "scalar", h.dtype) == tl.bfloat16 and np.asarray(h.data).dtype == np.uint16
 
 
+def _mma_operand(h):
+    """(its values, exactly, as a float array; its bits) for a 16- or 8-bit float dot operand, else None."""
+    if _is_bf16(h):
+        return bf16_bits_to_f32(h.data), 16
+    ty = getattr(h.dtype, "scalar", h.dtype)
+    data = np.asarray(h.data)
+    if ty.is_floating() and ty.primitive_bitwidth == 8:
+        return _interp._convert_float(data, ty, tl.float16, None).view(np.float16), 8
+    if data.dtype == np.float16:
+        return data, 16
+    return None
+
+
 def _wide(h):
     """The values of a handle as a numpy array: bf16 decoded to float32, anything else unchanged."""
     return bf16_bits_to_f32(h.data) if _is_bf16(h) else h.data
@@ -487,6 +502,10 @@ def install_bf16_numerics():
     bf16 = tl.bfloat16
 
     def create_dot(a, bb, d, input_precision, max_num_imprecise_acc):
+        wa, wb = _mma_operand(a), _mma_operand(bb)
+        if wa is not None and wb is not None and np.asarray(d.data).dtype == np.float32:
+            # 16- and 8-bit float operands into an fp32 accumulator: as the tensor cores add (sim/mma_numerics.py)
+            return TensorHandle(mma_accumulate(d.data, wa[0], wb[0], max(wa[1], wb[1])), d.dtype.scalar)
         if _is_bf16(a):
             a = TensorHandle(bf16_bits_to_f32(a.data), tl.float32)
         if _is_bf16(bb):

@@ -155,12 +155,16 @@ class MmaOps:
         b_arr = (np.concatenate([pairs[0][2].array, pairs[1][2].array], axis=1) if two_ctas else b.array)
         m = n = k = 0
         for cta, av, bv, cv in pairs:
-            out = product(av.array, b_arr)
+            into = getattr(product, "accumulates", False) and use_acc and \
+                cv.array.shape == av.array.shape[:-1] + b_arr.shape[-1:]
+            out = product(av.array, b_arr, cv.array) if into else product(av.array, b_arr)
             if out.shape != cv.array.shape:
                 raise self.error(f"{what}: A @ B is {list(out.shape)} but the accumulator {cv.slot_name} is "
                                  f"{list(cv.array.shape)}", line, hint="check the shapes of A, B and acc"
                                  + (" (2-CTA: B is each CTA's half, the product spans both halves)" if two_ctas else ""))
-            if use_acc:
+            if into:
+                cv.array[...] = out                         # the product added into the accumulator already
+            elif use_acc:
                 cv.array[...] = cv.array + out.astype(cv.array.dtype, copy=False)
             else:
                 cv.array[...] = out

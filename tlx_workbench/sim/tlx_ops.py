@@ -26,6 +26,7 @@ from .bulk_copy_ops import BulkCopyBuilderOps
 from .cluster_ops import RemoteSlot
 from .desc_scratch import DescScratchOps, reinterpret_tensor_descriptor
 from .memory import SmemAlloc, SmemView
+from .mma_numerics import mma_accumulate
 from .scaled_mma_ops import format_name, mx_product, operand_bits
 from .scheduler import Abort, StepLimit
 from .stoch_round import StochRoundBuilderOps
@@ -359,9 +360,12 @@ class _TLXBuilder(ia.InterpreterBuilder):
     def create_tcgen05_mma(self, a, b, acc, use_acc, pred, bars, bar_preds=None, two_ctas=False, multicast=False):
         av, bv = _view(a, "async_dot A"), _view(b, "async_dot B")
 
-        def product(x, y):
-            return as_f32(x, av.tl_dtype) @ as_f32(y, bv.tl_dtype)
         bits = av.tl_dtype.primitive_bitwidth
+
+        def product(x, y, acc=None):
+            # exact operands into the fp32 accumulator as the tensor cores add them (sim/mma_numerics.py)
+            return mma_accumulate(acc, as_f32(x, av.tl_dtype), as_f32(y, bv.tl_dtype), bits)
+        product.accumulates = True
         self._mma(a, b, acc, use_acc, pred, bars, two_ctas, "async_dot", product, bits)
 
     def create_tcgen05_mma_scaled(self, a, b, acc, a_scale, b_scale, a_type, b_type, use_acc, pred, bars,
