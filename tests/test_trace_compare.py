@@ -69,7 +69,9 @@ def test_simulated_shares_are_wait_spans_by_op_over_the_lanes_extent(sim_trace):
     assert len(dots) == len(dot_waits) == 2 * STEPS
     assert all(any(w.start < d.end and d.start < w.end for w in dot_waits) for d in dots)
     spans = list(sim_trace.spans_of(cta=0, task="task1", replica=0))
-    assert sum(s.duration for s in spans) > consumer.extent        # the overlap: summed spans exceed the extent
+    # the group's own ops follow one another (the async_dot's issue is busy time between them, no span); the
+    # wgmma overlaps them (its issue and the wait for it, above), so it is never counted as the group's time
+    assert sum(s.duration for s in spans if s.kind != "mma") <= consumer.extent + 1e-6
     assert consumer.wait < 1
 
 

@@ -190,3 +190,31 @@ def test_a_serialized_wgmma_pipeline_costs_each_instruction():
     assert dur["plain"] == pytest.approx(cm.mma_cycles(m, n, k, 16))
     assert dur["serial"] == pytest.approx((m // 64) * (k // 16) * load("H200").mma_serial_cycles[str(n)], rel=0.2)
     assert serial.cycles > plain.cycles
+
+
+def test_an_async_dot_keeps_its_warp_group_busy_issuing_what_the_h200_measured():
+    """A warp group issuing an async_dot is busy (not waiting) for its wgmma instructions' issue, ~30 cycles each
+    on the H200 (cost.MEASURED_WGMMA_ISSUE, from the gemm_ws 4096^3 traces); the tensor core starts on the
+    first instruction, so the wgmma's own time is unchanged. GPUs never measured keep the generic issue slot."""
+    from tlx_workbench.sim.cost import MEASURED_WGMMA_ISSUE
+    launch, a, b, cfg = _gemm_ws((256, 128, 256))
+    cm = cost_model("H200")
+    assert cm.wgmma_instructions(64, 64, 16) == 4 and cm.wgmma_instructions(128, 128, 8) == 8
+    assert cm.wgmma_issue_cycles(64, 64, 16) == pytest.approx(4 * MEASURED_WGMMA_ISSUE["H200"])
+    assert cost_model("H100").wgmma_issue_cycles(64, 64, 16) == cost_model("H100").issue
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = wb.simulate(launch, a, b, cfg, gpu="H200", numerics=False)
+    mma = [s for s in res.trace.spans if s.kind == "mma"]
+    assert mma
+    for s in mma:
+        # the span is the tensor core's time (its work), issue or not
+        assert s.end - s.start == pytest.approx(cm.mma_cycles(s.args["m"], s.args["n"], s.args["k"], 16))
+    # gemm_ws: barrier_wait(full) -> async_dot -> async_dot_wait; the group spends the gap issuing
+    gaps = []
+    for lane in {s.lane for s in mma}:
+        ops = sorted((x for x in res.trace.spans if x.lane == lane and x.kind != "mma"), key=lambda x: x.start)
+        gaps += [b.start - a.end for a, b in zip(ops, ops[1:])
+                 if (a.name, b.name) == ("barrier_wait", "async_dot_wait")]
+    k = mma[0].args["k"]
+    assert gaps and all(g == pytest.approx(cm.wgmma_issue_cycles(64, k, 16)) for g in gaps), (set(gaps), k)

@@ -28,6 +28,9 @@ class CostModel:
     tma_latency: float = 500.0
     # issuing a TMA op / a wgmma / an mbarrier op from one thread: a few instructions
     issue: float = 8.0
+    # a warp group issuing an async_dot: cycles per wgmma instruction it holds (m/64 x k/k-per-instruction; the
+    # descriptors, fences and commit included). 0 = the generic ``issue`` for the whole async_dot
+    wgmma_issue: float = 0.0
     # mbarrier arrive and a satisfied try_wait: tens of cycles (same paper, ~20-30 cycles)
     barrier_op: float = 20.0
     # an arrive on a warp barrier (every thread arrives; no warp-group sync before it)
@@ -110,15 +113,26 @@ class CostModel:
             rate = self.mma_flops_per_cycle * {4: 4.0, 8: 2.0, 16: 1.0, 32: 0.5}.get(in_bits, 1.0)
         return 2.0 * m * n * k / rate
 
+    def wgmma_instructions(self, m: int, k: int, in_bits: int) -> int:
+        """How many wgmma instructions a warp group's async_dot of (m x k) @ (k x n) is: one per 64 rows and
+        per k-slice of one instruction (16 for 16-bit operands, 32 for fp8, 8 for tf32)."""
+        k_instr = max(1, 256 // max(in_bits, 1))
+        return max(1, m // 64) * max(1, k // k_instr)
+
+    def wgmma_issue_cycles(self, m: int, k: int, in_bits: int) -> float:
+        """Cycles the issuing warp group spends on an async_dot before it runs its next op."""
+        if not self.wgmma_issue:
+            return self.issue
+        return max(self.issue, self.wgmma_issue * self.wgmma_instructions(m, k, in_bits))
+
     def serial_mma_cycles(self, m: int, n: int, k: int, in_bits: int) -> float:
         """An async_dot whose wgmma instructions run one after another (each waits for the previous):
         (m / 64) x (k / k-per-instruction) instructions, each at the measured cost for its N."""
         table = sorted(self.mma_serial)
         if not table:
             return self.mma_cycles(m, n, k, in_bits)
-        k_instr = max(1, 256 // max(in_bits, 1))           # 16 for 16-bit operands, 32 for fp8, 8 for tf32
         each = float(np.interp(n, [x for x, _ in table], [c for _, c in table]))     # clamped at the measured N
-        instr = max(1, m // 64) * max(1, k // k_instr)
+        instr = self.wgmma_instructions(m, k, in_bits)
         return max(self.mma_cycles(m, n, k, in_bits), instr * each)
 
     def smem_cycles(self, nbytes: int) -> float:
@@ -149,6 +163,15 @@ class CostModel:
         return nbytes / (per_sm * self.gpu.sm_count)
 
 
+#: a warp group issuing one wgmma instruction of an async_dot on the H200, cycles. No calibration family times it:
+#: measured in gemm_ws 4096^3 CONFIGS[0] (64x256x64 async_dots, 4 m64n256k16 instructions each), 2026-12-02 05:44 UTC,
+#: `benchmarks/shares_h200.py`, read by `benchmarks/shares_kstep.py`: the waits-only trace
+#: (benchmarks/shares/gemm_ws_4096_waits.json) has 231.5 cycles from the last barrier_wait to the async_dot_wait
+#: (median, 8 lanes) less 114 between two adjacent waits (the recorder alone): 117.5; the every-op trace's
+#: async_dot spans (not kept: 4 MB) 129 less ~6 of a span's own clock reads: 123. ~30 per instruction; measured at
+#: N=256 only, taken as the same for every N
+MEASURED_WGMMA_ISSUE = {"H200": 30.0}
+
 #: the arrive of an ordinary mbarrier, by assumption (the two calibration loops measure arrive + wake and
 #: arrive + satisfied wait, not the split): the rest of each loop goes to the wake and to the wait
 ASSUMED_ARRIVE = 40.0
@@ -170,6 +193,7 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
         wake=b["handover"] - arrive,
         named_barrier=b["named_handover"],
         mma_group_gap=cal.single_group_gap(),
+        wgmma_issue=MEASURED_WGMMA_ISSUE.get(model.name, 0.0),
         smem_bytes_per_cycle=sum(cal.smem_bytes_per_cycle.values()) / len(cal.smem_bytes_per_cycle),
         mma_rates=tuple((bits, cal.mma_flops_per_cycle(bits)) for bits in (8, 16, 32)),
         tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, 1),
