@@ -602,8 +602,9 @@ def sim_findings(ctx_file: str, sim) -> list[Finding]:
         if key in seen:
             continue
         seen.add(key)
-        out.append(Finding(f.kind, "error", f.message, [(ctx_file, l) for l in (f.line, f.other_line) if l],
-                           (f.hint or "order the accesses through a barrier") if f.kind == "race" else ""))
+        out.append(Finding(f.kind, getattr(f, "severity", "error"), f.message,
+                           [(ctx_file, l) for l in (f.line, f.other_line) if l],
+                           (f.hint or "order the accesses through a barrier") if f.kind == "race" else (f.hint or "")))
     return out
 
 

@@ -212,8 +212,8 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
             return Outcome("dropped", reason=d.message.splitlines()[0], file=res.file, line=d.line,
                            diagnosis=d.text() + (f"\n\nwhat to do: {d.hint}" if getattr(d, "hint", None) else ""),
                            metrics=dict(metrics, verdict="deadlock"), device=gpu, seconds=time.perf_counter() - t0)
-        if res.findings:
-            f = res.findings[0]
+        if res.errors:
+            f = res.errors[0]
             text = "\n".join(getattr(x, "text", lambda: str(x))() if callable(getattr(x, "text", None))
                              else str(x) for x in res.findings)
             return Outcome("dropped", reason=f"{f.kind}: {f.message}", file=getattr(f, "file", None) or res.file,

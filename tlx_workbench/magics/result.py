@@ -50,9 +50,12 @@ class CellResult:
         if self.errors:
             from .diagnosis import error_text
             return error_text(self.errors[0]).splitlines()[0]
-        if self.sim is not None and not self.sim.ok:
-            kinds = sorted({f.kind for f in self.sim.findings})
-            return f"the simulator found {len(self.sim.findings)} problem(s): {', '.join(kinds)}"
+        # the simulator's warnings (outputs left unwritten, NaN/Inf) are shown, as the checker's: they fail no cell
+        errs = getattr(self.sim, "errors", None) if self.sim is not None else None
+        if self.sim is not None and not self.sim.ok and (errs is None or errs or self.sim.deadlock is not None):
+            found = self.sim.findings if errs is None else errs
+            kinds = sorted({f.kind for f in found})
+            return f"the simulator found {len(found)} problem(s): {', '.join(kinds)}"
         if self.run is not None and hasattr(self.run, "ok") and not self.run.ok:
             return "the GPU run's output is wrong: " + "; ".join(
                 c.summary().splitlines()[0] for c in getattr(self.run, "comparisons", []) if not c.ok)

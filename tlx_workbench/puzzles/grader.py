@@ -177,8 +177,8 @@ def grade(puzzle, answer, *, schedules: int | None = None, cost: bool = True) ->
                 msg = f"deadlock: {d.message.splitlines()[0]}"
             return _with_kind(GradeResult(p.name, False, msg, detail=d.text(), line=d.line, sim=res), p.hints,
                               "deadlock")
-        if res.findings:
-            f = res.findings[0]
+        if res.errors:          # warnings about the outputs: the comparison below says what is wrong
+            f = res.errors[0]
             kind = "race" if f.kind == "race" else ("named" if "named" in f.kind and "named" in p.hints
                                                     else "race")
             where = f" (line {f.line}" + (f" vs line {f.other_line})" if f.other_line else ")") if f.line else ""

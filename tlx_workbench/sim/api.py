@@ -33,7 +33,7 @@ class SimResult:
         # the line to change first: a race a cause explains leads with that line (sim/races.py)
         run.findings[:] = rank_findings([f for f in run.findings if not getattr(f, "cause", False)], run.trace,
                                         run.file) + [f for f in run.findings if getattr(f, "cause", False)]
-        self.findings = list(run.findings)
+        self.findings = _errors_first(run.findings)
         self.atomic_ordering: list[str] = []      # outputs that differ between schedules only as atomics order
         self.stats = run.stats
         self.kernel_bytes = getattr(run, "kernel_bytes", 0)
@@ -52,7 +52,19 @@ class SimResult:
         return [f for f in self.findings if f.kind == "race"]
 
     @property
+    def errors(self):
+        """Findings that break the kernel's protocol (races, counts): ``raise_for_errors`` raises on them."""
+        return [f for f in self.findings if getattr(f, "severity", "error") == "error"]
+
+    @property
+    def warnings(self):
+        """Findings about the outputs (``unwritten-output``, ``nonfinite-output``: sim/outputs.py): no clean bill,
+        but nothing raises (a GPU would return as well)."""
+        return [f for f in self.findings if getattr(f, "severity", "error") != "error"]
+
+    @property
     def ok(self) -> bool:
+        """A clean bill: no deadlock and no finding, warnings included."""
         return self.deadlock is None and not self.findings
 
     @property
@@ -67,9 +79,10 @@ class SimResult:
             err.report = d
             err.result = self
             raise err
-        if self.findings:
-            f = self.findings[0]
-            more = f" (and {len(self.findings) - 1} more finding(s))" if len(self.findings) > 1 else ""
+        errors = self.errors
+        if errors:
+            f = errors[0]
+            more = f" (and {len(errors) - 1} more finding(s))" if len(errors) > 1 else ""
             hint = f.hint or ("see result.findings; announce with barrier_expect_bytes the bytes of every TMA load that "
                     "signals the barrier" if f.kind == "tx-overflow" else
                     "see result.findings; order the accesses through a barrier")
@@ -94,6 +107,8 @@ class SimResult:
                        f"mma {st['mma'] / max(st['ctas'], 1):.0f}")
         if self.ok:
             out.append("  no deadlock, no races")
+        elif self.deadlock is None and not self.errors:
+            out.append(f"  no deadlock, no races; {len(self.warnings)} warning(s) about the outputs")
         return out
 
     def __repr__(self):
@@ -292,7 +307,7 @@ class Simulation:
             first.finding("schedule-divergence", f"the outputs under schedule seed {seed} differ from seed "
                                                  f"{self.seed}: the result depends on the interleaving (a race)")
         res = SimResult(first, seeds[:len(seeds)])
-        res.findings = list(first.findings)
+        res.findings = _errors_first(first.findings)
         # not findings: a GPU orders atomics freely too; said, so that a test comparing bits knows why
         res.atomic_ordering = [f"under schedule seed {seed} a {dt} output of shape {list(shape)} differs from seed "
                                f"{self.seed}: {why}" for seed, shape, dt, why in ordering]
@@ -300,6 +315,11 @@ class Simulation:
         if res.deadlock is not None and self.on_deadlock == "raise":
             raise_deadlock(first, res)
         return None
+
+
+def _errors_first(findings) -> list:
+    # warnings (outputs unwritten or non-finite) after the protocol's errors: the first finding is the one to fix
+    return sorted(findings, key=lambda f: getattr(f, "severity", "error") != "error")
 
 
 def _tuning_key(tuner, nargs, kwargs):

@@ -34,15 +34,19 @@ LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "ctas_per_cga", "maxnre
 class Finding:
     """Something wrong the simulator saw that did not stop the run (races, overflows, count mismatches)."""
 
-    def __init__(self, kind, message, line=None, lane=None, other_line=None, file=None, hint=""):
+    def __init__(self, kind, message, line=None, lane=None, other_line=None, file=None, hint="", severity="error"):
         self.kind, self.message, self.line, self.lane, self.other_line, self.file = (
             kind, message, line, lane, other_line, file)
         self.hint = hint            # what to do, when the simulator knows it
+        #: "error" (the protocol is broken: raise_for_errors raises, a pytest test fails) or "warning" (an output
+        #: left partly unwritten or holding NaN/Inf, sim/outputs.py: shown, the run is no clean bill, nothing raises)
+        self.severity = severity
 
     def __repr__(self):
         # a finding of the whole run (e.g. outputs that differ between schedules) has no line
+        kind = self.kind if self.severity == "error" else f"{self.severity}: {self.kind}"
         lines = [f"line {n}" for n in (self.line, self.other_line) if n]
-        return f"[{self.kind}] {' / '.join(lines)}: {self.message}" if lines else f"[{self.kind}] {self.message}"
+        return f"[{kind}] {' / '.join(lines)}: {self.message}" if lines else f"[{kind}] {self.message}"
 
 
 def _run_tasks(specs):
@@ -98,8 +102,8 @@ class LaunchRun:
         self.clc_log.append((cta.pid, pid))
         return idx[0]
 
-    def finding(self, kind, message, line=None, lane=None, other_line=None):
-        self.findings.append(Finding(kind, message, line, lane, other_line, self.file))
+    def finding(self, kind, message, line=None, lane=None, other_line=None, severity="error", hint=""):
+        self.findings.append(Finding(kind, message, line, lane, other_line, self.file, hint, severity))
 
 
 def _bind(jitfn, args, kwargs):
@@ -154,8 +158,11 @@ def _access_checker(run: LaunchRun, ranges):
             cta.global_access(int(p.size) * itemsize, is_store)
         if p.size == 0:
             return
-        if is_store and run.writes is not None:
-            run.writes.store(p, itemsize, _lane())
+        if run.writes is not None:
+            if is_store:
+                run.writes.store(p, itemsize, _lane(), kernel_frame_line())
+            else:
+                run.writes.load(p, itemsize)
         ok = np.zeros(p.shape, dtype=bool)
         for a, b in zip(lo, hi):
             ok |= (p >= a) & (p + np.uint64(itemsize) <= b)
@@ -182,7 +189,7 @@ def _poller(check):
                 p = np.asarray(ptrs).reshape(-1)
                 if mask is not None:
                     p = p[np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).reshape(-1)]
-                log.atomic_op(p, itemsize, _lane())
+                log.atomic_op(p, itemsize, _lane(), kernel_frame_line())
         cta = _state.cta
         if cta is None or cta.task is None:
             return run_op()[0]
@@ -190,13 +197,17 @@ def _poller(check):
     return poll
 
 
-def _account_global(nbytes, is_store):
-    # the cost of a global access the fast descriptor path made (the access check charges the slow path's)
+def _account_global(nbytes, is_store, region=None):
+    # the cost of a global access the fast descriptor path made (the access check charges the slow path's),
+    # and the box a store wrote, into the write log
     cta = _state.cta
     if cta is not None:
         cta.global_access(nbytes, is_store)
-    if is_store and cta is not None and cta.run.writes is not None:
-        cta.run.writes.opaque_stores = True
+    if region is not None and cta is not None and cta.run.writes is not None:
+        if is_store:
+            cta.run.writes.store_box(region, _lane(), kernel_frame_line())
+        else:
+            cta.run.writes.load_box(region)
 
 
 def _lane():
@@ -301,9 +312,6 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     run.cluster_dims = cga
     arg_ranges = _memory_ranges(bound.values())
     ranges = arg_ranges + _memory_ranges(memory)
-    if track_writes:
-        from .writes import WriteLog
-        run.writes = WriteLog(ranges)
     # the bytes of every tensor the kernel's arguments reach (each storage once): the DRAM floor of a prediction
     run.kernel_bytes = sum(e - b for b, e in dict(arg_ranges).items())
     constexpr_names = {p.name for p in jitfn.params if p.is_constexpr}
@@ -351,6 +359,15 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
                           f"(ctas={sorted(wanted)}); outputs written by the other CTAs are NOT computed",
                           stacklevel=3)
         clusters = keep
+    # who wrote which bytes: for schedule comparison (lanes), and for the outputs' check (sim/outputs.py), which
+    # needs every CTA's stores: not for a partial run, nor a timing-only one (nothing is computed)
+    check_outputs = run.numerics and not run.partial
+    if track_writes or check_outputs:
+        from .writes import WriteLog
+        run.writes = WriteLog(ranges, lanes=track_writes)
+        if check_outputs:
+            from .outputs import OutputCheck
+            out_check = OutputCheck(bound, memory, arg_ranges)
     # clusters run one after another; a kernel that steals work with CLC gets `resident` clusters at once,
     # so tiles spread over the simulated CTAs as the seeded interleaving decides
     if resident is None:
@@ -426,6 +443,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
         scope.restore()
         undo_map()
         _state.cta = None
+    if check_outputs and run.deadlock is None:
+        out_check.report(run)
     return run
 
 

@@ -254,7 +254,8 @@ def _descriptor_view(desc: TensorDescHandle, memory):
 def install_fast_descriptors(memory, account):
     """Make the interpreter's descriptor loads/stores (TMA and ``tl`` tensor descriptors) numpy slices of
     ``memory`` (a HostMemory) where they can be, with the same results, out-of-bounds fill and costs:
-    ``account(nbytes, is_store)`` is told the in-bounds bytes, as the access check is on the slow path.
+    ``account(nbytes, is_store, region=None)`` is told the in-bounds bytes, as the access check is on the slow
+    path, and the numpy view of global memory it read or wrote (``region``).
     Returns a function that removes the hook."""
     b = interpreter_builder
     cls = type(b)
@@ -273,7 +274,7 @@ def install_fast_descriptors(memory, account):
             else:
                 out = np.zeros(block, dtype=np_dt)
                 out[tuple(x[1] for x in box)] = src
-            account(src.size * np_dt.itemsize, False)
+            account(src.size * np_dt.itemsize, False, src)
         else:
             out = np.zeros(block, dtype=np_dt)
             account(0, False)
@@ -287,8 +288,9 @@ def install_fast_descriptors(memory, account):
         whole, box, np_dt = fast
         if all(x is not None for x in box):
             src = np.asarray(value.data)[tuple(x[1] for x in box)]
-            account(src.size * np_dt.itemsize, True)
-            whole[tuple(x[0] for x in box)] = src
+            dst = tuple(x[0] for x in box)
+            whole[dst] = src
+            account(src.size * np_dt.itemsize, True, whole[dst])
         else:
             account(0, True)
         return None
@@ -635,3 +637,27 @@ def install_alu_costs(charge):
         return op
 
     return _patch_builder({name: wrap(getattr(b, name), w) for name, w in ALU_WEIGHTS.items() if hasattr(b, name)})
+
+
+# -- per-thread values (sim/threads.py) -----------------------------------------------------------------------
+def install_per_thread(splat, semantic_ops: dict):
+    """Hooks for values that differ between a task's threads: ``splat(ret_ty, arg, orig)`` replaces the
+    builder's scalar-to-block broadcast (which takes element 0, or fails, on a multi-element scalar), and
+    ``semantic_ops`` (name -> ``f(orig, *args)``) the interpreter semantic's methods of those names (``store``,
+    ``atomic_add``, ...). Returns a function undoing both."""
+    sem, b = interpreter_semantic, interpreter_builder
+    orig_splat = b.create_splat
+    undo_b = _patch_builder({"create_splat": lambda ret_ty, arg: splat(ret_ty, arg, orig_splat)})
+    saved = {n: sem.__dict__.get(n) for n in semantic_ops}
+    for n, f in semantic_ops.items():
+        orig = getattr(sem, n)
+        setattr(sem, n, lambda *a, _f=f, _o=orig, **k: _f(_o, *a, **k))
+
+    def undo():
+        undo_b()
+        for n, v in saved.items():
+            if v is None:
+                sem.__dict__.pop(n, None)
+            else:
+                setattr(sem, n, v)
+    return undo

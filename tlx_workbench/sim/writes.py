@@ -2,10 +2,11 @@
 a race (bytes plain-stored by more than one lane), or atomics' free ordering (bytes written only by atomics, or
 stores of values the atomics returned in another order).
 
-Kept only when schedules are compared (``Simulation(schedules>1)``): every pointer store marks its bytes with the
-storing lane (a task of a CTA), every atomic marks its bytes and appends (addresses, lane) to the launch's atomic
-order. Descriptor stores made on the fast path (numpy slices) are not recorded byte by byte: differences in what
-they wrote stay races, as before.
+Every launch that computes its outputs keeps one: every pointer store, atomic and descriptor store (the fast
+path's numpy boxes too) marks its bytes with the line that wrote them, which is what ``sim/outputs.py`` reads to
+report an output left partly unwritten or written with NaN/Inf. When schedules are compared
+(``Simulation(schedules>1)``) the log also marks each byte with the storing lane (a task of a CTA) and which bytes
+atomics wrote, and keeps the atomics' order (addresses, lane).
 """
 from __future__ import annotations
 
@@ -15,16 +16,34 @@ NOBODY, SEVERAL = -1, -2
 
 
 class WriteLog:
-    def __init__(self, ranges):
+    """The bytes a launch wrote, per storage: ``code`` (uint16 per byte: 0 never written, else 1 + the index in
+    ``sites`` of the (file, line) that wrote it last), and, with ``lanes`` (schedules compared), ``owner`` (the
+    lane that plain-stored each byte, or NOBODY / SEVERAL) and ``atomic`` (written by an atomic), with the
+    atomics' order. Pointer stores, atomics and descriptor stores (the fast path's numpy boxes too) all mark."""
+
+    def __init__(self, ranges, lanes=False):
         self.ranges = sorted({(int(a), int(b)) for a, b in ranges if b > a})
-        self.owner = {lo: np.full(hi - lo, NOBODY, np.int32) for lo, hi in self.ranges}
-        self.atomic = {lo: np.zeros(hi - lo, bool) for lo, hi in self.ranges}
+        self.code = {lo: np.zeros(hi - lo, np.uint16) for lo, hi in self.ranges}
+        self.sites: list = []          # (file, line) of code k at index k - 1
+        self._site_code: dict = {}
+        self.read: dict = {}           # storage start -> bool per byte: read by a plain or descriptor load
+        self.lanes_kept = bool(lanes)
+        self.owner = {lo: np.full(hi - lo, NOBODY, np.int32) for lo, hi in self.ranges} if lanes else {}
+        self.atomic = {lo: np.zeros(hi - lo, bool) for lo, hi in self.ranges} if lanes else {}
         self.lanes: dict = {}
         self.atomic_order: list = []
-        self.opaque_stores = False
 
     def _lane(self, lane) -> int:
         return self.lanes.setdefault(lane, len(self.lanes))
+
+    def site(self, where) -> int:
+        c = self._site_code.get(where)
+        if c is None:
+            if len(self.sites) >= 65534:
+                return 65535                    # more distinct store lines than a uint16 names: "somewhere"
+            self.sites.append(where)
+            c = self._site_code[where] = len(self.sites)
+        return c
 
     def _bytes(self, ptrs, itemsize):
         p = np.asarray(ptrs, dtype=np.int64).reshape(-1)
@@ -34,21 +53,72 @@ class WriteLog:
             if sel.size:
                 yield lo, ((sel - lo)[:, None] + span).reshape(-1)
 
-    def store(self, ptrs, itemsize, lane) -> None:
-        me = self._lane(lane)
+    def store(self, ptrs, itemsize, lane, where=None) -> None:
+        code = self.site(where)
+        me = self._lane(lane) if self.lanes_kept else None
         for lo, idx in self._bytes(ptrs, itemsize):
-            own = self.owner[lo]
-            cur = own[idx]
-            own[idx] = np.where((cur == NOBODY) | (cur == me), me, SEVERAL)
+            self.code[lo][idx] = code
+            if me is not None:
+                own = self.owner[lo]
+                cur = own[idx]
+                own[idx] = np.where((cur == NOBODY) | (cur == me), me, SEVERAL)
 
-    def atomic_op(self, ptrs, itemsize, lane) -> None:
-        me = self._lane(lane)
+    def load(self, ptrs, itemsize) -> None:
         for lo, idx in self._bytes(ptrs, itemsize):
-            self.atomic[lo][idx] = True
-        self.atomic_order.append((np.asarray(ptrs).tobytes(), me))
+            self._read(lo)[idx] = True
+
+    def _read(self, lo) -> np.ndarray:
+        r = self.read.get(lo)
+        if r is None:
+            r = self.read[lo] = np.zeros(self.code[lo].size, bool)
+        return r
+
+    def _box(self, region: np.ndarray):
+        """(storage start, a function giving ``region``'s bytes as a strided view of a per-byte array), or None."""
+        if region.size == 0:
+            return None
+        addr = region.__array_interface__["data"][0]
+        for lo, hi in self.ranges:
+            if lo <= addr < hi:
+                break
+        else:
+            return None
+        shape, strides = region.shape + (region.itemsize,), region.strides + (1,)
+
+        def view(arr):
+            s = arr.itemsize
+            return np.lib.stride_tricks.as_strided(arr[addr - lo:], shape, tuple(x * s for x in strides))
+        return lo, view
+
+    def load_box(self, region: np.ndarray) -> None:
+        """A descriptor load's box (``region``: the strided numpy view it read)."""
+        box = self._box(region)
+        if box is not None:
+            box[1](self._read(box[0]))[...] = True
+
+    def store_box(self, region: np.ndarray, lane, where=None) -> None:
+        """A descriptor store's box, ``region`` a strided numpy view of the bytes it wrote (no index arrays)."""
+        box = self._box(region)
+        if box is None:
+            return
+        lo, view = box
+        view(self.code[lo])[...] = self.site(where)
+        if self.lanes_kept:
+            me = self._lane(lane)
+            own = view(self.owner[lo])
+            own[...] = np.where((own == NOBODY) | (own == me), me, SEVERAL)
+
+    def atomic_op(self, ptrs, itemsize, lane, where=None) -> None:
+        code = self.site(where)
+        for lo, idx in self._bytes(ptrs, itemsize):
+            self.code[lo][idx] = code
+            if self.lanes_kept:
+                self.atomic[lo][idx] = True
+        if self.lanes_kept:
+            self.atomic_order.append((np.asarray(ptrs).tobytes(), self._lane(lane)))
 
     def at(self, addrs):
-        """(owner, written by an atomic) of each byte address in ``addrs`` (None, None outside every storage)."""
+        """(owner, written by an atomic) of each byte address in ``addrs`` (NOBODY, False outside every storage)."""
         a = np.asarray(addrs, dtype=np.int64)
         owner = np.full(a.shape, NOBODY, np.int32)
         atomic = np.zeros(a.shape, bool)
@@ -57,6 +127,26 @@ class WriteLog:
             owner[m] = self.owner[lo][a[m] - lo]
             atomic[m] = self.atomic[lo][a[m] - lo]
         return owner, atomic
+
+    def codes_of(self, t):
+        """(per element of the CPU tensor ``t`` (its own view: shape, strides, offset) the largest code of its
+        bytes (0: none written), whether the kernel loaded any of its bytes), both shaped like ``t``; None when
+        ``t`` is not inside one logged storage."""
+        addr, k = t.data_ptr(), t.element_size()
+        if t.numel() == 0:
+            return None
+        extent = (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * k
+        for lo, hi in self.ranges:
+            if lo <= addr and addr + extent <= hi:
+                def per_element(arr, reduce):
+                    s = arr.itemsize
+                    v = np.lib.stride_tricks.as_strided(arr[addr - lo:], tuple(t.shape) + (k,),
+                                                        tuple(x * k * s for x in t.stride()) + (s,))
+                    return reduce(v, -1) if k > 1 else v[..., 0]
+                read = self.read.get(lo)
+                return (per_element(self.code[lo], np.max),
+                        per_element(read, np.any) if read is not None else np.zeros(tuple(t.shape), bool))
+        return None
 
 
 def explain_divergence(tensor, before, logs) -> tuple[str, str]:
@@ -73,8 +163,6 @@ def explain_divergence(tensor, before, logs) -> tuple[str, str]:
         return "race", "no element differs"
     strides = torch.tensor(a.stride(), dtype=torch.int64)
     addrs = (a.data_ptr() + (idx * strides).sum(-1) * a.element_size()).numpy()
-    if any(log.opaque_stores for log in logs):
-        return "race", "a descriptor store wrote this launch's outputs (its bytes are not recorded)"
     owners, atomics = zip(*(log.at(addrs) for log in logs))
     if any((o == SEVERAL).any() for o in owners):
         return "race", "more than one lane stored to the same bytes"
