@@ -71,4 +71,6 @@ def test_tlx_cells_in_jupyterlab_fail_like_cells_and_draw_each_thing_once(lab, p
     assert good.locator(".tlxwb-timeline").count() == 1
     assert good.locator(".tlxwb-timeline canvas").count() >= 1
     assert good.locator("svg.tlxwb-timeline-svg").count() == 0
+    # the widget's bundle carries the picture as image/svg+xml too (for GitHub); JupyterLab draws the widget
+    assert good.locator(".jp-RenderedSVG, .jp-RenderedImage").count() == 0
     assert good.locator(".tlxwb-error").count() == 0

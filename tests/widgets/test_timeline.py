@@ -51,6 +51,28 @@ def test_mime_bundle_has_live_view_and_static_fallback(trace):
     assert "CTA 1 consumer[1]" in html                      # the summary table
 
 
+def test_bundle_carries_the_picture_as_svg_for_github(trace):
+    """The static picture rides in the widget's own bundle as ``image/svg+xml`` (what GitHub and
+    exports show), the same SVG as in the HTML fallback and drawn with the widget's filters, so a
+    notebook needs no second cell to show it; a view that draws no SVG adds none."""
+    from widget_reports import fake_report
+    from tlx_workbench.widgets import BarrierPhaseWidget, IRExplorer, MemoryMapWidget
+    views = [TimelineWidget(trace), TimelineWidget(trace, hide_waits=True), BarrierPhaseWidget(trace),
+             MemoryMapWidget(fake_report("sm_90"))]
+    svgs = []
+    for w in views:
+        data, _ = w._repr_mimebundle_()
+        assert WIDGET_MIME in data and "text/plain" in data, w
+        svg = data["image/svg+xml"]
+        assert svg.startswith("<svg xmlns='http://www.w3.org/2000/svg'") and svg.endswith("</svg>")
+        assert svg in data["text/html"] and data["text/html"] == w.static_html(), w
+        svgs.append(svg)
+        w.close()
+    assert svgs[0] == timeline_svg(trace) and svgs[1] == timeline_svg(trace, hide_waits=True) != svgs[0]
+    data, _ = IRExplorer(fake_report("sm_90"))._repr_mimebundle_()
+    assert "image/svg+xml" not in data and "text/html" in data
+
+
 def test_on_select_gets_the_clicked_span(trace):
     w = TimelineWidget(trace)
     got = []

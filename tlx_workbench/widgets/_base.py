@@ -30,14 +30,22 @@ def css_source() -> str:
 
 class View(anywidget.AnyWidget):
     """Base of the workbench's widgets: a live anywidget view whose mime bundle also
-    carries a self-contained static rendering (``text/html``), so the output still shows
-    after nbconvert, in nbval and on GitHub, where no kernel runs the widget."""
+    carries a self-contained static rendering (``text/html``, and the picture alone as
+    ``image/svg+xml`` for a view that draws one), so the output still shows after nbconvert,
+    in nbval and on GitHub, where no kernel runs the widget. JupyterLab ranks the widget's
+    mime type first, so a live frontend draws the view once: the widget."""
 
     _css = css_source()
     title = traitlets.Unicode("").tag(sync=True)
 
-    def static_html(self) -> str:  # pragma: no cover - each view overrides
+    def static_html(self, svg: str | None = None) -> str:  # pragma: no cover - each view overrides
+        """The static fallback as HTML; ``svg``: :meth:`static_svg` when the caller already drew it."""
         raise NotImplementedError
+
+    def static_svg(self) -> str | None:
+        """The view's picture alone, one self-contained SVG (the bundle's ``image/svg+xml``: what
+        GitHub and exports show), or None for a view that draws no SVG."""
+        return None
 
     @classmethod
     def static(cls, obj, **options) -> str:  # pragma: no cover - each view overrides
@@ -49,10 +57,18 @@ class View(anywidget.AnyWidget):
         raise NotImplementedError
 
     def _repr_mimebundle_(self, **kwargs):
+        # ipywidgets' bundle (text/plain + the widget view), extended: a frontend picks the
+        # richest type it can render, so the live view wins wherever widgets run and the
+        # static forms are what nbconvert, nbval and GitHub keep
         bundle = super()._repr_mimebundle_(**kwargs)
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
-        data = dict(data)
-        data["text/html"] = self.static_html()
+        data = dict(data or {})
+        svg = self.static_svg()
+        if svg:
+            data["image/svg+xml"] = svg
+            data["text/html"] = self.static_html(svg)          # the SVG drawn once for both
+        else:
+            data["text/html"] = self.static_html()
         return data, meta
 
     def _repr_html_(self) -> str:

@@ -142,18 +142,24 @@ class BarrierPhaseWidget(View):
                          _ev_t=enc["ev_t"], _ev_i=enc["ev_i"], _w_t=enc["w_t"], _w_i=enc["w_i"], _fl=enc["fl"],
                          _stuck=enc["stuck"], _legend=[list(i) for i in legend_items(enc)], **kwargs)
 
-    def static_html(self) -> str:
-        return self.static(self.trace, title=self.title, deadlock=self.deadlock)
+    def static_svg(self) -> str:
+        return barrier_svg(self.trace, deadlock=self.deadlock)
+
+    def static_html(self, svg: str | None = None) -> str:
+        return _barrier_frame(self.title, self.static_svg() if svg is None else svg)
 
     @classmethod
     def static(cls, trace: Trace, *, title: str | None = None, deadlock=None) -> str:
         """What ``BarrierPhaseWidget(trace, ...)`` draws as its static fallback, with no widget made."""
-        title = title or f"{trace.meta.get('kernel', trace.source)} barrier phases"
-        return (f"<div class='tlxwb-static'><div style='font:600 12px sans-serif'>{html.escape(title)}</div>"
-                f"{barrier_svg(trace, deadlock=deadlock)}</div>")
+        return _barrier_frame(title or f"{trace.meta.get('kernel', trace.source)} barrier phases",
+                              barrier_svg(trace, deadlock=deadlock))
 
     def __repr__(self) -> str:
         return f"BarrierPhaseWidget({self.trace!r})"
+
+
+def _barrier_frame(title: str, svg: str) -> str:
+    return f"<div class='tlxwb-static'><div style='font:600 12px sans-serif'>{html.escape(title)}</div>{svg}</div>"
 
 
 def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | None = None,

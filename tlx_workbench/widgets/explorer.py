@@ -661,7 +661,7 @@ class ExplorerWidget(View):
         return parts, "".join(out)
 
     # -- static rendering --------------------------------------------------------------------------
-    def static_html(self) -> str:
+    def static_html(self, svg: str | None = None) -> str:
         return exploration_html(self.exploration)
 
     def __repr__(self) -> str:

@@ -65,7 +65,7 @@ class IRExplorer(View):
         """The lines of ``stage`` that source line ``line`` became."""
         return list(self._forward.get(stage, {}).get(str(line), []))
 
-    def static_html(self) -> str:
+    def static_html(self, svg: str | None = None) -> str:
         return ir_html(self.report, title=self.title, data={"panes": self._panes, "forward": self._forward,
                                                              "backward": self._backward})
 

@@ -273,7 +273,10 @@ class MemoryMapWidget(View):
         super().__init__(title=title or _default_title(report),
                          _svg=memory_map_svg(report), _table=memory_map_table(report), _allocs=allocs, **kwargs)
 
-    def static_html(self) -> str:
+    def static_svg(self) -> str:
+        return self._svg
+
+    def static_html(self, svg: str | None = None) -> str:
         return _static(self.title, self._svg, self._table)
 
     @classmethod

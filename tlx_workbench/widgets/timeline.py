@@ -232,9 +232,17 @@ class TimelineWidget(View):
             for cb in list(self._callbacks):
                 cb(span)
 
-    def static_html(self) -> str:
-        return self.static(self.trace, title=self.title, deadlock=self.deadlock, hide_waits=self.hide_waits,
-                           fold_ctas=self.fold_ctas, lane_per_task=self.lane_per_task)
+    def _static_options(self) -> dict:
+        return dict(deadlock=self.deadlock, hide_waits=self.hide_waits, fold_ctas=self.fold_ctas,
+                    lane_per_task=self.lane_per_task)
+
+    def static_svg(self) -> str:
+        return timeline_svg(self.trace, **self._static_options())
+
+    def static_html(self, svg: str | None = None) -> str:
+        if svg is None:
+            return self.static(self.trace, title=self.title, **self._static_options())
+        return _timeline_frame(self.trace, self.title, svg)
 
     @classmethod
     def static(cls, trace: Trace, *, title: str | None = None, deadlock=None, **filters) -> str:
@@ -437,10 +445,14 @@ def _rect(cur, ly, h) -> str:
 def timeline_html(trace: Trace, title: str | None = None, **options) -> str:
     """Static HTML: a title, the timeline SVG (``options``: those of :func:`timeline_svg`) and the
     per-lane summary table."""
+    return _timeline_frame(trace, title, timeline_svg(trace, **options))
+
+
+def _timeline_frame(trace: Trace, title: str | None, svg: str) -> str:
     head = html.escape(title or f"{trace.meta.get('kernel', trace.source)} timeline")
     return (f"<div class='tlxwb-static tlxwb-timeline-static'><div style='font:600 12px sans-serif'>{head}"
             f" <span style='font-weight:normal;color:#666'>{html.escape(repr(trace))}</span></div>"
-            f"{timeline_svg(trace, **options)}{trace.summary()._repr_html_()}</div>")
+            f"{svg}{trace.summary()._repr_html_()}</div>")
 
 
 views.register("Trace", timeline_html)
