@@ -85,8 +85,6 @@ def _ballot_thread_id(out_ptr):
         tl.store(out_ptr, b)
 
 
-@pytest.mark.xfail(reason="needs per-thread tlx.thread_id values (issue 20: another change); "
-                          "today thread_id is 0 in every lane, so every lane votes true", strict=False)
 def test_ballot_of_thread_id_predicate_as_tlx_tests_it():
     out = torch.zeros(1, dtype=torch.int32)
     simulate(_ballot_thread_id, out, grid=(1,), num_warps=1, gpu="H200")

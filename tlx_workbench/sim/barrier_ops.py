@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .barriers import MBarrierSlot, NamedBarrier, vc_join
 from .cluster_ops import RemoteSlot
+from . import threads
 from .scheduler import Task
 
 
@@ -24,7 +25,7 @@ class BarrierOps:
         t = self.step(line)
         remote = isinstance(slot, RemoteSlot)
         slot = self.resolve_slot(slot, line)
-        n = count * (t.threads if per_thread else 1)
+        n = threads.arrive_count(t, count, per_thread)
         start = t.clock
         t.clock += ((self.cost.barrier_arrive_warp if per_thread else self.cost.barrier_op)
                     + (self.cost.remote_extra if remote else 0.0))

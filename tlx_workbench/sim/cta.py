@@ -295,6 +295,11 @@ class CTA(BarrierOps, MemoryOps, BulkCopyOps, MmaOps, ClusterOps, ClcOps):
                     inline = fn
                     continue
                 children.append(self.sched.new_task(name, r, warps, (lambda task, fn=fn: fn()), line, self))
+        # CTA-wide thread ids: the default task's warps first, then the partitions as the compiler's warp-group
+        # allocation places them (largest first, declaration order among equals)
+        first = self.run.num_warps * 32
+        for c in sorted((c for c in children if c.name != "default"), key=lambda c: -c.num_warps):
+            c.thread0, first = first, first + c.threads
         self.sched.spawn(parent, children)
         if inline is not None:
             self.in_default_body += 1

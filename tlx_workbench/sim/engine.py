@@ -14,7 +14,7 @@ import triton.language as tl
 from ..errors import DeadlockError, SimulationError, TLXWorkbenchError
 from ..trace import Trace
 from . import interp_adapter as ia
-from . import rewrite, tl_extras
+from . import rewrite, threads, tl_extras
 from .blas_threads import one_blas_thread
 from .cost import cost_model
 from .cta import CTA, SimGroup
@@ -152,6 +152,8 @@ def _access_checker(run: LaunchRun, ranges):
         p = np.asarray(ptrs, dtype=np.uint64).reshape(-1)
         if mask is not None:
             m = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).reshape(-1)
+            if is_store and run.writes is not None and not m.all():
+                run.writes.masked_off(p[~m], itemsize)
             p = p[m]
         cta = _state.cta
         if cta is not None:
@@ -390,6 +392,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     undo_overflow = ia.skip_dead_overflow_checks()
     undo_memo = ia.memoize_scalar_ops()
     undo_bf16 = ia.install_bf16_numerics()
+    undo_threads = threads.install()
     # a launch allocates hundreds of thousands of short-lived objects (scalars, views, spans), almost none
     # in cycles: with the default thresholds the cyclic collector ran ~35 times a launch and a full
     # collection every few launches (~10% of a 512^3 GEMM's time). Collect rarely while it runs.
@@ -430,6 +433,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
         undo_alu()
         JITFunction.__call__ = saved_call
         gc.set_threshold(*gc_thresholds)
+        undo_threads()
         undo_bf16()
         undo_memo()
         undo_overflow()

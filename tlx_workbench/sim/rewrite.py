@@ -9,7 +9,9 @@ wait forever. This module rewrites (once per function) the kernel's AST:
   (with their ``async_task`` objects, which carry ``replicate`` / ``num_warps``) to
   the simulator, which runs them as concurrent tasks;
 * the interpreter's own assignment pass (Python numbers become Triton scalars) is
-  applied, as Triton's interpreter does.
+  applied, as Triton's interpreter does;
+* every ``if`` asks ``threads.branch`` which way to go, so a condition that differs between a
+  task's threads (from ``tlx.thread_id``) runs each branch under those threads (``sim/threads.py``).
 
 A task body gets its own copy of the outer variables it assigns (each warp group
 has its own registers), and shares read-only access to the rest. Line numbers are
@@ -18,11 +20,12 @@ kept, so every op reports the kernel's real source line.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import textwrap
 
 from ..errors import SimulationError
-from . import interp_adapter, libdevice
+from . import interp_adapter, libdevice, threads
 from .source_lines import kernel_files
 
 RUN_TASKS = "__tlxwb_run_tasks"
@@ -109,6 +112,83 @@ class _TaskRewriter(ast.NodeTransformer):
         return node
 
 
+_BRANCH, _ENTER, _LEAVE = "__tlxwb_branch", "__tlxwb_enter", "__tlxwb_leave"
+_JUMP, _DIVERGED = "__tlxwb_jump", "__tlxwb_diverged"
+_IF_GLOBALS = {_BRANCH: threads.branch, _ENTER: threads.enter, _LEAVE: threads.leave, _JUMP: threads.refuse_jump,
+               _DIVERGED: threads.diverged}
+
+
+def _jump(stmts) -> str | None:
+    """The first ``return``/``break``/``continue`` that would leave ``stmts`` (nested defs and loops aside)."""
+    def walk(node, in_loop):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return None
+        if isinstance(node, ast.Return):
+            return "return"
+        if isinstance(node, (ast.Break, ast.Continue)) and not in_loop:
+            return "break" if isinstance(node, ast.Break) else "continue"
+        loop = in_loop or isinstance(node, (ast.For, ast.While))
+        for child in ast.iter_child_nodes(node):
+            w = walk(child, loop)
+            if w:
+                return w
+        return None
+    for s in stmts:
+        w = walk(s, False)
+        if w:
+            return w
+    return None
+
+
+def _call(name, *args):
+    return ast.Call(func=ast.Name(id=name, ctx=ast.Load()), args=list(args), keywords=[])
+
+
+class _IfRewriter(ast.NodeTransformer):
+    """``if c: A else: B`` -> ``k = branch(c, line)``; 1: A, 0: B, 2 (``c`` differs between the threads): A under
+    the threads where it holds, B under the others, then every name they assign marks itself diverged."""
+
+    def __init__(self):
+        self.counter = 0
+
+    def visit_If(self, node: ast.If):
+        self.generic_visit(node)
+        line = node.lineno
+        k = f"__tlxwb_if{self.counter}"
+        self.counter += 1
+        jump = _jump(node.body) or _jump(node.orelse)
+        if jump:
+            split = [ast.Expr(_call(_JUMP, ast.Constant(line), ast.Constant(jump)))]
+        else:
+            split = []
+            for sense, body in ((True, node.body), (False, node.orelse)):
+                if body:
+                    guarded = ast.Try(body=copy.deepcopy(body), handlers=[], orelse=[],
+                                      finalbody=[ast.Expr(_call(_LEAVE))])
+                    split.append(ast.If(test=_call(_ENTER, ast.Name(id=k, ctx=ast.Load()), ast.Constant(sense),
+                                                   ast.Constant(line)), body=[guarded], orelse=[]))
+            stores = _Stores()
+            for s in node.body + node.orelse:
+                stores.visit(s)
+            for name in sorted(stores.names):
+                split.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                                        value=_call(_DIVERGED, ast.Constant(name), ast.Constant(line))))
+        # keep the condition's value (a tensor) in k for enter(); the branch taken is asked separately
+        cond = ast.Assign(targets=[ast.Name(id=k, ctx=ast.Store())], value=node.test)
+        way = _call(_BRANCH, ast.Name(id=k, ctx=ast.Load()), ast.Constant(line))
+        ways = ast.Assign(targets=[ast.Name(id=k + "w", ctx=ast.Store())], value=way)
+
+        def is_(v):
+            return ast.Compare(left=ast.Name(id=k + "w", ctx=ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(v)])
+        out = [cond, ways, ast.If(test=is_(1), body=node.body,
+                                  orelse=[ast.If(test=is_(2), body=split, orelse=node.orelse)])]
+        for stmt in out:
+            for n in ast.walk(stmt):
+                if not hasattr(n, "lineno"):
+                    ast.copy_location(n, node)
+        return out
+
+
 def _tl_min(*args, **kw):
     import triton.language as tl
     if len(args) == 2 and not kw and any(isinstance(a, tl.tensor) for a in args):
@@ -142,6 +222,7 @@ def rewrite(fn, run_tasks):
     tree.body = [fdef]
     tree = interp_adapter.wrap_assignments(tree)
     tree = _TaskRewriter().visit(tree)
+    tree = _IfRewriter().visit(tree)
     ast.fix_missing_locations(tree)
     ast.increment_lineno(tree, start - 1)
     code = compile(tree, filename=filename, mode="exec")
@@ -153,6 +234,7 @@ def rewrite(fn, run_tasks):
     glb[RUN_TASKS] = run_tasks
     import triton.language as tl
     glb[CONSTEXPR] = tl.constexpr
+    glb.update(_IF_GLOBALS)
     # as Triton's code generator does: min/max of tensors are tl.minimum/tl.maximum
     glb.setdefault("min", _tl_min)
     glb.setdefault("max", _tl_max)

@@ -21,6 +21,7 @@ import triton.language as tl
 from ..errors import SimulationError, TLXWorkbenchError
 from . import interp_adapter as ia
 from . import warp_vote
+from . import threads
 from .barriers import MBarrierArray
 from .bulk_copy_ops import BulkCopyBuilderOps
 from .cluster_ops import RemoteSlot
@@ -330,7 +331,10 @@ class _TLXBuilder(ia.InterpreterBuilder):
 
     # -- ids, clock, cluster ------------------------------------------------------------------------------
     def create_thread_id(self, axis):
-        return _scalar(0)
+        # one value per thread of the task along x (sim/threads.py); a CTA is 1-D, so y and z are 0
+        if int(axis) != 0:
+            return _scalar(0)
+        return _Handle(threads.thread_ids(self.cta.task), tl.int32)
 
     def create_clock64(self):
         t = self.cta.task
@@ -716,6 +720,9 @@ def _wrap(name, member, semantic):
             kwargs = {k: _cx(v) for k, v in kwargs.items()}
         args = tuple(map(_cx, args))
         stack = _call_stack()
+        cta = _state.cta
+        if cta is not None and cta.sched.current is not None and cta.sched.current.lanes:
+            threads.check_tlx_op(cta.sched.current, name)
         stack.append((name, kwargs))
         try:
             if override is not None:
