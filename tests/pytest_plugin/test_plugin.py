@@ -48,8 +48,10 @@ def test_every_test_gets_its_named_outcome(h200):
         "test_endless_launches": ("failed", "deadline"),
         "test_one_endless_launch": ("failed", "deadline"),         # stopped inside the one launch
         "test_launch_missing_a_constexpr": ("failed", "launch arguments (fails on a GPU too)"),
+        # a pass, but the simulator says the grid left the tail of the output unwritten
+        "test_short_grid_passes_with_a_warning": ("faithful pass", "simulator warning: unwritten-output"),
     }, proc.stdout
-    assert data["counts"] == {"faithful pass": 4, "simulate-only pass": 2, "failed": 6, "unsupported op": 0,
+    assert data["counts"] == {"faithful pass": 5, "simulate-only pass": 2, "failed": 6, "unsupported op": 0,
                               "compiler refused": 1, "skipped": 0}
     assert proc.returncode == 1          # failures fail the run, as on a GPU
 
@@ -65,6 +67,19 @@ def test_launches_are_compiled_then_simulated(h200):
     # the installed compiler crashes on it (in a forked child, so the run goes on), and says why first
     assert "crashed compiling ballot" in by["test_ballot"]["launches"][0]["compiler_refused"]
     assert "vote_ballot_sync" in by["test_ballot"]["launches"][0]["compiler_refused"]
+
+
+def test_a_passing_test_shows_the_simulators_warnings(h200):
+    proc, data = h200
+    by = {t["test"].split("::")[-1]: t for t in data["tests"]}
+    rec = by["test_short_grid_passes_with_a_warning"]
+    (la,) = rec["launches"]
+    assert len(la["warnings"]) == 1 and "out_ptr (1000 float32): 232 of 1000 elements were written by no CTA " \
+        "(elements 768-999)" in la["warnings"][0]
+    assert "add_kernel: [warning: unwritten-output]" in rec["message"]
+    assert any("test_short_grid_passes_with_a_warning" in line and "faithful pass" in line
+               and "simulator warning: unwritten-output" in line for line in proc.stdout.splitlines())
+    assert by["test_add_matches_torch"]["launches"][0]["warnings"] == []
 
 
 def test_failures_carry_the_diagnosis_and_the_summary_has_the_table(h200):

@@ -84,6 +84,27 @@ def test_masked_tail_writes_only_the_tensors_own_extent():
     assert res.ok, res
 
 
+@triton.jit
+def padded_rows(x_ptr, y_ptr, N: tl.constexpr, N_PAD: tl.constexpr, B: tl.constexpr):
+    # logical (rows, N) values into a (rows, N_PAD) array whose rows start 16-byte aligned
+    r = tl.program_id(0)
+    cols = tl.arange(0, B)
+    tl.store(y_ptr + r * N_PAD + cols, tl.load(x_ptr + r * N + cols, mask=cols < N), mask=cols < N)
+
+
+def test_alignment_padding_and_masked_off_elements_are_meant():
+    x = torch.randn(4, 6)
+    y = torch.zeros(4, 8)           # 2 fp32 columns of padding per row, never addressed: not reported
+    res = simulate(padded_rows, x, y, N=6, N_PAD=8, B=8, grid=(4,))
+    assert res.ok, res
+    y = torch.zeros(4, 16)          # 8 columns never addressed: more than alignment; and the grid is one row short
+    res = simulate(padded_rows, x, y, N=6, N_PAD=16, B=8, grid=(3,))
+    assert [f.kind for f in res.findings] == ["unwritten-output"]
+    # columns 6-7 were masked off by the store: meant, not missing
+    assert "40 of 64 elements were written by no CTA (within rows 0-3, cols 0-15, the first at [0, 8])" \
+        in res.findings[0].message
+
+
 def test_tma_stores_are_logged_and_a_short_grid_is_reported():
     a = torch.randn(128, 64, dtype=torch.float16)
     out = torch.zeros_like(a)

@@ -152,6 +152,8 @@ def _access_checker(run: LaunchRun, ranges):
         p = np.asarray(ptrs, dtype=np.uint64).reshape(-1)
         if mask is not None:
             m = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).reshape(-1)
+            if is_store and run.writes is not None and not m.all():
+                run.writes.masked_off(p[~m], itemsize)
             p = p[m]
         cta = _state.cta
         if cta is not None:

@@ -10,16 +10,20 @@ shape, strides, offset) or a descriptor (its shape and strides over its base) sp
 * NaN or Inf in elements the kernel wrote, while the regions it only read hold none: ``nonfinite-output``, with
   the counts, the first index and the line that stored it.
 
-Both are warnings (``Finding.severity``): the run is not a clean bill, but nothing raises. Regions that only
-atomics wrote (counters, locks, a semaphore array sized for the largest grid) and regions the kernel also read
-back with plain loads... are not told apart: see docs/design.md for what is excluded and why.
+Both are warnings (``Finding.severity``): the run is not a clean bill, but nothing raises. Only write-only outputs
+are checked for unwritten elements: a region the kernel also reads (a plain or descriptor load, an atomic) is a
+workspace, a flag array, an in-place update or an accumulator, which may legitimately keep parts it never needs;
+an element a store addressed with its mask off is meant to stay, and so is the same tail of every row under 16
+bytes (the padding that aligns rows for TMA).
 """
 from __future__ import annotations
 
 import numpy as np
 
 HINT_UNWRITTEN = ("no CTA stored there, so a GPU leaves whatever the memory held: a grid too small (the tile count "
-                  "rounded down instead of cdiv?), a mask off by one, or a tail tile the loop skips")
+                  "rounded down instead of cdiv?), a loop that skips the tail tile, or offsets that miss it (elements "
+                  "a masked store addressed with its mask off count as meant: padding); if the kernel is meant to "
+                  "write only part of the tensor, pass it the view it writes")
 HINT_NONFINITE = ("a division by zero, log or sqrt of 0 or a negative, exp overflow, or a masked load's `other` "
                   "(-inf) reaching a stored value")
 
@@ -69,18 +73,20 @@ class OutputCheck:
             got = log.codes_of(t)
             if got is None:
                 continue
-            codes, read = got
+            codes, read, masked = got
             written = codes > 0
             if written.any():
-                outputs.append((name, t, codes, written, read))
+                outputs.append((name, t, codes, written, read, masked))
             else:
                 inputs.append(t)
         inputs_finite = None
-        for name, t, codes, written, read in outputs:
-            # an element the kernel read and did not write is an input that lives in the output (a flag it
-            # polls, the untouched part of an in-place update): only elements nobody touched are missing
-            if not (written | read).all():
-                _unwritten(run, log, name, t, codes, written, ~(written | read))
+        for name, t, codes, written, read, masked in outputs:
+            # only a write-only output: a region the kernel also reads (a workspace sized for the largest split,
+            # flags it polls, an in-place update, an accumulator of atomics) may keep parts it never needs; and
+            # an element a store masked off is meant to stay as it was (the padding of a padded row)
+            missing = ~(written | masked)
+            if not read.any() and missing.any() and not _row_padding(missing, t.element_size()):
+                _unwritten(run, log, name, t, codes, written, missing)
             if t.dtype.is_floating_point:
                 bad = ~_isfinite(t) & written
                 if bad.any():
@@ -88,6 +94,20 @@ class OutputCheck:
                         inputs_finite = all(bool(_isfinite(x).all()) for x in inputs if x.dtype.is_floating_point)
                     if inputs_finite:
                         _nonfinite(run, log, name, t, codes, bad)
+
+
+def _row_padding(missing: np.ndarray, itemsize: int) -> bool:
+    """Whether ``missing`` is the same tail of the last dimension in every row, under 16 bytes: the padding that
+    makes rows start 16-byte aligned (for TMA), which a kernel addressing logical rows never writes. A tile the
+    grid missed is wider than that."""
+    if missing.ndim < 2:
+        return False
+    rows = missing.reshape(-1, missing.shape[-1])
+    tail = rows[0]
+    if not tail[-1] or not (rows == tail).all():
+        return False
+    c = int(np.argmax(tail))
+    return bool(tail[c:].all()) and (tail.size - c) * itemsize < 16
 
 
 def _isfinite(t) -> np.ndarray:

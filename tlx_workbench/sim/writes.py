@@ -26,7 +26,8 @@ class WriteLog:
         self.code = {lo: np.zeros(hi - lo, np.uint16) for lo, hi in self.ranges}
         self.sites: list = []          # (file, line) of code k at index k - 1
         self._site_code: dict = {}
-        self.read: dict = {}           # storage start -> bool per byte: read by a plain or descriptor load
+        self.read: dict = {}           # storage start -> bool per byte: read by a load (plain, descriptor, atomic)
+        self.masked: dict = {}         # storage start -> bool per byte: addressed by a store with its mask off
         self.lanes_kept = bool(lanes)
         self.owner = {lo: np.full(hi - lo, NOBODY, np.int32) for lo, hi in self.ranges} if lanes else {}
         self.atomic = {lo: np.zeros(hi - lo, bool) for lo, hi in self.ranges} if lanes else {}
@@ -65,13 +66,21 @@ class WriteLog:
 
     def load(self, ptrs, itemsize) -> None:
         for lo, idx in self._bytes(ptrs, itemsize):
-            self._read(lo)[idx] = True
+            self._flags(self.read, lo)[idx] = True
+
+    def masked_off(self, ptrs, itemsize) -> None:
+        """Addresses a store computed but masked off: elements the kernel meant not to write (padding)."""
+        for lo, idx in self._bytes(ptrs, itemsize):
+            self._flags(self.masked, lo)[idx] = True
+
+    def _flags(self, table, lo) -> np.ndarray:
+        r = table.get(lo)
+        if r is None:
+            r = table[lo] = np.zeros(self.code[lo].size, bool)
+        return r
 
     def _read(self, lo) -> np.ndarray:
-        r = self.read.get(lo)
-        if r is None:
-            r = self.read[lo] = np.zeros(self.code[lo].size, bool)
-        return r
+        return self._flags(self.read, lo)
 
     def _box(self, region: np.ndarray):
         """(storage start, a function giving ``region``'s bytes as a strided view of a per-byte array), or None."""
@@ -129,9 +138,9 @@ class WriteLog:
         return owner, atomic
 
     def codes_of(self, t):
-        """(per element of the CPU tensor ``t`` (its own view: shape, strides, offset) the largest code of its
-        bytes (0: none written), whether the kernel loaded any of its bytes), both shaped like ``t``; None when
-        ``t`` is not inside one logged storage."""
+        """Per element of the CPU tensor ``t`` (its own view: shape, strides, offset), shaped like ``t``: (the
+        largest code of its bytes (0: none written), whether the kernel loaded any of its bytes, whether a store
+        masked it off); None when ``t`` is not inside one logged storage."""
         addr, k = t.data_ptr(), t.element_size()
         if t.numel() == 0:
             return None
@@ -143,9 +152,10 @@ class WriteLog:
                     v = np.lib.stride_tricks.as_strided(arr[addr - lo:], tuple(t.shape) + (k,),
                                                         tuple(x * k * s for x in t.stride()) + (s,))
                     return reduce(v, -1) if k > 1 else v[..., 0]
-                read = self.read.get(lo)
-                return (per_element(self.code[lo], np.max),
-                        per_element(read, np.any) if read is not None else np.zeros(tuple(t.shape), bool))
+                def flags(table):
+                    f = table.get(lo)
+                    return per_element(f, np.any) if f is not None else np.zeros(tuple(t.shape), bool)
+                return per_element(self.code[lo], np.max), flags(self.read), flags(self.masked)
         return None
 
 
