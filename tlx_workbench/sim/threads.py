@@ -30,6 +30,7 @@ import triton.language as tl
 
 from ..errors import SimulationError
 from . import interp_adapter as ia
+from .launch_state import _state
 from .source_lines import kernel_frame_line
 from .warp_vote import _owners
 
@@ -43,7 +44,6 @@ ALLOWED_UNDER_MASK = frozenset({
 
 
 def _task():
-    from .tlx_ops import _state
     cta = _state.cta
     return cta.sched.current if cta is not None else None
 

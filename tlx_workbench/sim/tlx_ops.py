@@ -32,8 +32,7 @@ from .scaled_mma_ops import format_name, mx_product, operand_bits
 from .scheduler import Abort, StepLimit
 from .stoch_round import StochRoundBuilderOps
 
-
-_state = types.SimpleNamespace(cta=None, run=None, wrapped=None, semantic=None)
+from .launch_state import _state  # noqa: E402,F401 - re-exported: the builder ops' shared launch state
 # the TLX builtins being called, innermost last, per task (each task runs in its own thread)
 _calls = threading.local()
 
