@@ -125,3 +125,19 @@ def test_partial_simulation_reports_nothing():
     y = torch.zeros(64, 32)
     res = simulate(scale_rows, x, y, N=32, BM=16, grid=(4,), ctas=[0])
     assert res.findings == []
+
+
+@triton.jit
+def log_cast(x_ptr, y_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.log(tl.load(x_ptr + offs).to(tl.float32)).to(y_ptr.dtype.element_ty))
+
+
+def test_nan_in_bf16_and_fp16_outputs_is_counted():
+    for dt in (torch.bfloat16, torch.float16):
+        x = (torch.rand(64) + 0.5).to(dt)
+        x[3], x[9] = 0.0, -1.0                 # log(0) = -inf, log(-1) = nan
+        y = torch.zeros(64, dtype=dt)
+        res = simulate(log_cast, x, y, BLOCK=64, grid=(1,))
+        (f,) = res.warnings
+        assert "the kernel stored 1 NaN and 1 Inf (the first at [3], value -inf)" in f.message, (dt, f.message)

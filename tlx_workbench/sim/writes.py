@@ -26,7 +26,9 @@ class WriteLog:
         self.code = {lo: np.zeros(hi - lo, np.uint16) for lo, hi in self.ranges}
         self.sites: list = []          # (file, line) of code k at index k - 1
         self._site_code: dict = {}
-        self.read: dict = {}           # storage start -> bool per byte: read by a load (plain, descriptor, atomic)
+        # the address spans loads read (plain, descriptor, atomic): only "did the kernel read this tensor?" is
+        # asked of them, so a span per load (a set: a ring reloads the same tiles) is enough, and cheaper
+        self.reads: set = set()
         self.masked: dict = {}         # storage start -> bool per byte: addressed by a store with its mask off
         self.lanes_kept = bool(lanes)
         self.owner = {lo: np.full(hi - lo, NOBODY, np.int32) for lo, hi in self.ranges} if lanes else {}
@@ -65,8 +67,9 @@ class WriteLog:
                 own[idx] = np.where((cur == NOBODY) | (cur == me), me, SEVERAL)
 
     def load(self, ptrs, itemsize) -> None:
-        for lo, idx in self._bytes(ptrs, itemsize):
-            self._flags(self.read, lo)[idx] = True
+        p = np.asarray(ptrs, dtype=np.int64).reshape(-1)
+        if p.size:
+            self.reads.add((int(p.min()), int(p.max()) + itemsize))
 
     def masked_off(self, ptrs, itemsize) -> None:
         """Addresses a store computed but masked off: elements the kernel meant not to write (padding)."""
@@ -79,8 +82,6 @@ class WriteLog:
             r = table[lo] = np.zeros(self.code[lo].size, bool)
         return r
 
-    def _read(self, lo) -> np.ndarray:
-        return self._flags(self.read, lo)
 
     def _box(self, region: np.ndarray):
         """(storage start, a function giving ``region``'s bytes as a strided view of a per-byte array), or None."""
@@ -101,9 +102,10 @@ class WriteLog:
 
     def load_box(self, region: np.ndarray) -> None:
         """A descriptor load's box (``region``: the strided numpy view it read)."""
-        box = self._box(region)
-        if box is not None:
-            box[1](self._read(box[0]))[...] = True
+        if region.size:
+            addr = region.__array_interface__["data"][0]
+            self.reads.add((addr, addr + sum((n - 1) * s for n, s in zip(region.shape, region.strides))
+                            + region.itemsize))
 
     def store_box(self, region: np.ndarray, lane, where=None) -> None:
         """A descriptor store's box, ``region`` a strided numpy view of the bytes it wrote (no index arrays)."""
@@ -137,26 +139,45 @@ class WriteLog:
             atomic[m] = self.atomic[lo][a[m] - lo]
         return owner, atomic
 
-    def codes_of(self, t):
-        """Per element of the CPU tensor ``t`` (its own view: shape, strides, offset), shaped like ``t``: (the
-        largest code of its bytes (0: none written), whether the kernel loaded any of its bytes, whether a store
-        masked it off); None when ``t`` is not inside one logged storage."""
+    def _per_element(self, table, t, combine):
+        """``table[storage]`` (an array per byte) per element of the CPU tensor ``t`` (its own view: shape,
+        strides, offset), its bytes folded by ``combine`` (np.maximum, np.logical_or), shaped like ``t``; None when
+        ``t`` is not inside one logged storage. Strided views, one pass per byte of the element: no index arrays."""
         addr, k = t.data_ptr(), t.element_size()
         if t.numel() == 0:
             return None
         extent = (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * k
         for lo, hi in self.ranges:
             if lo <= addr and addr + extent <= hi:
-                def per_element(arr, reduce):
-                    s = arr.itemsize
-                    v = np.lib.stride_tricks.as_strided(arr[addr - lo:], tuple(t.shape) + (k,),
-                                                        tuple(x * k * s for x in t.stride()) + (s,))
-                    return reduce(v, -1) if k > 1 else v[..., 0]
-                def flags(table):
-                    f = table.get(lo)
-                    return per_element(f, np.any) if f is not None else np.zeros(tuple(t.shape), bool)
-                return per_element(self.code[lo], np.max), flags(self.read), flags(self.masked)
+                arr = table.get(lo)
+                if arr is None:
+                    return np.zeros(tuple(t.shape), bool)
+                s = arr.itemsize
+                strides = tuple(x * k * s for x in t.stride())
+                out = np.array(np.lib.stride_tricks.as_strided(arr[addr - lo:], tuple(t.shape), strides))
+                for b in range(1, k):
+                    combine(out, np.lib.stride_tricks.as_strided(arr[addr - lo + b:], tuple(t.shape), strides),
+                            out=out)
+                return out
         return None
+
+    def codes_of(self, t):
+        """Per element of ``t``: the largest write code of its bytes (0: none written); None outside the log."""
+        return self._per_element(self.code, t, np.maximum)
+
+    def was_read(self, t) -> bool:
+        """Whether a load (plain, descriptor, atomic) read within the span of ``t``'s bytes (its first to its last
+        element: a strided view counts the gaps in between)."""
+        if not self.reads or t.numel() == 0:
+            return False
+        lo = t.data_ptr()
+        hi = lo + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+        spans = np.array(list(self.reads), dtype=np.int64)
+        return bool(((spans[:, 0] < hi) & (spans[:, 1] > lo)).any())
+
+    def masked_of(self, t):
+        """Per element of ``t``: whether a store addressed any of its bytes with its mask off."""
+        return self._per_element(self.masked, t, np.logical_or)
 
 
 def explain_divergence(tensor, before, logs) -> tuple[str, str]:
