@@ -50,6 +50,38 @@ def test_backward_on_simulator(name, shape, causal, dtype):
             assert _rel(got, ref) < TOL[dtype]
 
 
+@pytest.mark.parametrize("name,shape,causal,dtype", [
+    # DQ_SPLIT, one fp32 tile per group; ragged N: the last query block's tile reaches into the next head's
+    # rows (zeros added there) and, for the last head, past the tensor (rows the TMA unit drops)
+    ("dq_tma", (1, 2, 200, 128), False, torch.float16),
+    ("dq_tma", (1, 2, 130, 128), True, torch.bfloat16),
+    # two tiles per group in turn (wait(1) before reuse); D=128: two reduces a step, K's column views
+    ("dq_tma2", (1, 2, 200, 64), True, torch.float16),
+    ("dq_tma2", (2, 1, 136, 128), True, torch.bfloat16),
+], ids=lambda x: str(x).replace("torch.", "").replace(" ", ""))
+def test_backward_dq_by_tma_reduce_on_simulator(name, shape, causal, dtype):
+    """DQ_TMA: dQ goes out by TMA reduce-add (no atomics), each schedule alone against float64 (the
+    reduces add in schedule order, as the atomics do)."""
+    cfg = attention_bwd.SIM_CONFIGS[name]
+    assert attention_bwd.suits(cfg, shape[-1])
+    q, k, v, do = attention_bwd.make_inputs(shape, dtype, "cpu")
+    o, lse, dq_r, dk_r, dv_r = attention_bwd.reference64(q, k, v, do, causal)
+    for seed in (0, 1):
+        with wb.simulate(gpu="H200", seed=seed, schedules=1) as sim:
+            dq, dk, dv = attention_bwd.launch(q, k, v, o.to(dtype), do, lse.float(), causal,
+                                              1 / math.sqrt(shape[-1]), cfg)
+        assert sim.result.ok, sim.result
+        for got, ref in ((dq, dq_r), (dk, dk_r), (dv, dv_r)):
+            assert got.dtype == dtype and got.shape == ref.shape
+            assert _rel(got, ref) < TOL[dtype]
+    reduces = [s for s in sim.result.trace.spans if (s.args or {}).get("reduce") == "add"]
+    # one reduce per (BM, 64) tile and step: a group adds its 64 columns (DQ_SPLIT) or all D of them
+    N, BM, BN = shape[2], cfg["BM"], cfg["BN"]
+    per_step = (BN // 64) * (1 if cfg.get("DQ_SPLIT") else shape[-1] // 64)
+    steps = sum(-(-N // BM) - (kv0 // BM if causal else 0) for kv0 in range(0, N, BN))
+    assert len(reduces) == shape[0] * shape[1] * steps * per_step
+
+
 @pytest.mark.parametrize("name,causal", [("tiny", True), ("persistent", False), ("persistent_zigzag", True)])
 def test_forward_stores_the_log_sum_exp_on_simulator(name, causal):
     torch.manual_seed(5)
@@ -100,6 +132,23 @@ def test_backward_compiles_for_sm90():
     assert "cp.async.bulk.tensor.2d.shared::cta.global" in ptx
     assert "atom.global.gpu.relaxed.add.v4.f32" in ptx      # dQ: relaxed fp32 adds, 4 a thread at once
     assert "wgmma.wait_group.sync.aligned 1" in ptx
+
+
+def test_dq_tma_compiles_for_sm90_without_the_atomics():
+    """DQ_TMA at D=128 (DQ_SPLIT, one tile per group): TMA reduce-adds and no atomics, within a CTA's SMEM
+    (the second copy of K gone: dQ's B operand is a view of K) and spilling no more than the atomics' default."""
+    cfg = attention_bwd.SIM_CONFIGS["dq_tma"]
+    assert cfg in attention_bwd.DQ_TMA_CONFIGS
+    r = attention_bwd.compile_report(cfg, dtype="float16", shape=(1, 2, 256, 128), causal=True)
+    ptx = r.stages["ptx"]
+    assert "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add" in ptx
+    assert "atom.global" not in ptx
+    assert r.resources.smem_bytes <= attention_bwd.smem_bytes(cfg, 128) + 1024 <= SMEM_LIMIT
+    base = attention_bwd.compile_report(attention_bwd.DEFAULTS[128], dtype="float16", shape=(1, 2, 256, 128),
+                                        causal=True)
+    assert r.resources.registers == base.resources.registers
+    spills = lambda rep: max(f.spill_store_bytes for f in rep.ptxas_functions)  # noqa: E731
+    assert spills(r) <= spills(base)
 
 
 def test_uninitialised_memory_does_not_reach_the_gradients(monkeypatch):

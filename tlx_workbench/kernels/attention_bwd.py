@@ -22,9 +22,11 @@ Three launches:
    of the seven GEMMs again, ~30 % more tensor work; atomics cost L2 bandwidth instead (2 adds per
    dQ element per K/V block). ``DQ_SPLIT`` (D=128): each group instead computes 64 columns of dQ_i
    from both groups' dS (a named barrier per step, dS double-buffered): one add per element per K/V
-   block, as FlashAttention-2 does. FlashAttention-3 accumulates the same way with a TMA reduce-add
-   (``cp.reduce.async.bulk``); the simulator does not run TMA reduce stores yet, so that is the next
-   step if the atomics show in the H200 profile.
+   block, as FlashAttention-2 does. ``DQ_TMA`` = n (an experiment, off by default until measured):
+   FlashAttention-3's way instead of the atomics: each (BM, 64) fp32 dQ tile goes to one of the group's
+   n SMEM tiles and one TMA reduce-add (``cp.reduce.async.bulk.tensor``) adds it into dQ, so the adds
+   leave the consumers' instruction stream (one bulk op per tile instead of 32 atomic instructions a
+   thread); the tile is reused after ``async_descriptor_store_wait(n - 1)``.
 
 >>> from tlx_workbench.kernels.attention_bwd import attention_with_grad     # on a Hopper GPU
 >>> o, (dq, dk, dv) = attention_with_grad(q, k, v, do, causal=True)
@@ -38,8 +40,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
 from ._common import torch_alloc
-from .attention_bwd_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, _config, configs_for, smem_bytes,  # noqa: F401
-                                    suits)
+from .attention_bwd_configs import (CONFIGS, DEFAULTS, DQ_TMA_CONFIGS, SIM_CONFIGS, _config, configs_for,  # noqa: F401
+                                    smem_bytes, suits)
 from .attention_bwd_kernel import attention_bwd_delta_kernel, attention_bwd_kernel
 from .host import fastest_first, tuned_config
 
@@ -80,7 +82,10 @@ def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg):
              TensorDescriptor(k, [rows, D], [D, 1], [64, 64]),        # K's 64-column tiles (dQ)
              TensorDescriptor(lse2, [Z * H, NP], [NP, 1], [1, cfg["BM"]]),
              TensorDescriptor(delta, [Z * H, NP], [NP, 1], [1, cfg["BM"]]))
-    return (sm_scale, Z, H, N, *descs, dq32, dk, dv), dict(
+    # DQ_TMA: dQ's (BM, 64) fp32 reduce tiles (rows 512 bytes apart, column starts 256 bytes: TMA's 16-byte
+    # alignment holds); None otherwise, a constexpr, so the atomics' configs compile as before
+    desc_dq = TensorDescriptor(dq32, [rows, D], [D, 1], [cfg["BM"], 64]) if cfg.get("DQ_TMA") else None
+    return (sm_scale, Z, H, N, *descs, dq32, dk, dv, desc_dq), dict(
         HEAD_DIM=D, CAUSAL=bool(causal), num_warps=4, num_stages=0, **cfg)
 
 

@@ -7,7 +7,7 @@ without compiling anything. ``attention_bwd.py`` re-exports every name.
 from __future__ import annotations
 
 
-def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False):
+def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False, DQ_TMA=0):
     """A config dict of ``attention_bwd_kernel``:
 
     - BM: query rows per step of the loop (the N side of S^T = K Q^T, the K side of dV, dK);
@@ -17,24 +17,34 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
     - DQ_SPLIT (D = 64 x groups, i.e. D=128 with BN=128): each group computes 64 columns of dQ_i from both
       groups' dS (a named barrier per step, dS double-buffered), so each dQ element gets one atomic add
       per K/V block instead of one per group. Off: each group adds its own keys' share of all of dQ_i.
+    - DQ_TMA = n > 0: dQ's adds by TMA reduce-add (one ``cp.reduce.async.bulk.tensor`` per (BM, 64) fp32 tile,
+      from n SMEM tiles per group used in turn) instead of ``tl.atomic_add``; 0: the atomics.
     """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if DQ_SPLIT:
         cfg["DQ_SPLIT"] = True
+    if DQ_TMA:
+        cfg["DQ_TMA"] = DQ_TMA
     return cfg
 
 
 def smem_bytes(cfg, head_dim, elem=2) -> int:
-    """SMEM a config asks for, roughly: K, V (and K's 64-column tiles when D > 64), the Q/dO ring, the
+    """SMEM a config asks for, roughly: K, V (and K's 64-column tiles when D > 64, not with DQ_TMA), the Q/dO ring, the
     dS^T tiles (two sets with DQ_SPLIT) and the compiler's fp32 scratch for dQ's layout change before
-    the atomics (64 x BM per group)."""
+    the atomics (64 x BM per group), or with DQ_TMA = n, n (BM, 64) fp32 dQ tiles per group and the
+    epilogue's scratch instead."""
     groups = cfg["BN"] // 64
-    k_copies = 3 if head_dim > 64 else 2
+    k_copies = 3 if head_dim > 64 and not cfg.get("DQ_TMA") else 2      # DQ_TMA: dQ's B operand is a view of K
     ds_sets = 2 if cfg.get("DQ_SPLIT") else 1
     kv = k_copies * cfg["BN"] * head_dim * elem
     ring = 2 * cfg["NUM_BUFS"] * cfg["BM"] * head_dim * elem
     ds = ds_sets * groups * 64 * cfg["BM"] * elem
-    scratch = groups * 64 * cfg["BM"] * 4
+    if cfg.get("DQ_TMA"):
+        # the dQ tiles, and the compiler's 16 KB scratch for the epilogue's layout change of dK/dV (which the
+        # atomics' scratch held before), measured at D=64 and 128 (sm_90 compile, 2026-12-02)
+        scratch = groups * cfg["DQ_TMA"] * cfg["BM"] * 64 * 4 + 16384
+    else:
+        scratch = groups * 64 * cfg["BM"] * 4
     return kv + ring + ds + scratch + 1024
 
 
@@ -59,6 +69,16 @@ CONFIGS = (
     _config(128, NUM_BUFS=3),           # D=64 only
 )
 
+# DQ_TMA (issue 22), not yet measured on the GPU, so outside the autotune space: dQ by TMA reduce-add from
+# (BM, 64) fp32 SMEM tiles; at D=128 dQ's B operand is a view of K (no second copy). DQ_SPLIT holds one tile
+# per group (two pass 227 KiB): it is written again a whole step later, so its reduce has the step's five
+# wgmmas to read it. benchmarks/attention_bwd_tma_h200.py checks and times them.
+DQ_TMA_CONFIGS = (
+    _config(64, DQ_SPLIT=True, DQ_TMA=1),   # D=128 only
+    _config(64, DQ_TMA=1),                  # D=128: dQ's two column tiles a step through one buffer
+    _config(64, DQ_TMA=2),                  # D=64 and 128
+    _config(128, DQ_TMA=1),                 # D=64 only
+)
 
 # D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell; benchmarks/RESULTS.md)
 DEFAULTS = {64: _config(64), 128: _config(64, DQ_SPLIT=True)}
@@ -76,4 +96,7 @@ SIM_CONFIGS = {
     "ring_of_1": _config(64, NUM_BUFS=1),
     # D=128: dQ's columns split between the groups (named barrier per step, dS double-buffered)
     "dq_split": _config(64, DQ_SPLIT=True),
+    # dQ by TMA reduce-add (DQ_TMA): D=128 split, one tile per group; double-buffered (D=64 or 128)
+    "dq_tma": _config(64, DQ_SPLIT=True, DQ_TMA=1),
+    "dq_tma2": _config(64, DQ_TMA=2),
 }

@@ -16,10 +16,14 @@ all "64 rows of this group":
     dS^T = P^T * (dP^T - delta_i)
     dK_g += dS^T Q_i            dQ_i += (dS^T)^T K_g       (dS^T through SMEM; atomics)
 
+With ``DQ_TMA`` each (BM, 64) dQ tile goes to SMEM instead and one TMA reduce-add per tile adds it
+into dQ (FlashAttention-3's way): the adds leave the consumers' instruction stream.
+
 dQ is computed 64 columns of D at a time, from a second copy of K in 64-column tiles (D=128 only): a
 64 x D fp32 dQ tile needs 32 KB of the compiler's layout-change scratch per group before its atomics,
 and with K, V, the ring and dS that does not fit a CTA's SMEM at D=128 (the compile is refused); the
-64-column tile also keeps dQ's accumulator at 32 registers next to dK and dV (64 each).
+64-column tile also keeps dQ's accumulator at 32 registers next to dK and dV (64 each). With DQ_TMA the
+second copy of K goes (its SMEM holds the fp32 dQ tiles) and dQ's B operand is a 64-column view of K.
 """
 from __future__ import annotations
 
@@ -50,11 +54,42 @@ def attention_bwd_delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, ROWS
 
 
 @triton.jit
+def _kc(kc_tiles, h, c, KC: tl.constexpr, SLICED: tl.constexpr):
+    """Columns 64c..64c+64 of group h's K tile, dQ's B operand: a tile of the second copy of K, or with
+    SLICED (DQ_TMA: its fp32 dQ tiles take that copy's SMEM) a 64-column view of K itself (``kc_tiles`` is
+    then ``k_tiles``; the NVMMA layout keeps each 128-byte column block a tile of its own). c may be the
+    replica id, a runtime value: a slice's offsets must be constants, hence the branch (KC = 2)."""
+    if SLICED:
+        tl.static_assert(KC == 2, "DQ_TMA at D=128: two 64-column views of K")
+        if c == 0:
+            t = tlx.local_slice(kc_tiles[h], [0, 0], [64, 64])
+        else:
+            t = tlx.local_slice(kc_tiles[h], [0, 64], [64, 64])
+    else:
+        t = kc_tiles[h * KC + c]
+    return t
+
+
+@triton.jit
+def _dq_reduce(dq, dq_tiles, desc_dq, g, n, row, col, DQ_TMA: tl.constexpr):
+    """DQ_TMA: add this group's n-th (BM, 64) fp32 dQ tile into dQ at (row, col) with one TMA reduce-add
+    (cp.reduce.async.bulk.tensor) from SMEM: the group's DQ_TMA tiles in turn, each free again once the
+    reduce issued DQ_TMA - 1 tiles later has read it (``async_descriptor_store_wait`` counts bulk groups).
+    Rows past this head's N hold exact zeros (P is masked there, so dS is 0): adding them into the next
+    head's first rows changes nothing, and past the last head the TMA unit drops them."""
+    buf = dq_tiles[g * DQ_TMA + n % DQ_TMA]
+    tlx.async_descriptor_store_wait(DQ_TMA - 1)
+    tlx.local_store(buf, dq)
+    tlx.fence("async_shared")
+    tlx.async_descriptor_store(desc_dq, buf, [row, col], store_reduce="add")
+
+
+@triton.jit
 def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles, delta_tiles, q_full, q_empty,
               do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, sm_scale, N_CTX,
               MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
               NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, KC: tl.constexpr, GROUPS: tl.constexpr,
-              DQ_SPLIT: tl.constexpr):
+              DQ_SPLIT: tl.constexpr, dq_tiles=None, desc_dq=None, DQ_TMA: tl.constexpr = 0):
     """Query block i (the it-th through the Q/dO ring) for consumer group g: the five products of
     the module docstring. Returns the new (dk, dv)."""
     if DQ_SPLIT:
@@ -96,14 +131,17 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
         # dQ_i[:, 64g : 64g+64] = sum_h dS_h K_h[:, 64g : 64g+64]: this group's 64 columns from every
         # group's dS (the bar.sync: all of this step's dS^T are in SMEM), one atomic add per element
         tlx.named_barrier_wait(DS_READY, 128 * GROUPS)
-        dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS]), kc_tiles[g])
+        dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS]), _kc(kc_tiles, 0, g, KC, DQ_TMA))
         for h in tl.static_range(1, GROUPS):
-            dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS + h]), kc_tiles[h * KC + g], dq)
+            dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS + h]), _kc(kc_tiles, h, g, KC, DQ_TMA), dq)
         dq = tlx.async_dot_wait(0, dq)
         tlx.barrier_arrive(q_empty[slot])
         tlx.barrier_arrive(do_empty[slot])
-        ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (g * 64 + cols)[None, :]
-        tl.atomic_add(ptrs, dq * sm_scale, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
+        if DQ_TMA:
+            _dq_reduce(dq * sm_scale, dq_tiles, desc_dq, g, it, head_row + i * BM, g * 64, DQ_TMA)
+        else:
+            ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (g * 64 + cols)[None, :]
+            tl.atomic_add(ptrs, dq * sm_scale, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
     else:
         # dQ_i += dS_g K_g, 64 columns of D at a time (K_g's column tiles kc): a 64 x BM fp32 accumulator
         # instead of 64 x D keeps dK, dV and dQ within the register budget at D=128
@@ -111,32 +149,37 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
             if KC == 1:
                 kc = k_g
             else:
-                kc = kc_tiles[g * KC + c]
+                kc = _kc(kc_tiles, g, c, KC, DQ_TMA)
             dq = tlx.async_dot(tlx.local_trans(ds_g), kc)
             dq = tlx.async_dot_wait(0, dq)
             if c == KC - 1:
                 # every wgmma that read Q_i and dO_i has retired: hand the slots back
                 tlx.barrier_arrive(q_empty[slot])
                 tlx.barrier_arrive(do_empty[slot])
-            ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (c * 64 + cols)[None, :]
-            tl.atomic_add(ptrs, dq * sm_scale, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
+            if DQ_TMA:
+                _dq_reduce(dq * sm_scale, dq_tiles, desc_dq, g, it * KC + c, head_row + i * BM, c * 64, DQ_TMA)
+            else:
+                ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (c * 64 + cols)[None, :]
+                tl.atomic_add(ptrs, dq * sm_scale, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
     dk = tlx.async_dot_wait(0, dk)
     return dk, dv
 
 
 @triton.jit
 def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do, desc_kc, desc_lse, desc_delta,
-                         dq_ptr, dk_ptr, dv_ptr,
+                         dq_ptr, dk_ptr, dv_ptr, desc_dq,
                          HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
-                         DQ_SPLIT: tl.constexpr = False):
+                         DQ_SPLIT: tl.constexpr = False, DQ_TMA: tl.constexpr = 0):
     """dK, dV of one block of BN K/V rows of one (batch, head) per CTA, dQ added into fp32 ``dq_ptr``.
 
     A loader task brings K and V of the block once (a 64-row tile per consumer group), then Q_i and
     dO_i of each query block through a NUM_BUFS-deep ring (``*_full``: landed bytes; ``*_empty``:
     every group's wgmmas that read the slot retired). Causal: the loop starts at the first query
-    block that sees this K/V block; the blocks across the diagonal and the ragged tail are masked."""
+    block that sees this K/V block; the blocks across the diagonal and the ragged tail are masked.
+    DQ_TMA = n > 0: dQ goes out by TMA reduce-add through n (BM, 64) fp32 SMEM tiles per group, on
+    ``desc_dq`` (a (BM, 64) descriptor of the (Z*H*N, D) fp32 dQ); 0: atomics, ``desc_dq`` is None."""
     GROUPS: tl.constexpr = BN // 64
     HALF: tl.constexpr = 64
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
@@ -154,10 +197,14 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     else:
         ds_tiles = tlx.local_alloc((HALF, BM), dtype, GROUPS)
     KC: tl.constexpr = HEAD_DIM // 64       # 64-column tiles of K (dQ's B operand; K itself when D=64)
-    if KC > 1:
+    if KC > 1 and not DQ_TMA:
         kc_tiles = tlx.local_alloc((HALF, 64), dtype, GROUPS * KC)
     else:
-        kc_tiles = k_tiles
+        kc_tiles = k_tiles      # DQ_TMA: 64-column views of K (_kc), the SMEM goes to the dQ tiles
+    if DQ_TMA:
+        dq_tiles = tlx.local_alloc((BM, 64), tl.float32, GROUPS * DQ_TMA)
+    else:
+        dq_tiles = None
     kv_full = tlx.alloc_barriers(num_barriers=1, arrive_count=1)
     q_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
     do_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
@@ -182,14 +229,14 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
 
     with tlx.async_tasks():
         with tlx.async_task("default", num_regs=LOADER_REGS):
-            if KC > 1:
+            if KC > 1 and not DQ_TMA:
                 tlx.barrier_expect_bytes(kv_full[0], 3 * GROUPS * TILE_BYTES)
             else:
                 tlx.barrier_expect_bytes(kv_full[0], 2 * GROUPS * TILE_BYTES)
             for g in tl.static_range(GROUPS):
                 tlx.async_descriptor_load(desc_k, k_tiles[g], [head_row + kv0 + g * HALF, 0], kv_full[0])
                 tlx.async_descriptor_load(desc_v, v_tiles[g], [head_row + kv0 + g * HALF, 0], kv_full[0])
-                if KC > 1:
+                if KC > 1 and not DQ_TMA:
                     for c in tl.static_range(KC):
                         tlx.async_descriptor_load(desc_kc, kc_tiles[g * KC + c], [head_row + kv0 + g * HALF, c * 64],
                                                   kv_full[0])
@@ -220,17 +267,22 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
-                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT)
+                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
+                                   dq_tiles, desc_dq, DQ_TMA)
             for i in range(i_mid, n_full):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
-                                   False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT)
+                                   False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
+                                   dq_tiles, desc_dq, DQ_TMA)
             for i in range(tl.maximum(i_mid, n_full), n_q):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
-                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT)
+                                   True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
+                                   dq_tiles, desc_dq, DQ_TMA)
+            if DQ_TMA:
+                tlx.async_descriptor_store_wait(0)      # the last reduces have read their SMEM
             cols = tl.arange(0, HEAD_DIM)
             offs = (head_row + kv_rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
             keep = (kv_rows < N_CTX)[:, None]
