@@ -8,9 +8,10 @@ between them (the two ``barrier_wait``s of ``_wait_full``) is the recorder alone
 that holds one untimed op gives that op's cost (the waits trace: the ``async_dot`` issue, the arrive and
 the loop).
 
-  .venv/bin/python benchmarks/shares_kstep.py [TRACE ...]   (default: benchmarks/shares/gemm_ws_4096_waits.json)
+  .venv/bin/python benchmarks/shares_kstep.py [TRACE ...]   (default: benchmarks/shares/gemm_ws_4096_waits.json.gz)
 """
 import ast
+import gzip
 import json
 import pathlib
 import statistics
@@ -22,7 +23,8 @@ def site(e):
 
 
 def steps(path, task):
-    d = json.load(open(path))
+    with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:
+        d = json.load(f)
     od = d["otherData"]
     meta = (ast.literal_eval(od) if isinstance(od, str) else od)["tlx_workbench"]["meta"]
     ghz = {c["cta"]: c["clock_ghz"] for c in meta["ctas"]}
@@ -64,4 +66,4 @@ def main(paths):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or [str(pathlib.Path(__file__).parent / "shares" / "gemm_ws_4096_waits.json")])
+    main(sys.argv[1:] or [str(pathlib.Path(__file__).parent / "shares" / "gemm_ws_4096_waits.json.gz")])

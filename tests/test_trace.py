@@ -40,6 +40,15 @@ def test_chrome_round_trip_keeps_everything(seed):
     assert fl(back) == fl(tr) and len(fl(tr)) > 10
 
 
+def test_a_gzipped_trace_file_round_trips(tmp_path):
+    tr = sample_trace(iters=5, ctas=1, consumers=2, stages=2, seed=3)
+    path = tr.save(str(tmp_path / "t.json.gz"))
+    assert pathlib.Path(path).read_bytes()[:2] == b"\x1f\x8b"           # gzip's magic
+    back = Trace.load(path)
+    assert sorted(map(_key, back.spans)) == sorted(map(_key, tr.spans)) and len(back.barrier_events) == \
+        len(tr.barrier_events)
+
+
 def test_ns_traces_are_written_in_microseconds_and_read_back_in_ns():
     tr = Trace(time_unit="ns", source="gpu")
     tr.add_span(Span(0, "default", 0, "mma", 1500.0, 4000.0, name="wgmma"))

@@ -349,8 +349,10 @@ class Trace:
                                                 "meta": _jsonable(self.meta)}}}
 
     def save(self, path: str) -> str:
-        """Write the Chrome trace JSON to ``path`` (open it in https://ui.perfetto.dev)."""
-        with open(path, "w") as f:
+        """Write the Chrome trace JSON to ``path`` (open it in https://ui.perfetto.dev), gzipped when ``path``
+        ends in ``.gz`` (Perfetto opens those too); :meth:`load` reads both."""
+        import gzip
+        with (gzip.open(path, "wt") if str(path).endswith(".gz") else open(path, "w")) as f:
             json.dump(self.to_chrome(), f)
         return path
 
@@ -375,7 +377,8 @@ class Trace:
         [(0, 'default', 0)]
         """
         if isinstance(data, (str, bytes)) or hasattr(data, "__fspath__"):
-            with open(data) as f:
+            import gzip
+            with (gzip.open(data, "rt") if str(data).endswith(".gz") else open(data)) as f:
                 data = json.load(f)
         events = data["traceEvents"] if isinstance(data, dict) else data
         other = data.get("otherData", {}).get("tlx_workbench") if isinstance(data, dict) else None

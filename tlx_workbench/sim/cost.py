@@ -166,7 +166,7 @@ class CostModel:
 #: a warp group issuing one wgmma instruction of an async_dot on the H200, cycles. No calibration family times it:
 #: measured in gemm_ws 4096^3 CONFIGS[0] (64x256x64 async_dots, 4 m64n256k16 instructions each), 2026-12-02 05:44 UTC,
 #: `benchmarks/shares_h200.py`, read by `benchmarks/shares_kstep.py`: the waits-only trace
-#: (benchmarks/shares/gemm_ws_4096_waits.json) has 231.5 cycles from the last barrier_wait to the async_dot_wait
+#: (benchmarks/shares/gemm_ws_4096_waits.json.gz) has 231.5 cycles from the last barrier_wait to the async_dot_wait
 #: (median, 8 lanes) less 114 between two adjacent waits (the recorder alone): 117.5; the every-op trace's
 #: async_dot spans (not kept: 4 MB) 129 less ~6 of a span's own clock reads: 123. ~30 per instruction; measured at
 #: N=256 only, taken as the same for every N
