@@ -121,9 +121,11 @@ def test_backward_rejects_an_lse_of_the_wrong_shape():
 
 
 def test_backward_compiles_for_sm90():
-    """D=128 causal bf16, the default config: fits the SMEM of a CTA, keeps the register split, streams
+    """D=128 causal bf16, the atomics' form (DQ_SPLIT): fits the SMEM of a CTA, keeps the register split, streams
     Q/dO with TMA, adds dQ with fp32 reductions and has wgmma kept in flight (S^T waited while dP^T runs)."""
-    cfg = attention_bwd.DEFAULTS[128]
+    cfg = dict(attention_bwd.DEFAULTS[128])
+    cfg.pop("DQ_TMA")
+    assert cfg in attention_bwd.CONFIGS
     k = attention_bwd.compile_offline(cfg, dtype="bfloat16", shape=(1, 2, 256, 128), causal=True)
     ptx = k.asm["ptx"]
     assert k.metadata.shared <= SMEM_LIMIT
@@ -144,8 +146,9 @@ def test_dq_tma_compiles_for_sm90_without_the_atomics():
     assert "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add" in ptx
     assert "atom.global" not in ptx
     assert r.resources.smem_bytes <= attention_bwd.smem_bytes(cfg, 128) + 1024 <= SMEM_LIMIT
-    base = attention_bwd.compile_report(attention_bwd.DEFAULTS[128], dtype="float16", shape=(1, 2, 256, 128),
-                                        causal=True)
+    assert cfg == attention_bwd.DEFAULTS[128]            # the D=128 default since it was measured (RESULTS.md)
+    atomics = {k: v for k, v in cfg.items() if k != "DQ_TMA"}
+    base = attention_bwd.compile_report(atomics, dtype="float16", shape=(1, 2, 256, 128), causal=True)
     assert r.resources.registers == base.resources.registers
     spills = lambda rep: max(f.spill_store_bytes for f in rep.ptxas_functions)  # noqa: E731
     assert spills(r) <= spills(base)

@@ -62,6 +62,7 @@ def suits(cfg, head_dim, causal=False) -> bool:
 
 CONFIGS = (
     _config(64),
+    _config(64, DQ_SPLIT=True, DQ_TMA=1),   # D=128 only: the default (below)
     _config(64, DQ_SPLIT=True),         # D=128 only
     _config(64, NUM_BUFS=3),
     _config(64, BN=64),
@@ -69,7 +70,7 @@ CONFIGS = (
     _config(128, NUM_BUFS=3),           # D=64 only
 )
 
-# DQ_TMA (issue 22), not yet measured on the GPU, so outside the autotune space: dQ by TMA reduce-add from
+# DQ_TMA (issue 22): dQ by TMA reduce-add from
 # (BM, 64) fp32 SMEM tiles; at D=128 dQ's B operand is a view of K (no second copy). DQ_SPLIT holds one tile
 # per group (two pass 227 KiB): it is written again a whole step later, so its reduce has the step's five
 # wgmmas to read it. benchmarks/attention_bwd_tma_h200.py checks and times them.
@@ -80,8 +81,10 @@ DQ_TMA_CONFIGS = (
     _config(128, DQ_TMA=1),                 # D=64 only
 )
 
-# D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell; benchmarks/RESULTS.md)
-DEFAULTS = {64: _config(64), 128: _config(64, DQ_SPLIT=True)}
+# D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell); with DQ_TMA=1 (dQ by TMA
+# reduce-add) 1.05-1.14x DQ_SPLIT's atomics, every D=128 cell (2026-12-02 06:33 UTC; benchmarks/RESULTS.md); the
+# other DQ_TMA configs (without DQ_SPLIT) were 0.94-1.02x the atomics and stay out of the autotune space
+DEFAULTS = {64: _config(64), 128: _config(64, DQ_SPLIT=True, DQ_TMA=1)}
 
 
 def configs_for(head_dim, causal=False):
