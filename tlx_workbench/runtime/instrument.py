@@ -812,6 +812,21 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
 _UNSET = -2147483648
 
 
+
+def _recorded_slots(lay, v):
+    """Each CTA slot that ran: (slot, its lanes' headers, the lanes that ran, their headers, its SM clock in
+    GHz from globaltimer vs clock64, or None when no lane was timed)."""
+    import numpy as np
+    for slot in range(lay.slots):
+        hdr = v[slot, :, :len(_LANE_HDR)]
+        ran = np.nonzero(hdr[:, 1] > 0)[0]
+        if len(ran) == 0:
+            continue
+        h = hdr[ran]
+        timed = (h[:, 4] > h[:, 3]) & (h[:, 6] > h[:, 5]) & (h[:, 3] > 0)
+        ghz = float((h[timed, 6] - h[timed, 5]).sum() / (h[timed, 4] - h[timed, 3]).sum()) if timed.any() else None
+        yield slot, hdr, ran, h, ghz
+
 def decode(buf, sites: list[EventSite], tasks: list[str], *, file: str | None = None, meta: dict | None = None,
            unit: str = "ns"):
     """The :class:`Trace` (source "gpu") that an instrumented launch's buffer holds.
@@ -834,14 +849,7 @@ def decode(buf, sites: list[EventSite], tasks: list[str], *, file: str | None = 
     lay = Layout.read(a)
     v = lay.lanes_view(a)
     ctas = []
-    for slot in range(lay.slots):
-        hdr = v[slot, :, :len(_LANE_HDR)]
-        ran = np.nonzero(hdr[:, 1] > 0)[0]
-        if len(ran) == 0:
-            continue
-        h = hdr[ran]
-        timed = (h[:, 4] > h[:, 3]) & (h[:, 6] > h[:, 5]) & (h[:, 3] > 0)
-        ghz = float((h[timed, 6] - h[timed, 5]).sum() / (h[timed, 4] - h[timed, 3]).sum()) if timed.any() else None
+    for slot, hdr, ran, h, ghz in _recorded_slots(lay, v):
         first = ran[int(np.argmin(h[:, 5]))]
         ctas.append(dict(slot=slot, pid=int(h[0, 1]) - 1, lanes=ran, smid=int(h[0, 2]), ghz=ghz,
                          clk0=int(hdr[first, 5]), gt0=int(hdr[first, 3]), gt1=int(h[:, 4].max()),
@@ -925,14 +933,7 @@ def decode_totals(buf, sites: list[EventSite], tasks: list[str]) -> dict:
                        f"{len(sites)} sites", hint="inst.buffer(..., capacity=len(inst.sites))")
     v = lay.lanes_view(a)
     out = []
-    for slot in range(lay.slots):
-        hdr = v[slot, :, :len(_LANE_HDR)]
-        ran = np.nonzero(hdr[:, 1] > 0)[0]
-        if len(ran) == 0:
-            continue
-        h = hdr[ran]
-        timed = (h[:, 4] > h[:, 3]) & (h[:, 6] > h[:, 5]) & (h[:, 3] > 0)
-        ghz = float((h[timed, 6] - h[timed, 5]).sum() / (h[timed, 4] - h[timed, 3]).sum()) if timed.any() else None
+    for slot, hdr, ran, h, ghz in _recorded_slots(lay, v):
         lanes = []
         for lane in ran:
             recs = v[slot, lane, HEADER:HEADER + 3 * len(sites)].reshape(len(sites), 3)
