@@ -53,7 +53,7 @@ class CTA(BarrierOps, MemoryOps, BulkCopyOps, MmaOps, ClusterOps, ClcOps):
                  cluster_id: int = 0):
         self.run = run
         self.cost = run.cost
-        self.alu_free = 0.0                     # when the CTA's ALUs are next free (engine._charge_alu)
+        self.alu_free = 0.0                     # when the CTA's ALUs are next free (charge_alu)
         self.lsu_free = 0.0                     # when its L1 path is next free (register spills)
         self.pid = pid
         self.grid_idx = grid_idx
@@ -120,6 +120,18 @@ class CTA(BarrierOps, MemoryOps, BulkCopyOps, MmaOps, ClusterOps, ClcOps):
         # arrived is in CTA src_cta, not in the barrier's CTA (Trace.flows draws the arrow from there)
         ev.src_cta = t.pid if t is not None else None
         self.run.trace.add_barrier_event(ev)
+
+    def charge_alu(self, elements: int, weight: float):
+        """Elementwise work of the running task: the CTA's ALUs (128 FP32 lanes per SM) are shared by its warp
+        groups, like its tensor core; scalar index arithmetic is free (interp_adapter.ALU_WEIGHTS)."""
+        t = self.sched.current
+        if t is None:
+            return
+        owner = getattr(t, "cta", None) or self
+        cycles = elements * weight / owner.cost.elems_per_cycle
+        start = max(t.clock, owner.alu_free)
+        owner.alu_free = t.clock = start + cycles
+        t.stats["busy"] += cycles
 
     def step(self, line=None):
         t = self.task

@@ -271,17 +271,9 @@ def _finish_group(run, group, max_steps):
 
 
 def _charge_alu(elements: int, weight: float):
-    """Elementwise work of the running task: the CTA's ALUs (128 FP32 lanes per SM) are shared by its
-    warp groups, like its tensor core; scalar index arithmetic is free (interp_adapter.ALU_WEIGHTS)."""
-    cta = _state.cta
-    t = cta.sched.current if cta is not None else None
-    if t is None:
-        return
-    owner = getattr(t, "cta", None) or cta
-    cycles = elements * weight / owner.cost.elems_per_cycle
-    start = max(t.clock, owner.alu_free)
-    owner.alu_free = t.clock = start + cycles
-    t.stats["busy"] += cycles
+    """An interpreter op's elementwise work, charged to the running CTA (CTA.charge_alu)."""
+    if _state.cta is not None:
+        _state.cta.charge_alu(elements, weight)
 
 
 def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_steps=2_000_000,

@@ -114,17 +114,8 @@ class StochRoundBuilderOps:
         out = encode(stoch_round_values(x, fmt, element_random_bits(r, pack, nbits)), fmt).reshape(x.shape)
         if x.size > 1:
             # the conversion (a cvt, weight 2) plus the pack's shift-and-xor of random bits, per element
-            _charge_alu(self.cta, x.size, ia.ALU_WEIGHTS["create_fp_to_fp"] + 2.0 * (pack - 1) / pack)
+            if self.cta is not None:
+                self.cta.charge_alu(x.size, ia.ALU_WEIGHTS["create_fp_to_fp"] + 2.0 * (pack - 1) / pack)
         return _Value(out, dst)
 
 
-def _charge_alu(cta, elements: int, weight: float):
-    """Elementwise work through the CTA's shared ALUs, as ``engine._charge_alu`` charges the interpreter's ops."""
-    t = cta.sched.current if cta is not None else None
-    if t is None:
-        return
-    owner = getattr(t, "cta", None) or cta
-    cycles = elements * weight / owner.cost.elems_per_cycle
-    start = max(t.clock, owner.alu_free)
-    owner.alu_free = t.clock = start + cycles
-    t.stats["busy"] += cycles
