@@ -437,17 +437,27 @@ def _is_bf16(h) -> bool:
     return getattr(h.dtype, "scalar", h.dtype) == tl.bfloat16 and np.asarray(h.data).dtype == np.uint16
 
 
+def mma_operand_values(arr, ty) -> np.ndarray:
+    """The values of an MMA operand of Triton type ``ty`` (a tensor's data or an SMEM buffer's array) as float32,
+    exactly: bf16 bits and fp8 bytes decoded (the interpreter's own fp8 decoding), anything else widened."""
+    arr = np.asarray(arr)
+    if ty == tl.bfloat16 and arr.dtype == np.uint16:
+        return bf16_bits_to_f32(arr)
+    if ty.is_floating() and ty.primitive_bitwidth == 8:
+        return _interp._convert_float(arr, ty, tl.float16, None).view(np.float16).astype(np.float32)
+    return arr.astype(np.float32, copy=False)
+
+
 def _mma_operand(h):
     """(its values, exactly, as a float array; its bits) for a 16- or 8-bit float dot operand, else None."""
-    if _is_bf16(h):
-        return bf16_bits_to_f32(h.data), 16
     ty = getattr(h.dtype, "scalar", h.dtype)
-    data = np.asarray(h.data)
-    if ty.is_floating() and ty.primitive_bitwidth == 8:
-        return _interp._convert_float(data, ty, tl.float16, None).view(np.float16), 8
-    if data.dtype == np.float16:
-        return data, 16
-    return None
+    if _is_bf16(h) or np.asarray(h.data).dtype == np.float16:
+        bits = 16
+    elif ty.is_floating() and ty.primitive_bitwidth == 8:
+        bits = 8
+    else:
+        return None
+    return mma_operand_values(h.data, ty), bits
 
 
 def _wide(h):

@@ -58,27 +58,6 @@ def _call_kw(op: str, key: str, default=None):
     return default
 
 
-_F8_TABLES: dict = {}
-
-
-def as_f32(arr: np.ndarray, tl_dtype) -> np.ndarray:
-    """The values of a buffer as float32: fp8 (stored as bytes) and bf16 (stored as uint16) decoded."""
-    name = str(tl_dtype)
-    if name in ("fp8e4nv", "fp8e5", "fp8e4b15", "fp8e4b8", "fp8e5b16"):
-        table = _F8_TABLES.get(name)
-        if table is None:
-            import torch
-            tdt = {"fp8e4nv": torch.float8_e4m3fn, "fp8e5": torch.float8_e5m2}.get(name)
-            if tdt is None:
-                raise NotImplementedError(f"MMA on {name}")
-            table = torch.arange(256, dtype=torch.uint8).view(tdt).float().numpy()
-            _F8_TABLES[name] = table
-        return table[arr.view(np.uint8)]
-    if name == "bf16":
-        return (arr.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
-    return arr.astype(np.float32, copy=False)
-
-
 def current_cta():
     return _state.cta
 
@@ -367,7 +346,8 @@ class _TLXBuilder(ia.InterpreterBuilder):
 
         def product(x, y, acc=None):
             # exact operands into the fp32 accumulator as the tensor cores add them (sim/mma_numerics.py)
-            return mma_accumulate(acc, as_f32(x, av.tl_dtype), as_f32(y, bv.tl_dtype), bits)
+            return mma_accumulate(acc, ia.mma_operand_values(x, av.tl_dtype), ia.mma_operand_values(y, bv.tl_dtype),
+                                  bits)
         product.accumulates = True
         self._mma(a, b, acc, use_acc, pred, bars, two_ctas, "async_dot", product, bits)
 
