@@ -16,10 +16,12 @@ still needed: the plugin is never loaded behind a user's back). Under it:
   launch returns a stand-in whose ``asm``/``metadata`` raise with the compiler's message.
 - A deadlock or a race fails the test with the simulator's diagnosis (the wait-for graph in a
   report section); a test past ``--tlx-sim-deadline`` seconds fails with the deadline. The deadline
-  interrupts Python (host code, simulated kernels), not one long native call: a test whose torch
-  reference is a 4096^3 fp16 matmul on the CPU (minutes) fails only when that call returns.
+  interrupts Python (host code, simulated kernels), not one long native call: a test stuck in one
+  torch call on the CPU fails only when that call returns.
 - At the end, a table per test (faithful pass, simulate-only pass, failed, unsupported op,
   compiler refused, skipped) in the terminal summary, and as JSON with ``--tlx-sim-report``.
+- With pytest-xdist (``-n 8``), tests run in parallel processes, each simulating its own launches;
+  the table and the JSON are the whole run's (the workers' records travel with their reports).
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ REFUSED = "compiler refused"
 SKIPPED = "skipped"
 STATUSES = (FAITHFUL, SIM_ONLY, FAILED, UNSUPPORTED, REFUSED, SKIPPED)
 
+_RECORD_KEY = "tlx_sim"     # a test's record in its teardown report's user_properties
 _NOT_MODELLED = re.compile(r"tlx\.(\w+): the CPU simulator does not model")
 
 
@@ -174,10 +177,15 @@ class TLXSimPlugin:
         self._t0 = time.perf_counter()
         with self._simulating():
             yield
-        rec = self.records[item.nodeid]
-        rec["seconds"] = round(time.perf_counter() - self._t0, 3)
-        rec["launches"] = [la.as_dict() for la in self._launches]
+        self._finish(item.nodeid)
         self._launches = None
+
+    def _finish(self, nodeid):
+        rec = self.records.get(nodeid)
+        if rec is not None and self._launches is not None:
+            rec["seconds"] = round(time.perf_counter() - self._t0, 3)
+            rec["launches"] = [la.as_dict() for la in self._launches]
+        return rec
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item):
@@ -198,6 +206,19 @@ class TLXSimPlugin:
         if warned and report.when == "call":
             report.sections.append(("tlx-sim: simulator warnings", "\n".join(warned)))
         self._classify(item.nodeid, report, exc)
+        if report.when == "teardown":
+            # the record travels with the test's last report: under pytest-xdist (``-n N``) the controller
+            # builds the table and the JSON from the workers' records (pytest_runtest_logreport)
+            rec = self._finish(item.nodeid)
+            if rec is not None and hasattr(item.config, "workerinput"):
+                report.user_properties.append((_RECORD_KEY, dict(rec)))
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "teardown" or report.nodeid in self.records:
+            return              # this process ran the test (serially, or as an xdist worker)
+        for key, rec in report.user_properties:
+            if key == _RECORD_KEY:
+                self.records[report.nodeid] = rec
 
     def _classify(self, nodeid, report, exc):
         rec = self.records.get(nodeid)
@@ -333,7 +354,7 @@ class TLXSimPlugin:
         return out
 
     def pytest_sessionfinish(self, session):
-        if self.report_path:
+        if self.report_path and not hasattr(session.config, "workerinput"):     # an xdist worker: the controller writes
             data = {"gpu": self.gpu, "arch": f"sm_{self.model.arch}", "deadline_s": self.deadline_s,
                     "counts": self.counts(), "tests": self.table()}
             with open(self.report_path, "w") as f:

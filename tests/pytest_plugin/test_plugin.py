@@ -56,6 +56,20 @@ def test_every_test_gets_its_named_outcome(h200):
     assert proc.returncode == 1          # failures fail the run, as on a GPU
 
 
+def test_in_parallel_under_xdist_the_table_is_the_whole_runs(h200, tmp_path):
+    # pytest -n 2: each worker simulates its own tests; the controller's table and JSON hold every test with
+    # the verdict, reason and launches a serial run gives
+    files = ["test_vector.py", "test_tlx_pipeline.py"]
+    proc, data = _pytest(tmp_path, "--tlx-sim=H200", "-n", "2", *files)
+    assert data is not None, proc.stdout + proc.stderr
+    serial = {t["test"]: t for t in h200[1]["tests"] if t["test"].split("::")[0] in files}
+    assert {t["test"]: (t["status"], t["why"]) for t in data["tests"]} == \
+        {k: (t["status"], t["why"]) for k, t in serial.items()}, proc.stdout
+    for t in data["tests"]:
+        assert [la["kernel"] for la in t["launches"]] == [la["kernel"] for la in serial[t["test"]]["launches"]]
+    assert "bringing up nodes" in proc.stdout and "5 faithful pass, 2 failed" in proc.stdout, proc.stdout
+
+
 def test_launches_are_compiled_then_simulated(h200):
     _, data = h200
     by = {t["test"].split("::")[-1]: t for t in data["tests"]}
