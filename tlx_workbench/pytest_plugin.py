@@ -75,6 +75,7 @@ def pytest_configure(config):
     deadline = config.getoption("tlx_sim_deadline") or config.getini("tlx_sim_deadline") or DEFAULT_DEADLINE_S
     report = config.getoption("tlx_sim_report") or config.getini("tlx_sim_report") or None
     plugin = TLXSimPlugin(gpu, float(deadline), report, seed=config.getoption("tlx_sim_seed") or 0)
+    plugin._is_worker = hasattr(config, "workerinput")
     plugin.start()
     config.pluginmanager.register(plugin, "tlx-sim-session")
     config.addinivalue_line("markers", "tlx_sim_deadline(seconds): this test's deadline under --tlx-sim")
@@ -145,6 +146,7 @@ class TLXSimPlugin:
         self._launches: list[_Launch] | None = None
         self._kernel_file = None      # the file of the kernel being simulated, while a launch runs
         self._t0 = None
+        self._is_worker = False
 
     # -- the session -----------------------------------------------------------------------
     def start(self):
@@ -214,11 +216,14 @@ class TLXSimPlugin:
                 report.user_properties.append((_RECORD_KEY, dict(rec)))
 
     def pytest_runtest_logreport(self, report):
-        if report.when != "teardown" or report.nodeid in self.records:
-            return              # this process ran the test (serially, or as an xdist worker)
-        for key, rec in report.user_properties:
-            if key == _RECORD_KEY:
-                self.records[report.nodeid] = rec
+        if report.when != "teardown":
+            return
+        if report.nodeid not in self.records:         # a worker's test: its record came with the report
+            for key, rec in report.user_properties:
+                if key == _RECORD_KEY:
+                    self.records[report.nodeid] = rec
+        # the JSON after every test (written whole, then renamed): a long suite stopped midway keeps its table
+        self._write_report(complete=False)
 
     def _classify(self, nodeid, report, exc):
         rec = self.records.get(nodeid)
@@ -354,11 +359,18 @@ class TLXSimPlugin:
         return out
 
     def pytest_sessionfinish(self, session):
-        if self.report_path and not hasattr(session.config, "workerinput"):     # an xdist worker: the controller writes
-            data = {"gpu": self.gpu, "arch": f"sm_{self.model.arch}", "deadline_s": self.deadline_s,
-                    "counts": self.counts(), "tests": self.table()}
-            with open(self.report_path, "w") as f:
-                json.dump(data, f, indent=1)
+        self._write_report(complete=True)
+
+    def _write_report(self, complete: bool):
+        if not self.report_path or self._is_worker:           # an xdist worker: the controller writes
+            return
+        import os
+        data = {"gpu": self.gpu, "arch": f"sm_{self.model.arch}", "deadline_s": self.deadline_s,
+                "complete": complete, "counts": self.counts(), "tests": self.table()}
+        tmp = f"{self.report_path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+        os.replace(tmp, self.report_path)
 
     def pytest_terminal_summary(self, terminalreporter):
         tr = terminalreporter

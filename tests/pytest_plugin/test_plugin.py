@@ -33,7 +33,7 @@ def _status(data):
 def test_every_test_gets_its_named_outcome(h200):
     proc, data = h200
     assert data is not None, proc.stdout + proc.stderr
-    assert data["gpu"] == "H200" and data["arch"] == "sm_90"
+    assert data["gpu"] == "H200" and data["arch"] == "sm_90" and data["complete"] is True
     assert _status(data) == {
         "test_add_matches_torch": ("faithful pass", None),
         "test_add_ir_and_metadata": ("faithful pass", None),          # kernel.asm / metadata are the compiler's
@@ -61,7 +61,7 @@ def test_in_parallel_under_xdist_the_table_is_the_whole_runs(h200, tmp_path):
     # the verdict, reason and launches a serial run gives
     files = ["test_vector.py", "test_tlx_pipeline.py"]
     proc, data = _pytest(tmp_path, "--tlx-sim=H200", "-n", "2", *files)
-    assert data is not None, proc.stdout + proc.stderr
+    assert data is not None and data["complete"] is True, proc.stdout + proc.stderr
     serial = {t["test"]: t for t in h200[1]["tests"] if t["test"].split("::")[0] in files}
     assert {t["test"]: (t["status"], t["why"]) for t in data["tests"]} == \
         {k: (t["status"], t["why"]) for k, t in serial.items()}, proc.stdout
