@@ -8,7 +8,8 @@ the GPU runs it under three recorders, from lightest to heaviest, each timed aga
   waits    wb.profile(ops="waits"): a (site, t0, t1) record per wait: per-wait durations, where in the loop
   all      wb.profile(): every op recorded (the 2026-12-02 timeline's recorder, store waits now timed too)
 
-Each is compared with the simulated CTA 0 by trace_compare (barrier wait / async wait / busy, only the
+Each is compared with the simulated CTA 0 (the plain kernel, and the kernel that recorder instruments:
+``simulate(recorder=...)``) by trace_compare (barrier wait / async wait / busy, only the
 waits both sides time) and checked: every lane present, each wait site's count equal to the loop's trip
 count (tiles x k-steps), the product correct, the overhead measured. A failed check or step is printed as
 FAILED and the script exits 1 (the other steps still run and are written).
@@ -42,7 +43,7 @@ import triton  # noqa: E402
 
 import tlx_workbench as wb  # noqa: E402
 from tlx_workbench.kernels import gemm_ws  # noqa: E402
-from tlx_workbench.runtime.instrument import select_ctas  # noqa: E402
+from tlx_workbench.runtime.instrument import WAIT_OPS, select_ctas  # noqa: E402
 from tlx_workbench.trace import Trace  # noqa: E402
 from tlx_workbench.trace_compare import compare, shares  # noqa: E402
 
@@ -110,14 +111,20 @@ def check_counts(tr: Trace, grid: int, ctas) -> list[str]:
     return bad
 
 
-def simulate():
-    """CTA 0 of the plain kernel on the simulator (timing only: the same cycles, 4-5x faster)."""
+def simulate_cta0(recorder=None):
+    """CTA 0 on the simulator (timing only: the same cycles, 4-5x faster): the plain kernel, or the one
+    ``recorder`` instruments (its measured cost per record charged where it records: sim/recorder.py)."""
     a, b = torch.empty(M, K, dtype=torch.float16), torch.empty(K, N, dtype=torch.float16)
     c = torch.empty(M, N, dtype=torch.float16)
-    t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # "only 1 of 128 CTAs simulated": meant
-        sim = wb.simulate(gemm_ws.launch, a, b, c, CFG, ctas=[0], gpu="H200", numerics=False)
+        return wb.simulate(gemm_ws.launch, a, b, c, CFG, ctas=[0], gpu="H200", numerics=False, recorder=recorder)
+
+
+def simulate():
+    """CTA 0 of the plain kernel on the simulator."""
+    t = time.perf_counter()
+    sim = simulate_cta0()
     if not sim.ok:
         raise RuntimeError(f"the simulation did not finish cleanly: {sim}")
     state["sim"] = sim.trace
@@ -161,9 +168,28 @@ def compare_with(name: str, tr: Trace):
            "overhead": tr.meta.get("overhead"), "sm_clock_ghz": tr.meta.get("sm_clock_ghz")}
     if tr.spans:
         row["recorder_gaps_cta0"] = recorder_gaps(tr, 0)
+    rec = recorder_of(tr)
+    if rec is not None:
+        # the kernel that was measured: the simulation of the instrumented kernel against it
+        rsim = simulate_cta0(rec)
+        rcmp = compare(rsim.trace, tr, measured_cta=0)
+        row["recorded_sim"] = {"recorder": rec, "cta0": rcmp.to_dict(), "text": str(rcmp),
+                               "within_10_points_cta0": rcmp.within(10.0),
+                               "sim_overhead": rsim.cycles / state["sim"].duration - 1}
+        print(f"--- {name}, against the simulated {rec} recorder\n{rcmp}", flush=True)
     res.setdefault("compare", {})[name] = row
     print(f"--- {name} ({tr.meta.get('recorder')}; overhead "
           f"{_ratio(tr.meta.get('overhead'))})\n{cmp0}", flush=True)
+
+
+def recorder_of(tr: Trace) -> str | None:
+    """Which of the profiler's recorders made a measured trace (None: not ours, or not known)."""
+    if tr.meta.get("recorder") != "clock64":
+        return None
+    if tr.meta.get("totals"):
+        return "totals"
+    timed = set(tr.meta.get("timed_ops") or ())
+    return "waits" if timed and timed <= set(WAIT_OPS) else "all"
 
 
 def _ratio(ov) -> str:
@@ -207,6 +233,12 @@ def verdict():
         lines.append(f"{name:>8}: overhead {_ratio(ov):>13}, worst share error (CTA 0) "
                      f"{worst:.1f} points, within 10: {row['within_10_points_cta0']} "
                      f"(CTA mean: {row['within_10_points_mean']})")
+        rs = row.get("recorded_sim")
+        if rs:
+            worst = max((max(abs(t["busy_error_pts"]), abs(t["barrier_wait_error_pts"]), abs(t["async_wait_error_pts"]))
+                         for t in rs["cta0"]["tasks"]), default=None)
+            lines.append(f"{'':>8}  against the simulated {rs['recorder']} recorder: worst {worst:.1f} points, "
+                         f"within 10: {rs['within_10_points_cta0']}")
     t = cmp.get("totals")
     if t and t.get("overhead") and t["overhead"].get("ratio"):
         near = t["overhead"]["ratio"] < 1.05

@@ -6,6 +6,7 @@ from ..target import offline
 from .engine import raise_deadlock, run_launch
 from .hostmem import AddressTaken
 from .races import rank_findings
+from .recorder import check_name as check_recorder
 
 DEFAULT_MAX_STEPS = 2_000_000
 _active: list["Simulation"] = []
@@ -143,7 +144,7 @@ class Simulation:
 
     def __init__(self, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
                  on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-                 spills=0, serialized_wgmma=False):
+                 spills=0, serialized_wgmma=False, recorder=None):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
         self.gpu = gpu
@@ -159,6 +160,7 @@ class Simulation:
         self.numerics = numerics
         self.spills = spills
         self.serialized_wgmma = serialized_wgmma
+        self.recorder = check_recorder(recorder)
         self.results: list[SimResult] = []
         self._offline = None
         self._saved = []
@@ -280,7 +282,8 @@ class Simulation:
                              max_steps=self.max_steps, resident=self.resident, memory=taken,
                              occupancy=self.occupancy, in_flight=self.in_flight,
                              numerics=self.numerics, spills=self.spills,
-                             serialized_wgmma=self.serialized_wgmma, track_writes=len(seeds) > 1)
+                             serialized_wgmma=self.serialized_wgmma, track_writes=len(seeds) > 1,
+                             recorder=self.recorder)
             if i == 0:
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
@@ -351,7 +354,7 @@ def _same(a, b) -> bool:
 
 def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
              config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-             spills=0, serialized_wgmma=False, **kwargs):
+             spills=0, serialized_wgmma=False, recorder=None, **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -379,7 +382,11 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     not the kernel's; the barrier protocol, races and every clock are kept; what ``wb.predict`` runs),
     ``spills`` (ptxas's spill loads in bytes per thread, from the compile report: the cost model
     charges those reloads around each async_dot), ``serialized_wgmma`` (ptxas said it
-    serialized the wgmma pipeline: each instruction waits for the one before, at the calibrated cost).
+    serialized the wgmma pipeline: each instruction waits for the one before, at the calibrated cost),
+    ``recorder`` (None: the plain kernel; ``"waits"``, ``"totals"`` or ``"all"``: the kernel as ``wb.profile``
+    instruments it — ``profile(ops="waits")``, ``profile(ops="waits", totals=True)``, ``profile()`` — each op it
+    records followed by that recorder's measured cost per record, so that shares and times are those of the
+    kernel a measured trace comes from; ``sim/recorder.py``).
 
     Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a
     cluster run together under one scheduler, with remote arrivals, multicast TMA, 2-CTA
@@ -389,7 +396,7 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
                      on_deadlock=on_deadlock, resident=resident, occupancy=occupancy,
                      in_flight=in_flight, numerics=numerics, spills=spills,
-                     serialized_wgmma=serialized_wgmma)
+                     serialized_wgmma=serialized_wgmma, recorder=recorder)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",

@@ -172,6 +172,32 @@ class CostModel:
 #: N=256 only, taken as the same for every N
 MEASURED_WGMMA_ISSUE = {"H200": 30.0}
 
+#: the clock recorder (runtime/instrument.py) on the H200, cycles its warp group spends per recorded op, from the
+#: op's end-clock read to the next op's start-clock read (the record's branches and stores, or atomics, and the
+#: count); what simulate(recorder=...) charges after each recorded op (sim/recorder.py). Measured in gemm_ws 4096^3
+#: CONFIGS[0], 2026-12-02 05:44 UTC, `benchmarks/shares_h200.py` (traces in benchmarks/shares/), by recorder:
+#: - "waits": 114, the median gap between the two barrier_waits of _wait_full (adjacent statements, nothing between
+#:   them; 8 consumer lanes x 256, mean 115.1), `benchmarks/shares_kstep.py` on gemm_ws_4096_waits.json.gz;
+#: - "all": 123, the same gap in the every-op trace (not kept, 4 MB; benchmarks/RESULTS.md, "Where a consumer's
+#:   k-step goes");
+#: - "totals": 263 = 114 + 149: the totals trace (gemm_ws_4096_totals.json, no spans) has the same records as the
+#:   waits trace and 149 more busy cycles per record, loader (149.8) and consumers (148.7) alike: its three relaxed
+#:   atomics per wait cost more than a record's three stores (`benchmarks/shares_recorder.py` derives it).
+#: Other GPUs: the H200's figures, as estimates (the same instructions; not measured there)
+MEASURED_RECORD = {"H200": {"waits": 114.0, "all": 123.0, "totals": 263.0}}
+
+
+def record_cycles(gpu: str, recorder: str) -> tuple[float, bool]:
+    """(cycles the ``recorder`` costs per recorded op on ``gpu``, whether that is an estimate: another GPU's).
+
+    >>> record_cycles("H200", "waits")
+    (114.0, False)
+    """
+    name = gpu_model(gpu).name
+    table = MEASURED_RECORD.get(name)
+    estimate = table is None
+    return float((table or MEASURED_RECORD["H200"])[recorder]), estimate
+
 #: the arrive of an ordinary mbarrier, by assumption (the two calibration loops measure arrive + wake and
 #: arrive + satisfied wait, not the split): the rest of each loop goes to the wake and to the wait
 ASSUMED_ARRIVE = 40.0

@@ -14,9 +14,10 @@ import triton.language as tl
 from ..errors import DeadlockError, SimulationError, TLXWorkbenchError
 from ..trace import Trace
 from . import interp_adapter as ia
+from . import recorder as recording
 from . import rewrite, threads, tl_extras
 from .blas_threads import one_blas_thread
-from .cost import cost_model
+from .cost import cost_model, record_cycles
 from .cta import CTA, SimGroup
 from .hostmem import HostMemory
 from .diagnose import deadlock_report
@@ -278,13 +279,15 @@ def _charge_alu(elements: int, weight: float):
 
 def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_steps=2_000_000,
                resident=None, memory=(), occupancy=1, in_flight=None, numerics=True,
-               spills=0, serialized_wgmma=False, track_writes=False) -> LaunchRun:
+               spills=0, serialized_wgmma=False, track_writes=False, recorder=None) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
     ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth); ``in_flight``: the
     CTAs sharing the bandwidth, when not this grid's (a small shape timed as part of a large launch);
     ``numerics=False``: timing only (TMA moves no data, wgmma computes nothing; the protocol and clocks are kept);
     ``spills``: ptxas's spill loads, bytes per thread (the compile report's), charged around each async_dot;
     ``serialized_wgmma``: ptxas serialized the wgmma pipeline (each instruction waits for the previous).
+    ``recorder``: "waits", "totals" or "all": the kernel as ``wb.profile`` instruments it, each recorded op followed
+    by the recorder's measured cost (sim/recorder.py); None: the plain kernel.
     ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken);
     ``track_writes``: keep a ``writes.WriteLog`` (who stored, which bytes atomics wrote) in ``run.writes``."""
     from triton.runtime.jit import JITFunction
@@ -342,6 +345,9 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
         run.cost = dataclasses.replace(run.cost, wgmma_serialized=True)
     run.trace.meta.update(resident_ctas=run.resident_ctas, clock_ghz=run.cost.time_clock_ghz,
                           calibration=getattr(run.cost.calibration, "date", None))
+    if recorder is not None:
+        cycles, estimate = record_cycles(run.gpu.name, recording.check_name(recorder))
+        run.recording = recording.Recording(recorder, cycles, recording.sites(jitfn.fn, recorder), estimate)
     clusters = _clusters(g, cga)
     if ctas is not None:
         wanted = set(ctas if isinstance(ctas, (list, tuple, set, range)) else [ctas])
@@ -377,6 +383,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     _state.scopes = []
     _state.patched_modules = {jitfn.fn.__module__}
     undo_tlx = patch_tlx(semantic)
+    if recorder is not None:
+        recording.install(run.recording)        # undone by undo_tlx
     check = _access_checker(run, ranges)
     undo_check = ia.install_access_check(check)
     undo_polls = ia.install_polls(_poller(check))
@@ -441,6 +449,8 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
         _state.cta = None
     if check_outputs and run.deadlock is None:
         out_check.report(run)
+    if recorder is not None:
+        run.trace.meta["recorder"] = run.recording.meta()
     return run
 
 

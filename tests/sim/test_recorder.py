@@ -1,0 +1,109 @@
+"""simulate(recorder=...) runs the kernel a measured trace comes from: the clock recorder's measured cost after
+every op that ``runtime/instrument.py`` records, at the same sites (issue 17)."""
+import warnings
+
+import pytest
+import torch
+import triton
+
+import tlx_workbench as wb
+from tlx_workbench.errors import SimulationError
+from tlx_workbench.kernels import gemm_ws
+from tlx_workbench.runtime.instrument import instrument_source
+from tlx_workbench.sim import recorder as rec_mod
+from tlx_workbench.sim.cost import MEASURED_RECORD, cost_model, record_cycles
+
+CFG = dict(gemm_ws.CONFIGS[0])          # the measured config: SPLIT_FULL, DOT_WAIT0, 4 strips per tile
+KERNEL = gemm_ws.gemm_ws_coop_kernel
+
+
+def _sim(a, b, c, recorder=None, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return wb.simulate(gemm_ws.launch, a, b, c, CFG, gpu="H200", recorder=recorder, **kw)
+
+
+def _inputs(M, N, K):
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    return a, b, torch.full((M, N), float("nan")).half()
+
+
+def _lane_spans(res, task, replica):
+    return sorted(res.trace.spans_of(0, task, replica), key=lambda s: s.start)
+
+
+def test_the_recorded_sites_are_the_instrumented_kernels():
+    import inspect
+    lines, first = inspect.getsourcelines(KERNEL.fn)
+    for name, opts in rec_mod.RECORDERS.items():
+        _, sites, _ = instrument_source("".join(lines), first, "clock", KERNEL.fn.__globals__,
+                                        KERNEL.fn.__code__.co_filename, opts["ops"])
+        got = rec_mod.sites(KERNEL.fn, name)
+        assert {(line, op) for _, line, op in got} == {(s.line, s.op) for s in sites}
+    # the waits of _wait_full, a helper the consumers call: its own file and lines
+    waits = rec_mod.sites(KERNEL.fn, "waits")
+    assert {op for _, _, op in waits} == {"barrier_wait", "async_dot_wait", "async_descriptor_store_wait"}
+    assert len(rec_mod.sites(KERNEL.fn, "all")) > len(waits)
+
+
+def test_records_cost_the_measured_cycles_where_the_instrumented_kernel_records():
+    M, N, K = 256, 256, 256                 # 2 tiles of 128 x 256, 4 k-steps each; CTA 0 of 2
+    a, b, c0 = _inputs(M, N, K)
+    plain = _sim(a, b, c0.clone())
+    c1 = c0.clone()
+    res = _sim(a, b, c1, recorder="waits")
+    assert plain.ok and res.ok
+    # time only: the product is the plain kernel's
+    assert torch.equal(c1, plain.value)
+    torch.testing.assert_close(c1.float(), a.float() @ b.float(), atol=0.5, rtol=2e-2)
+    cycles = record_cycles("H200", "waits")[0]
+    assert cycles == MEASURED_RECORD["H200"]["waits"] > 0
+    meta = res.trace.meta["recorder"]
+    assert meta["name"] == "waits" and meta["cycles_per_record"] == cycles and not meta["estimate"]
+    # one record per wait the loops run (CTA 0: one tile of 4 k-steps, 4 epilogue strips, the final store wait)
+    steps, tiles, strips = triton.cdiv(K, CFG["BK"]), 1, CFG["BN"] // CFG["EPI_N"]
+    per_ctas = len(res.ctas)
+    assert meta["records"] == {"default[0]": per_ctas * steps * tiles,
+                               "task1[0]": per_ctas * (3 * steps * tiles + tiles * strips + 1),
+                               "task1[1]": per_ctas * (3 * steps * tiles + tiles * strips + 1)}
+    # _wait_full's two waits are adjacent statements: plain, the second starts as the first ends; recorded,
+    # the record lies between them
+    for r, gap in ((plain, 0.0), (res, cycles)):
+        ss = _lane_spans(r, "task1", 0)
+        pairs = [(x, y) for x, y in zip(ss, ss[1:]) if (x.line, y.line) == (68, 69)]
+        assert len(pairs) == steps * tiles
+        assert all(y.start - x.end == pytest.approx(gap) for x, y in pairs)
+    # the records are busy time, and the recorded kernel is slower
+    assert res.cycles > plain.cycles
+    busy = {k: v["busy"] for k, v in res.stats.items()}
+    assert all(busy[k] > plain.stats[k]["busy"] for k in busy)
+
+
+def test_the_recorders_differ_in_what_they_record_and_what_a_record_costs():
+    M, N, K = 256, 256, 256
+    a, b, c = _inputs(M, N, K)
+    got = {r: _sim(a, b, c.clone(), recorder=r, numerics=False) for r in ("waits", "totals", "all")}
+    rec = {r: g.trace.meta["recorder"] for r, g in got.items()}
+    # totals: the waits' sites, dearer records (atomics)
+    assert rec["totals"]["records"] == rec["waits"]["records"]
+    assert rec["totals"]["cycles_per_record"] > rec["waits"]["cycles_per_record"]
+    assert got["totals"].cycles > got["waits"].cycles
+    # all: a record per op; the loader's k-step is a wait, 3 expect_bytes and 3 TMA loads
+    steps = triton.cdiv(K, CFG["BK"])
+    assert rec["all"]["records"]["default[0]"] == 7 * steps * len(got["all"].ctas)      # a tile per CTA
+    assert rec["all"]["records"]["task1[0]"] > rec["waits"]["records"]["task1[0]"]
+    # every recorded op of the every-op recorder is followed by its record on that lane
+    ss = _lane_spans(got["all"], "default", 0)
+    assert all(y.start - x.end >= rec["all"]["cycles_per_record"] - 1e-6 for x, y in zip(ss, ss[1:]))
+
+
+def test_a_recorder_the_profiler_does_not_have_is_refused():
+    a, b, c = _inputs(256, 256, 64)
+    with pytest.raises(SimulationError, match="recorder='clock'") as e:
+        _sim(a, b, c, recorder="clock")
+    assert "waits" in e.value.hint
+
+
+def test_gpus_not_measured_take_the_h200_records_as_an_estimate():
+    assert record_cycles("H100", "all") == (MEASURED_RECORD["H200"]["all"], True)
+    assert record_cycles("H200", "totals") == (MEASURED_RECORD["H200"]["totals"], False)
