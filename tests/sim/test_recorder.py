@@ -1,5 +1,6 @@
 """simulate(recorder=...) runs the kernel a measured trace comes from: the clock recorder's measured cost after
-every op that ``runtime/instrument.py`` records, at the same sites (issue 17)."""
+every op that ``runtime/instrument.py`` records, at the same sites (issue 17). And the tensor core is claimed by
+time, not in the order the seeded scheduler runs the warp groups."""
 import warnings
 
 import pytest
@@ -12,6 +13,7 @@ from tlx_workbench.kernels import gemm_ws
 from tlx_workbench.runtime.instrument import instrument_source
 from tlx_workbench.sim import recorder as rec_mod
 from tlx_workbench.sim.cost import MEASURED_RECORD, cost_model, record_cycles
+from tlx_workbench.sim.mma_ops import MmaOps
 
 CFG = dict(gemm_ws.CONFIGS[0])          # the measured config: SPLIT_FULL, DOT_WAIT0, 4 strips per tile
 KERNEL = gemm_ws.gemm_ws_coop_kernel
@@ -107,3 +109,39 @@ def test_a_recorder_the_profiler_does_not_have_is_refused():
 def test_gpus_not_measured_take_the_h200_records_as_an_estimate():
     assert record_cycles("H100", "all") == (MEASURED_RECORD["H200"]["all"], True)
     assert record_cycles("H200", "totals") == (MEASURED_RECORD["H200"]["totals"], False)
+
+
+def test_the_tensor_core_is_claimed_by_time():
+    cta = MmaOps()                          # the mixin alone: its tensor-core bookkeeping
+    cta.tc_free = 0.0
+    claim, book = cta._tc_claim, cta._tc_book
+    assert claim(50.0, 100.0) == 50.0
+    book(300.0, 400.0)                      # a group that ran ahead booked the tensor core first
+    assert claim(0.0, 100.0) == 0.0         # one ready earlier still runs in the gap before it
+    assert claim(250.0, 100.0) == 400.0     # no room before it: after it
+    book(0.0, 100.0)
+    book(150.0, 250.0)
+    assert claim(0.0, 50.0) == 100.0        # the first gap that holds it
+    assert claim(0.0, 60.0) == 400.0        # no gap of 60 between them
+    assert cta.tc_free == 400.0
+    for i in range(MmaOps._TC_KEPT + 10):   # old intervals forgotten: before them the tensor core is busy
+        book(1000.0 + 10 * i, 1005.0 + 10 * i)
+    assert cta.tc_floor > 400.0
+    assert claim(0.0, 1.0) == pytest.approx(cta.tc_floor)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_group_running_ahead_does_not_starve_the_other_of_the_tensor_core(seed):
+    """Two consumer groups share the tensor core; the scheduler may run one several k-steps ahead of the other.
+    A group's wgmma then waits at most for the other group's two (the one running and the one booked next),
+    never for a run of them: before the tensor core was claimed by time, a recorded gemm_ws waited for four."""
+    M, N, K = 256, 256, 4096                # CTA 0: one tile of 64 k-steps
+    a, b, c = _inputs(M, N, K)
+    res = _sim(a, b, c, recorder="waits", numerics=False, ctas=[0], seed=seed)
+    cm = cost_model("H200")
+    work = cm.mma_cycles(64, CFG["BN"], CFG["BK"], 16)
+    own = work - cm.wgmma_issue_cycles(64, CFG["BK"], 16) + cm.mma_latency + cm.barrier_op
+    waits = [s.duration for s in res.trace.spans if s.name == "async_dot_wait" and s.line == 139]
+    assert len(waits) == 2 * 63
+    assert min(waits) == pytest.approx(own)
+    assert max(waits) <= own + 2 * work + 1e-6

@@ -6,6 +6,8 @@ delivered in issue order.
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from .memory import SmemView
@@ -18,6 +20,8 @@ TMEM_LATENCY = 16.0     # tcgen05.ld/st issue-to-data, cycles (order of a shared
 
 class MmaOps:
     """The MMA methods of a CTA (wgmma and its wait, tcgen05 MMA/commit, tmem_copy)."""
+
+    tc_floor = 0.0          # before this, the tensor core counts as busy (intervals no longer kept)
 
     # -- wgmma ------------------------------------------------------------------------------------
     def wgmma(self, a, b: SmemView, compute, m, n, k, in_bits):
@@ -45,16 +49,47 @@ class MmaOps:
         issue = self.cost.wgmma_issue_cycles(m, k, in_bits)
         t.clock += issue
         # the tensor core is the CTA's; a warp group alone also waits out its own turnaround (mma_group_gap)
-        mstart = max(start, self.tc_free, getattr(t, "mma_free", 0.0) + self.cost.mma_group_gap)
         work = (self.cost.serial_mma_cycles(m, n, k, in_bits) if self.cost.wgmma_serialized
                 else self.cost.mma_cycles(m, n, k, in_bits))
+        mstart = self._tc_claim(max(start, getattr(t, "mma_free", 0.0) + self.cost.mma_group_gap), work)
         end = max(start + issue, mstart + work)
-        self.tc_free = end
+        self._tc_book(mstart, end)
         t.mma_free = end
         t.wgmma.append((end + self.cost.mma_latency, t.wgmma_epoch))
         self.span(t, "mma", mstart, end, "async_dot", line,
                   args={"m": m, "n": n, "k": k, "reads": [v.slot_name for v in (a, b) if isinstance(v, SmemView)]})
         return out
+
+    # The tensor core is claimed by time, not in the order the tasks run: the scheduler interleaves them in a
+    # seeded order, so one warp group can run several k-steps ahead of another in simulated time. A single
+    # "free at" mark let the group that ran ahead take the tensor core from one that issued earlier (gemm_ws
+    # 4096^3: 1 k-step in 7 doubled, a wgmma waiting ~2500 cycles); the GPU runs the earlier one first. So the
+    # busy intervals are kept (the last _TC_KEPT), and a wgmma starts in the first gap at or after it is ready
+    # that holds it; before the oldest kept interval the tensor core counts as busy.
+    _TC_KEPT = 64
+
+    def _tc_claim(self, ready: float, work: float) -> float:
+        """When a wgmma of ``work`` cycles, ready at ``ready``, starts on this CTA's tensor core."""
+        busy = self.__dict__.get("tc_busy")
+        if not busy:
+            return max(ready, self.tc_free)
+        s = max(ready, self.tc_floor)
+        for a, b in busy:
+            if b <= s:
+                continue
+            if a >= s + work:
+                break
+            s = b
+        return s
+
+    def _tc_book(self, start: float, end: float) -> None:
+        busy = self.__dict__.setdefault("tc_busy", [])
+        bisect.insort(busy, (start, end))
+        if len(busy) > self._TC_KEPT:
+            old = busy[:len(busy) - self._TC_KEPT]
+            del busy[:len(old)]
+            self.tc_floor = max(self.tc_floor, max(b for _, b in old))
+        self.tc_free = max(self.tc_free, end)
 
     def wgmma_wait(self, pendings: int):
         file, line = self.where()
