@@ -7,7 +7,8 @@ without compiling anything. ``attention_bwd.py`` re-exports every name.
 from __future__ import annotations
 
 
-def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False, DQ_TMA=0):
+def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False, DQ_TMA=0,
+            DP_DELTA=False, P_ROUND=False, S_LSE=False):
     """A config dict of ``attention_bwd_kernel``:
 
     - BM: query rows per step of the loop (the N side of S^T = K Q^T, the K side of dV, dK);
@@ -19,12 +20,18 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
       per K/V block instead of one per group. Off: each group adds its own keys' share of all of dQ_i.
     - DQ_TMA = n > 0: dQ's adds by TMA reduce-add (one ``cp.reduce.async.bulk.tensor`` per (BM, 64) fp32 tile,
       from n SMEM tiles per group used in turn) instead of ``tl.atomic_add``; 0: the atomics.
+    - DP_DELTA, P_ROUND, S_LSE (issue 22, register pressure of the exp/dS stretch, where the default spills at
+      D=128): dP^T's accumulator starts at -delta; dS^T from P^T rounded to the input dtype (dV's operand),
+      dV's wgmma issued before dP^T is waited; S^T's accumulator starts at -lse2 / scale.
     """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if DQ_SPLIT:
         cfg["DQ_SPLIT"] = True
     if DQ_TMA:
         cfg["DQ_TMA"] = DQ_TMA
+    for name, on in (("DP_DELTA", DP_DELTA), ("P_ROUND", P_ROUND), ("S_LSE", S_LSE)):
+        if on:
+            cfg[name] = True
     return cfg
 
 

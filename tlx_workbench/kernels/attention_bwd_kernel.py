@@ -89,9 +89,21 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
               do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, sm_scale, N_CTX,
               MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
               NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, KC: tl.constexpr, GROUPS: tl.constexpr,
-              DQ_SPLIT: tl.constexpr, dq_tiles=None, desc_dq=None, DQ_TMA: tl.constexpr = 0):
+              DQ_SPLIT: tl.constexpr, dq_tiles=None, desc_dq=None, DQ_TMA: tl.constexpr = 0,
+              LEAN: tl.constexpr = (False, False, False)):
     """Query block i (the it-th through the Q/dO ring) for consumer group g: the five products of
-    the module docstring. Returns the new (dk, dv)."""
+    the module docstring. Returns the new (dk, dv).
+
+    ``LEAN`` = (DP_DELTA, P_ROUND, S_LSE), registers the exp/dS stretch holds (where dK, dV, S^T, dP^T and
+    the row statistics are all live; the default form spills there at D=128). ``DP_DELTA``: dP^T's
+    accumulator starts at -delta (the wgmma adds V dO^T to it), so delta's registers die before the exps
+    and dS^T = P^T * dP^T. ``P_ROUND``: dS^T is computed from P^T rounded to the input dtype (dV's operand,
+    16 registers instead of P^T's fp32 32 next to it; dS^T is rounded to it anyway) and dV's wgmma is issued
+    before dP^T is waited. ``S_LSE``: S^T's accumulator starts at -lse2 / scale, so lse's registers die
+    before dP^T is issued and P^T = exp2(acc * scale)."""
+    DP_DELTA: tl.constexpr = LEAN[0]
+    P_ROUND: tl.constexpr = LEAN[1]
+    S_LSE: tl.constexpr = LEAN[2]
     if DQ_SPLIT:
         ds_g = ds_tiles[(it % 2) * GROUPS + g]      # two sets: the other group may still read the last one
     else:
@@ -102,23 +114,48 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
     q_tile = q_tiles[slot]
     do_tile = do_tiles[slot]
     tlx.barrier_wait(q_full[slot], parity)
-    s_t = tlx.async_dot(k_g, tlx.local_trans(q_tile))
+    if S_LSE:
+        # lse rides with Q_i: the accumulator starts at -lse2 / scale
+        s_t = tlx.async_dot(k_g, tlx.local_trans(q_tile),
+                            tl.zeros([64, BM], tl.float32) - tlx.local_load(lse_tiles[slot]) / qk_scale)
+    else:
+        s_t = tlx.async_dot(k_g, tlx.local_trans(q_tile))
     tlx.barrier_wait(do_full[slot], parity)
-    dp_t = tlx.async_dot(v_g, tlx.local_trans(do_tile))
+    if DP_DELTA:
+        # delta rides with dO_i: the accumulator starts at -delta, dP^T - delta comes out of the wgmma
+        dp_t = tlx.async_dot(v_g, tlx.local_trans(do_tile),
+                             tl.zeros([64, BM], tl.float32) - tlx.local_load(delta_tiles[slot]))
+    else:
+        dp_t = tlx.async_dot(v_g, tlx.local_trans(do_tile))
     s_t = tlx.async_dot_wait(1, s_t)
     # the row statistics came with Q_i and dO_i (TMA into SMEM): loaded from global memory here,
     # their pointers in the accumulator's column layout made ptxas spill at D=128
-    lse2 = tlx.local_load(lse_tiles[slot])
-    p_t = tl.math.exp2(s_t * qk_scale - lse2)
+    if S_LSE:
+        p_t = tl.math.exp2(s_t * qk_scale)
+    else:
+        lse2 = tlx.local_load(lse_tiles[slot])
+        p_t = tl.math.exp2(s_t * qk_scale - lse2)
     if MASK:
         keep = (q_rows[None, :] < N_CTX) & (kv_rows[:, None] < N_CTX)
         if CAUSAL:
             keep = keep & (q_rows[None, :] >= kv_rows[:, None])
         p_t = tl.where(keep, p_t, 0.0)
-    dp_t = tlx.async_dot_wait(0, dp_t)
-    delta = tlx.local_load(delta_tiles[slot])
-    dv = tlx.async_dot(p_t.to(DTYPE), do_tile, dv)
-    ds_t = (p_t * (dp_t - delta)).to(DTYPE)
+    if P_ROUND:
+        p_lo = p_t.to(DTYPE)
+        dv = tlx.async_dot(p_lo, do_tile, dv)       # queued behind dP^T, which is waited with dV left in flight
+        p_t = p_lo.to(tl.float32)
+        dp_t = tlx.async_dot_wait(1, dp_t)
+    else:
+        dp_t = tlx.async_dot_wait(0, dp_t)
+    if DP_DELTA:
+        if not P_ROUND:
+            dv = tlx.async_dot(p_t.to(DTYPE), do_tile, dv)
+        ds_t = (p_t * dp_t).to(DTYPE)
+    else:
+        delta = tlx.local_load(delta_tiles[slot])
+        if not P_ROUND:
+            dv = tlx.async_dot(p_t.to(DTYPE), do_tile, dv)
+        ds_t = (p_t * (dp_t - delta)).to(DTYPE)
     # dS^T goes to SMEM once and feeds both products from there: dK as is, dQ read transposed (query
     # rows down M). Keeping it out of registers is what lets dK, dV and this step's dQ (3 x 64 x D
     # fp32) fit at D=128. The buffer is this group's alone; the previous step's reads retired (wait 0)
@@ -171,7 +208,8 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                          HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
-                         DQ_SPLIT: tl.constexpr = False, DQ_TMA: tl.constexpr = 0):
+                         DQ_SPLIT: tl.constexpr = False, DQ_TMA: tl.constexpr = 0,
+                         DP_DELTA: tl.constexpr = False, P_ROUND: tl.constexpr = False, S_LSE: tl.constexpr = False):
     """dK, dV of one block of BN K/V rows of one (batch, head) per CTA, dQ added into fp32 ``dq_ptr``.
 
     A loader task brings K and V of the block once (a 64-row tile per consumer group), then Q_i and
@@ -179,7 +217,8 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     every group's wgmmas that read the slot retired). Causal: the loop starts at the first query
     block that sees this K/V block; the blocks across the diagonal and the ragged tail are masked.
     DQ_TMA = n > 0: dQ goes out by TMA reduce-add through n (BM, 64) fp32 SMEM tiles per group, on
-    ``desc_dq`` (a (BM, 64) descriptor of the (Z*H*N, D) fp32 dQ); 0: atomics, ``desc_dq`` is None."""
+    ``desc_dq`` (a (BM, 64) descriptor of the (Z*H*N, D) fp32 dQ); 0: atomics, ``desc_dq`` is None.
+    DP_DELTA, P_ROUND, S_LSE: fewer registers live across the exps (``_bwd_step``'s ``LEAN``)."""
     GROUPS: tl.constexpr = BN // 64
     HALF: tl.constexpr = 64
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
@@ -268,19 +307,19 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA)
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE))
             for i in range(i_mid, n_full):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA)
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE))
             for i in range(tl.maximum(i_mid, n_full), n_q):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA)
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE))
             if DQ_TMA:
                 tlx.async_descriptor_store_wait(0)      # the last reduces have read their SMEM
             cols = tl.arange(0, HEAD_DIM)
