@@ -82,6 +82,34 @@ def test_backward_dq_by_tma_reduce_on_simulator(name, shape, causal, dtype):
     assert len(reduces) == shape[0] * shape[1] * steps * per_step
 
 
+@pytest.mark.parametrize("name,shape,causal,dtype", [
+    # the D=128 default with DP_DELTA + P_ROUND: ragged N (the last tile's rows past N), causal and not
+    ("lean", (1, 2, 200, 128), False, torch.float16),
+    ("lean", (1, 2, 130, 128), True, torch.bfloat16),
+    # and S_LSE; two heads of one batch and two batches of one head
+    ("lean3", (2, 1, 200, 128), True, torch.float16),
+    ("lean3", (1, 2, 136, 128), False, torch.bfloat16),
+    # D=64, the atomics (no DQ_SPLIT), all three switches
+    ("lean_d64", (1, 2, 200, 64), True, torch.float16),
+    ("lean_d64", (1, 2, 136, 64), False, torch.bfloat16),
+], ids=lambda x: str(x).replace("torch.", "").replace(" ", ""))
+def test_backward_lean_registers_on_simulator(name, shape, causal, dtype):
+    """DP_DELTA (dP^T's accumulator starts at -delta), P_ROUND (dS^T from the rounded P^T, dV's wgmma before dP^T's
+    wait), S_LSE (S^T's accumulator starts at -lse2 / scale): each schedule alone against float64."""
+    cfg = attention_bwd.SIM_CONFIGS[name]
+    assert attention_bwd.suits(cfg, shape[-1], causal)
+    q, k, v, do = attention_bwd.make_inputs(shape, dtype, "cpu")
+    o, lse, dq_r, dk_r, dv_r = attention_bwd.reference64(q, k, v, do, causal)
+    for seed in (0, 1):
+        with wb.simulate(gpu="H200", seed=seed, schedules=1) as sim:
+            dq, dk, dv = attention_bwd.launch(q, k, v, o.to(dtype), do, lse.float(), causal,
+                                              1 / math.sqrt(shape[-1]), cfg)
+        assert sim.result.ok, sim.result
+        for got, ref in ((dq, dq_r), (dk, dk_r), (dv, dv_r)):
+            assert got.dtype == dtype and got.shape == ref.shape
+            assert _rel(got, ref) < TOL[dtype]
+
+
 @pytest.mark.parametrize("name,causal", [("tiny", True), ("persistent", False), ("persistent_zigzag", True)])
 def test_forward_stores_the_log_sum_exp_on_simulator(name, causal):
     torch.manual_seed(5)

@@ -109,4 +109,9 @@ SIM_CONFIGS = {
     # dQ by TMA reduce-add (DQ_TMA): D=128 split, one tile per group; double-buffered (D=64 or 128)
     "dq_tma": _config(64, DQ_SPLIT=True, DQ_TMA=1),
     "dq_tma2": _config(64, DQ_TMA=2),
+    # the D=128 default with fewer registers across the exp/dS stretch (dP^T from -delta, dS^T from the rounded P^T)
+    "lean": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True),
+    # and S^T from -lse2 / scale; at D=64 (atomics, no DQ_SPLIT)
+    "lean3": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, S_LSE=True),
+    "lean_d64": _config(64, DP_DELTA=True, P_ROUND=True, S_LSE=True),
 }
