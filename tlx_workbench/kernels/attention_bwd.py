@@ -40,7 +40,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
 from ._common import torch_alloc
-from .attention_bwd_configs import (CONFIGS, DEFAULTS, DQ_TMA_CONFIGS, SIM_CONFIGS, _config, configs_for,  # noqa: F401
+from .attention_bwd_configs import (CONFIGS, DEFAULTS, DQ_TMA_CONFIGS, SIM_CONFIGS, VARIANT_CONFIGS,  # noqa: F401
+                                    _config, configs_for,
                                     smem_bytes, suits)
 from .attention_bwd_kernel import attention_bwd_delta_kernel, attention_bwd_kernel
 from .host import fastest_first, tuned_config

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False, DQ_TMA=0,
-            DP_DELTA=False, P_ROUND=False, S_LSE=False):
+            DP_DELTA=False, P_ROUND=False, S_LSE=False, DQ_HANDOFF=False):
     """A config dict of ``attention_bwd_kernel``:
 
     - BM: query rows per step of the loop (the N side of S^T = K Q^T, the K side of dV, dK);
@@ -23,13 +23,16 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
     - DP_DELTA, P_ROUND, S_LSE (issue 22, register pressure of the exp/dS stretch, where the default spills at
       D=128): dP^T's accumulator starts at -delta; dS^T from P^T rounded to the input dtype (dV's operand),
       dV's wgmma issued before dP^T is waited; S^T's accumulator starts at -lse2 / scale.
+    - DQ_HANDOFF (with DQ_SPLIT, two groups): each group announces its dS^T with a bar.arrive right after storing it
+      and waits (bar.sync) for the other's only before the half of its dQ that reads it, its own half issued first;
+      instead of one bar.sync of both groups before dQ (barriers 10..13: per group and step parity).
     """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if DQ_SPLIT:
         cfg["DQ_SPLIT"] = True
     if DQ_TMA:
         cfg["DQ_TMA"] = DQ_TMA
-    for name, on in (("DP_DELTA", DP_DELTA), ("P_ROUND", P_ROUND), ("S_LSE", S_LSE)):
+    for name, on in (("DP_DELTA", DP_DELTA), ("P_ROUND", P_ROUND), ("S_LSE", S_LSE), ("DQ_HANDOFF", DQ_HANDOFF)):
         if on:
             cfg[name] = True
     return cfg
@@ -64,6 +67,8 @@ def suits(cfg, head_dim, causal=False) -> bool:
         return False
     if cfg.get("DQ_SPLIT") and head_dim // 64 != cfg["BN"] // 64:
         return False
+    if cfg.get("DQ_HANDOFF") and not (cfg.get("DQ_SPLIT") and cfg["BN"] == 128):
+        return False
     return smem_bytes(cfg, head_dim) <= 232448
 
 
@@ -88,6 +93,17 @@ DQ_TMA_CONFIGS = (
     _config(128, DQ_TMA=1),                 # D=64 only
 )
 
+# Register pressure and the consumers' dS^T hand-over at D=128 (issue 22): the default (DQ_SPLIT + DQ_TMA=1) with
+# DP_DELTA + P_ROUND ("lean"; its hot loop about spill-free at sm_90, benchmarks/RESULTS.md), with S_LSE too, with
+# DQ_HANDOFF, and both. benchmarks/attention_bwd_variants_h200.py checks and times them against the default;
+# none is in the autotune space until measured.
+VARIANT_CONFIGS = {
+    "lean": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True),
+    "lean3": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, S_LSE=True),
+    "handoff": _config(64, DQ_SPLIT=True, DQ_TMA=1, DQ_HANDOFF=True),
+    "lean_handoff": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True),
+}
+
 # D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell); with DQ_TMA=1 (dQ by TMA
 # reduce-add) 1.05-1.14x DQ_SPLIT's atomics, every D=128 cell (2026-12-02 06:33 UTC; benchmarks/RESULTS.md); the
 # other DQ_TMA configs (without DQ_SPLIT) were 0.94-1.02x the atomics and stay out of the autotune space
@@ -109,9 +125,8 @@ SIM_CONFIGS = {
     # dQ by TMA reduce-add (DQ_TMA): D=128 split, one tile per group; double-buffered (D=64 or 128)
     "dq_tma": _config(64, DQ_SPLIT=True, DQ_TMA=1),
     "dq_tma2": _config(64, DQ_TMA=2),
-    # the D=128 default with fewer registers across the exp/dS stretch (dP^T from -delta, dS^T from the rounded P^T)
-    "lean": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True),
-    # and S^T from -lse2 / scale; at D=64 (atomics, no DQ_SPLIT)
-    "lean3": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, S_LSE=True),
+    # VARIANT_CONFIGS (D=128): fewer registers across the exp/dS stretch (lean, lean3), dS^T handed between the
+    # groups by arrive / wait pairs (handoff), both (lean_handoff); and the three register switches at D=64 (atomics)
+    **VARIANT_CONFIGS,
     "lean_d64": _config(64, DP_DELTA=True, P_ROUND=True, S_LSE=True),
 }

@@ -33,6 +33,7 @@ import triton.language.extra.tlx as tlx
 
 LOG2E = tl.constexpr(1.4426950408889634)
 DS_READY = tl.constexpr(14)     # DQ_SPLIT: named barrier of both consumer groups, every step
+DS_HANDOFF = tl.constexpr(10)   # DQ_HANDOFF: 10 + 2 g + it % 2, "group g's dS^T of step it is in SMEM" (10..13)
 
 
 @triton.jit
@@ -90,7 +91,7 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
               MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
               NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, KC: tl.constexpr, GROUPS: tl.constexpr,
               DQ_SPLIT: tl.constexpr, dq_tiles=None, desc_dq=None, DQ_TMA: tl.constexpr = 0,
-              LEAN: tl.constexpr = (False, False, False)):
+              LEAN: tl.constexpr = (False, False, False), HANDOFF: tl.constexpr = False):
     """Query block i (the it-th through the Q/dO ring) for consumer group g: the five products of
     the module docstring. Returns the new (dk, dv).
 
@@ -100,7 +101,9 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
     and dS^T = P^T * dP^T. ``P_ROUND``: dS^T is computed from P^T rounded to the input dtype (dV's operand,
     16 registers instead of P^T's fp32 32 next to it; dS^T is rounded to it anyway) and dV's wgmma is issued
     before dP^T is waited. ``S_LSE``: S^T's accumulator starts at -lse2 / scale, so lse's registers die
-    before dP^T is issued and P^T = exp2(acc * scale)."""
+    before dP^T is issued and P^T = exp2(acc * scale). ``HANDOFF`` (DQ_SPLIT, two groups): the groups hand
+    each other their dS^T by bar.arrive / bar.sync pairs instead of one bar.sync of both, and each
+    group's dQ starts with its own dS^T's share, before it waits for the other's."""
     DP_DELTA: tl.constexpr = LEAN[0]
     P_ROUND: tl.constexpr = LEAN[1]
     S_LSE: tl.constexpr = LEAN[2]
@@ -161,16 +164,30 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
     # fp32) fit at D=128. The buffer is this group's alone; the previous step's reads retired (wait 0)
     tlx.local_store(ds_g, ds_t)
     tlx.fence("async_shared")
+    if HANDOFF:
+        # no bar.sync of both groups: this group's dS^T is announced now (bar.arrive), the other's awaited only
+        # before the half of dQ that reads it (ids by step parity: a group's next arrival on one is two steps on,
+        # after it waited for the other's, so a phase never takes two arrivals of one group)
+        tl.static_assert(GROUPS == 2, "DQ_HANDOFF: two consumer groups")
+        tlx.named_barrier_arrive(DS_HANDOFF + 2 * g + it % 2, 256)
     dk = tlx.async_dot(ds_g, q_tile, dk)
     dv = tlx.async_dot_wait(1, dv)           # P^T's registers free before dQ's accumulator is live
     cols = tl.arange(0, 64)
     if DQ_SPLIT:
         # dQ_i[:, 64g : 64g+64] = sum_h dS_h K_h[:, 64g : 64g+64]: this group's 64 columns from every
         # group's dS (the bar.sync: all of this step's dS^T are in SMEM), one atomic add per element
-        tlx.named_barrier_wait(DS_READY, 128 * GROUPS)
-        dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS]), _kc(kc_tiles, 0, g, KC, DQ_TMA))
-        for h in tl.static_range(1, GROUPS):
-            dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS + h]), _kc(kc_tiles, h, g, KC, DQ_TMA), dq)
+        if HANDOFF:
+            # this group's own share first (its dS^T needs no barrier), queued while the other's is awaited
+            dq = tlx.async_dot(tlx.local_trans(ds_g), _kc(kc_tiles, g, g, KC, DQ_TMA))
+            tlx.named_barrier_wait(DS_HANDOFF + 2 * (1 - g) + it % 2, 256)
+            dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS + 1 - g]), _kc(kc_tiles, 1 - g, g, KC, DQ_TMA),
+                               dq)
+        else:
+            tlx.named_barrier_wait(DS_READY, 128 * GROUPS)
+            dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS]), _kc(kc_tiles, 0, g, KC, DQ_TMA))
+            for h in tl.static_range(1, GROUPS):
+                dq = tlx.async_dot(tlx.local_trans(ds_tiles[(it % 2) * GROUPS + h]), _kc(kc_tiles, h, g, KC, DQ_TMA),
+                                   dq)
         dq = tlx.async_dot_wait(0, dq)
         tlx.barrier_arrive(q_empty[slot])
         tlx.barrier_arrive(do_empty[slot])
@@ -209,7 +226,8 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          DQ_SPLIT: tl.constexpr = False, DQ_TMA: tl.constexpr = 0,
-                         DP_DELTA: tl.constexpr = False, P_ROUND: tl.constexpr = False, S_LSE: tl.constexpr = False):
+                         DP_DELTA: tl.constexpr = False, P_ROUND: tl.constexpr = False, S_LSE: tl.constexpr = False,
+                         DQ_HANDOFF: tl.constexpr = False):
     """dK, dV of one block of BN K/V rows of one (batch, head) per CTA, dQ added into fp32 ``dq_ptr``.
 
     A loader task brings K and V of the block once (a 64-row tile per consumer group), then Q_i and
@@ -218,7 +236,8 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     block that sees this K/V block; the blocks across the diagonal and the ragged tail are masked.
     DQ_TMA = n > 0: dQ goes out by TMA reduce-add through n (BM, 64) fp32 SMEM tiles per group, on
     ``desc_dq`` (a (BM, 64) descriptor of the (Z*H*N, D) fp32 dQ); 0: atomics, ``desc_dq`` is None.
-    DP_DELTA, P_ROUND, S_LSE: fewer registers live across the exps (``_bwd_step``'s ``LEAN``)."""
+    DP_DELTA, P_ROUND, S_LSE: fewer registers live across the exps (``_bwd_step``'s ``LEAN``); DQ_HANDOFF (with
+    DQ_SPLIT): dS^T handed between the groups by arrive / wait pairs (``_bwd_step``'s ``HANDOFF``)."""
     GROUPS: tl.constexpr = BN // 64
     HALF: tl.constexpr = 64
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
@@ -307,19 +326,19 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE))
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF)
             for i in range(i_mid, n_full):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE))
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF)
             for i in range(tl.maximum(i_mid, n_full), n_q):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE))
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF)
             if DQ_TMA:
                 tlx.async_descriptor_store_wait(0)      # the last reduces have read their SMEM
             cols = tl.arange(0, HEAD_DIM)
