@@ -202,3 +202,38 @@ def test_uninitialised_memory_does_not_reach_the_gradients(monkeypatch):
     assert sim.result.ok, sim.result
     for got, ref in ((dq, dq_r), (dk, dk_r), (dv, dv_r)):
         assert _rel(got, ref) < TOL[dtype]
+
+
+def _variants_script():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "attention_bwd_variants_h200.py"
+    spec = importlib.util.spec_from_file_location("attention_bwd_variants_h200", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_variants_script_jobs_and_loop_counts():
+    """benchmarks/attention_bwd_variants_h200.py without a GPU: it checks the default and every variant causal and
+    not (ragged N, fp16 and bf16) before timing them in the four D=128 cells, times only what passed, and reads the
+    step loops' spills out of SASS (innermost loops with wgmma)."""
+    S = _variants_script()
+    names = ["default", *attention_bwd.VARIANT_CONFIGS]
+    checks = list(S.check_jobs())
+    assert sorted((j["name"], j["causal"]) for j in checks) == sorted((n, c) for n in names for c in (False, True))
+    shapes = checks[0]["shapes"]
+    assert any(s[2] % 64 for s in shapes) and any(s[2] % 4 for s in shapes)
+    assert {s[-1] for s in shapes} == {"float16", "bfloat16"}
+    cells = list(S.time_jobs(3))
+    assert len(cells) == 4 and all(list(j["cfgs"]) == names for j in cells)
+    assert all(len(j["cfgs"]) <= 5 for j in cells)       # the default and at most four variants (~4 minutes)
+    rows = [dict(name="lean", causal=True, ok=True)] * len(shapes) + [dict(name="default", causal=True, ok=False)]
+    assert S.passed_set(rows, checks) == {("lean", True)}
+    assert [list(j["cfgs"]) for j in S.time_jobs(3, {("lean", True)})] == [[], ["lean"], [], ["lean"]]
+    sass = "\n".join([".L_x_1:", "/*0010*/ HGMMA.64x64x16.F32 R0, gdesc[UR4], RZ ;", "/*0020*/ STL [R1], R2 ;",
+                      ".L_x_2:", "/*0030*/ LDL R2, [R1] ;", "/*0040*/ @P0 BRA `(.L_x_2) ;",
+                      "/*0050*/ @P1 BRA `(.L_x_1) ;", ".L_x_3:", "/*0060*/ HGMMA.64x64x16.F32 R0, gdesc[UR4], RZ ;",
+                      "/*0070*/ LDL R2, [R1] ;", "/*0080*/ @P0 BRA `(.L_x_3) ;"])
+    # the outer loop (L_x_1) holds another; the innermost without wgmma (L_x_2) is not a step loop
+    assert S.step_loops(sass) == [dict(instructions=3, hgmma=1, stl=0, ldl=1)]
