@@ -92,10 +92,16 @@ def test_backward_dq_by_tma_reduce_on_simulator(name, shape, causal, dtype):
     # D=64, the atomics (no DQ_SPLIT), all three switches
     ("lean_d64", (1, 2, 200, 64), True, torch.float16),
     ("lean_d64", (1, 2, 136, 64), False, torch.bfloat16),
+    # DQ_HANDOFF: dS^T handed between the groups by arrive / wait pairs (barriers by step parity), alone and with lean
+    ("handoff", (1, 2, 200, 128), True, torch.float16),
+    ("handoff", (2, 1, 136, 128), False, torch.bfloat16),
+    ("lean_handoff", (1, 2, 130, 128), True, torch.bfloat16),
+    ("lean_handoff", (1, 2, 200, 128), False, torch.float16),
 ], ids=lambda x: str(x).replace("torch.", "").replace(" ", ""))
-def test_backward_lean_registers_on_simulator(name, shape, causal, dtype):
-    """DP_DELTA (dP^T's accumulator starts at -delta), P_ROUND (dS^T from the rounded P^T, dV's wgmma before dP^T's
-    wait), S_LSE (S^T's accumulator starts at -lse2 / scale): each schedule alone against float64."""
+def test_backward_variants_on_simulator(name, shape, causal, dtype):
+    """VARIANT_CONFIGS and lean_d64: DP_DELTA (dP^T's accumulator starts at -delta), P_ROUND (dS^T from the rounded
+    P^T, dV's wgmma before dP^T's wait), S_LSE (S^T's accumulator starts at -lse2 / scale), DQ_HANDOFF: each schedule
+    alone against float64, no deadlock or race."""
     cfg = attention_bwd.SIM_CONFIGS[name]
     assert attention_bwd.suits(cfg, shape[-1], causal)
     q, k, v, do = attention_bwd.make_inputs(shape, dtype, "cpu")
