@@ -2,8 +2,9 @@
 variants (``attention_bwd.VARIANT_CONFIGS``, issue 22) and torch SDPA's backward, lean (under 4 minutes).
 
 The variants: ``lean`` (DP_DELTA + P_ROUND: dP^T's accumulator starts at -delta, dS^T from the rounded P^T; the
-hot loop about spill-free at sm_90), ``lean3`` (and S_LSE), ``handoff`` (DQ_HANDOFF: dS^T handed between the
-consumer groups by bar.arrive / bar.sync pairs, each group's own dQ share first), ``lean_handoff`` (both).
+hot loop about spill-free at sm_90), ``handoff`` (DQ_HANDOFF: dS^T handed between the consumer groups by
+bar.arrive / bar.sync pairs, each group's own dQ share first), ``lean_handoff`` (both), ``lean_pingpong`` (both and
+DQ_STAGGER: group 1 starts once group 0's first P^T is done and stays behind, its GEMMs under group 0's exps).
 
 1. check: the default and every variant, causal and not, against float64 autograd (on the GPU) at (2,16,1024),
    (2,3,1000) and (1,2,2115) in fp16 and (2,3,1000) in bf16 (two ragged: N % 64 != 0, N % 4 != 0); dK, dV and

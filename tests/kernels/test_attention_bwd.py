@@ -97,11 +97,14 @@ def test_backward_dq_by_tma_reduce_on_simulator(name, shape, causal, dtype):
     ("handoff", (2, 1, 136, 128), False, torch.bfloat16),
     ("lean_handoff", (1, 2, 130, 128), True, torch.bfloat16),
     ("lean_handoff", (1, 2, 200, 128), False, torch.float16),
+    # DQ_STAGGER: group 1 held back until group 0's first P^T (a ping-pong); ragged N, causal and not
+    ("lean_pingpong", (1, 2, 200, 128), True, torch.float16),
+    ("lean_pingpong", (2, 1, 136, 128), False, torch.bfloat16),
 ], ids=lambda x: str(x).replace("torch.", "").replace(" ", ""))
 def test_backward_variants_on_simulator(name, shape, causal, dtype):
     """VARIANT_CONFIGS and lean_d64: DP_DELTA (dP^T's accumulator starts at -delta), P_ROUND (dS^T from the rounded
     P^T, dV's wgmma before dP^T's wait), S_LSE (S^T's accumulator starts at -lse2 / scale), DQ_HANDOFF: each schedule
-    alone against float64, no deadlock or race."""
+    alone against float64, no deadlock or race; DQ_STAGGER."""
     cfg = attention_bwd.SIM_CONFIGS[name]
     assert attention_bwd.suits(cfg, shape[-1], causal)
     q, k, v, do = attention_bwd.make_inputs(shape, dtype, "cpu")

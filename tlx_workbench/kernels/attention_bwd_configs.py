@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False, DQ_TMA=0,
-            DP_DELTA=False, P_ROUND=False, S_LSE=False, DQ_HANDOFF=False):
+            DP_DELTA=False, P_ROUND=False, S_LSE=False, DQ_HANDOFF=False, DQ_STAGGER=False):
     """A config dict of ``attention_bwd_kernel``:
 
     - BM: query rows per step of the loop (the N side of S^T = K Q^T, the K side of dV, dK);
@@ -26,13 +26,16 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
     - DQ_HANDOFF (with DQ_SPLIT, two groups): each group announces its dS^T with a bar.arrive right after storing it
       and waits (bar.sync) for the other's only before the half of its dQ that reads it, its own half issued first;
       instead of one bar.sync of both groups before dQ (barriers 10..13: per group and step parity).
+    - DQ_STAGGER (with DQ_HANDOFF): group 1 starts its first step once group 0's first P^T is computed (barrier 9),
+      and nothing pulls it back into step: group 1's S^T, dP^T wgmmas run under group 0's exps, a ping-pong.
     """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if DQ_SPLIT:
         cfg["DQ_SPLIT"] = True
     if DQ_TMA:
         cfg["DQ_TMA"] = DQ_TMA
-    for name, on in (("DP_DELTA", DP_DELTA), ("P_ROUND", P_ROUND), ("S_LSE", S_LSE), ("DQ_HANDOFF", DQ_HANDOFF)):
+    for name, on in (("DP_DELTA", DP_DELTA), ("P_ROUND", P_ROUND), ("S_LSE", S_LSE), ("DQ_HANDOFF", DQ_HANDOFF),
+                     ("DQ_STAGGER", DQ_STAGGER)):
         if on:
             cfg[name] = True
     return cfg
@@ -69,6 +72,8 @@ def suits(cfg, head_dim, causal=False) -> bool:
         return False
     if cfg.get("DQ_HANDOFF") and not (cfg.get("DQ_SPLIT") and cfg["BN"] == 128):
         return False
+    if cfg.get("DQ_STAGGER") and not cfg.get("DQ_HANDOFF"):
+        return False
     return smem_bytes(cfg, head_dim) <= 232448
 
 
@@ -94,14 +99,16 @@ DQ_TMA_CONFIGS = (
 )
 
 # Register pressure and the consumers' dS^T hand-over at D=128 (issue 22): the default (DQ_SPLIT + DQ_TMA=1) with
-# DP_DELTA + P_ROUND ("lean"; its hot loop about spill-free at sm_90, benchmarks/RESULTS.md), with S_LSE too, with
-# DQ_HANDOFF, and both. benchmarks/attention_bwd_variants_h200.py checks and times them against the default;
+# DP_DELTA + P_ROUND ("lean"; its hot loop about spill-free at sm_90, benchmarks/RESULTS.md), with DQ_HANDOFF, with
+# both, and lean + DQ_HANDOFF + DQ_STAGGER (group 1 half a step behind: a ping-pong). S_LSE ("lean3" in SIM_CONFIGS)
+# spills more in the plain loop than lean and gets no timing slot. benchmarks/attention_bwd_variants_h200.py checks and times them against the default;
 # none is in the autotune space until measured.
 VARIANT_CONFIGS = {
     "lean": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True),
-    "lean3": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, S_LSE=True),
     "handoff": _config(64, DQ_SPLIT=True, DQ_TMA=1, DQ_HANDOFF=True),
     "lean_handoff": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True),
+    "lean_pingpong": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True,
+                             DQ_STAGGER=True),
 }
 
 # D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell); with DQ_TMA=1 (dQ by TMA
@@ -125,8 +132,10 @@ SIM_CONFIGS = {
     # dQ by TMA reduce-add (DQ_TMA): D=128 split, one tile per group; double-buffered (D=64 or 128)
     "dq_tma": _config(64, DQ_SPLIT=True, DQ_TMA=1),
     "dq_tma2": _config(64, DQ_TMA=2),
-    # VARIANT_CONFIGS (D=128): fewer registers across the exp/dS stretch (lean, lean3), dS^T handed between the
-    # groups by arrive / wait pairs (handoff), both (lean_handoff); and the three register switches at D=64 (atomics)
+    # VARIANT_CONFIGS (D=128): fewer registers across the exp/dS stretch (lean), dS^T handed between the groups by
+    # arrive / wait pairs (handoff), both (lean_handoff), and group 1 staggered (lean_pingpong); lean with S_LSE too
+    # (lean3); the three register switches at D=64 (atomics)
     **VARIANT_CONFIGS,
+    "lean3": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, S_LSE=True),
     "lean_d64": _config(64, DP_DELTA=True, P_ROUND=True, S_LSE=True),
 }

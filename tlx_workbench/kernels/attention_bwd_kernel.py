@@ -34,6 +34,7 @@ import triton.language.extra.tlx as tlx
 LOG2E = tl.constexpr(1.4426950408889634)
 DS_READY = tl.constexpr(14)     # DQ_SPLIT: named barrier of both consumer groups, every step
 DS_HANDOFF = tl.constexpr(10)   # DQ_HANDOFF: 10 + 2 g + it % 2, "group g's dS^T of step it is in SMEM" (10..13)
+STAGGER_BAR = tl.constexpr(9)   # DQ_STAGGER: group 1 starts once group 0's first P^T is done
 
 
 @triton.jit
@@ -91,7 +92,8 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
               MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
               NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, KC: tl.constexpr, GROUPS: tl.constexpr,
               DQ_SPLIT: tl.constexpr, dq_tiles=None, desc_dq=None, DQ_TMA: tl.constexpr = 0,
-              LEAN: tl.constexpr = (False, False, False), HANDOFF: tl.constexpr = False):
+              LEAN: tl.constexpr = (False, False, False), HANDOFF: tl.constexpr = False,
+              STAGGER: tl.constexpr = False):
     """Query block i (the it-th through the Q/dO ring) for consumer group g: the five products of
     the module docstring. Returns the new (dk, dv).
 
@@ -103,7 +105,8 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
     before dP^T is waited. ``S_LSE``: S^T's accumulator starts at -lse2 / scale, so lse's registers die
     before dP^T is issued and P^T = exp2(acc * scale). ``HANDOFF`` (DQ_SPLIT, two groups): the groups hand
     each other their dS^T by bar.arrive / bar.sync pairs instead of one bar.sync of both, and each
-    group's dQ starts with its own dS^T's share, before it waits for the other's."""
+    group's dQ starts with its own dS^T's share, before it waits for the other's. ``STAGGER`` (with HANDOFF):
+    group 0 tells group 1 to start once its first P^T is computed (the kernel holds group 1 back until then)."""
     DP_DELTA: tl.constexpr = LEAN[0]
     P_ROUND: tl.constexpr = LEAN[1]
     S_LSE: tl.constexpr = LEAN[2]
@@ -143,6 +146,10 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
         if CAUSAL:
             keep = keep & (q_rows[None, :] >= kv_rows[:, None])
         p_t = tl.where(keep, p_t, 0.0)
+    if STAGGER:
+        if g == 0:
+            if it == 0:
+                tlx.named_barrier_arrive(STAGGER_BAR, 256)    # group 1's first S^T, dP^T go under these exps' tail
     if P_ROUND:
         p_lo = p_t.to(DTYPE)
         dv = tlx.async_dot(p_lo, do_tile, dv)       # queued behind dP^T, which is waited with dV left in flight
@@ -227,7 +234,7 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          DQ_SPLIT: tl.constexpr = False, DQ_TMA: tl.constexpr = 0,
                          DP_DELTA: tl.constexpr = False, P_ROUND: tl.constexpr = False, S_LSE: tl.constexpr = False,
-                         DQ_HANDOFF: tl.constexpr = False):
+                         DQ_HANDOFF: tl.constexpr = False, DQ_STAGGER: tl.constexpr = False):
     """dK, dV of one block of BN K/V rows of one (batch, head) per CTA, dQ added into fp32 ``dq_ptr``.
 
     A loader task brings K and V of the block once (a 64-row tile per consumer group), then Q_i and
@@ -237,7 +244,8 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     DQ_TMA = n > 0: dQ goes out by TMA reduce-add through n (BM, 64) fp32 SMEM tiles per group, on
     ``desc_dq`` (a (BM, 64) descriptor of the (Z*H*N, D) fp32 dQ); 0: atomics, ``desc_dq`` is None.
     DP_DELTA, P_ROUND, S_LSE: fewer registers live across the exps (``_bwd_step``'s ``LEAN``); DQ_HANDOFF (with
-    DQ_SPLIT): dS^T handed between the groups by arrive / wait pairs (``_bwd_step``'s ``HANDOFF``)."""
+    DQ_SPLIT): dS^T handed between the groups by arrive / wait pairs (``_bwd_step``'s ``HANDOFF``); DQ_STAGGER (with
+    DQ_HANDOFF): group 1 starts when group 0's first P^T is done and stays that far behind."""
     GROUPS: tl.constexpr = BN // 64
     HALF: tl.constexpr = 64
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
@@ -320,25 +328,35 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
             dk = tl.zeros([HALF, HEAD_DIM], tl.float32)
             dv = tl.zeros([HALF, HEAD_DIM], tl.float32)
             tlx.barrier_wait(kv_full[0], 0)
+            if DQ_STAGGER:
+                # half a step behind group 0 from the start: with DQ_HANDOFF nothing pulls the groups back into
+                # step, as the one bar.sync of both did (group 0 waits for group 1's dS^T, group 1 finds group 0's there)
+                tl.static_assert(DQ_HANDOFF, "DQ_STAGGER needs DQ_HANDOFF")
+                if g == 1:
+                    if i_start < n_q:
+                        tlx.named_barrier_wait(STAGGER_BAR, 256)
             # across the diagonal (causal), then the plain blocks, then the ragged tail
             for i in range(i_start, i_mid):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF)
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF,
+                                   DQ_STAGGER)
             for i in range(i_mid, n_full):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF)
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF,
+                                   DQ_STAGGER)
             for i in range(tl.maximum(i_mid, n_full), n_q):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF)
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF,
+                                   DQ_STAGGER)
             if DQ_TMA:
                 tlx.async_descriptor_store_wait(0)      # the last reduces have read their SMEM
             cols = tl.arange(0, HEAD_DIM)
