@@ -246,3 +246,17 @@ def test_variants_script_jobs_and_loop_counts():
                       "/*0070*/ LDL R2, [R1] ;", "/*0080*/ @P0 BRA `(.L_x_3) ;"])
     # the outer loop (L_x_1) holds another; the innermost without wgmma (L_x_2) is not a step loop
     assert S.step_loops(sass) == [dict(instructions=3, hgmma=1, stl=0, ldl=1)]
+
+
+def test_lean_handoff_compiles_for_sm90_without_spills_in_the_plain_loop():
+    """lean_handoff (DP_DELTA + P_ROUND + DQ_HANDOFF) at D=128 non-causal fp16, sm_90: within a CTA's SMEM, and the
+    unmasked step loop of each consumer replica holds at most 2 spill stores (the default: 15 and 21; its whole-kernel
+    spills 312 B stored, benchmarks/RESULTS.md), the arrive / wait pairs on barriers 10..13 and no bar.sync of both."""
+    S = _variants_script()
+    row = S.static_row("lean_handoff", attention_bwd.VARIANT_CONFIGS["lean_handoff"], False)
+    assert row["smem"] <= SMEM_LIMIT
+    assert len(row["loops"]) == 6 and max(row["plain_loop_stl"]) <= 2
+    assert row["spill_store"] < 312
+    cfg = attention_bwd.VARIANT_CONFIGS["lean_handoff"]
+    ptx = attention_bwd.compile_offline(cfg, dtype="float16", shape=(1, 2, 256, 128), causal=False).asm["ptx"]
+    assert "bar.arrive" in ptx and "bar.sync \t14, 256" not in ptx
