@@ -28,6 +28,11 @@ Three launches:
    leave the consumers' instruction stream (one bulk op per tile instead of 32 atomic instructions a
    thread); the tile is reused after ``async_descriptor_store_wait(n - 1)``.
 
+``VARIANT_CONFIGS`` (D=128, off by default until timed on the H200): the default with fewer registers live
+across the exps (``DP_DELTA``, ``P_ROUND``: its step loop about spill-free), with dS^T handed between the groups by
+arrive / wait pairs (``DQ_HANDOFF``), and with group 1 staggered behind group 0 (``DQ_STAGGER``, a ping-pong);
+``benchmarks/attention_bwd_variants_h200.py`` checks and times them.
+
 >>> from tlx_workbench.kernels.attention_bwd import attention_with_grad     # on a Hopper GPU
 >>> o, (dq, dk, dv) = attention_with_grad(q, k, v, do, causal=True)
 """
