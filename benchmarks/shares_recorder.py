@@ -6,10 +6,15 @@ the plain kernel and of each instrumented one (``wb.simulate(..., recorder=...)`
 after every op it records, ``sim/recorder.py``) and compares each with the measured CTA 0 of that recorder, task by
 task (``trace_compare``: busy, barrier wait, async wait, in points of the lane's extent). The measurements are the
 ones on disk: the waits and totals traces in benchmarks/shares/, and for the every-op recorder (its 4 MB trace was
-not kept) the CTA 0 lanes that shares_summary.json kept. It also derives the totals recorder's cost per record
+not kept) the CTA 0 lanes that shares_summary.json kept, and also the every-op trace of an earlier run of the same
+config that was kept (benchmarks/timeline/gemm_ws_4096_timeline.json.gz, 01:56 UTC; its consumers' TMA store waits
+were not timed yet). It also derives the totals recorder's cost per record
 (``cost.MEASURED_RECORD``) from the two traces, and predicts each recorder's overhead against the plain kernel.
 
-  .venv/bin/python benchmarks/shares_recorder.py       # -> $OUT/shares_recorder.json (./out when unset)
+  .venv/bin/python benchmarks/shares_recorder.py [--loader]   # -> $OUT/shares_recorder.json (./out when unset)
+
+``--loader`` charges the TMA loader's measured costs (``cost.MEASURED_LOADER``: TMA issue, barrier_expect_bytes,
+index arithmetic), which the cost model does not charge by default (``cost.APPLIED_LOADER``).
 """
 import json
 import os
@@ -26,13 +31,14 @@ import torch  # noqa: E402
 
 import tlx_workbench as wb  # noqa: E402
 from tlx_workbench.kernels import gemm_ws  # noqa: E402
-from tlx_workbench.sim.cost import record_cycles  # noqa: E402
+from tlx_workbench.sim.cost import cost_model, record_cycles  # noqa: E402
 from tlx_workbench.trace import Trace  # noqa: E402
 from tlx_workbench.trace_compare import WAITS, compare, shares  # noqa: E402
 
 M = N = K = 4096
 CFG = gemm_ws.CONFIGS[0]
 SHARES = ROOT / "benchmarks" / "shares"
+TIMELINE = ROOT / "benchmarks" / "timeline" / "gemm_ws_4096_timeline.json.gz"
 OUT = pathlib.Path(os.environ.get("OUT", "out"))
 TASKS = {"default": "loader", "task1": "consumers"}
 
@@ -106,12 +112,17 @@ def totals_record_cost(waits_tr, totals_tr) -> dict:
 
 
 def main():
+    if "--loader" in sys.argv:      # the loader's measured costs charged (cost.MEASURED_LOADER; off by default)
+        from tlx_workbench.sim import cost
+        cost.APPLIED_LOADER = tuple(cost.MEASURED_LOADER["H200"])
     OUT.mkdir(parents=True, exist_ok=True)
     summary = json.loads((SHARES / "shares_summary.json").read_text())
     measured = {"waits": Trace.load(str(SHARES / "gemm_ws_4096_waits.json.gz")),
                 "totals": Trace.load(str(SHARES / "gemm_ws_4096_totals.json"))}
     res = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
            "machine": "CPU only", "measured_on": summary.get("date"), "device": summary.get("device"),
+           "loader_costs": {k: v for k, v in cost_model("H200").__dict__.items()
+                            if k in ("tma_issue", "expect_bytes", "scalar_op")},
            "record_cycles": {r: record_cycles("H200", r)[0] for r in ("waits", "totals", "all")},
            "totals_extra_per_record": totals_record_cost(measured["waits"], measured["totals"]), "recorders": {}}
     plain, wall = simulate(None)
@@ -131,6 +142,10 @@ def main():
             timed = summary["compare"][name]["timed_ops"]
             row["plain"] = rows_from_summary(plain.trace, lanes, timed)
             row["recorded"] = rows_from_summary(sim.trace, lanes, timed)
+            # the every-op trace that was kept: the same recorder and config, an earlier run (01:56 UTC)
+            cmp = compare(sim.trace, Trace.load(str(TIMELINE)), measured_cta=0)
+            row["recorded_timeline_trace"] = rows_of(cmp)
+            row["recorded_timeline_trace_extent_error"] = cmp.time_error
         res["recorders"][name] = row
     (OUT / "shares_recorder.json").write_text(json.dumps(res, indent=1))
     print(f"cycles per record {res['record_cycles']}; totals: waits' + {res['totals_extra_per_record']} per record")
@@ -142,6 +157,10 @@ def main():
             print(f"{name:8} {TASKS.get(task, task):10} {p[0]:+10.1f} {p[1]:+8.1f} {p[2]:+8.1f} "
                   f"(worst {max(map(abs, p)):4.1f})   {r[0]:+6.1f} {r[1]:+6.1f} {r[2]:+6.1f} "
                   f"(worst {max(map(abs, r)):4.1f})   {row['sim_overhead']:+.1%} / {row['measured_overhead']:+.1%}")
+    for task, r in res["recorders"]["all"]["recorded_timeline_trace"].items():
+        e = r["errors_pts"]
+        print(f"{'all':8} {TASKS.get(task, task):10} against the kept every-op trace (01:56 UTC): "
+              f"{e[0]:+6.1f} {e[1]:+6.1f} {e[2]:+6.1f} (worst {max(map(abs, e)):4.1f})")
     print(f"wrote {OUT / 'shares_recorder.json'}")
 
 

@@ -210,11 +210,81 @@ def test_an_async_dot_keeps_its_warp_group_busy_issuing_what_the_h200_measured()
     for s in mma:
         # the span is the tensor core's time (its work), issue or not
         assert s.end - s.start == pytest.approx(cm.mma_cycles(s.args["m"], s.args["n"], s.args["k"], 16))
-    # gemm_ws: barrier_wait(full) -> async_dot -> async_dot_wait; the group spends the gap issuing
+    # gemm_ws: barrier_wait(full) -> async_dot -> async_dot_wait; the group spends the gap issuing, after the A
+    # operand's index (`a_ring[2 * s + wg]`: two scalar ops, free unless cost.APPLIED_LOADER has scalar_op)
     gaps = []
     for lane in {s.lane for s in mma}:
         ops = sorted((x for x in res.trace.spans if x.lane == lane and x.kind != "mma"), key=lambda x: x.start)
         gaps += [b.start - a.end for a, b in zip(ops, ops[1:])
                  if (a.name, b.name) == ("barrier_wait", "async_dot_wait")]
     k = mma[0].args["k"]
-    assert gaps and all(g == pytest.approx(cm.wgmma_issue_cycles(64, k, 16)) for g in gaps), (set(gaps), k)
+    issue = cm.wgmma_issue_cycles(64, k, 16) + 2 * cm.scalar_op
+    assert gaps and all(g == pytest.approx(issue) for g in gaps), (set(gaps), k)
+
+
+def _bench(stem):
+    """``benchmarks/<stem>.py`` as a module (it imports its neighbours by name, as when run)."""
+    import importlib.util
+    import pathlib
+    import sys
+    bench = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
+    if str(bench) not in sys.path:
+        sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location(f"bench_{stem}", bench / f"{stem}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_loader_figures_are_what_the_stored_h200_traces_give():
+    """cost.MEASURED_LOADER is benchmarks/loader_costs.py's derivation from the traces on disk (the every-op
+    trace's TMA-issue and expect spans; the waits trace's loader k-step less its record, issues and expects, over
+    the scalar ops the simulator counts per loader k-step): the same figures, to their rounding."""
+    from tlx_workbench.sim.cost import MEASURED_LOADER
+    d = _bench("loader_costs").derive()
+    got = MEASURED_LOADER["H200"]
+    assert got["tma_issue"] == pytest.approx(d["tma_issue"], abs=0.5)
+    assert got["expect_bytes"] == pytest.approx(d["expect_bytes"], abs=0.5)
+    assert got["scalar_op"] == pytest.approx(d["scalar_op"], abs=0.05)
+    # gemm_ws's loader runs 15 integer scalar ops a k-step (ring slot and parity, the SPLIT_FULL indices), a
+    # consumer 8; the every-op trace's gaps hold far more arithmetic than the waits trace's (records serialize it)
+    assert d["inputs"]["scalar_ops_per_kstep"] == {"default": 15.0, "task1": 8.0}
+    assert d["inputs"]["every_op_loader_arithmetic_per_kstep"] > 3 * d["inputs"]["loader_arithmetic_per_kstep"] > 0
+
+
+def test_a_tma_loader_k_step_costs_what_the_h200_measured(monkeypatch):
+    """gemm_ws CONFIGS[0]'s loader on the H200 model with the loader's figures charged: each TMA load issue and
+    barrier_expect_bytes takes the measured span, the loop's index arithmetic its scalar ops, so a steady k-step
+    of the waits-recorded kernel between two loader waits is the waits trace's median gap (351 cycles). By default
+    the model charges none of them (cost.APPLIED_LOADER: they raise the predict table's median past 10 %); GPUs
+    never measured keep the generic issue slot, an arrive for the expect, and free scalars either way."""
+    from tlx_workbench.kernels import gemm_ws
+    from tlx_workbench.sim import cost
+    from tlx_workbench.sim.cost import MEASURED_LOADER, MEASURED_RECORD
+    default = cost_model("H200")
+    assert (default.tma_issue_cycles, default.expect_cycles, default.scalar_op) == (default.issue,
+                                                                                    default.barrier_op, 0.0)
+    monkeypatch.setattr(cost, "APPLIED_LOADER", tuple(MEASURED_LOADER["H200"]))
+    cm, fig = cost_model("H200"), MEASURED_LOADER["H200"]
+    assert (cm.tma_issue_cycles, cm.expect_cycles, cm.scalar_op) == (fig["tma_issue"], fig["expect_bytes"],
+                                                                     fig["scalar_op"])
+    h100 = cost_model("H100")
+    assert (h100.tma_issue_cycles, h100.expect_cycles, h100.scalar_op) == (h100.issue, h100.barrier_op, 0.0)
+    K = 1024                                # CTA 0: one tile of 16 k-steps
+    a, b = torch.randn(128, K).half(), torch.randn(K, 256).half()
+    c = torch.empty(128, 256).half()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = wb.simulate(gemm_ws.launch, a, b, c, gemm_ws.CONFIGS[0], ctas=[0], gpu="H200", numerics=False,
+                          recorder="waits")
+    assert res.ok
+    loader = sorted(res.trace.spans_of(0, "default", 0), key=lambda s: s.start)
+    for name, cycles in (("async_descriptor_load", fig["tma_issue"]), ("barrier_expect_bytes", fig["expect_bytes"])):
+        got = [s.duration for s in loader if s.name == name]
+        assert len(got) == 3 * 16 and all(g == pytest.approx(cycles) for g in got), (name, set(got))
+    waits = [s for s in loader if s.name == "barrier_wait"]
+    gaps = sorted(y.start - x.end for x, y in zip(waits, waits[1:]))
+    own = 3 * (fig["tma_issue"] + fig["expect_bytes"]) + 15 * fig["scalar_op"]
+    assert gaps[len(gaps) // 2] == pytest.approx(MEASURED_RECORD["H200"]["waits"] + own)
+    assert gaps[len(gaps) // 2] == pytest.approx(351.0, abs=1.0)         # the waits trace's median
+    assert res.stats[("default", 0)]["scalar_ops"] >= 15 * 16

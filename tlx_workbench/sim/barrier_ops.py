@@ -68,7 +68,7 @@ class BarrierOps:
         t = self.step(line)
         slot = self.resolve_slot(slot, line)
         start = t.clock
-        t.clock += self.cost.barrier_op
+        t.clock += self.cost.expect_cycles
         slot.expect(nbytes)
         arr = self.arrivers.setdefault(slot.array.id, {})
         arr.setdefault((t.pid, t.name, t.replica), set()).add(line)

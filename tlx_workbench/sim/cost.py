@@ -31,8 +31,15 @@ class CostModel:
     # a warp group issuing an async_dot: cycles per wgmma instruction it holds (m/64 x k/k-per-instruction; the
     # descriptors, fences and commit included). 0 = the generic ``issue`` for the whole async_dot
     wgmma_issue: float = 0.0
+    # a warp group issuing one TMA load (async_descriptor_load): None = the generic ``issue``
+    tma_issue: float | None = None
     # mbarrier arrive and a satisfied try_wait: tens of cycles (same paper, ~20-30 cycles)
     barrier_op: float = 20.0
+    # barrier_expect_bytes (mbarrier.arrive.expect_tx by one thread): None = ``barrier_op``
+    expect_bytes: float | None = None
+    # one integer scalar op of the kernel's own code (index, slot and phase arithmetic), on its warp group's clock
+    # (CTA.charge_scalar); 0 = free
+    scalar_op: float = 0.0
     # an arrive on a warp barrier (every thread arrives; no warp-group sync before it)
     barrier_arrive_warp: float = 20.0
     # a satisfied try_wait (the phase had completed before the wait)
@@ -92,6 +99,16 @@ class CostModel:
     @property
     def time_clock_ghz(self) -> float:
         return self.clock_ghz or self.gpu.clock_ghz
+
+    @property
+    def tma_issue_cycles(self) -> float:
+        """Cycles the issuing warp group spends on one TMA load before its next op."""
+        return self.issue if self.tma_issue is None else self.tma_issue
+
+    @property
+    def expect_cycles(self) -> float:
+        """Cycles of one barrier_expect_bytes."""
+        return self.barrier_op if self.expect_bytes is None else self.expect_bytes
 
     def tma_transfer(self, nbytes: int) -> float:
         return nbytes / (self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
@@ -186,6 +203,33 @@ MEASURED_WGMMA_ISSUE = {"H200": 30.0}
 #: Other GPUs: the H200's figures, as estimates (the same instructions; not measured there)
 MEASURED_RECORD = {"H200": {"waits": 114.0, "all": 123.0, "totals": 263.0}}
 
+#: a TMA loader warp group's own work on the H200, cycles; no calibration family times it (the calibration loops'
+#: figures are per loop, issue included), the gemm_ws 4096^3 CONFIGS[0] traces do. Derived, reproducibly, by
+#: `.venv/bin/python benchmarks/loader_costs.py` (benchmarks/shares/loader_costs.json) from:
+#: - "tma_issue": 47, one async_descriptor_load, the median span of the loader's 3 x 256 loads per lane (by site
+#:   44 / 38.5 / 53: A half, B, A half) in the every-op trace benchmarks/timeline/gemm_ws_4096_timeline.json.gz
+#:   (`profile()`, CTAs 0, 1, 126, 127, 2026-12-02 01:56 UTC, `benchmarks/timeline_h200.py`); the model had the
+#:   generic issue slot, 8;
+#: - "expect_bytes": 20, barrier_expect_bytes, the same trace's median (by site 24 / 17 / 20); the model had an
+#:   ordinary arrive, ASSUMED_ARRIVE = 40;
+#: - "scalar_op": 2.4, one integer scalar op of the kernel's code (CTA.charge_scalar; the index arithmetic was
+#:   free): the waits trace (benchmarks/shares/gemm_ws_4096_waits.json.gz, the lightest recorder) has 351 cycles
+#:   between two loader waits (median), less one record (114) and 3 x (47 + 20) leaves 36 for the loop's
+#:   arithmetic, over the 15 scalar ops the simulator runs per loader k-step. The every-op trace's gaps hold ~160
+#:   beyond its records: records between every two ops serialize what ptxas otherwise overlaps, so that trace is
+#:   not used for it. Cross-check: a consumer k-step's 8 ops are 19 cycles, its measured arrive + loop back 69
+#:   against the model's 40 + 19.
+#: Spans include the recorder's two clock reads (a few cycles). Other GPUs: not applied (generic issue, arrive,
+#: free scalars), as for MEASURED_WGMMA_ISSUE
+MEASURED_LOADER = {"H200": {"tma_issue": 47.0, "expect_bytes": 20.0, "scalar_op": 2.4}}
+
+#: which MEASURED_LOADER figures the H200's model charges. None today: with all three, gemm_ws 4096^3's recorded
+#: shares are within 7 points of every recorder's (every-op loader 12.9 -> 7.0) but the predict table's median
+#: |error| rises 9.95 -> 10.35 % (every cell 0-0.9 % slower); with the issue and expect alone 10.08 % (attention
+#: N=2048 D=128 +9.9 -> +10.2 %), past the 10 % the predictions may not cross (benchmarks/RESULTS.md, "The loader's
+#: own costs"). A study applies them with ``cost.APPLIED_LOADER = tuple(MEASURED_LOADER["H200"])``
+APPLIED_LOADER: tuple = ()
+
 
 def record_cycles(gpu: str, recorder: str) -> tuple[float, bool]:
     """(cycles the ``recorder`` costs per recorded op on ``gpu``, whether that is an estimate: another GPU's).
@@ -209,6 +253,7 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
     arrive = ASSUMED_ARRIVE
     # what the warp barrier saves per hand-over is the warp group's sync before the leader's arrive
     arrive_warp = arrive - (b["handover"] - b["handover_warp_barrier"])
+    loader = {k: v for k, v in MEASURED_LOADER.get(model.name, {}).items() if k in APPLIED_LOADER}
     return CostModel(
         model,
         tma_latency=(cal.bandwidth(cal.tma_latency_by_ctas, 1, extend=False) if cal.tma_latency_by_ctas
@@ -220,6 +265,9 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
         named_barrier=b["named_handover"],
         mma_group_gap=cal.single_group_gap(),
         wgmma_issue=MEASURED_WGMMA_ISSUE.get(model.name, 0.0),
+        tma_issue=loader.get("tma_issue"),
+        expect_bytes=loader.get("expect_bytes"),
+        scalar_op=loader.get("scalar_op", 0.0),
         smem_bytes_per_cycle=sum(cal.smem_bytes_per_cycle.values()) / len(cal.smem_bytes_per_cycle),
         mma_rates=tuple((bits, cal.mma_flops_per_cycle(bits)) for bits in (8, 16, 32)),
         tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, 1),

@@ -133,6 +133,21 @@ class CTA(BarrierOps, MemoryOps, BulkCopyOps, MmaOps, ClusterOps, ClcOps):
         owner.alu_free = t.clock = start + cycles
         t.stats["busy"] += cycles
 
+    def charge_scalar(self):
+        """One integer scalar op of the running task's own code (index arithmetic: ``use % STAGES``, ``2 * s``),
+        ``cost.scalar_op`` cycles on its own clock, not on the shared ALUs: a warp group's scalar op is one
+        instruction per warp, and what it costs is its latency in the chain of the loop's control, not lanes.
+        Free inside a TLX op (its own bookkeeping) and where the cost model has no figure (0)."""
+        t = self.sched.current
+        if t is None or t.call_stack:
+            return
+        owner = getattr(t, "cta", None) or self
+        cycles = owner.cost.scalar_op
+        t.stats["scalar_ops"] += 1
+        if cycles:
+            t.clock += cycles
+            t.stats["busy"] += cycles
+
     def step(self, line=None):
         t = self.task
         t.line = line

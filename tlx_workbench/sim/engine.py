@@ -243,12 +243,13 @@ def _finish_group(run, group, max_steps):
     sched = group.sched
     for t in sched.tasks:
         st = run.stats.setdefault((t.name, t.replica), {"ctas": 0, "ops": 0, "busy": 0.0, "waiting": 0.0,
-                                                         "mma": 0.0, "cycles": 0.0})
+                                                         "mma": 0.0, "cycles": 0.0, "scalar_ops": 0})
         st["ctas"] += 1
         st["ops"] += t.stats["ops"]
         st["busy"] += t.stats["busy"]
         st["waiting"] += t.stats["waiting"]
         st["mma"] += t.stats["mma"]
+        st["scalar_ops"] += t.stats["scalar_ops"]
         st["cycles"] = max(st["cycles"], t.clock)
     for r in group.races.findings:
         run.findings.append(Finding("race", f"CTA {r.lane[0]}: {r.message}", r.line, r.lane, r.other_line,
@@ -275,6 +276,12 @@ def _charge_alu(elements: int, weight: float):
     """An interpreter op's elementwise work, charged to the running CTA (CTA.charge_alu)."""
     if _state.cta is not None:
         _state.cta.charge_alu(elements, weight)
+
+
+def _charge_scalar():
+    """An integer scalar op of the kernel's code, charged to the running CTA (CTA.charge_scalar)."""
+    if _state.cta is not None:
+        _state.cta.charge_scalar()
 
 
 def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_steps=2_000_000,
@@ -391,6 +398,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     undo_desc = ia.install_fast_descriptors(HostMemory(ranges), _account_global)
     undo_overflow = ia.skip_dead_overflow_checks()
     undo_memo = ia.memoize_scalar_ops()
+    undo_scalar = ia.install_scalar_costs(_charge_scalar)      # over the memoized ops: cache hits count
     undo_bf16 = ia.install_bf16_numerics()
     undo_threads = threads.install()
     # a launch allocates hundreds of thousands of short-lived objects (scalars, views, spans), almost none
@@ -435,6 +443,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
         gc.set_threshold(*gc_thresholds)
         undo_threads()
         undo_bf16()
+        undo_scalar()
         undo_memo()
         undo_overflow()
         undo_desc()

@@ -412,6 +412,42 @@ def memoize_scalar_ops():
     return undo
 
 
+# the integer scalar arithmetic a kernel's own code runs (index, slot and phase computations); casts and constants
+# are not instructions of their own
+SCALAR_ARITH_OPS = tuple(n for n in _PURE_SCALAR_OPS if n not in ("cast", "to_tensor", "scalar_constant"))
+
+
+def install_scalar_costs(charge):
+    """Call ``charge()`` after every integer scalar op of :data:`SCALAR_ARITH_OPS` the interpreter's semantic
+    runs (``s = use % STAGES``, ``2 * s + 1``, ``parity ^ 1``): the index arithmetic that
+    :func:`install_alu_costs` leaves free, because it runs through the semantic, not the builder, and
+    :func:`memoize_scalar_ops` answers most of it from its cache without reaching the builder at all. Install it
+    after ``memoize_scalar_ops`` (it wraps the memoized ops, so cache hits count) and undo it before. Python
+    ``int`` arithmetic (a ``range`` loop's counter times a constexpr) never reaches the semantic and stays free.
+    Returns a function undoing it."""
+    sem = interpreter_semantic
+    saved = {n: sem.__dict__.get(n) for n in SCALAR_ARITH_OPS}
+
+    def wrap(orig):
+        def op(*args, **kwargs):
+            out = orig(*args, **kwargs)
+            if type(out) is _TENSOR and type(out.type) is _DTYPE and out.type.name in _INT_NAMES:
+                charge()
+            return out
+        return op
+
+    for n in SCALAR_ARITH_OPS:
+        setattr(sem, n, wrap(getattr(sem, n)))
+
+    def undo():
+        for n, v in saved.items():
+            if v is None:
+                sem.__dict__.pop(n, None)
+            else:
+                setattr(sem, n, v)
+    return undo
+
+
 # -- bf16 numerics ------------------------------------------------------------------------------------------
 # Triton's interpreter stores bf16 as its raw 16 bits in uint16 arrays (numpy has no bf16) but then computes
 # on those bits as if they were integers: tl.dot multiplies the bit patterns (an O(1) attention comes out

@@ -38,7 +38,7 @@ class MemoryOps:
         else:
             targets = [(view, slot)]
         start = t.clock
-        t.clock += self.cost.issue
+        t.clock += self.cost.tma_issue_cycles
         issue_done = t.clock
         xfer_start = max(issue_done, self.tma_free)
         self.tma_free = xfer_start + self.cost.tma_transfer(nbytes)
