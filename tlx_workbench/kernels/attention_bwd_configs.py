@@ -79,7 +79,12 @@ def suits(cfg, head_dim, causal=False) -> bool:
 
 CONFIGS = (
     _config(64),
-    _config(64, DQ_SPLIT=True, DQ_TMA=1),   # D=128 only: the default (below)
+    # D=128 only: lean + dS^T hand-over + stagger (VARIANT_CONFIGS' lean_pingpong), the default (below); then the
+    # hand-over alone (the fastest causal form on the H200), lean + hand-over, and the forms before them
+    _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True, DQ_STAGGER=True),
+    _config(64, DQ_SPLIT=True, DQ_TMA=1, DQ_HANDOFF=True),
+    _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True),
+    _config(64, DQ_SPLIT=True, DQ_TMA=1),   # D=128 only
     _config(64, DQ_SPLIT=True),         # D=128 only
     _config(64, NUM_BUFS=3),
     _config(64, BN=64),
@@ -113,8 +118,11 @@ VARIANT_CONFIGS = {
 
 # D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell); with DQ_TMA=1 (dQ by TMA
 # reduce-add) 1.05-1.14x DQ_SPLIT's atomics, every D=128 cell (2026-12-02 06:33 UTC; benchmarks/RESULTS.md); the
-# other DQ_TMA configs (without DQ_SPLIT) were 0.94-1.02x the atomics and stay out of the autotune space
-DEFAULTS = {64: _config(64), 128: _config(64, DQ_SPLIT=True, DQ_TMA=1)}
+# other DQ_TMA configs (without DQ_SPLIT) were 0.94-1.02x the atomics and stay out of the autotune space. Since
+# 2026-12-02 13:19 UTC (benchmarks/attention_bwd_variants_h200.py, one run, interleaved rounds): lean_pingpong,
+# 0.990-1.00x SDPA's backward in the four D=128 cells (never below 0.99x; the DQ_TMA form 0.909-1.00x), 1.00-1.09x
+# the DQ_TMA form
+DEFAULTS = {64: _config(64), 128: dict(VARIANT_CONFIGS["lean_pingpong"])}
 
 
 def configs_for(head_dim, causal=False):
