@@ -120,7 +120,7 @@ VARIANT_CONFIGS = {
 # reduce-add) 1.05-1.14x DQ_SPLIT's atomics, every D=128 cell (2026-12-02 06:33 UTC; benchmarks/RESULTS.md); the
 # other DQ_TMA configs (without DQ_SPLIT) were 0.94-1.02x the atomics and stay out of the autotune space. Since
 # 2026-12-02 13:19 UTC (benchmarks/attention_bwd_variants_h200.py, one run, interleaved rounds): lean_pingpong,
-# 0.990-1.00x SDPA's backward in the four D=128 cells (never below 0.99x; the DQ_TMA form 0.909-1.00x), 1.00-1.09x
+# 0.990-1.00x SDPA's backward in the four D=128 cells (never below 0.99x; the DQ_TMA form 0.909-1.00x), 0.997-1.09x
 # the DQ_TMA form
 DEFAULTS = {64: _config(64), 128: dict(VARIANT_CONFIGS["lean_pingpong"])}
 
