@@ -228,3 +228,34 @@ def test_warp_barrier_counts_only_the_threads_that_arrive():
     res = simulate(_warp_barrier_half, out, grid=(1,), num_warps=4, gpu="H200", on_deadlock="return")
     assert res.deadlock is not None
     assert "64" in str(res.deadlock)
+
+
+def _chain_kernel(tmp_path, depth):
+    # a kernel with an if/elif chain `depth` long, in a file of its own (the simulator re-reads kernel sources)
+    lines = ["import triton", "import triton.language as tl", "", "@triton.jit",
+             "def chain(o_ptr, x_ptr, OP: tl.constexpr):", "    x = tl.load(x_ptr + tl.arange(0, 32))"]
+    for i in range(depth):
+        lines.append(f"    {'if' if i == 0 else 'elif'} OP == {i}:")
+        lines.append(f"        z = x * {i + 1}.0")
+    lines += ["    else:", "        z = x", "    tl.store(o_ptr + tl.arange(0, 32), z)", ""]
+    path = tmp_path / f"chain{depth}.py"
+    path.write_text("\n".join(lines))
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"chain{depth}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.chain
+
+
+def test_an_elif_chain_is_rewritten_once_per_branch(tmp_path):
+    # each branch appears once in the simulator's copy of the kernel (it runs uniformly, or under the threads that
+    # take it): an if/elif chain copied per level grew as 2^depth (test_bf16's 17-way chain took minutes)
+    from tlx_workbench.sim.rewrite import rewrite
+    sizes = {d: len(rewrite(_chain_kernel(tmp_path, d).fn, None).__code__.co_code) for d in (8, 16)}
+    assert sizes[16] < 2.5 * sizes[8], sizes
+    k = _chain_kernel(tmp_path, 24)
+    x = torch.randn(32)
+    for op in (0, 13, 23, 99):
+        out = torch.zeros(32)
+        simulate(k, out, x, OP=op, grid=(1,), gpu="H200")
+        assert torch.equal(out, x * (op + 1) if op < 24 else x), op

@@ -20,7 +20,6 @@ kept, so every op reports the kernel's real source line.
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 import textwrap
 
@@ -156,23 +155,6 @@ class _IfRewriter(ast.NodeTransformer):
         line = node.lineno
         k = f"__tlxwb_if{self.counter}"
         self.counter += 1
-        jump = _jump(node.body) or _jump(node.orelse)
-        if jump:
-            split = [ast.Expr(_call(_JUMP, ast.Constant(line), ast.Constant(jump)))]
-        else:
-            split = []
-            for sense, body in ((True, node.body), (False, node.orelse)):
-                if body:
-                    guarded = ast.Try(body=copy.deepcopy(body), handlers=[], orelse=[],
-                                      finalbody=[ast.Expr(_call(_LEAVE))])
-                    split.append(ast.If(test=_call(_ENTER, ast.Name(id=k, ctx=ast.Load()), ast.Constant(sense),
-                                                   ast.Constant(line)), body=[guarded], orelse=[]))
-            stores = _Stores()
-            for s in node.body + node.orelse:
-                stores.visit(s)
-            for name in sorted(stores.names):
-                split.append(ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
-                                        value=_call(_DIVERGED, ast.Constant(name), ast.Constant(line))))
         # keep the condition's value (a tensor) in k for enter(); the branch taken is asked separately
         cond = ast.Assign(targets=[ast.Name(id=k, ctx=ast.Store())], value=node.test)
         way = _call(_BRANCH, ast.Name(id=k, ctx=ast.Load()), ast.Constant(line))
@@ -180,8 +162,35 @@ class _IfRewriter(ast.NodeTransformer):
 
         def is_(v):
             return ast.Compare(left=ast.Name(id=k + "w", ctx=ast.Load()), ops=[ast.Eq()], comparators=[ast.Constant(v)])
-        out = [cond, ways, ast.If(test=is_(1), body=node.body,
-                                  orelse=[ast.If(test=is_(2), body=split, orelse=node.orelse)])]
+        jump = _jump(node.body) or _jump(node.orelse)
+        if jump:
+            # diverged: refused (the threads cannot part ways); uniform: the branch as written
+            out = [cond, ways, ast.If(test=is_(2), body=[ast.Expr(_call(_JUMP, ast.Constant(line), ast.Constant(jump)))],
+                                      orelse=[ast.If(test=is_(1), body=node.body, orelse=node.orelse)])]
+        else:
+            # each branch once (an elif chain copied per level grew as 2^depth): it runs when the condition is
+            # uniformly its way, or, when it differs between the threads, under the threads that take it
+            out = [cond, ways]
+            for sense, body in ((1, node.body), (0, node.orelse)):
+                if not body:
+                    continue
+                masked = ast.BoolOp(op=ast.And(), values=[
+                    is_(2), _call(_ENTER, ast.Name(id=k, ctx=ast.Load()), ast.Constant(bool(sense)), ast.Constant(line))])
+                # no try/finally: the branch has no jump, and an error ends the launch (Python allows 20 nested
+                # blocks, so a try per level would refuse an elif chain longer than that)
+                leave = ast.If(test=is_(2), body=[ast.Expr(_call(_LEAVE))], orelse=[])
+                out.append(ast.If(test=ast.BoolOp(op=ast.Or(), values=[is_(sense), masked]),
+                                  body=body + [leave], orelse=[]))
+            stores = _Stores()
+            for st in node.body + node.orelse:
+                stores.visit(st)
+            # the kernel's own names (an inner if's condition and way are the rewriter's, used up by then)
+            names = sorted(n for n in stores.names if not n.startswith("__tlxwb_if"))
+            if names:
+                out.append(ast.If(test=is_(2), body=[
+                    ast.Assign(targets=[ast.Name(id=name, ctx=ast.Store())],
+                               value=_call(_DIVERGED, ast.Constant(name), ast.Constant(line)))
+                    for name in names], orelse=[]))
         for stmt in out:
             for n in ast.walk(stmt):
                 if not hasattr(n, "lineno"):
