@@ -102,7 +102,11 @@ def descriptor_pointers(desc: TensorDescHandle, offsets):
 def _patch_builder(attrs: dict):
     """Set ``attrs`` (name -> function) on the interpreter's builder instance; returns a function that
     puts back what the instance had before (an earlier patch, or nothing: the class's own method)."""
-    b = interpreter_builder
+    return _patch_instance(interpreter_builder, attrs)
+
+
+def _patch_instance(b, attrs: dict):
+    """Set ``attrs`` on the instance ``b``; returns the undo (an earlier patch back, or the class's own)."""
     saved = {n: b.__dict__.get(n) for n in attrs}
     for n, f in attrs.items():
         setattr(b, n, f)
@@ -426,7 +430,6 @@ def install_scalar_costs(charge):
     ``int`` arithmetic (a ``range`` loop's counter times a constexpr) never reaches the semantic and stays free.
     Returns a function undoing it."""
     sem = interpreter_semantic
-    saved = {n: sem.__dict__.get(n) for n in SCALAR_ARITH_OPS}
 
     def wrap(orig):
         def op(*args, **kwargs):
@@ -436,16 +439,7 @@ def install_scalar_costs(charge):
             return out
         return op
 
-    for n in SCALAR_ARITH_OPS:
-        setattr(sem, n, wrap(getattr(sem, n)))
-
-    def undo():
-        for n, v in saved.items():
-            if v is None:
-                sem.__dict__.pop(n, None)
-            else:
-                setattr(sem, n, v)
-    return undo
+    return _patch_instance(sem, {n: wrap(getattr(sem, n)) for n in SCALAR_ARITH_OPS})
 
 
 # -- bf16 numerics ------------------------------------------------------------------------------------------
