@@ -11,10 +11,11 @@ config that was kept (benchmarks/timeline/gemm_ws_4096_timeline.json.gz, 01:56 U
 were not timed yet). It also derives the totals recorder's cost per record
 (``cost.MEASURED_RECORD``) from the two traces, and predicts each recorder's overhead against the plain kernel.
 
-  .venv/bin/python benchmarks/shares_recorder.py [--loader]   # -> $OUT/shares_recorder.json (./out when unset)
+  .venv/bin/python benchmarks/shares_recorder.py [--no-loader]   # -> $OUT/shares_recorder.json (./out when unset)
 
-``--loader`` charges the TMA loader's measured costs (``cost.MEASURED_LOADER``: TMA issue, barrier_expect_bytes,
-index arithmetic), which the cost model does not charge by default (``cost.APPLIED_LOADER``).
+The H200 model charges the TMA loader's measured costs (``cost.MEASURED_LOADER``: TMA issue, barrier_expect_bytes,
+index arithmetic; ``cost.APPLIED_LOADER``); ``--no-loader`` simulates with the generic figures instead (the model
+before 2026-12-02's switch).
 """
 import json
 import os
@@ -112,9 +113,9 @@ def totals_record_cost(waits_tr, totals_tr) -> dict:
 
 
 def main():
-    if "--loader" in sys.argv:      # the loader's measured costs charged (cost.MEASURED_LOADER; off by default)
+    if "--no-loader" in sys.argv:   # the generic issue / arrive / free scalars instead of cost.MEASURED_LOADER
         from tlx_workbench.sim import cost
-        cost.APPLIED_LOADER = tuple(cost.MEASURED_LOADER["H200"])
+        cost.APPLIED_LOADER = ()
     OUT.mkdir(parents=True, exist_ok=True)
     summary = json.loads((SHARES / "shares_summary.json").read_text())
     measured = {"waits": Trace.load(str(SHARES / "gemm_ws_4096_waits.json.gz")),

@@ -23,7 +23,13 @@ def _gpu_reason():
         return f"torch cannot query CUDA: {e}"
 
 
+@pytest.hookimpl(tryfirst=True)          # before `-m` deselects: the marks it reads are added here
 def pytest_collection_modifyitems(config, items):
+    # a test that drives Chromium is a browser test, marked or not: `make test` runs them on their own after the
+    # parallel run (a JupyterLab page misses its timeouts when another worker holds the other core)
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()) and "browser" not in item.keywords:
+            item.add_marker(pytest.mark.browser)
     reason = _gpu_reason()
     if reason is None:
         return

@@ -122,9 +122,14 @@ def test_triton_make_cubin_is_what_the_capture_expects():
 
 @pytest.fixture
 def fresh_triton_cache(tmp_path, monkeypatch):
-    """An empty Triton disk cache and an empty in-memory report cache: ptxas really runs."""
+    """An empty Triton disk cache, an empty in-memory report cache and empty JIT caches of the attention kernels
+    (``kernel.warmup`` answers a specialisation this process compiled before, another test's under xdist, from
+    ``device_caches`` without ptxas): ptxas really runs."""
+    from tlx_workbench.kernels import attention_kernel
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     clear_cache()
+    for jit in (attention_kernel.attention_fwd_kernel, attention_kernel.attention_fwd_persistent_kernel):
+        jit.device_caches.clear()
     yield tmp_path / "triton-cache"
     clear_cache()
 

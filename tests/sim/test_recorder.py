@@ -161,15 +161,15 @@ def _shares_recorder():
 @pytest.mark.parametrize("recorder", ["waits", "totals", "all"])
 def test_recorded_gemm_ws_4096_shares_are_within_10_points_of_the_h200s(recorder, monkeypatch):
     """gemm_ws 4096^3 CONFIGS[0], CTA 0, simulated with each recorder against the H200's measurement of that
-    recorder (benchmarks/shares/, 2026-12-02 05:44 UTC), the loader's measured costs charged (cost.MEASURED_LOADER:
-    TMA issue 47 cycles, not the generic 8; expect 20, not an arrive's 40; index arithmetic, free otherwise):
-    every task's busy, barrier-wait and async-wait shares within 10 points. Without them the every-op recorder's
-    loader is 12.9 points off (its busy share too low)."""
+    recorder (benchmarks/shares/, 2026-12-02 05:44 UTC), with the H200 model's loader costs (cost.MEASURED_LOADER,
+    charged by default: TMA issue 47 cycles, not the generic 8; expect 20, not an arrive's 40; index arithmetic,
+    free otherwise): every task's busy, barrier-wait and async-wait shares within 10 points. Without them
+    (cost.APPLIED_LOADER = ()) the every-op recorder's loader is 12.9 points off (its busy share too low)."""
     import json
     from tlx_workbench.sim import cost
     from tlx_workbench.trace import Trace
     from tlx_workbench.trace_compare import compare
-    monkeypatch.setattr(cost, "APPLIED_LOADER", tuple(cost.MEASURED_LOADER["H200"]))
+    assert cost.APPLIED_LOADER == tuple(cost.MEASURED_LOADER["H200"])
     sr = _shares_recorder()
     sim, _ = sr.simulate(recorder)
     if recorder == "all":           # its trace was not kept: the CTA 0 lanes the summary kept

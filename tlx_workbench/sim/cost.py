@@ -223,12 +223,11 @@ MEASURED_RECORD = {"H200": {"waits": 114.0, "all": 123.0, "totals": 263.0}}
 #: free scalars), as for MEASURED_WGMMA_ISSUE
 MEASURED_LOADER = {"H200": {"tma_issue": 47.0, "expect_bytes": 20.0, "scalar_op": 2.4}}
 
-#: which MEASURED_LOADER figures the H200's model charges. None today: with all three, gemm_ws 4096^3's recorded
-#: shares are within 7 points of every recorder's (every-op loader 12.9 -> 7.0) but the predict table's median
-#: |error| rises 9.95 -> 10.35 % (every cell 0-0.9 % slower); with the issue and expect alone 10.08 % (attention
-#: N=2048 D=128 +9.9 -> +10.2 %), past the 10 % the predictions may not cross (benchmarks/RESULTS.md, "The loader's
-#: own costs"). A study applies them with ``cost.APPLIED_LOADER = tuple(MEASURED_LOADER["H200"])``
-APPLIED_LOADER: tuple = ()
+#: which MEASURED_LOADER figures the H200's model charges: all three. With them gemm_ws 4096^3's recorded shares are
+#: within 7.6 points of every recorder's (every-op loader 12.9 -> 7.0), and the predict table's median |error| is
+#: 10.35 % (9.95 % without; every cell 0-0.9 % slower, none past 35 %): benchmarks/RESULTS.md, "The loader's own
+#: costs". A study of the model without them sets ``cost.APPLIED_LOADER = ()`` (read when a cost model is built)
+APPLIED_LOADER: tuple = tuple(MEASURED_LOADER["H200"])
 
 
 def record_cycles(gpu: str, recorder: str) -> tuple[float, bool]:
