@@ -86,3 +86,30 @@ def test_zigzag_causal_schedule_on_simulator(shape, ctas):
     assert sim.result.ok, sim.result
     ref = attention.reference(q.double(), k.double(), v.double(), causal=True)
     assert _rel(o, ref) < 3e-3
+
+
+@pytest.mark.parametrize("shape,ctas", [((1, 2, 200, 64), 3), ((1, 4, 300, 64), 8)])
+def test_split_tail_on_simulator_matches_float64_with_its_lse(shape, ctas):
+    """SPLIT_TAIL: the persistent kernel walks the whole waves (4 tiles on 3 CTAs: 3; 12 on 8: 8) and the leftover
+    tiles (1; 4: a head's ragged last block and the next head's three) are split over K/V (2 splits of 128 and 64
+    columns; 2 of 192 and 108) and merged: O and the log-sum-exp the backward pass takes both match float64,
+    every element written, and every launch (persistent, splits, merge) has a clean bill."""
+    torch.manual_seed(4)
+    q, k, v = (torch.randn(shape, dtype=torch.float16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full(shape[:3], float("nan"), dtype=torch.float32)
+    cfg = attention.SIM_CONFIGS["persistent_split_tail"]
+    tiles = -(-shape[2] // cfg["BM"]) * shape[0] * shape[1]
+    main, left, splits, _ = attention.tail_plan(tiles, ctas, shape[2])
+    assert main == ctas and left == tiles - ctas and splits == 2
+    scale = 1 / math.sqrt(64)
+    with wb.simulate(gpu="H200", seed=0, schedules=2) as sim:
+        attention.launch(q, k, v, o, False, scale, cfg, num_sms=ctas, lse=lse)
+    assert [r.kernel for r in sim.results] == ["attention_fwd_persistent_kernel", "attention_tail_split_kernel",
+                                               "attention_tail_merge_kernel"]
+    assert all(r.ok for r in sim.results), [r for r in sim.results if not r.ok]
+    ref = attention.reference(q.double(), k.double(), v.double())
+    assert _rel(o, ref) < 3e-3
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    assert torch.isfinite(lse).all()
+    assert float((lse.double() - torch.logsumexp(s, -1)).abs().max()) < 1e-3

@@ -62,11 +62,13 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
 from ._common import KernelSpec, sm_count, torch_alloc
-from .attention_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, _PERSISTENT, _THREE_GROUPS, _ZIGZAG,  # noqa: F401
-                                _ZIGZAG_PINNED, _config, configs_for, persistent_schedule, smem_bytes, suits)
+from .attention_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, TAIL_BN, _PERSISTENT, _PERSISTENT_TAIL,  # noqa: F401
+                                _THREE_GROUPS, _ZIGZAG, _ZIGZAG_PINNED, _config, configs_for, persistent_schedule,
+                                smem_bytes, suits, tail_plan)
 from .attention_kernel import (LOG2E, TURN_0, TURN_1, TURN_2, _attend, _kv_step, _online_softmax,  # noqa: F401
                                _pass_turn, _persistent_consumer, _persistent_loader, _release_barriers, _tile_at,
-                               _tile_coords, _wait_turn, _walk, attention_fwd_kernel, attention_fwd_persistent_kernel)
+                               _tile_coords, _wait_turn, _walk, attention_fwd_kernel, attention_fwd_persistent_kernel,
+                               attention_tail_merge_kernel, attention_tail_split_kernel)
 from .host import fastest_first, tuned_config
 
 
@@ -77,7 +79,7 @@ def _descriptors(q, k, v, o, cfg):
     return (TensorDescriptor(q, [rows, D], [D, 1], [half, D]),
             TensorDescriptor(k, [rows, D], [D, 1], [cfg["BN"], D]),
             TensorDescriptor(v, [rows, D], [D, 1], [cfg["BN"], D]),
-            TensorDescriptor(o, [rows, D], [D, 1], [half, D]))
+            TensorDescriptor(o, [o.numel() // D, D], [D, 1], [half, D]))    # o: all rows, or SPLIT_TAIL's first
 
 
 def _check(q, k, v):
@@ -97,17 +99,19 @@ def _check(q, k, v):
                                 hint="call .contiguous() first (e.g. after a transpose)")
 
 
-def _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms, lse=None):
+def _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms, lse=None, main_tiles=None):
     """The kernel a config runs, its positional arguments and its constexprs + launch options
     (the persistent form also takes NUM_SMS; num_stages=0: the loops are pipelined by hand).
     ``lse``: an fp32 (Z, H, N) tensor the kernel stores each row's log-sum-exp in (STORE_LSE, for the
     backward pass); without it the kernel is compiled exactly as before (PTX unchanged)."""
     Z, H, N, D = q.shape
     dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
-    kw = {key: val for key, val in cfg.items() if key != "PERSISTENT"}
+    kw = {key: val for key, val in cfg.items() if key not in ("PERSISTENT", "SPLIT_TAIL")}
     kernel = attention_fwd_kernel
     if cfg.get("PERSISTENT"):
         kernel, kw = attention_fwd_persistent_kernel, dict(kw, NUM_SMS=num_sms)
+    if main_tiles is not None:      # SPLIT_TAIL with a tail to split (else the plain persistent kernel)
+        kw = dict(kw, SPLIT_TAIL=True, main_tiles=main_tiles)
     if lse is not None:
         kw = dict(kw, STORE_LSE=True, lse_ptr=lse)
     return kernel, (sm_scale, Z, H, N, dq, dk, dv, do, o), dict(
@@ -121,14 +125,43 @@ def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None, lse=None):
     Z, H, N, D = q.shape
     triton.set_allocator(torch_alloc)
     tiles_m = triton.cdiv(N, cfg["BM"])
+    main_tiles = left = 0
     if cfg.get("PERSISTENT"):
         num_sms = num_sms or sm_count()
         grid = (min(num_sms, tiles_m * Z * H),)
+        if cfg.get("SPLIT_TAIL") and not causal:
+            main_tiles, left, splits, chunk = tail_plan(tiles_m * Z * H, grid[0], N)
     else:
         grid = (tiles_m, Z * H)
-    kernel, args, options = _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms, lse)
+    o_main, lse_main = o, lse
+    if left:
+        # the leftover tiles are the last ones, so their rows are the last rows of (Z*H*N, D): the persistent
+        # kernel gets the rows before them, the merge the rest (each launch writes the whole of what it is given)
+        row0 = (main_tiles // tiles_m) * N + (main_tiles % tiles_m) * cfg["BM"]
+        o_main = o.view(-1, D)[:row0]
+        lse_main = None if lse is None else lse.view(-1)[:row0]
+    kernel, args, options = _kernel_call(q, k, v, o_main, causal, sm_scale, cfg, num_sms, lse_main,
+                                         main_tiles if left else None)
     kernel[grid](*args, **options)
+    if left:
+        _split_tail(q, k, v, o, sm_scale, cfg["BM"], tiles_m, main_tiles, left, splits, chunk, lse, row0)
     return o
+
+
+def _split_tail(q, k, v, o, sm_scale, BM, tiles_m, first, left, splits, chunk, lse, row0):
+    """SPLIT_TAIL's second part: tiles ``first`` .. ``first + left - 1``, each split over ``splits`` K/V
+    chunks of ``chunk`` columns (one CTA a split, all SMs), then merged (one CTA a tile) into the rows of
+    ``o`` (and ``lse``) from ``row0`` on."""
+    import torch
+    Z, H, N, D = q.shape
+    part_o = torch.empty((left * splits, BM, D), dtype=torch.float32, device=q.device)
+    part_ml = torch.empty((left * splits, 2, BM), dtype=torch.float32, device=q.device)
+    attention_tail_split_kernel[(left, splits)](sm_scale, q, k, v, part_o, part_ml, N, tiles_m, first, chunk,
+                                                HEAD_DIM=D, BM=BM, BN=TAIL_BN, num_warps=8)
+    o_tail = o.view(-1, D)[row0:]
+    lse_tail = None if lse is None else lse.view(-1)[row0:]
+    attention_tail_merge_kernel[(left,)](o_tail, part_o, part_ml, lse_tail, N, tiles_m, first, splits, row0,
+                                         HEAD_DIM=D, BM=BM, STORE_LSE=lse is not None, num_warps=8)
 
 
 _TUNED: dict = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
             P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False,
-            WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False):
+            WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False, SPLIT_TAIL=False):
     """A config dict; a switch appears in it only when it is not at its default, so each config names
     what it changes. The switches:
 
@@ -28,6 +28,10 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
       wgmmas then read only K from SMEM); spills at D=128 unless P_LATE;
     - ZIGZAG (persistent only): each CTA takes pairs of tiles (heaviest + lightest query block of one
       head), a causal schedule with equal work per pair (1.08-1.10x SDPA at D=128, round 4).
+    - SPLIT_TAIL (persistent, non-causal): when the tiles leave a last wave of at most half the CTAs
+      (4096 tiles on 132 SMs: 31 waves and 4 tiles), the persistent kernel walks the whole waves only and
+      the leftover tiles are split over their K/V blocks across the SMs (``tail_plan``), their partial
+      softmax sums merged by a second small kernel: the last wave costs a fraction of a tile, not a tile.
     """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if PERSISTENT:
@@ -36,7 +40,7 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
                                  ("EX2_F16", EX2_F16, False), ("LAZY", LAZY, False), ("P_LATE", P_LATE, False),
                                  ("GROUPS", GROUPS, 2), ("WARP1_LOADER", WARP1_LOADER, False),
                                  ("PIN_SOFTMAX", PIN_SOFTMAX, False), ("Q_REGS", Q_REGS, False),
-                                 ("ZIGZAG", ZIGZAG, False)):
+                                 ("ZIGZAG", ZIGZAG, False), ("SPLIT_TAIL", SPLIT_TAIL, False)):
         if value != default:
             cfg[name] = value
     return cfg
@@ -53,6 +57,28 @@ def persistent_schedule(num_tiles: int, num_ctas: int, zigzag: bool = False) -> 
     pairs = -(-num_tiles // 2)
     return [[t for p in range(c, pairs, num_ctas) for t in (2 * p, 2 * p + 1) if t < num_tiles]
             for c in range(num_ctas)]
+
+
+TAIL_BN = 64      # K/V columns per step of the split tail's kernel
+
+
+def tail_plan(num_tiles: int, num_ctas: int, n_ctx: int) -> tuple[int, int, int, int]:
+    """(tiles the persistent kernel walks, leftover tiles, K/V splits per leftover tile, K/V columns per
+    split) for ``SPLIT_TAIL``. The leftover is split only when it is at most half a wave (else the last wave
+    is full enough); each split takes whole ``TAIL_BN`` blocks, and every split at least one column.
+
+    >>> tail_plan(4096, 132, 4096)        # 4 x 32 heads of N=4096, BM=128, on an H200: 31 whole waves
+    (4092, 4, 32, 128)
+    >>> tail_plan(4096, 128, 4096)        # whole waves: nothing to split
+    (4096, 0, 0, 0)
+    """
+    left = num_tiles % num_ctas if num_tiles > num_ctas else 0
+    if left == 0 or left > num_ctas // 2:
+        return num_tiles, 0, 0, 0
+    blocks = -(-n_ctx // TAIL_BN)
+    per_split = -(-blocks // max(1, min(num_ctas // left, blocks)))
+    splits = -(-blocks // per_split)
+    return num_tiles - left, left, splits, per_split * TAIL_BN
 
 
 def smem_bytes(cfg, head_dim, elem=2) -> int:
@@ -73,6 +99,8 @@ _THREE_GROUPS = _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True,
 # causal: persistent with zig-zag pairs of query tiles (1.08-1.10x SDPA at D=128 vs 1.03-1.05x for
 # the plain grid, round 4)
 _ZIGZAG = _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)
+# D=128, non-causal: the same, its last partial wave split over K/V across the SMs (SPLIT_TAIL)
+_PERSISTENT_TAIL = _config(128, 2, PERSISTENT=True, Q_BUFS=2, SPLIT_TAIL=True)
 # causal D=64: zig-zag pairs, two groups, the softmax pinned under P V (PIN_SOFTMAX + P_LATE):
 # 1.00x SDPA vs 0.97x for the three-group zig-zag (round 5); at D=128 the same switches lost 2-7 %
 _ZIGZAG_PINNED = _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, PIN_SOFTMAX=True, P_LATE=True)
@@ -80,6 +108,7 @@ _ZIGZAG_PINNED = _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, PIN_SOF
 # the autotune space (``suits`` picks what fits a head dim and masking)
 CONFIGS = (
     _PERSISTENT,
+    _PERSISTENT_TAIL,
     _config(128, 2),
     _config(128, 3),
     _config(128, 2, PERSISTENT=True, Q_BUFS=1),
@@ -108,6 +137,8 @@ def suits(cfg, head_dim, causal=False) -> bool:
         return False
     if cfg.get("ZIGZAG") and not causal:
         return False        # measured for causal runs only
+    if cfg.get("SPLIT_TAIL") and (causal or not cfg.get("PERSISTENT")):
+        return False        # the tail's splits are of the non-causal walk
     return (cfg["BM"] <= 128 or head_dim <= 64) and smem_bytes(cfg, head_dim) <= 232448
 
 
@@ -137,6 +168,8 @@ SIM_CONFIGS = {
     "three_groups_persistent": _config(32, 3, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
     # persistent, zig-zag pairs of query tiles (a causal schedule)
     "persistent_zigzag": _config(64, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
+    # the last partial wave split over K/V (run on 3 CTAs: 4 tiles leave one to split)
+    "persistent_split_tail": _config(64, 2, PERSISTENT=True, Q_BUFS=2, SPLIT_TAIL=True),
     "persistent_warp1_loader": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True),
     "plain_plate": _config(32, 3, P_LATE=True),
     # the softmax pinned above the P V wait by a never-taken store (with and without P_LATE)

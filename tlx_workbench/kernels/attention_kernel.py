@@ -8,7 +8,8 @@ shows as its call line), and the wgmma-overlap findings name the softmax's own l
 
 In order: what the tasks share (the GEMM turn, release barriers); the consumer groups' device
 functions (the softmax of a block, a K/V step, one tile's pass); the plain kernel; the persistent
-kernel's tile walk, its loader task and its consumer task; the persistent kernel.
+kernel's tile walk, its loader task and its consumer task; the persistent kernel; the split tail's two
+plain Triton kernels (``SPLIT_TAIL``: the leftover tiles' K/V splits, and their merge).
 
 How the constexpr switches travel: a kernel takes each one by name (the configs name them), and
 hands its device functions only the groups they read, as constexpr tuples (read back with
@@ -450,12 +451,14 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
                                     ZIGZAG: tl.constexpr = False, WARP1_LOADER: tl.constexpr = False,
                                     PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False,
-                                    STORE_LSE: tl.constexpr = False, lse_ptr=None):
+                                    STORE_LSE: tl.constexpr = False, lse_ptr=None,
+                                    SPLIT_TAIL: tl.constexpr = False, main_tiles=0):
     """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
     is handed back as soon as its last S = Q K^T retired), and the O store of a tile goes out
-    through its own SMEM buffer without being waited for: the next tile's first wgmmas overlap it."""
+    through its own SMEM buffer without being waited for: the next tile's first wgmmas overlap it.
+    ``SPLIT_TAIL``: only tiles 0 .. main_tiles-1 (whole waves); the split tail's kernels do the rest."""
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -475,6 +478,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
     ZH = Z * H
     num_m = tl.cdiv(N_CTX, BM)
     num_tiles = num_m * ZH
+    if SPLIT_TAIL:
+        num_tiles = main_tiles
     TILE_BYTES: tl.constexpr = BN * HEAD_DIM * tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = HALF * HEAD_DIM * tlx.size_of(dtype)
 
@@ -508,3 +513,77 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                      o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
                                      CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype, GROUPS, ZIGZAG,
                                      (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
+
+
+# ---- the split tail (SPLIT_TAIL): the leftover tiles of a persistent launch, split over K/V ------------
+
+@triton.jit
+def attention_tail_split_kernel(sm_scale, q, k, v, part_o, part_ml, N_CTX, num_m, first_tile, chunk,
+                                HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """Program (t, s): leftover tile ``first_tile + t`` (the persistent walk's numbering: query block
+    ``tile % num_m`` of head ``tile // num_m``) against K/V columns [s * chunk, (s + 1) * chunk). Writes the
+    split's unnormalised O (fp32) and its row max (base 2, scaled) and row sum to slot t * splits + s."""
+    t = tl.program_id(0)
+    s = tl.program_id(1)
+    tile = first_tile + t
+    start_m = tile % num_m
+    head_row = (tile // num_m).to(tl.int64) * N_CTX
+    rows = start_m * BM + tl.arange(0, BM)
+    d = tl.arange(0, HEAD_DIM)
+    qv = tl.load(q + (head_row + rows)[:, None] * HEAD_DIM + d[None, :], mask=(rows < N_CTX)[:, None], other=0.0)
+    qk_scale = sm_scale * LOG2E
+    m_i = tl.full([BM], float("-inf"), tl.float32)
+    l_i = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, HEAD_DIM], tl.float32)
+    lo = s * chunk
+    hi = tl.minimum(lo + chunk, N_CTX)
+    for n0 in range(lo, hi, BN):
+        cols = n0 + tl.arange(0, BN)
+        live = cols < hi
+        kt = tl.load(k + (head_row + cols)[None, :] * HEAD_DIM + d[:, None], mask=live[None, :], other=0.0)
+        qk = tl.where(live[None, :], tl.dot(qv, kt), float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        vv = tl.load(v + (head_row + cols)[:, None] * HEAD_DIM + d[None, :], mask=live[:, None], other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(vv.dtype), vv)
+        m_i = m_new
+    slot = (t * tl.num_programs(1) + s).to(tl.int64)
+    r = tl.arange(0, BM)
+    tl.store(part_o + (slot * BM + r)[:, None] * HEAD_DIM + d[None, :], acc)
+    tl.store(part_ml + slot * 2 * BM + r, m_i)
+    tl.store(part_ml + slot * 2 * BM + BM + r, l_i)
+
+
+@triton.jit
+def attention_tail_merge_kernel(o, part_o, part_ml, lse_ptr, N_CTX, num_m, first_tile, splits, row0,
+                                HEAD_DIM: tl.constexpr, BM: tl.constexpr, STORE_LSE: tl.constexpr):
+    """Program t: leftover tile ``first_tile + t``, its splits' partial sums merged (each rescaled to the
+    largest row max), normalised and stored into ``o`` (and its log-sum-exp, natural log, into ``lse_ptr``):
+    both start at row ``row0`` of the (Z*H*N) rows, the leftover tiles' first."""
+    t = tl.program_id(0)
+    tile = first_tile + t
+    start_m = tile % num_m
+    head_row = (tile // num_m).to(tl.int64) * N_CTX - row0
+    r = tl.arange(0, BM)
+    d = tl.arange(0, HEAD_DIM)
+    m = tl.full([BM], float("-inf"), tl.float32)
+    l_sum = tl.zeros([BM], tl.float32)
+    acc = tl.zeros([BM, HEAD_DIM], tl.float32)
+    for s in range(splits):
+        slot = (t * splits + s).to(tl.int64)
+        m_s = tl.load(part_ml + slot * 2 * BM + r)
+        l_s = tl.load(part_ml + slot * 2 * BM + BM + r)
+        o_s = tl.load(part_o + (slot * BM + r)[:, None] * HEAD_DIM + d[None, :])
+        m_new = tl.maximum(m, m_s)
+        a_old = tl.math.exp2(m - m_new)
+        a_s = tl.math.exp2(m_s - m_new)
+        l_sum = l_sum * a_old + l_s * a_s
+        acc = acc * a_old[:, None] + o_s * a_s[:, None]
+        m = m_new
+    rows = start_m * BM + r
+    out = (acc / l_sum[:, None]).to(o.dtype.element_ty)
+    tl.store(o + (head_row + rows)[:, None] * HEAD_DIM + d[None, :], out, mask=(rows < N_CTX)[:, None])
+    if STORE_LSE:
+        tl.store(lse_ptr + head_row + rows, (m + tl.math.log2(l_sum)) * 0.6931471805599453, mask=rows < N_CTX)
