@@ -150,7 +150,7 @@ def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None, lse=None):
 
 def _split_tail(q, k, v, o, sm_scale, BM, tiles_m, first, left, splits, chunk, lse, row0):
     """SPLIT_TAIL's second part: tiles ``first`` .. ``first + left - 1``, each split over ``splits`` K/V
-    chunks of ``chunk`` columns (one CTA a split, all SMs), then merged (one CTA a tile) into the rows of
+    chunks of ``chunk`` columns (one CTA a split, all SMs), then merged (a CTA per two rows) into the rows of
     ``o`` (and ``lse``) from ``row0`` on."""
     import torch
     Z, H, N, D = q.shape
@@ -160,8 +160,11 @@ def _split_tail(q, k, v, o, sm_scale, BM, tiles_m, first, left, splits, chunk, l
                                                 HEAD_DIM=D, BM=BM, BN=TAIL_BN, num_warps=8)
     o_tail = o.view(-1, D)[row0:]
     lse_tail = None if lse is None else lse.view(-1)[row0:]
-    attention_tail_merge_kernel[(left,)](o_tail, part_o, part_ml, lse_tail, N, tiles_m, first, splits, row0,
-                                         HEAD_DIM=D, BM=BM, STORE_LSE=lse is not None, num_warps=8)
+    rows = 2       # rows a merge program: (splits, 2, D) fp32 partials in flight at once, 256 programs at 4 x 32
+    attention_tail_merge_kernel[(left, BM // rows)](o_tail, part_o, part_ml, lse_tail, N, tiles_m, first, splits,
+                                                    row0, HEAD_DIM=D, BM=BM, ROWS=rows,
+                                                    SPLITS=triton.next_power_of_2(splits),
+                                                    STORE_LSE=lse is not None, num_warps=4)
 
 
 _TUNED: dict = {}

@@ -123,7 +123,7 @@ CONFIGS = (
     _ZIGZAG_PINNED,
 )
 
-DEFAULTS = {(False, False): _PERSISTENT, (False, True): _ZIGZAG,
+DEFAULTS = {(False, False): _PERSISTENT_TAIL, (False, True): _ZIGZAG,
             (True, False): _THREE_GROUPS, (True, True): _ZIGZAG_PINNED}
 
 

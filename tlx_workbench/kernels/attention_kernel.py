@@ -558,30 +558,31 @@ def attention_tail_split_kernel(sm_scale, q, k, v, part_o, part_ml, N_CTX, num_m
 
 @triton.jit
 def attention_tail_merge_kernel(o, part_o, part_ml, lse_ptr, N_CTX, num_m, first_tile, splits, row0,
-                                HEAD_DIM: tl.constexpr, BM: tl.constexpr, STORE_LSE: tl.constexpr):
-    """Program t: leftover tile ``first_tile + t``, its splits' partial sums merged (each rescaled to the
-    largest row max), normalised and stored into ``o`` (and its log-sum-exp, natural log, into ``lse_ptr``):
-    both start at row ``row0`` of the (Z*H*N) rows, the leftover tiles' first."""
+                                HEAD_DIM: tl.constexpr, BM: tl.constexpr, ROWS: tl.constexpr, SPLITS: tl.constexpr,
+                                STORE_LSE: tl.constexpr):
+    """Program (t, b): rows b * ROWS .. of leftover tile ``first_tile + t``, its ``splits`` partial sums (SPLITS:
+    the next power of two) loaded at once, each rescaled to the largest row max, summed, normalised and stored
+    into ``o`` (and the log-sum-exp, natural log, into ``lse_ptr``): both start at row ``row0`` of the (Z*H*N)
+    rows, the leftover tiles' first. Many small programs, every load in flight together: the merge moves
+    splits x BM x D fp32 a tile, which one program a tile would read one split at a time."""
     t = tl.program_id(0)
     tile = first_tile + t
     start_m = tile % num_m
     head_row = (tile // num_m).to(tl.int64) * N_CTX - row0
-    r = tl.arange(0, BM)
+    sp = tl.arange(0, SPLITS)
+    live = sp < splits
+    r = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
     d = tl.arange(0, HEAD_DIM)
-    m = tl.full([BM], float("-inf"), tl.float32)
-    l_sum = tl.zeros([BM], tl.float32)
-    acc = tl.zeros([BM, HEAD_DIM], tl.float32)
-    for s in range(splits):
-        slot = (t * splits + s).to(tl.int64)
-        m_s = tl.load(part_ml + slot * 2 * BM + r)
-        l_s = tl.load(part_ml + slot * 2 * BM + BM + r)
-        o_s = tl.load(part_o + (slot * BM + r)[:, None] * HEAD_DIM + d[None, :])
-        m_new = tl.maximum(m, m_s)
-        a_old = tl.math.exp2(m - m_new)
-        a_s = tl.math.exp2(m_s - m_new)
-        l_sum = l_sum * a_old + l_s * a_s
-        acc = acc * a_old[:, None] + o_s * a_s[:, None]
-        m = m_new
+    slot = (t * splits + sp).to(tl.int64)
+    ml = part_ml + slot[:, None] * 2 * BM + r[None, :]
+    m_s = tl.load(ml, mask=live[:, None], other=float("-inf"))                          # (SPLITS, ROWS)
+    l_s = tl.load(ml + BM, mask=live[:, None], other=0.0)
+    m = tl.max(m_s, 0)
+    w = tl.math.exp2(m_s - m[None, :])                                                 # 0 for the padding
+    l_sum = tl.sum(l_s * w, 0)
+    o_s = tl.load(part_o + ((slot[:, None] * BM + r[None, :]) * HEAD_DIM)[:, :, None] + d[None, None, :],
+                  mask=live[:, None, None], other=0.0)                                 # (SPLITS, ROWS, D)
+    acc = tl.sum(o_s * w[:, :, None], 0)
     rows = start_m * BM + r
     out = (acc / l_sum[:, None]).to(o.dtype.element_ty)
     tl.store(o + (head_row + rows)[:, None] * HEAD_DIM + d[None, :], out, mask=(rows < N_CTX)[:, None])
