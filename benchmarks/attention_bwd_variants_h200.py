@@ -86,8 +86,11 @@ def time_jobs(rounds, passed=None, names=None, tuned=False, run=0):
     from tlx_workbench.kernels import attention_bwd as B
     for shape in TIME_SHAPES:
         for causal in (False, True):
+            # by default the default and the variants; the rest of the space is checked (a tuned pick) and timed
+            # only when named
             cfgs = {n: c for n, c in configs().items() if B.suits(c, D, causal)
-                    and (passed is None or (n, causal) in passed) and (names is None or n in names)}
+                    and (passed is None or (n, causal) in passed)
+                    and (n in names if names is not None else not n.startswith("CONFIGS["))}
             yield dict(kind="time", shape=list(shape), causal=causal, cfgs=cfgs, rounds=rounds, tuned=tuned,
                        run=run)
 

@@ -1,5 +1,6 @@
 """The attention backward kernel (and the forward's log-sum-exp output it takes) on the CPU simulator at
 small shapes, ragged ones included, against float64 torch autograd; and its sm_90 offline compile."""
+import json
 import math
 
 import pytest
@@ -223,13 +224,20 @@ def _variants_script():
 
 
 def test_variants_script_jobs_and_loop_counts():
-    """benchmarks/attention_bwd_variants_h200.py without a GPU: it checks the default and every variant causal and
-    not (ragged N, fp16 and bf16) before timing them in the four D=128 cells, times only what passed, and reads the
+    """benchmarks/attention_bwd_variants_h200.py without a GPU: it checks the default, every variant and the rest of
+    attention_backward()'s D=128 autotune space (a tuned pick may be any), causal and not (ragged N, fp16 and bf16),
+    before timing the default and the variants in the four D=128 cells, times only what passed, and reads the
     step loops' spills out of SASS (innermost loops with wgmma)."""
     S = _variants_script()
-    names = ["default", *attention_bwd.VARIANT_CONFIGS]
+    default = attention_bwd.DEFAULTS[128]
+    names = ["default", *(n for n, c in attention_bwd.VARIANT_CONFIGS.items() if c != default)]
     checks = list(S.check_jobs())
-    assert sorted((j["name"], j["causal"]) for j in checks) == sorted((n, c) for n in names for c in (False, True))
+    checked = {(json.dumps(j["cfg"], sort_keys=True), j["causal"]) for j in checks}
+    for causal in (False, True):
+        space = attention_bwd.configs_for(128, causal)
+        assert {(json.dumps(c, sort_keys=True), causal) for c in space} <= checked
+    assert {(n, c) for n in names for c in (False, True)} <= {(j["name"], j["causal"]) for j in checks}
+    assert len(checked) == len(checks)                      # each config once (the default is a variant too)
     shapes = checks[0]["shapes"]
     assert any(s[2] % 64 for s in shapes) and any(s[2] % 4 for s in shapes)
     assert {s[-1] for s in shapes} == {"float16", "bfloat16"}

@@ -16,8 +16,12 @@ One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer g
   ragged tail of N) pay for the mask.
 * persistent form (``attention_fwd_persistent_kernel``, configs with PERSISTENT): one CTA per
   SM walks query tiles; the ring and the turns carry on across tiles, the next tile's Q is
-  loaded while this one finishes, and the O store is not waited for. The default for
-  non-causal runs (2-3 % faster than the plain grid at D=128 fp16, a tie in bf16; round 3).
+  loaded while this one finishes, and the O store is not waited for. 2-3 % faster than the plain
+  grid at D=128 fp16, a tie in bf16 (round 3).
+* non-causal default, ``SPLIT_TAIL`` (persistent): a last wave of at most half the SMs (4096 tiles on
+  132 SMs leave 4) is not a wave of its own: those tiles are split over K/V across the SMs and merged
+  by two small Triton kernels (``tail_plan``): 1.003-1.022x the persistent kernel in fp16 at D=128,
+  N=4096/8192, a tie in bf16 (2026-12-02, benchmarks/RESULTS.md).
 * causal default, ``ZIGZAG`` (persistent): each CTA walks pairs of query tiles, the heaviest and
   the lightest causal block of one head, so every pair has the same work and a wave's K/V stays
   within a few heads (the earlier heavy-first order spanned every head and lost 12 %, round 3):

@@ -8,8 +8,7 @@ shows as its call line), and the wgmma-overlap findings name the softmax's own l
 
 In order: what the tasks share (the GEMM turn, release barriers); the consumer groups' device
 functions (the softmax of a block, a K/V step, one tile's pass); the plain kernel; the persistent
-kernel's tile walk, its loader task and its consumer task; the persistent kernel; the split tail's two
-plain Triton kernels (``SPLIT_TAIL``: the leftover tiles' K/V splits, and their merge).
+kernel's tile walk, its loader task and its consumer task; the persistent kernel; SPLIT_TAIL's two Triton kernels.
 
 How the constexpr switches travel: a kernel takes each one by name (the configs name them), and
 hands its device functions only the groups they read, as constexpr tuples (read back with
