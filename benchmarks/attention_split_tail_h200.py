@@ -30,6 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+STEM = "attention_split_tail_h200"
 TIME_SHAPES = [(4, 32, 4096, 128), (2, 32, 8192, 128)]
 # (shape, CTAs): each leaves a tail of at most half the CTAs (tail_plan), some across a head's ragged last block
 CHECK_SHAPES = [((2, 3, 1000, 128), 20), ((1, 5, 2115, 128), 40), ((3, 2, 777, 64), 10), ((1, 1, 4096, 128), 30)]
@@ -151,8 +152,8 @@ def main(argv=None):
     from tlx_workbench.kernels._common import torch_alloc
     triton.set_allocator(torch_alloc)
     torch.manual_seed(0)
-    out = pathlib.Path(os.environ.get("OUT", "/tmp/split_tail"))
-    out.mkdir(parents=True, exist_ok=True)
+    from _harness import write_json, write_outputs
+    out = os.environ.get("OUT", "/tmp/split_tail")
     p = torch.cuda.get_device_properties(0)
     res = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                device=f"{p.name}, torch {torch.__version__}, triton {triton.__version__}", rounds=a.rounds,
@@ -162,9 +163,9 @@ def main(argv=None):
             res[part] = fn()
         except Exception:  # noqa: BLE001
             res["errors"].append(f"{part}: {traceback.format_exc()[-1500:]}")
-        (out / "attention_split_tail_h200.json").write_text(json.dumps(res, indent=1, default=str))
+        write_json(out, STEM, res)
     text = markdown(res)
-    (out / "attention_split_tail_h200.md").write_text(text)
+    write_outputs(out, STEM, res, text)
     print(text)
     return 0
 

@@ -159,7 +159,7 @@ def _shares_recorder():
 
 
 @pytest.mark.parametrize("recorder", ["waits", "totals", "all"])
-def test_recorded_gemm_ws_4096_shares_are_within_10_points_of_the_h200s(recorder, monkeypatch):
+def test_recorded_gemm_ws_4096_shares_are_within_10_points_of_the_h200s(recorder):
     """gemm_ws 4096^3 CONFIGS[0], CTA 0, simulated with each recorder against the H200's measurement of that
     recorder (benchmarks/shares/, 2026-12-02 05:44 UTC), with the H200 model's loader costs (cost.MEASURED_LOADER,
     charged by default: TMA issue 47 cycles, not the generic 8; expect 20, not an arrive's 40; index arithmetic,

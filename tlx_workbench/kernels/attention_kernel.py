@@ -535,19 +535,15 @@ def attention_tail_split_kernel(sm_scale, q, k, v, part_o, part_ml, N_CTX, num_m
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, HEAD_DIM], tl.float32)
     lo = s * chunk
-    hi = tl.minimum(lo + chunk, N_CTX)
-    for n0 in range(lo, hi, BN):
+    # chunk is a multiple of BN, so a block crosses no split's end but the last one's, N_CTX
+    for n0 in range(lo, tl.minimum(lo + chunk, N_CTX), BN):
         cols = n0 + tl.arange(0, BN)
-        live = cols < hi
+        live = cols < N_CTX
         kt = tl.load(k + (head_row + cols)[None, :] * HEAD_DIM + d[:, None], mask=live[None, :], other=0.0)
-        qk = tl.where(live[None, :], tl.dot(qv, kt), float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
         vv = tl.load(v + (head_row + cols)[:, None] * HEAD_DIM + d[None, :], mask=live[:, None], other=0.0)
+        p, m_i, l_i, alpha = _online_softmax(tl.dot(qv, kt), m_i, l_i, qk_scale, rows, n0, N_CTX, True, False, BN,
+                                             vv.dtype, (False, False, False))
         acc = acc * alpha[:, None] + tl.dot(p.to(vv.dtype), vv)
-        m_i = m_new
     slot = (t * tl.num_programs(1) + s).to(tl.int64)
     r = tl.arange(0, BM)
     tl.store(part_o + (slot * BM + r)[:, None] * HEAD_DIM + d[None, :], acc)
