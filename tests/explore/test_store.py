@@ -99,3 +99,27 @@ def test_has_can_leave_out_rows_of_a_status(tmp_path):
                reason="the static stage failed: OSError"))
     assert st.has(["k1", "broken"]) == {"k1", "broken"}
     assert st.has(["k1", "broken"], except_status=("error",)) == {"k1"}
+
+
+def test_a_reader_that_opens_the_file_before_its_schema_sees_an_empty_store_then_the_rows(tmp_path):
+    """A live plot or a watcher started with its sweep can open the file in the moment the writer has
+    created it but not yet committed the tables (CI hit this): it reads an empty store, not an error."""
+    import sqlite3
+    path = tmp_path / "s.sqlite"
+    sqlite3.connect(path).close()                  # what a writer's connect leaves before its schema lands
+    reader = Store(path, readonly=True)
+    assert len(reader) == 0 and reader.rows() == [] and reader.get("k1") is None
+    assert reader.has(["k1"]) == set() and reader.sweeps() == [] and "0 rows" in repr(reader)
+    writer = Store(path)
+    for i in range(3):
+        writer.put(_row(i))
+    assert len(reader) == 3 and reader.get("k1").metrics == {"smem_bytes": 1001}
+
+
+def test_a_sqlite_file_that_is_not_a_store_is_named_as_such(tmp_path):
+    import sqlite3
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (x TEXT)")
+    with pytest.raises(ValueError, match="not a tlx_workbench results store.*notes"):
+        len(Store(path, readonly=True))

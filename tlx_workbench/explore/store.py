@@ -112,6 +112,23 @@ class Store:
             self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30)
             self._init()
         self._db.row_factory = sqlite3.Row
+        self._ready = not readonly
+
+    def _has_results(self) -> bool:
+        """Whether the file holds the results table yet. A read-only reader can open the file in the
+        moment between a writer creating it and committing the schema (a live plot started with its
+        sweep): that store is empty, not broken. A file with other tables and no results table is
+        not a results store, and says so."""
+        if self._ready:
+            return True
+        names = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "results" in names:
+            self._ready = True
+        elif names:
+            raise ValueError(f"{self.path} is an SQLite file but not a tlx_workbench results store "
+                             f"(its tables: {', '.join(sorted(names))}); pass the path of a store "
+                             "written by explore(..., store=...)")
+        return self._ready
 
     def _init(self):
         with self._lock, self._db:
@@ -149,6 +166,8 @@ class Store:
     # -- reading ----------------------------------------------------------------------------
     def get(self, key: str) -> Row | None:
         with self._lock:
+            if not self._has_results():
+                return None
             r = self._db.execute("SELECT * FROM results WHERE key = ?", (key,)).fetchone()
         return _row(r) if r is not None else None
 
@@ -158,6 +177,8 @@ class Store:
         skip = set(except_status)
         found: set[str] = set()
         with self._lock:
+            if not self._has_results():
+                return found
             for i in range(0, len(keys), 500):
                 part = keys[i:i + 500]
                 q = f"SELECT key, status FROM results WHERE key IN ({', '.join('?' * len(part))})"
@@ -177,15 +198,21 @@ class Store:
             vals.append(since)
         q = "SELECT * FROM results" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY created, rowid"
         with self._lock:
+            if not self._has_results():
+                return []
             return [_row(r) for r in self._db.execute(q, vals)]
 
     def sweeps(self) -> list[dict]:
         with self._lock:
+            if not self._has_results():
+                return []
             return [dict(r) | {"info": json.loads(r["info"] or "{}")}
                     for r in self._db.execute("SELECT * FROM sweeps ORDER BY created")]
 
     def __len__(self):
         with self._lock:
+            if not self._has_results():
+                return 0
             return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
     def close(self):
