@@ -24,6 +24,9 @@ DQ_STAGGER: group 1 starts once group 0's first P^T is done and stays behind, it
                                           # and attention_backward() as a user calls it (it tunes its space on
                                           # the cell's inputs; the pick is named); the figure is the median over
                                           # the runs of each run's median over rounds. ~2 min
+    python benchmarks/attention_bwd_variants_h200.py --configs default,split_tail --runs 3
+                                          # check those two only (SPLIT_TAIL also at two shapes with a split last
+                                          # wave), then three runs of their timing
     python benchmarks/attention_bwd_variants_h200.py --dry                    # CPU: the jobs, then every child
                                                                               # up to its first CUDA call
     python benchmarks/attention_bwd_variants_h200.py --static                 # CPU: sm_90 compile of each config
@@ -54,6 +57,9 @@ sys.path.insert(0, str(ROOT))
 
 CHECK_SHAPES = [((2, 16, 1024), "float16"), ((2, 3, 1000), "float16"), ((1, 2, 2115), "float16"),
                 ((2, 3, 1000), "bfloat16")]
+# SPLIT_TAIL configs also at shapes whose last wave on 132 SMs is split: 136 K/V blocks (4 left, 16 parts of one
+# query block each) and 144 (12 left, 8 parts of two), both ragged
+TAIL_CHECK_SHAPES = [((1, 17, 1000), "float16"), ((2, 9, 1000), "bfloat16")]
 TOL = {"float16": 5e-3, "bfloat16": 2e-2}     # relative Frobenius error vs float64 (attention_bwd_h200.py's)
 D = 128
 TIME_SHAPES = [(4, 32, 4096, D), (2, 32, 8192, D)]
@@ -71,13 +77,17 @@ def configs():
     return named | rest
 
 
-def check_jobs():
+def check_jobs(names=None):
+    """One job per (config, causal); ``names``: only those configs (None: every config)."""
     from tlx_workbench.kernels import attention_bwd as B
     for name, cfg in configs().items():
+        if names is not None and name not in names:
+            continue
         for causal in (False, True):
             if B.suits(cfg, D, causal):
+                shapes = CHECK_SHAPES + (TAIL_CHECK_SHAPES if cfg.get("SPLIT_TAIL") else [])
                 yield dict(kind="check", name=name, cfg=cfg, causal=causal,
-                           shapes=[[*s, D, dt] for s, dt in CHECK_SHAPES])
+                           shapes=[[*s, D, dt] for s, dt in shapes])
 
 
 def time_jobs(rounds, passed=None, names=None, tuned=False, run=0):
@@ -414,7 +424,9 @@ def main(argv=None):
         (out / "attention_bwd_variants_h200.json").write_text(json.dumps(result, indent=1))
 
     t0 = time.time()
-    jobs = list(check_jobs()) if a.only != "time" else []
+    names = set(a.configs.split(",")) if a.configs else None
+    # --configs without --tuned: check only what is timed (a tuned pick can be any config of the space)
+    jobs = list(check_jobs(None if a.tuned else names)) if a.only != "time" else []
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
         futures = {pool.submit(run_child, j, CHECK_DEADLINE_S): j for j in jobs}
         for fut in concurrent.futures.as_completed(futures):
@@ -428,7 +440,6 @@ def main(argv=None):
             save()
     result["check"].sort(key=lambda r: (list(result["configs"]).index(r["name"]), r["causal"]))
     passed = passed_set(result["check"], jobs) if a.only != "time" else None
-    names = set(a.configs.split(",")) if a.configs else None
     time_list = [] if a.only == "check" else [j for run in range(a.runs)
                                              for j in time_jobs(a.rounds, passed, names, a.tuned, run)]
     for j in time_list:

@@ -243,7 +243,13 @@ def test_variants_script_jobs_and_loop_counts():
     assert {s[-1] for s in shapes} == {"float16", "bfloat16"}
     cells = list(S.time_jobs(3))
     assert len(cells) == 4 and all(list(j["cfgs"]) == names for j in cells)
-    assert all(len(j["cfgs"]) <= 5 for j in cells)       # the default and at most four variants (~4 minutes)
+    assert all(len(j["cfgs"]) <= 6 for j in cells)       # the default and at most five variants (~4 minutes)
+    # SPLIT_TAIL is also checked where 132 SMs leave a last wave to split; --configs checks only what it names
+    tail = [j for j in checks if j["name"] == "split_tail" and not j["causal"]]
+    assert len(tail) == 1 and len(tail[0]["shapes"]) == len(shapes) + len(S.TAIL_CHECK_SHAPES)
+    for zhn, _ in S.TAIL_CHECK_SHAPES:
+        assert attention_bwd.tail_split(*zhn, attention_bwd.VARIANT_CONFIGS["split_tail"], False, 132) is not None
+    assert {j["name"] for j in S.check_jobs({"default", "split_tail"})} == {"default", "split_tail"}
     rows = [dict(name="lean", causal=True, ok=True)] * len(shapes) + [dict(name="default", causal=True, ok=False)]
     assert S.passed_set(rows, checks) == {("lean", True)}
     assert [list(j["cfgs"]) for j in S.time_jobs(3, {("lean", True)})] == [[], ["lean"], [], ["lean"]]
@@ -267,3 +273,36 @@ def test_lean_handoff_compiles_for_sm90_without_spills_in_the_plain_loop():
     cfg = attention_bwd.VARIANT_CONFIGS["lean_handoff"]
     ptx = attention_bwd.compile_offline(cfg, dtype="float16", shape=(1, 2, 256, 128), causal=False).asm["ptx"]
     assert "bar.arrive" in ptx and "bar.sync \t14, 256" not in ptx
+
+
+@pytest.mark.parametrize("name,shape,sms,plan,dtype", [
+    # 9 K/V blocks on 4 "SMs": 8 whole, the last head's ragged block (44 rows) in 3 parts of 2, 2, 1 query blocks
+    ("split_tail", (1, 3, 300, 128), 4, (8, 1, 3, 2), torch.float16),
+    # 10 blocks on 7: 3 left over across two heads (a ragged one among them), 2 parts each
+    ("split_tail_d64", (1, 5, 200, 64), 7, (7, 3, 2, 2), torch.bfloat16),
+    # two batches: the last block of the second, 2 parts
+    ("split_tail_d64", (2, 1, 256, 64), 3, (3, 1, 2, 2), torch.float16),
+    # D=64 with DQ_TMA=2: the parts' dK, dV by TMA reduce-add of whole 64-column tiles
+    ("split_tail_tma2", (1, 5, 200, 64), 7, (7, 3, 2, 2), torch.float16),
+], ids=lambda x: str(x).replace("torch.", "").replace(" ", ""))
+def test_split_tail_on_simulator_matches_float64(name, shape, sms, plan, dtype):
+    """SPLIT_TAIL: the whole waves of K/V blocks as before, the leftover blocks each split over query blocks into
+    parts whose dK, dV add into fp32 partials, cast by a third launch: dQ, dK, dV match float64, every element
+    written (each launch gets only the rows it writes), both launches clean, in two schedules."""
+    cfg = attention_bwd.SIM_CONFIGS[name]
+    Z, H, N, D = shape
+    assert attention_bwd.tail_split(Z, H, N, cfg, False, sms) == plan
+    assert attention_bwd.tail_split(Z, H, N, cfg, True, sms) is None          # causal: the plain kernel
+    q, k, v, do = attention_bwd.make_inputs(shape, dtype, "cpu")
+    o, lse, dq_r, dk_r, dv_r = attention_bwd.reference64(q, k, v, do, False)
+    for seed in (0, 1):
+        dk = torch.full_like(k, float("nan"))
+        dv = torch.full_like(v, float("nan"))
+        with wb.simulate(gpu="H200", seed=seed, schedules=1) as sim:
+            dq, dk, dv = attention_bwd.launch(q, k, v, o.to(dtype), do, lse.float(), False, 1 / math.sqrt(D), cfg,
+                                              dk=dk, dv=dv, num_sms=sms)
+        assert [r.kernel for r in sim.results][-2:] == ["attention_bwd_kernel", "attention_bwd_tail_cast_kernel"]
+        assert all(r.ok for r in sim.results), [r for r in sim.results if not r.ok]
+        for got, ref in ((dq, dq_r), (dk, dk_r), (dv, dv_r)):
+            assert got.dtype == dtype and got.shape == ref.shape
+            assert _rel(got, ref) < TOL[dtype]

@@ -44,11 +44,12 @@ import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
-from ._common import torch_alloc
+from ._common import sm_count, torch_alloc
 from .attention_bwd_configs import (CONFIGS, DEFAULTS, DQ_TMA_CONFIGS, SIM_CONFIGS, VARIANT_CONFIGS,  # noqa: F401
                                     _config, configs_for,
                                     smem_bytes, suits)
-from .attention_bwd_kernel import attention_bwd_delta_kernel, attention_bwd_kernel
+from .attention_bwd_kernel import attention_bwd_delta_kernel, attention_bwd_kernel, attention_bwd_tail_cast_kernel
+from .attention_configs import tail_plan
 from .host import fastest_first, tuned_config
 
 DELTA_BLOCK = 64
@@ -75,9 +76,11 @@ def _n_pad(N):
     return -(-N // 4) * 4          # rows of the (Z*H, N_PAD) statistics start 16-byte aligned
 
 
-def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg):
+def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg, tail=None):
     """The main kernel's positional arguments and its constexprs + launch options. ``lse2``, ``delta``:
-    (Z*H, N_PAD) fp32, what ``attention_bwd_delta_kernel`` writes."""
+    (Z*H, N_PAD) fp32, what ``attention_bwd_delta_kernel`` writes. ``tail``: SPLIT_TAIL's (fp32 partials,
+    main CTAs, splits, query blocks a split), when there is a tail to split; without it the kernel is the
+    plain one (a config's SPLIT_TAIL switch is dropped: its compile report is the plain kernel's)."""
     Z, H, N, D = q.shape
     NP = _n_pad(N)
     rows = Z * H * N
@@ -91,8 +94,14 @@ def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg):
     # DQ_TMA: dQ's (BM, 64) fp32 reduce tiles (rows 512 bytes apart, column starts 256 bytes: TMA's 16-byte
     # alignment holds); None otherwise, a constexpr, so the atomics' configs compile as before
     desc_dq = TensorDescriptor(dq32, [rows, D], [D, 1], [cfg["BM"], 64]) if cfg.get("DQ_TMA") else None
+    kw = {key: val for key, val in cfg.items() if key != "SPLIT_TAIL"}
+    if tail is not None:
+        part, main_ctas, splits, blocks = tail
+        if cfg.get("DQ_TMA"):   # the partials by TMA reduce-add: (2 * leftover * BN, D) fp32 in (64, 64) tiles
+            part = TensorDescriptor(part, [part.numel() // D, D], [D, 1], [64, 64])
+        kw.update(SPLIT_TAIL=True, dkv_tail_ptr=part, main_ctas=main_ctas, tail_splits=splits, tail_blocks=blocks)
     return (sm_scale, Z, H, N, *descs, dq32, dk, dv, desc_dq), dict(
-        HEAD_DIM=D, CAUSAL=bool(causal), num_warps=4, num_stages=0, **cfg)
+        HEAD_DIM=D, CAUSAL=bool(causal), num_warps=4, num_stages=0, **kw)
 
 
 def row_statistics(o, do, lse):
@@ -108,10 +117,24 @@ def row_statistics(o, do, lse):
     return delta, lse2
 
 
-def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None, stats=None):
+def tail_split(Z, H, N, cfg, causal, num_sms):
+    """SPLIT_TAIL's plan for one launch: (main CTAs, leftover K/V blocks, splits per leftover block, query blocks
+    a split), or None when the config has no SPLIT_TAIL, the launch is causal, or its last wave is full enough.
+
+    >>> tail_split(4, 32, 4096, _config(64, SPLIT_TAIL=True), False, 132)    # 4096 blocks on 132 SMs
+    (4092, 4, 32, 2)
+    """
+    if not cfg.get("SPLIT_TAIL") or causal:
+        return None
+    main, left, splits, rows = tail_plan(triton.cdiv(N, cfg["BN"]) * Z * H, num_sms, N, unit=cfg["BM"])
+    return (main, left, splits, rows // cfg["BM"]) if left else None
+
+
+def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None, stats=None, num_sms=None):
     """Run once with one explicit config; returns (dq, dk, dv). ``dq32``: the fp32 dQ accumulator
     (zeroed here; pass one to reuse its memory); ``dk``, ``dv``: where to write those (default: new);
-    ``stats``: (delta, lse2) already computed (``row_statistics``): the delta kernel is then skipped."""
+    ``stats``: (delta, lse2) already computed (``row_statistics``): the delta kernel is then skipped.
+    ``num_sms``: the SMs a SPLIT_TAIL config plans its last wave for (default: the GPU's)."""
     import torch
     Z, H, N, D = q.shape
     triton.set_allocator(torch_alloc)
@@ -129,8 +152,24 @@ def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=No
     dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32.zero_()
     dk = torch.empty_like(k) if dk is None else dk
     dv = torch.empty_like(v) if dv is None else dv
-    args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg)
-    attention_bwd_kernel[(triton.cdiv(N, cfg["BN"]), Z * H)](*args, **options)
+    plan = tail_split(Z, H, N, cfg, causal, num_sms or sm_count()) if cfg.get("SPLIT_TAIL") else None
+    if plan is None:
+        args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg)
+        attention_bwd_kernel[(triton.cdiv(N, cfg["BN"]), Z * H)](*args, **options)
+    else:
+        # the leftover blocks are the last ones in launch order, so their rows are the last rows of (Z*H*N, D):
+        # the main kernel gets dK, dV before them, the cast the rest (each launch writes all it is given)
+        main, left, splits, blocks = plan
+        n_kv = triton.cdiv(N, cfg["BN"])
+        row0 = (main // n_kv) * N + (main % n_kv) * cfg["BN"]
+        part = torch.zeros((2, left * cfg["BN"], D), dtype=torch.float32, device=q.device)
+        dk_flat, dv_flat = dk.view(-1, D), dv.view(-1, D)
+        args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:row0], dv_flat[:row0], causal,
+                                     sm_scale, cfg, tail=(part, main, splits, blocks))
+        attention_bwd_kernel[(main + left * splits,)](*args, **options)
+        rows = 32
+        attention_bwd_tail_cast_kernel[(left, cfg["BN"] // rows)](part, dk_flat[row0:], dv_flat[row0:], N, main,
+                                                                  left, row0, HEAD_DIM=D, BN=cfg["BN"], ROWS=rows)
     return dq32.to(q.dtype), dk, dv      # the kernel adds dQ already scaled: one cast here
 
 
@@ -206,8 +245,19 @@ def flops(Z, H, N, D, causal=False):
     return f / 2 if causal else f
 
 
+def _offline_tail(cfg, causal, shape):
+    """A SPLIT_TAIL config compiles (offline) in its split form, the one its launches with a tail run (its epilogue
+    adds the leftover parts' dK, dV by atomics): a plan of one main CTA and two parts."""
+    import torch
+    if not cfg.get("SPLIT_TAIL") or causal:
+        return None
+    part = torch.empty((2, cfg["BN"], shape[-1]), dtype=torch.float32)
+    return (part, 1, 2, 1)
+
+
 def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128), causal=False):
-    """Compile the main kernel (no launch) for ``target`` on any machine; returns Triton's CompiledKernel.
+    """Compile the main kernel (no launch) for ``target`` on any machine; returns Triton's CompiledKernel
+    (a non-causal SPLIT_TAIL config: its split form).
 
     >>> compile_offline(SIM_CONFIGS["tiny"]).metadata.shared > 0                   # doctest: +SKIP
     True
@@ -219,17 +269,20 @@ def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128)
         q, k, v, do, dk, dv = (torch.empty(shape, dtype=dt) for _ in range(6))
         lse, delta = (torch.empty((shape[0] * shape[1], _n_pad(shape[2])), dtype=torch.float32) for _ in range(2))
         dq32 = torch.empty(shape, dtype=torch.float32)
-        args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, 0.1, cfg)
+        args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, 0.1, cfg,
+                                     tail=_offline_tail(cfg, causal, shape))
         return attention_bwd_kernel.warmup(*args, grid=(1,), **options)
 
 
 def compile_report(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128), causal=False):
-    """The workbench's CompileReport of the main kernel for one config, compiled offline."""
+    """The workbench's CompileReport of the main kernel for one config, compiled offline (a non-causal SPLIT_TAIL
+    config: its split form)."""
     import torch
     from ..compiler import compile as wb_compile
     dt = getattr(torch, dtype)
     q, k, v, do, dk, dv = (torch.empty(shape, dtype=dt) for _ in range(6))
     lse, delta = (torch.empty((shape[0] * shape[1], _n_pad(shape[2])), dtype=torch.float32) for _ in range(2))
     dq32 = torch.empty(shape, dtype=torch.float32)
-    args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, 1 / math.sqrt(shape[-1]), cfg)
+    args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, 1 / math.sqrt(shape[-1]), cfg,
+                                 tail=_offline_tail(cfg, causal, shape))
     return wb_compile(attention_bwd_kernel, *args, target=target, **options)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False, DQ_TMA=0,
-            DP_DELTA=False, P_ROUND=False, S_LSE=False, DQ_HANDOFF=False, DQ_STAGGER=False):
+            DP_DELTA=False, P_ROUND=False, S_LSE=False, DQ_HANDOFF=False, DQ_STAGGER=False, SPLIT_TAIL=False):
     """A config dict of ``attention_bwd_kernel``:
 
     - BM: query rows per step of the loop (the N side of S^T = K Q^T, the K side of dV, dK);
@@ -28,6 +28,8 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
       instead of one bar.sync of both groups before dQ (barriers 10..13: per group and step parity).
     - DQ_STAGGER (with DQ_HANDOFF): group 1 starts its first step once group 0's first P^T is computed (barrier 9),
       and nothing pulls it back into step: group 1's S^T, dP^T wgmmas run under group 0's exps, a ping-pong.
+    - SPLIT_TAIL (non-causal; ignored when causal): a last wave of at most half the SMs (4096 K/V blocks on 132 SMs:
+      4 left) is split over query blocks across the SMs, the parts' dK, dV summed in fp32 (``tail_split``).
     """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if DQ_SPLIT:
@@ -35,7 +37,7 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
     if DQ_TMA:
         cfg["DQ_TMA"] = DQ_TMA
     for name, on in (("DP_DELTA", DP_DELTA), ("P_ROUND", P_ROUND), ("S_LSE", S_LSE), ("DQ_HANDOFF", DQ_HANDOFF),
-                     ("DQ_STAGGER", DQ_STAGGER)):
+                     ("DQ_STAGGER", DQ_STAGGER), ("SPLIT_TAIL", SPLIT_TAIL)):
         if on:
             cfg[name] = True
     return cfg
@@ -114,6 +116,9 @@ VARIANT_CONFIGS = {
     "lean_handoff": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True),
     "lean_pingpong": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True,
                              DQ_STAGGER=True),
+    # lean_pingpong with its last partial wave split over query blocks (non-causal; causal: lean_pingpong)
+    "split_tail": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True,
+                          DQ_STAGGER=True, SPLIT_TAIL=True),
 }
 
 # D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell); with DQ_TMA=1 (dQ by TMA
@@ -126,10 +131,15 @@ DEFAULTS = {64: _config(64), 128: dict(VARIANT_CONFIGS["lean_pingpong"])}
 
 
 def configs_for(head_dim, causal=False):
-    """The autotune space for one head dim (CONFIGS that ``suits`` it), the default (``DEFAULTS``) first."""
-    first = DEFAULTS.get(head_dim)
-    rest = tuple(c for c in CONFIGS if suits(c, head_dim, causal) and c != first)
-    return ((first,) if first is not None and suits(first, head_dim, causal) else ()) + rest
+    """The autotune space for one head dim (CONFIGS that ``suits`` it), the default (``DEFAULTS``) first;
+    causal: without SPLIT_TAIL (it changes nothing there), so no config is timed twice."""
+    def form(c):
+        return {key: val for key, val in c.items() if key != "SPLIT_TAIL"} if causal and c is not None else c
+    out = []
+    for c in (form(DEFAULTS.get(head_dim)), *map(form, CONFIGS)):
+        if c is not None and suits(c, head_dim, causal) and c not in out:
+            out.append(c)
+    return tuple(out)
 
 SIM_CONFIGS = {
     "tiny": _config(64),
@@ -146,4 +156,7 @@ SIM_CONFIGS = {
     **VARIANT_CONFIGS,
     "lean3": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, S_LSE=True),
     "lean_d64": _config(64, DP_DELTA=True, P_ROUND=True, S_LSE=True),
+    # SPLIT_TAIL at D=64 (the plain form; D=128: VARIANT_CONFIGS' split_tail)
+    "split_tail_d64": _config(64, SPLIT_TAIL=True),
+    "split_tail_tma2": _config(64, DQ_TMA=2, SPLIT_TAIL=True),     # D=64: the parts' dK, dV by TMA reduce-add
 }

@@ -87,6 +87,52 @@ def _dq_reduce(dq, dq_tiles, desc_dq, g, n, row, col, DQ_TMA: tl.constexpr):
 
 
 @triton.jit
+def _store_dkv(dk, dv, dk_ptr, dv_ptr, head_row, kv_rows, sm_scale, N_CTX, HEAD_DIM: tl.constexpr):
+    """A group's dK (times sm_scale), dV rows, cast to the inputs' dtype; rows past N left out."""
+    cols = tl.arange(0, HEAD_DIM)
+    offs = (head_row + kv_rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+    keep = (kv_rows < N_CTX)[:, None]
+    tl.store(dk_ptr + offs, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=keep)
+    tl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=keep)
+
+
+@triton.jit
+def attention_bwd_tail_cast_kernel(dkv_tail_ptr, dk_ptr, dv_ptr, N_CTX, main_ctas, left, row0,
+                                   HEAD_DIM: tl.constexpr, BN: tl.constexpr, ROWS: tl.constexpr):
+    """SPLIT_TAIL's last launch: the leftover K/V blocks' dK, dV, summed in fp32 by their parts, cast into
+    ``dk_ptr``, ``dv_ptr`` (views of dK, dV from row ``row0`` of (Z*H*N, D) on: the leftover blocks are the
+    last ones). Program (t, r): ROWS rows of leftover block t; rows past N (a ragged block) left out."""
+    t = tl.program_id(0)
+    blk = main_ctas + t
+    n_kv = tl.cdiv(N_CTX, BN)
+    local = tl.program_id(1) * ROWS + tl.arange(0, ROWS)          # rows of the block
+    kv = (blk % n_kv) * BN + local
+    out_rows = (blk // n_kv) * N_CTX + kv - row0
+    cols = tl.arange(0, HEAD_DIM)
+    src = (t * BN + local)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+    dst = out_rows[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+    keep = (kv < N_CTX)[:, None]
+    dk = tl.load(dkv_tail_ptr + src, mask=keep, other=0.0)
+    dv = tl.load(dkv_tail_ptr + left * BN * HEAD_DIM + src, mask=keep, other=0.0)
+    tl.store(dk_ptr + dst, dk.to(dk_ptr.dtype.element_ty), mask=keep)
+    tl.store(dv_ptr + dst, dv.to(dv_ptr.dtype.element_ty), mask=keep)
+
+
+@triton.jit
+def _tail_reduce(x, dq_tiles, desc_part, g, n, row, DQ_TMA: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """SPLIT_TAIL with DQ_TMA: add a group's 64 x D fp32 dK or dV share into the partials at ``row`` by TMA
+    reduce-add, 64 columns at a time through the group's dQ tiles, the n-th tile of the epilogue first (the
+    loop's reduces were all waited; consecutive reduces take the tiles in turn, as in the loop)."""
+    if HEAD_DIM == 64:
+        _dq_reduce(x, dq_tiles, desc_part, g, n, row, 0, DQ_TMA)
+    else:
+        tl.static_assert(HEAD_DIM == 128, "SPLIT_TAIL with DQ_TMA: D = 64 or 128")
+        lo, hi = tl.split(tl.permute(tl.reshape(x, [64, 2, 64]), (0, 2, 1)))
+        _dq_reduce(lo, dq_tiles, desc_part, g, n, row, 0, DQ_TMA)
+        _dq_reduce(hi, dq_tiles, desc_part, g, n + 1, row, 64, DQ_TMA)
+
+
+@triton.jit
 def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles, delta_tiles, q_full, q_empty,
               do_full, do_empty, dk, dv, dq_ptr, head_row, kv_rows, qk_scale, sm_scale, N_CTX,
               MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
@@ -234,7 +280,9 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          DQ_SPLIT: tl.constexpr = False, DQ_TMA: tl.constexpr = 0,
                          DP_DELTA: tl.constexpr = False, P_ROUND: tl.constexpr = False, S_LSE: tl.constexpr = False,
-                         DQ_HANDOFF: tl.constexpr = False, DQ_STAGGER: tl.constexpr = False):
+                         DQ_HANDOFF: tl.constexpr = False, DQ_STAGGER: tl.constexpr = False,
+                         SPLIT_TAIL: tl.constexpr = False, dkv_tail_ptr=None, main_ctas=0, tail_splits=1,
+                         tail_blocks=1):
     """dK, dV of one block of BN K/V rows of one (batch, head) per CTA, dQ added into fp32 ``dq_ptr``.
 
     A loader task brings K and V of the block once (a 64-row tile per consumer group), then Q_i and
@@ -245,7 +293,14 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     ``desc_dq`` (a (BM, 64) descriptor of the (Z*H*N, D) fp32 dQ); 0: atomics, ``desc_dq`` is None.
     DP_DELTA, P_ROUND, S_LSE: fewer registers live across the exps (``_bwd_step``'s ``LEAN``); DQ_HANDOFF (with
     DQ_SPLIT): dS^T handed between the groups by arrive / wait pairs (``_bwd_step``'s ``HANDOFF``); DQ_STAGGER (with
-    DQ_HANDOFF): group 1 starts when group 0's first P^T is done and stays that far behind."""
+    DQ_HANDOFF): group 1 starts when group 0's first P^T is done and stays that far behind.
+
+    ``SPLIT_TAIL`` (non-causal; a 1-D grid of ``main_ctas`` + leftover x ``tail_splits`` CTAs): CTA b < main_ctas
+    is K/V block b in launch order (the 2-D grid's x fastest), the whole query loop, as without it; the last
+    wave's leftover blocks (main_ctas ..) are each split into ``tail_splits`` CTAs of ``tail_blocks`` query
+    blocks, which add their partial dK (scaled), dV into the fp32 ``dkv_tail_ptr`` ((2, leftover x BN, D): dK's
+    rows, then dV's) with relaxed atomics, or with DQ_TMA by TMA reduce-add (``dkv_tail_ptr`` is then a (64, 64)
+    descriptor of it); ``attention_bwd_tail_cast_kernel`` writes them out."""
     GROUPS: tl.constexpr = BN // 64
     HALF: tl.constexpr = 64
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
@@ -277,19 +332,33 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     q_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=GROUPS)
     do_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=GROUPS)
 
-    kv0 = tl.program_id(0) * BN          # first K/V row of this CTA (block 0, the heaviest causal one, first)
-    bh = tl.program_id(1)
-    head_row = bh * N_CTX
     n_q = tl.cdiv(N_CTX, BM)
+    if SPLIT_TAIL:
+        tl.static_assert(not CAUSAL, "SPLIT_TAIL: non-causal only (a causal K/V block's work is not the same")
+        pid = tl.program_id(0)
+        piece = tl.maximum(pid - main_ctas, 0)            # tail CTAs: leftover block piece // splits, its part
+        blk = tl.where(pid < main_ctas, pid, main_ctas + piece // tail_splits)
+        kv0 = (blk % tl.cdiv(N_CTX, BN)) * BN
+        bh = blk // tl.cdiv(N_CTX, BN)
+        q_lo = tl.where(pid < main_ctas, 0, (piece % tail_splits) * tail_blocks)
+        q_hi = tl.where(pid < main_ctas, n_q, tl.minimum(q_lo + tail_blocks, n_q))
+    else:
+        kv0 = tl.program_id(0) * BN          # first K/V row of this CTA (block 0, the heaviest causal one, first)
+        bh = tl.program_id(1)
+        q_lo = 0
+        q_hi = n_q
+    head_row = bh * N_CTX
     if CAUSAL:
         i_start = kv0 // BM                              # earlier query blocks see none of these keys
         i_mid = tl.minimum(tl.cdiv(kv0 + BN, BM), n_q)   # blocks across the diagonal: masked
     else:
-        i_start = 0
-        i_mid = 0
+        i_start = q_lo
+        i_mid = q_lo
     n_full = N_CTX // BM                                  # blocks inside N
+    if SPLIT_TAIL:
+        n_full = tl.minimum(n_full, q_hi)
     # a K/V block past N reads the next head's rows (the TMA views are (Z*H*N, D)): mask every step
-    i_mid = tl.where(kv0 + BN > N_CTX, n_q, i_mid)
+    i_mid = tl.where(kv0 + BN > N_CTX, q_hi, i_mid)
     TILE_BYTES: tl.constexpr = HALF * HEAD_DIM * tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = BM * HEAD_DIM * tlx.size_of(dtype)
 
@@ -306,7 +375,7 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                     for c in tl.static_range(KC):
                         tlx.async_descriptor_load(desc_kc, kc_tiles[g * KC + c], [head_row + kv0 + g * HALF, c * 64],
                                                   kv_full[0])
-            for i in range(i_start, n_q):
+            for i in range(i_start, q_hi):
                 it = i - i_start
                 slot = it % NUM_BUFS
                 parity = (it // NUM_BUFS) & 1
@@ -333,7 +402,7 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                 # step, as the one bar.sync of both did (group 0 waits for group 1's dS^T, group 1 finds group 0's there)
                 tl.static_assert(DQ_HANDOFF, "DQ_STAGGER needs DQ_HANDOFF")
                 if g == 1:
-                    if i_start < n_q:
+                    if i_start < q_hi:
                         tlx.named_barrier_wait(STAGGER_BAR, 256)
             # across the diagonal (causal), then the plain blocks, then the ragged tail
             for i in range(i_start, i_mid):
@@ -350,7 +419,7 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                                    False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
                                    dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF,
                                    DQ_STAGGER)
-            for i in range(tl.maximum(i_mid, n_full), n_q):
+            for i in range(tl.maximum(i_mid, n_full), q_hi):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
@@ -360,7 +429,26 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
             if DQ_TMA:
                 tlx.async_descriptor_store_wait(0)      # the last reduces have read their SMEM
             cols = tl.arange(0, HEAD_DIM)
-            offs = (head_row + kv_rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
-            keep = (kv_rows < N_CTX)[:, None]
-            tl.store(dk_ptr + offs, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=keep)
-            tl.store(dv_ptr + offs, dv.to(dv_ptr.dtype.element_ty), mask=keep)
+            if SPLIT_TAIL:
+                if pid >= main_ctas:
+                    # a part of a leftover block: its share of dK, dV into the fp32 partials (rows past N too:
+                    # exact zeros, P is masked there; the cast kernel leaves them out)
+                    left_rows = (tl.cdiv(N_CTX, BN) * Z * H - main_ctas) * BN
+                    prow0 = (blk - main_ctas) * BN + g * HALF
+                    if DQ_TMA:
+                        # by TMA reduce-add through the group's dQ tiles (atomics' layout-change scratch would
+                        # not fit beside them at D=128), 64 columns a reduce
+                        tl.static_assert(BM == HALF, "SPLIT_TAIL with DQ_TMA: the (BM, 64) dQ tiles take 64 rows")
+                        _tail_reduce(dk * sm_scale, dq_tiles, dkv_tail_ptr, g, 0, prow0, DQ_TMA, HEAD_DIM)
+                        _tail_reduce(dv, dq_tiles, dkv_tail_ptr, g, HEAD_DIM // 64, left_rows + prow0, DQ_TMA,
+                                     HEAD_DIM)
+                        tlx.async_descriptor_store_wait(0)
+                    else:
+                        prow = prow0 + tl.arange(0, HALF)
+                        poffs = prow[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+                        tl.atomic_add(dkv_tail_ptr + poffs, dk * sm_scale, sem="relaxed")
+                        tl.atomic_add(dkv_tail_ptr + left_rows * HEAD_DIM + poffs, dv, sem="relaxed")
+                else:
+                    _store_dkv(dk, dv, dk_ptr, dv_ptr, head_row, kv_rows, sm_scale, N_CTX, HEAD_DIM)
+            else:
+                _store_dkv(dk, dv, dk_ptr, dv_ptr, head_row, kv_rows, sm_scale, N_CTX, HEAD_DIM)

@@ -62,23 +62,27 @@ def persistent_schedule(num_tiles: int, num_ctas: int, zigzag: bool = False) -> 
 TAIL_BN = 64      # K/V columns per step of the split tail's kernel
 
 
-def tail_plan(num_tiles: int, num_ctas: int, n_ctx: int) -> tuple[int, int, int, int]:
-    """(tiles the persistent kernel walks, leftover tiles, K/V splits per leftover tile, K/V columns per
-    split) for ``SPLIT_TAIL``. The leftover is split only when it is at most half a wave (else the last wave
-    is full enough); each split takes whole ``TAIL_BN`` blocks, and every split at least one column.
+def tail_plan(num_tiles: int, num_ctas: int, n_ctx: int, unit: int = TAIL_BN) -> tuple[int, int, int, int]:
+    """(tiles the whole waves take, leftover tiles, splits per leftover tile, rows or columns per split) for
+    ``SPLIT_TAIL``: the forward's leftover query tiles split over K/V columns, the backward's leftover K/V blocks
+    over query rows (``unit``: the length a split is a whole multiple of; the forward's ``TAIL_BN``, the
+    backward's BM). The leftover is split only when it is at most half a wave (else the last wave is full
+    enough), into as many splits as keep leftover x splits within one wave, every split non-empty.
 
     >>> tail_plan(4096, 132, 4096)        # 4 x 32 heads of N=4096, BM=128, on an H200: 31 whole waves
     (4092, 4, 32, 128)
     >>> tail_plan(4096, 128, 4096)        # whole waves: nothing to split
     (4096, 0, 0, 0)
+    >>> tail_plan(4096, 132, 8192, unit=64)   # the backward at 2 x 32 heads of N=8192 (BN=128, BM=64)
+    (4092, 4, 32, 256)
     """
     left = num_tiles % num_ctas if num_tiles > num_ctas else 0
     if left == 0 or left > num_ctas // 2:
         return num_tiles, 0, 0, 0
-    blocks = -(-n_ctx // TAIL_BN)
+    blocks = -(-n_ctx // unit)
     per_split = -(-blocks // max(1, min(num_ctas // left, blocks)))
     splits = -(-blocks // per_split)
-    return num_tiles - left, left, splits, per_split * TAIL_BN
+    return num_tiles - left, left, splits, per_split * unit
 
 
 def smem_bytes(cfg, head_dim, elem=2) -> int:
