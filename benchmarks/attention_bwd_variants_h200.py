@@ -90,12 +90,13 @@ def check_jobs(names=None):
                            shapes=[[*s, D, dt] for s, dt in shapes])
 
 
-def time_jobs(rounds, passed=None, names=None, tuned=False, run=0):
+def time_jobs(rounds, passed=None, names=None, tuned=False, run=0, causals=(False, True)):
     """One job per cell; ``passed``: {(name, causal)} that passed the check (None: every config); ``names``: the
-    configs to time (None: all); ``tuned``: time attention_backward()'s own pick too; ``run``: which run."""
+    configs to time (None: all); ``tuned``: time attention_backward()'s own pick too; ``run``: which run;
+    ``causals``: the cells' causal flags."""
     from tlx_workbench.kernels import attention_bwd as B
     for shape in TIME_SHAPES:
-        for causal in (False, True):
+        for causal in causals:
             # by default the default and the variants; the rest of the space is checked (a tuned pick) and timed
             # only when named
             cfgs = {n: c for n, c in configs().items() if B.suits(c, D, causal)
@@ -403,6 +404,7 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=1, help="separate runs of the timing phase, one after another")
     ap.add_argument("--configs", help="comma-separated config names to time (default: all)")
     ap.add_argument("--tuned", action="store_true", help="time attention_backward()'s autotuned pick too")
+    ap.add_argument("--causal", choices=("both", "no", "yes"), default="both", help="which cells to time")
     ap.add_argument("--child")
     a = ap.parse_args(argv)
     if a.child:
@@ -441,7 +443,9 @@ def main(argv=None):
     result["check"].sort(key=lambda r: (list(result["configs"]).index(r["name"]), r["causal"]))
     passed = passed_set(result["check"], jobs) if a.only != "time" else None
     time_list = [] if a.only == "check" else [j for run in range(a.runs)
-                                             for j in time_jobs(a.rounds, passed, names, a.tuned, run)]
+                                             for j in time_jobs(a.rounds, passed, names, a.tuned, run,
+                                                                {"both": (False, True), "no": (False,),
+                                                                 "yes": (True,)}[a.causal])]
     for j in time_list:
         rows, err = run_child(j, TIME_DEADLINE_S)
         result["time"] += rows
