@@ -3,6 +3,7 @@ interleaved rounds of do_bench medians over
   default       the plain kernel, 2-D grid (32 K/V blocks x 128 heads);
   split_tail    31 whole waves + the 4 leftover blocks in 128 parts (+ the fp32 partials' zeroing and the cast);
   split_form    the split kernel with no tail (main_ctas = every block, a 1-D grid): the form's own cost;
+  split_form_2d the same on the plain kernel's 2-D grid (not yet run: is it the grid or the code?);
   tail_only     the cast kernel and the partials' zeroing alone.
     OUT=/tmp/p python benchmarks/bwd_split_tail_probe_h200.py      # ~1 min
 """
@@ -48,6 +49,13 @@ def main():
                                        tail=(part, total, 1, 1))
         B.attention_bwd_kernel[(total,)](*args, **options)
 
+    def split_form_2d():
+        delta, lse2 = stats
+        dq32.zero_()
+        args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, False, scale, base,
+                                       tail=(part, total, 1, 1))
+        B.attention_bwd_kernel[(n_kv, Z * H)](*args, **options)
+
     def plain():
         delta, lse2 = stats
         dq32.zero_()
@@ -62,7 +70,8 @@ def main():
     subjects = {
         "default": lambda: B.launch(q, k, v, o, do, lse, False, scale, base, dq32=dq32, stats=stats),
         "split_tail": lambda: B.launch(q, k, v, o, do, lse, False, scale, tail, dq32=dq32, stats=stats),
-        "plain_kernel": plain, "split_form": split_form, "tail_only": tail_only,
+        "plain_kernel": plain, "split_form": split_form,
+        "split_form_2d": split_form_2d, "tail_only": tail_only,
     }
     for fn in subjects.values():
         fn()

@@ -335,7 +335,7 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     n_q = tl.cdiv(N_CTX, BM)
     if SPLIT_TAIL:
         tl.static_assert(not CAUSAL, "SPLIT_TAIL: non-causal only (a causal K/V block's work is not the same")
-        pid = tl.program_id(0)
+        pid = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)     # a 1-D or 2-D grid, x fastest
         piece = tl.maximum(pid - main_ctas, 0)            # tail CTAs: leftover block piece // splits, its part
         blk = tl.where(pid < main_ctas, pid, main_ctas + piece // tail_splits)
         kv0 = (blk % tl.cdiv(N_CTX, BN)) * BN
