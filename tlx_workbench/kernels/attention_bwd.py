@@ -32,6 +32,9 @@ Three launches:
 across the exps (``DP_DELTA``, ``P_ROUND``: its step loop about spill-free), with dS^T handed between the groups by
 arrive / wait pairs (``DQ_HANDOFF``), and with group 1 staggered behind group 0 (``DQ_STAGGER``, a ping-pong);
 ``benchmarks/attention_bwd_variants_h200.py`` checks and times them.
+``VARIANT_CONFIGS["split_tail"]`` (``SPLIT_TAIL``, non-causal): a last partial wave of at most half the SMs is split
+over query blocks (``tail_split``), the parts' dK, dV summed in fp32 and cast by ``attention_bwd_tail_cast_kernel``;
+correct on the H200 but 2-3 % slower there (its form costs more than the tail saves, benchmarks/RESULTS.md).
 
 >>> from tlx_workbench.kernels.attention_bwd import attention_with_grad     # on a Hopper GPU
 >>> o, (dq, dk, dv) = attention_with_grad(q, k, v, do, causal=True)
