@@ -83,7 +83,7 @@ def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg, 
     """The main kernel's positional arguments and its constexprs + launch options. ``lse2``, ``delta``:
     (Z*H, N_PAD) fp32, what ``attention_bwd_delta_kernel`` writes. ``tail``: SPLIT_TAIL's (fp32 partials,
     main CTAs, splits, query blocks a split), when there is a tail to split; without it the kernel is the
-    plain one (a config's SPLIT_TAIL switch is dropped: its compile report is the plain kernel's)."""
+    plain one (a config's SPLIT_TAIL switch is dropped)."""
     Z, H, N, D = q.shape
     NP = _n_pad(N)
     rows = Z * H * N
@@ -250,7 +250,7 @@ def flops(Z, H, N, D, causal=False):
 
 def _offline_tail(cfg, causal, shape):
     """A SPLIT_TAIL config compiles (offline) in its split form, the one its launches with a tail run (its epilogue
-    adds the leftover parts' dK, dV by atomics): a plan of one main CTA and two parts."""
+    adds the leftover parts' dK, dV by TMA reduce-add, or atomics without DQ_TMA): a plan of one main CTA and two parts."""
     import torch
     if not cfg.get("SPLIT_TAIL") or causal:
         return None

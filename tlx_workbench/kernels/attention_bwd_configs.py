@@ -76,6 +76,8 @@ def suits(cfg, head_dim, causal=False) -> bool:
         return False
     if cfg.get("DQ_STAGGER") and not cfg.get("DQ_HANDOFF"):
         return False
+    if cfg.get("SPLIT_TAIL") and cfg.get("DQ_TMA") and cfg["BM"] != 64:
+        return False        # the parts' dK, dV go out through the (BM, 64) dQ tiles as 64-row tiles
     return smem_bytes(cfg, head_dim) <= 232448
 
 
