@@ -4,6 +4,7 @@ interleaved rounds of do_bench medians over
   split_tail    31 whole waves + the 4 leftover blocks in 128 parts (+ the fp32 partials' zeroing and the cast);
   split_form    the split kernel with no tail (main_ctas = every block, a 1-D grid): the form's own cost;
   split_form_2d the same on the plain kernel's 2-D grid (not yet run: is it the grid or the code?);
+  split_tail_2d the split tail launched on a 2-D grid (TAIL_2D; not yet run);
   tail_only     the cast kernel and the partials' zeroing alone.
     OUT=/tmp/p python benchmarks/bwd_split_tail_probe_h200.py      # ~1 min
 """
@@ -70,6 +71,8 @@ def main():
     subjects = {
         "default": lambda: B.launch(q, k, v, o, do, lse, False, scale, base, dq32=dq32, stats=stats),
         "split_tail": lambda: B.launch(q, k, v, o, do, lse, False, scale, tail, dq32=dq32, stats=stats),
+        "split_tail_2d": lambda: B.launch(q, k, v, o, do, lse, False, scale, B.VARIANT_CONFIGS["split_tail_2d"],
+                                          dq32=dq32, stats=stats),
         "plain_kernel": plain, "split_form": split_form,
         "split_form_2d": split_form_2d, "tail_only": tail_only,
     }

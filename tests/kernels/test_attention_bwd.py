@@ -284,6 +284,9 @@ def test_lean_handoff_compiles_for_sm90_without_spills_in_the_plain_loop():
     ("split_tail_d64", (2, 1, 256, 64), 3, (3, 1, 2, 2), torch.float16),
     # D=64 with DQ_TMA=2: the parts' dK, dV by TMA reduce-add of whole 64-column tiles
     ("split_tail_tma2", (1, 5, 200, 64), 7, (7, 3, 2, 2), torch.float16),
+    # TAIL_2D: the same launch on a (2, 7) grid, its last CTA past the parts (it must write nothing); D=128 on (3, 4)
+    ("split_tail_tma2_2d", (1, 5, 200, 64), 7, (7, 3, 2, 2), torch.float16),
+    ("split_tail_2d", (1, 3, 300, 128), 4, (8, 1, 3, 2), torch.bfloat16),
 ], ids=lambda x: str(x).replace("torch.", "").replace(" ", ""))
 def test_split_tail_on_simulator_matches_float64(name, shape, sms, plan, dtype):
     """SPLIT_TAIL: the whole waves of K/V blocks as before, the leftover blocks each split over query blocks into

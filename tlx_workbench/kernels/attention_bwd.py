@@ -97,7 +97,7 @@ def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg, 
     # DQ_TMA: dQ's (BM, 64) fp32 reduce tiles (rows 512 bytes apart, column starts 256 bytes: TMA's 16-byte
     # alignment holds); None otherwise, a constexpr, so the atomics' configs compile as before
     desc_dq = TensorDescriptor(dq32, [rows, D], [D, 1], [cfg["BM"], 64]) if cfg.get("DQ_TMA") else None
-    kw = {key: val for key, val in cfg.items() if key != "SPLIT_TAIL"}
+    kw = {key: val for key, val in cfg.items() if key not in ("SPLIT_TAIL", "TAIL_2D")}
     if tail is not None:
         part, main_ctas, splits, blocks = tail
         if cfg.get("DQ_TMA"):   # the partials by TMA reduce-add: (2 * leftover * BN, D) fp32 in (64, 64) tiles
@@ -169,7 +169,10 @@ def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=No
         dk_flat, dv_flat = dk.view(-1, D), dv.view(-1, D)
         args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:row0], dv_flat[:row0], causal,
                                      sm_scale, cfg, tail=(part, main, splits, blocks))
-        attention_bwd_kernel[(main + left * splits,)](*args, **options)
+        ctas = main + left * splits
+        # TAIL_2D: the plain kernel's 2-D grid shape (K/V blocks along x), parts in extra rows; else 1-D
+        grid = (n_kv, triton.cdiv(ctas, n_kv)) if cfg.get("TAIL_2D") else (ctas,)
+        attention_bwd_kernel[grid](*args, **options)
         rows = 32
         attention_bwd_tail_cast_kernel[(left, cfg["BN"] // rows)](part, dk_flat[row0:], dv_flat[row0:], N, main,
                                                                   left, row0, HEAD_DIM=D, BN=cfg["BN"], ROWS=rows)

@@ -337,11 +337,13 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
         tl.static_assert(not CAUSAL, "SPLIT_TAIL: non-causal only (a causal K/V block's work is not the same")
         pid = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)     # a 1-D or 2-D grid, x fastest
         piece = tl.maximum(pid - main_ctas, 0)            # tail CTAs: leftover block piece // splits, its part
-        blk = tl.where(pid < main_ctas, pid, main_ctas + piece // tail_splits)
+        # a 2-D grid's last row may hold CTAs past the last part: they load K/V once and do nothing
+        live = piece < (tl.cdiv(N_CTX, BN) * Z * H - main_ctas) * tail_splits
+        blk = tl.where(pid < main_ctas, pid, tl.where(live, main_ctas + piece // tail_splits, main_ctas))
         kv0 = (blk % tl.cdiv(N_CTX, BN)) * BN
         bh = blk // tl.cdiv(N_CTX, BN)
         q_lo = tl.where(pid < main_ctas, 0, (piece % tail_splits) * tail_blocks)
-        q_hi = tl.where(pid < main_ctas, n_q, tl.minimum(q_lo + tail_blocks, n_q))
+        q_hi = tl.where(pid < main_ctas, n_q, tl.where(live, tl.minimum(q_lo + tail_blocks, n_q), q_lo))
     else:
         kv0 = tl.program_id(0) * BN          # first K/V row of this CTA (block 0, the heaviest causal one, first)
         bh = tl.program_id(1)
@@ -430,7 +432,7 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                 tlx.async_descriptor_store_wait(0)      # the last reduces have read their SMEM
             cols = tl.arange(0, HEAD_DIM)
             if SPLIT_TAIL:
-                if pid >= main_ctas:
+                if pid >= main_ctas and live:
                     # a part of a leftover block: its share of dK, dV into the fp32 partials (rows past N too:
                     # exact zeros, P is masked there; the cast kernel leaves them out)
                     left_rows = (tl.cdiv(N_CTX, BN) * Z * H - main_ctas) * BN
@@ -448,7 +450,7 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                         poffs = prow[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
                         tl.atomic_add(dkv_tail_ptr + poffs, dk * sm_scale, sem="relaxed")
                         tl.atomic_add(dkv_tail_ptr + left_rows * HEAD_DIM + poffs, dv, sem="relaxed")
-                else:
+                elif pid < main_ctas:
                     _store_dkv(dk, dv, dk_ptr, dv_ptr, head_row, kv_rows, sm_scale, N_CTX, HEAD_DIM)
             else:
                 _store_dkv(dk, dv, dk_ptr, dv_ptr, head_row, kv_rows, sm_scale, N_CTX, HEAD_DIM)
