@@ -336,17 +336,21 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     if SPLIT_TAIL:
         tl.static_assert(not CAUSAL, "SPLIT_TAIL: non-causal only (a causal K/V block's work is not the same")
         pid = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)     # a 1-D or 2-D grid, x fastest
+        is_part = pid >= main_ctas
         piece = tl.maximum(pid - main_ctas, 0)            # tail CTAs: leftover block piece // splits, its part
+        n_kv = tl.cdiv(N_CTX, BN)
+        left_rows = (n_kv * Z * H - main_ctas) * BN       # rows of the leftover blocks (the partials' dK, then dV)
         # a 2-D grid's last row may hold CTAs past the last part: they load K/V once and do nothing
-        live = piece < (tl.cdiv(N_CTX, BN) * Z * H - main_ctas) * tail_splits
+        live = piece < (left_rows // BN) * tail_splits
         blk = tl.where(pid < main_ctas, pid, tl.where(live, main_ctas + piece // tail_splits, main_ctas))
-        kv0 = (blk % tl.cdiv(N_CTX, BN)) * BN
-        bh = blk // tl.cdiv(N_CTX, BN)
+        kv0 = (blk % n_kv) * BN
+        bh = blk // n_kv
         q_lo = tl.where(pid < main_ctas, 0, (piece % tail_splits) * tail_blocks)
         q_hi = tl.where(pid < main_ctas, n_q, tl.where(live, tl.minimum(q_lo + tail_blocks, n_q), q_lo))
     else:
         kv0 = tl.program_id(0) * BN          # first K/V row of this CTA (block 0, the heaviest causal one, first)
         bh = tl.program_id(1)
+        is_part: tl.constexpr = False
         q_lo = 0
         q_hi = n_q
     head_row = bh * N_CTX
@@ -430,12 +434,10 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                                    DQ_STAGGER)
             if DQ_TMA:
                 tlx.async_descriptor_store_wait(0)      # the last reduces have read their SMEM
-            cols = tl.arange(0, HEAD_DIM)
-            if SPLIT_TAIL:
-                if pid >= main_ctas and live:
+            if is_part:
+                if live:
                     # a part of a leftover block: its share of dK, dV into the fp32 partials (rows past N too:
                     # exact zeros, P is masked there; the cast kernel leaves them out)
-                    left_rows = (tl.cdiv(N_CTX, BN) * Z * H - main_ctas) * BN
                     prow0 = (blk - main_ctas) * BN + g * HALF
                     if DQ_TMA:
                         # by TMA reduce-add through the group's dQ tiles (atomics' layout-change scratch would
@@ -447,10 +449,8 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                         tlx.async_descriptor_store_wait(0)
                     else:
                         prow = prow0 + tl.arange(0, HALF)
-                        poffs = prow[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+                        poffs = prow[:, None].to(tl.int64) * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
                         tl.atomic_add(dkv_tail_ptr + poffs, dk * sm_scale, sem="relaxed")
                         tl.atomic_add(dkv_tail_ptr + left_rows * HEAD_DIM + poffs, dv, sem="relaxed")
-                elif pid < main_ctas:
-                    _store_dkv(dk, dv, dk_ptr, dv_ptr, head_row, kv_rows, sm_scale, N_CTX, HEAD_DIM)
             else:
                 _store_dkv(dk, dv, dk_ptr, dv_ptr, head_row, kv_rows, sm_scale, N_CTX, HEAD_DIM)
