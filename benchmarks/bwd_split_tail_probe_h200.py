@@ -42,39 +42,33 @@ def main():
     n_kv = triton.cdiv(N, 128)
     total = n_kv * Z * H
     part = torch.zeros((2, 4 * 128, D), dtype=torch.float32, device="cuda")
+    plan = B.tail_split(Z, H, N, tail, False, torch.cuda.get_device_properties(0).multi_processor_count)
 
-    def split_form():
+    def main_kernel(grid, split=None):
+        """The main kernel alone (dQ zeroed; no dQ cast): the plain form, or with ``split`` the split form."""
         delta, lse2 = stats
         dq32.zero_()
-        args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, False, scale, base,
-                                       tail=(part, total, 1, 1))
-        B.attention_bwd_kernel[(total,)](*args, **options)
+        args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, False, scale, base, tail=split)
+        B.attention_bwd_kernel[grid](*args, **options)
 
-    def split_form_2d():
-        delta, lse2 = stats
-        dq32.zero_()
-        args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, False, scale, base,
-                                       tail=(part, total, 1, 1))
-        B.attention_bwd_kernel[(n_kv, Z * H)](*args, **options)
-
-    def plain():
-        delta, lse2 = stats
-        dq32.zero_()
-        args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, False, scale, base)
-        B.attention_bwd_kernel[(n_kv, Z * H)](*args, **options)
+    no_tail = (part, total, 1, 1)         # the split form with every block a main CTA
+    main_ctas, left = plan[0], plan[1]
+    row0 = Z * H * N - left * 128         # N is a multiple of BN: the leftover blocks are the last rows
 
     def tail_only():
-        p = torch.zeros((2, 4 * 128, D), dtype=torch.float32, device="cuda")
-        B.attention_bwd_tail_cast_kernel[(4, 4)](p, dk.view(-1, D)[-512:], dv.view(-1, D)[-512:], N, total - 4, 4,
-                                                 Z * H * N - 512, HEAD_DIM=D, BN=128, ROWS=32)
+        p = torch.zeros((2, left * 128, D), dtype=torch.float32, device="cuda")
+        B.attention_bwd_tail_cast_kernel[(left, 4)](p, dk.view(-1, D)[row0:], dv.view(-1, D)[row0:], N, main_ctas,
+                                                    left, row0, HEAD_DIM=D, BN=128, ROWS=32)
 
     subjects = {
         "default": lambda: B.launch(q, k, v, o, do, lse, False, scale, base, dq32=dq32, stats=stats),
         "split_tail": lambda: B.launch(q, k, v, o, do, lse, False, scale, tail, dq32=dq32, stats=stats),
         "split_tail_2d": lambda: B.launch(q, k, v, o, do, lse, False, scale, B.VARIANT_CONFIGS["split_tail_2d"],
                                           dq32=dq32, stats=stats),
-        "plain_kernel": plain, "split_form": split_form,
-        "split_form_2d": split_form_2d, "tail_only": tail_only,
+        "plain_kernel": lambda: main_kernel((n_kv, Z * H)),
+        "split_form": lambda: main_kernel((total,), no_tail),
+        "split_form_2d": lambda: main_kernel((n_kv, Z * H), no_tail),
+        "tail_only": tail_only,
     }
     for fn in subjects.values():
         fn()
@@ -85,7 +79,7 @@ def main():
             times[n].append(float(triton.testing.do_bench(fn, warmup=10, rep=100, return_mode="median")))
     med = {n: statistics.median(t) for n, t in times.items()}
     res = dict(shape=[Z, H, N, D], rounds_ms=times, median_ms=med, gpu=torch.cuda.get_device_name(0),
-               plan=B.tail_split(Z, H, N, tail, False, torch.cuda.get_device_properties(0).multi_processor_count))
+               plan=plan)
     (out / "bwd_split_tail_probe.json").write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))
 
