@@ -256,5 +256,17 @@ def device_line() -> str:
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
 
 
+def run_record(**fields) -> dict:
+    """The head of a GPU script's result: UTC date, device (GPU, torch, triton), the command line, then ``fields``."""
+    import datetime
+
+    import torch
+    import triton
+    p = torch.cuda.get_device_properties(0)
+    return dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                device=f"{p.name}, torch {torch.__version__}, triton {triton.__version__}",
+                command=" ".join(["python3"] + sys.argv), **fields)
+
+
 def median(xs):
     return statistics.median(xs) if xs else float("nan")

@@ -18,7 +18,6 @@ second small kernel (``attention_configs.tail_plan``).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import pathlib
@@ -147,17 +146,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args(argv)
-    import torch
-    import triton
-    from tlx_workbench.kernels._common import torch_alloc
-    triton.set_allocator(torch_alloc)
-    torch.manual_seed(0)
-    from _harness import write_json, write_outputs
+    from _harness import gpu_setup, run_record, write_json, write_outputs
+    gpu_setup()
     out = os.environ.get("OUT", "/tmp/split_tail")
-    p = torch.cuda.get_device_properties(0)
-    res = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               device=f"{p.name}, torch {torch.__version__}, triton {triton.__version__}", rounds=a.rounds,
-               command=" ".join(["python3"] + sys.argv), configs=_configs(), check=[], time=[], errors=[])
+    res = run_record(rounds=a.rounds, configs=_configs(), check=[], time=[], errors=[])
     for part, fn in (("check", lambda: check(res)), ("time", lambda: time_cells(a.rounds, res))):
         try:
             res[part] = fn()

@@ -13,7 +13,6 @@ median over the rounds (every round kept in the JSON).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import pathlib
@@ -136,18 +135,13 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("parts", nargs="*", default=["attention", "gemm"])
     a = ap.parse_args(argv)
-    import torch
-    import triton
-    out = pathlib.Path(os.environ.get("OUT", "/tmp/restated_goals"))
-    out.mkdir(parents=True, exist_ok=True)
-    p = torch.cuda.get_device_properties(0)
-    res = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               device=f"{p.name}, torch {torch.__version__}, triton {triton.__version__}", rounds=a.rounds,
-               command=" ".join(["python3"] + sys.argv), rows=[], errors=[])
+    from _harness import run_record, write_json, write_outputs
+    out = os.environ.get("OUT", "/tmp/restated_goals")
+    res = run_record(rounds=a.rounds, rows=[], errors=[])
 
     def log(row):
         res["rows"].append(row)
-        (out / "restated_goals_h200.json").write_text(json.dumps(res, indent=1, default=str))
+        write_json(out, "restated_goals_h200", res)
         print(json.dumps({k: row.get(k) for k in ("part", "shape", "causal", "dtype", "kernel", "vs_sdpa",
                                                   "vs_cublas", "tflops")}), flush=True)
 
@@ -156,9 +150,8 @@ def main(argv=None):
             (attention_cells if part == "attention" else gemm_cells)(a.rounds, log)
         except Exception:  # noqa: BLE001
             res["errors"].append(f"{part}: {traceback.format_exc()[-1500:]}")
-    (out / "restated_goals_h200.json").write_text(json.dumps(res, indent=1, default=str))
     text = markdown(res)
-    (out / "restated_goals_h200.md").write_text(text)
+    write_outputs(out, "restated_goals_h200", res, text)
     print(text)
     return 0
 
