@@ -57,8 +57,8 @@ sys.path.insert(0, str(ROOT))
 
 CHECK_SHAPES = [((2, 16, 1024), "float16"), ((2, 3, 1000), "float16"), ((1, 2, 2115), "float16"),
                 ((2, 3, 1000), "bfloat16")]
-# SPLIT_TAIL configs also at shapes whose last wave on 132 SMs is split: 136 K/V blocks (4 left, 16 parts of one
-# query block each) and 144 (12 left, 8 parts of two), both ragged
+# SPLIT_TAIL configs also at shapes whose last heads are split on 132 SMs: 136 K/V blocks (the last head's 8, 16
+# parts of one query block each) and 144 (the last two heads' 16, 8 parts of two), both ragged
 TAIL_CHECK_SHAPES = [((1, 17, 1000), "float16"), ((2, 9, 1000), "bfloat16")]
 TOL = {"float16": 5e-3, "bfloat16": 2e-2}     # relative Frobenius error vs float64 (attention_bwd_h200.py's)
 D = 128

@@ -1,12 +1,16 @@
-"""Why the backward's SPLIT_TAIL lost 2-3 % on the H200 (tenth session): at (4, 32, 4096, 128) fp16 non-causal,
-interleaved rounds of do_bench medians over
-  default       the plain kernel, 2-D grid (32 K/V blocks x 128 heads);
-  split_tail    31 whole waves + the 4 leftover blocks in 128 parts (+ the fp32 partials' zeroing and the cast);
-  split_form    the split kernel with no tail (main_ctas = every block, a 1-D grid): the form's own cost;
-  split_form_2d the same on the plain kernel's 2-D grid (not yet run: is it the grid or the code?);
-  split_tail_2d the split tail launched on a 2-D grid (TAIL_2D; not yet run);
-  tail_only     the cast kernel and the partials' zeroing alone.
-    OUT=/tmp/p python benchmarks/bwd_split_tail_probe_h200.py      # ~1 min
+"""Where the backward's SPLIT_TAIL time goes on the H200, at (4, 32, 4096, 128) fp16 non-causal: interleaved rounds
+of do_bench medians over
+  default       launch() with the default (the plain kernel, 2-D grid of 32 K/V blocks x 128 heads, dQ's cast);
+  split_tail    launch() with SPLIT_TAIL: the plain kernel on the first heads, the last heads' blocks in parts,
+                the partials' zeroing and cast, dQ's cast;
+  plain_kernel  the plain kernel alone on every head (dQ zeroed, no dQ cast);
+  main_heads    the plain kernel alone on the heads SPLIT_TAIL gives it;
+  parts         the parts launch alone (partials zeroed);
+  tail_cast     the partials' zeroing and the cast kernel alone.
+So split_tail ~ main_heads + parts + tail_cast + dQ's cast, and plain_kernel - main_heads is what the split saves.
+    OUT=/tmp/p python benchmarks/bwd_split_tail_probe_h200.py      # ~30 s
+(The tenth session's one-launch split form, every CTA choosing main or part at run time, measured 5.53-5.61 ms for
+the plain kernel's 5.29 on the same work: benchmarks/kernels_h200/bwd_split_tail_r1{0,1}/.)
 """
 import json
 import math
@@ -40,35 +44,35 @@ def main():
     base = B.VARIANT_CONFIGS["lean_pingpong"]
     tail = B.VARIANT_CONFIGS["split_tail"]
     n_kv = triton.cdiv(N, 128)
-    total = n_kv * Z * H
-    part = torch.zeros((2, 4 * 128, D), dtype=torch.float32, device="cuda")
     plan = B.tail_split(Z, H, N, tail, False, torch.cuda.get_device_properties(0).multi_processor_count)
+    main_ctas, left, splits, blocks = plan
+    row0 = (main_ctas // n_kv) * N
+    dk_flat, dv_flat = dk.view(-1, D), dv.view(-1, D)
+    delta, lse2 = stats
 
-    def main_kernel(grid, split=None):
-        """The main kernel alone (dQ zeroed; no dQ cast): the plain form, or with ``split`` the split form."""
-        delta, lse2 = stats
+    def plain(heads):
         dq32.zero_()
-        args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, False, scale, base, tail=split)
-        B.attention_bwd_kernel[grid](*args, **options)
+        args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, False, scale, base)
+        B.attention_bwd_kernel[(n_kv, heads)](*args, **options)
 
-    no_tail = (part, total, 1, 1)         # the split form with every block a main CTA
-    main_ctas, left = plan[0], plan[1]
-    row0 = Z * H * N - left * 128         # N is a multiple of BN: the leftover blocks are the last rows
+    def parts():
+        part = torch.zeros((2, left * 128, D), dtype=torch.float32, device="cuda")
+        args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:0], dv_flat[:0], False, scale,
+                                       base, tail=(part, main_ctas, splits, blocks))
+        B.attention_bwd_kernel[(left * splits,)](*args, **options)
 
-    def tail_only():
-        p = torch.zeros((2, left * 128, D), dtype=torch.float32, device="cuda")
-        B.attention_bwd_tail_cast_kernel[(left, 4)](p, dk.view(-1, D)[row0:], dv.view(-1, D)[row0:], N, main_ctas,
-                                                    left, row0, HEAD_DIM=D, BN=128, ROWS=32)
+    def tail_cast():
+        part = torch.zeros((2, left * 128, D), dtype=torch.float32, device="cuda")
+        B.attention_bwd_tail_cast_kernel[(left, 4)](part, dk_flat[row0:], dv_flat[row0:], N, main_ctas, left, row0,
+                                                    HEAD_DIM=D, BN=128, ROWS=32)
 
     subjects = {
         "default": lambda: B.launch(q, k, v, o, do, lse, False, scale, base, dq32=dq32, stats=stats),
         "split_tail": lambda: B.launch(q, k, v, o, do, lse, False, scale, tail, dq32=dq32, stats=stats),
-        "split_tail_2d": lambda: B.launch(q, k, v, o, do, lse, False, scale, B.VARIANT_CONFIGS["split_tail_2d"],
-                                          dq32=dq32, stats=stats),
-        "plain_kernel": lambda: main_kernel((n_kv, Z * H)),
-        "split_form": lambda: main_kernel((total,), no_tail),
-        "split_form_2d": lambda: main_kernel((n_kv, Z * H), no_tail),
-        "tail_only": tail_only,
+        "plain_kernel": lambda: plain(Z * H),
+        "main_heads": lambda: plain(main_ctas // n_kv),
+        "parts": parts,
+        "tail_cast": tail_cast,
     }
     for fn in subjects.values():
         fn()

@@ -32,9 +32,9 @@ Three launches:
 across the exps (``DP_DELTA``, ``P_ROUND``: its step loop about spill-free), with dS^T handed between the groups by
 arrive / wait pairs (``DQ_HANDOFF``), and with group 1 staggered behind group 0 (``DQ_STAGGER``, a ping-pong);
 ``benchmarks/attention_bwd_variants_h200.py`` checks and times them.
-``VARIANT_CONFIGS["split_tail"]`` (``SPLIT_TAIL``, non-causal): a last partial wave of at most half the SMs is split
-over query blocks (``tail_split``), the parts' dK, dV summed in fp32 and cast by ``attention_bwd_tail_cast_kernel``;
-correct on the H200 but 2-3 % slower there (its form costs more than the tail saves, benchmarks/RESULTS.md).
+``VARIANT_CONFIGS["split_tail"]`` (``SPLIT_TAIL``, non-causal): when the last wave is a small part of one, the plain
+kernel runs all heads but the last few, whose K/V blocks a second launch splits over query blocks in one wave
+(``tail_split``), the parts' dK, dV summed in fp32 and cast by ``attention_bwd_tail_cast_kernel``.
 
 >>> from tlx_workbench.kernels.attention_bwd import attention_with_grad     # on a Hopper GPU
 >>> o, (dq, dk, dv) = attention_with_grad(q, k, v, do, causal=True)
@@ -97,7 +97,7 @@ def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg, 
     # DQ_TMA: dQ's (BM, 64) fp32 reduce tiles (rows 512 bytes apart, column starts 256 bytes: TMA's 16-byte
     # alignment holds); None otherwise, a constexpr, so the atomics' configs compile as before
     desc_dq = TensorDescriptor(dq32, [rows, D], [D, 1], [cfg["BM"], 64]) if cfg.get("DQ_TMA") else None
-    kw = {key: val for key, val in cfg.items() if key not in ("SPLIT_TAIL", "TAIL_2D")}
+    kw = {key: val for key, val in cfg.items() if key != "SPLIT_TAIL"}
     if tail is not None:
         part, main_ctas, splits, blocks = tail
         if cfg.get("DQ_TMA"):   # the partials by TMA reduce-add: (2 * leftover * BN, D) fp32 in (64, 64) tiles
@@ -122,15 +122,33 @@ def row_statistics(o, do, lse):
 
 def tail_split(Z, H, N, cfg, causal, num_sms):
     """SPLIT_TAIL's plan for one launch: (main CTAs, leftover K/V blocks, splits per leftover block, query blocks
-    a split), or None when the config has no SPLIT_TAIL, the launch is causal, or its last wave is full enough.
+    a split), or None when the config has no SPLIT_TAIL, the launch is causal, or splitting saves under a tenth
+    of a wave. The leftover is the last heads' blocks: the plain kernel runs the heads before them on its own
+    2-D grid (main CTAs = main heads x blocks a head), then one wave of parts (leftover x splits <= num_sms)
+    takes the rest; the heads left over are the count that, by whole waves of equal CTAs, ends soonest.
 
-    >>> tail_split(4, 32, 4096, _config(64, SPLIT_TAIL=True), False, 132)    # 4096 blocks on 132 SMs
-    (4092, 4, 32, 2)
+    >>> tail_split(4, 32, 4096, _config(64, SPLIT_TAIL=True), False, 132)    # 32 waves -> 31 + a quarter
+    (4064, 32, 4, 16)
+    >>> tail_split(2, 32, 8192, _config(64, SPLIT_TAIL=True), False, 132)    # 32 waves -> 31 + a half
+    (4032, 64, 2, 64)
+    >>> tail_split(4, 32, 4096, _config(64, SPLIT_TAIL=True), False, 128)    # whole waves: nothing to split
     """
     if not cfg.get("SPLIT_TAIL") or causal:
         return None
-    main, left, splits, rows = tail_plan(triton.cdiv(N, cfg["BN"]) * Z * H, num_sms, N, unit=cfg["BM"])
-    return (main, left, splits, rows // cfg["BM"]) if left else None
+    heads, n_kv, n_q = Z * H, triton.cdiv(N, cfg["BN"]), triton.cdiv(N, cfg["BM"])
+    best = None
+    for left_heads in range(1, heads):
+        left = left_heads * n_kv
+        if left > num_sms:
+            break
+        per = triton.cdiv(n_q, min(num_sms // left, n_q))          # query blocks a part
+        waves = triton.cdiv((heads - left_heads) * n_kv, num_sms) + per / n_q
+        if best is None or waves < best[0]:
+            best = (waves, left_heads, triton.cdiv(n_q, per), per)
+    if best is None or best[0] > triton.cdiv(heads * n_kv, num_sms) - 0.1:
+        return None
+    _, left_heads, splits, per = best
+    return (heads - left_heads) * n_kv, left_heads * n_kv, splits, per
 
 
 def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None, stats=None, num_sms=None):
@@ -160,19 +178,19 @@ def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=No
         args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg)
         attention_bwd_kernel[(triton.cdiv(N, cfg["BN"]), Z * H)](*args, **options)
     else:
-        # the leftover blocks are the last ones in launch order, so their rows are the last rows of (Z*H*N, D):
-        # the main kernel gets dK, dV before them, the cast the rest (each launch writes all it is given)
+        # the plain kernel on the first heads, then the leftover heads' parts, then their cast: each launch is
+        # given only the rows of dK, dV it writes (the main kernel the first heads', the cast the rest)
         main, left, splits, blocks = plan
         n_kv = triton.cdiv(N, cfg["BN"])
-        row0 = (main // n_kv) * N + (main % n_kv) * cfg["BN"]
-        part = torch.zeros((2, left * cfg["BN"], D), dtype=torch.float32, device=q.device)
+        row0 = (main // n_kv) * N
         dk_flat, dv_flat = dk.view(-1, D), dv.view(-1, D)
         args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:row0], dv_flat[:row0], causal,
-                                     sm_scale, cfg, tail=(part, main, splits, blocks))
-        ctas = main + left * splits
-        # TAIL_2D: the plain kernel's 2-D grid shape (K/V blocks along x), parts in extra rows; else 1-D
-        grid = (n_kv, triton.cdiv(ctas, n_kv)) if cfg.get("TAIL_2D") else (ctas,)
-        attention_bwd_kernel[grid](*args, **options)
+                                     sm_scale, cfg)
+        attention_bwd_kernel[(n_kv, main // n_kv)](*args, **options)
+        part = torch.zeros((2, left * cfg["BN"], D), dtype=torch.float32, device=q.device)
+        args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:0], dv_flat[:0], causal, sm_scale,
+                                     cfg, tail=(part, main, splits, blocks))
+        attention_bwd_kernel[(left * splits,)](*args, **options)
         rows = 32
         attention_bwd_tail_cast_kernel[(left, cfg["BN"] // rows)](part, dk_flat[row0:], dv_flat[row0:], N, main,
                                                                   left, row0, HEAD_DIM=D, BN=cfg["BN"], ROWS=rows)
@@ -252,18 +270,20 @@ def flops(Z, H, N, D, causal=False):
 
 
 def _offline_tail(cfg, causal, shape):
-    """A SPLIT_TAIL config compiles (offline) in its split form, the one its launches with a tail run (its epilogue
-    adds the leftover parts' dK, dV by TMA reduce-add, or atomics without DQ_TMA): a plan of one main CTA and two parts."""
+    """A SPLIT_TAIL config compiles (offline) in its parts form, the launch only it has (the main launch is the plain
+    kernel; the parts' epilogue adds dK, dV by TMA reduce-add, or atomics without DQ_TMA): one leftover block (the
+    last of ``shape``) in two parts."""
     import torch
     if not cfg.get("SPLIT_TAIL") or causal:
         return None
     part = torch.empty((2, cfg["BN"], shape[-1]), dtype=torch.float32)
-    return (part, 1, 2, 1)
+    blocks = triton.cdiv(shape[2], cfg["BN"]) * shape[0] * shape[1]
+    return (part, blocks - 1, 2, triton.cdiv(triton.cdiv(shape[2], cfg["BM"]), 2))
 
 
 def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128), causal=False):
     """Compile the main kernel (no launch) for ``target`` on any machine; returns Triton's CompiledKernel
-    (a non-causal SPLIT_TAIL config: its split form).
+    (a non-causal SPLIT_TAIL config: its parts form).
 
     >>> compile_offline(SIM_CONFIGS["tiny"]).metadata.shared > 0                   # doctest: +SKIP
     True
@@ -282,7 +302,7 @@ def compile_offline(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128)
 
 def compile_report(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128), causal=False):
     """The workbench's CompileReport of the main kernel for one config, compiled offline (a non-causal SPLIT_TAIL
-    config: its split form)."""
+    config: its parts form)."""
     import torch
     from ..compiler import compile as wb_compile
     dt = getattr(torch, dtype)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 
 def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False, DQ_TMA=0,
-            DP_DELTA=False, P_ROUND=False, S_LSE=False, DQ_HANDOFF=False, DQ_STAGGER=False, SPLIT_TAIL=False,
-            TAIL_2D=False):
+            DP_DELTA=False, P_ROUND=False, S_LSE=False, DQ_HANDOFF=False, DQ_STAGGER=False, SPLIT_TAIL=False):
     """A config dict of ``attention_bwd_kernel``:
 
     - BM: query rows per step of the loop (the N side of S^T = K Q^T, the K side of dV, dK);
@@ -29,10 +28,10 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
       instead of one bar.sync of both groups before dQ (barriers 10..13: per group and step parity).
     - DQ_STAGGER (with DQ_HANDOFF): group 1 starts its first step once group 0's first P^T is computed (barrier 9),
       and nothing pulls it back into step: group 1's S^T, dP^T wgmmas run under group 0's exps, a ping-pong.
-    - SPLIT_TAIL (non-causal; ignored when causal): a last wave of at most half the SMs (4096 K/V blocks on 132 SMs:
-      4 left) is split over query blocks across the SMs, the parts' dK, dV summed in fp32 (``tail_split``).
-    - TAIL_2D (with SPLIT_TAIL): that launch on the plain kernel's 2-D grid shape (K/V blocks along x, the parts in
-      extra rows) instead of a 1-D grid: the 1-D split form measured 4 % slower than the plain kernel on the same work.
+    - SPLIT_TAIL (non-causal; ignored when causal): when the last wave is a small part of one, the last heads' K/V
+      blocks are left to a second launch that splits each over query blocks across the SMs, the parts' dK, dV summed
+      in fp32 (``tail_split``); the plain kernel runs the other heads, its code unchanged (a one-launch form,
+      every CTA choosing main or part at run time, measured 4-6 % slower on the same work: ptxas scheduled it worse).
     """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if DQ_SPLIT:
@@ -40,7 +39,7 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
     if DQ_TMA:
         cfg["DQ_TMA"] = DQ_TMA
     for name, on in (("DP_DELTA", DP_DELTA), ("P_ROUND", P_ROUND), ("S_LSE", S_LSE), ("DQ_HANDOFF", DQ_HANDOFF),
-                     ("DQ_STAGGER", DQ_STAGGER), ("SPLIT_TAIL", SPLIT_TAIL), ("TAIL_2D", TAIL_2D)):
+                     ("DQ_STAGGER", DQ_STAGGER), ("SPLIT_TAIL", SPLIT_TAIL)):
         if on:
             cfg[name] = True
     return cfg
@@ -78,8 +77,6 @@ def suits(cfg, head_dim, causal=False) -> bool:
     if cfg.get("DQ_HANDOFF") and not (cfg.get("DQ_SPLIT") and cfg["BN"] == 128):
         return False
     if cfg.get("DQ_STAGGER") and not cfg.get("DQ_HANDOFF"):
-        return False
-    if cfg.get("TAIL_2D") and not cfg.get("SPLIT_TAIL"):
         return False
     if cfg.get("SPLIT_TAIL") and cfg.get("DQ_TMA") and cfg["BM"] != 64:
         return False        # the parts' dK, dV go out through the (BM, 64) dQ tiles as 64-row tiles
@@ -123,12 +120,10 @@ VARIANT_CONFIGS = {
     "lean_handoff": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True),
     "lean_pingpong": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True,
                              DQ_STAGGER=True),
-    # lean_pingpong with its last partial wave split over query blocks (non-causal; causal: lean_pingpong)
+    # lean_pingpong, the last heads' K/V blocks split over query blocks in a second launch (non-causal; causal:
+    # lean_pingpong)
     "split_tail": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True,
                           DQ_STAGGER=True, SPLIT_TAIL=True),
-    # the same on a 2-D grid (not yet timed)
-    "split_tail_2d": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, DQ_HANDOFF=True,
-                             DQ_STAGGER=True, SPLIT_TAIL=True, TAIL_2D=True),
 }
 
 # D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell); with DQ_TMA=1 (dQ by TMA
@@ -168,6 +163,5 @@ SIM_CONFIGS = {
     "lean_d64": _config(64, DP_DELTA=True, P_ROUND=True, S_LSE=True),
     # SPLIT_TAIL at D=64 (the plain form; D=128: VARIANT_CONFIGS' split_tail)
     "split_tail_d64": _config(64, SPLIT_TAIL=True),
-    "split_tail_tma2": _config(64, DQ_TMA=2, SPLIT_TAIL=True),
-    "split_tail_tma2_2d": _config(64, DQ_TMA=2, SPLIT_TAIL=True, TAIL_2D=True),     # 13 CTAs on (2, 7): one idle     # D=64: the parts' dK, dV by TMA reduce-add
+    "split_tail_tma2": _config(64, DQ_TMA=2, SPLIT_TAIL=True),       # the parts' dK, dV by TMA reduce-add
 }

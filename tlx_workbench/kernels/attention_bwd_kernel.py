@@ -295,12 +295,11 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     DQ_SPLIT): dS^T handed between the groups by arrive / wait pairs (``_bwd_step``'s ``HANDOFF``); DQ_STAGGER (with
     DQ_HANDOFF): group 1 starts when group 0's first P^T is done and stays that far behind.
 
-    ``SPLIT_TAIL`` (non-causal; a 1-D grid of ``main_ctas`` + leftover x ``tail_splits`` CTAs): CTA b < main_ctas
-    is K/V block b in launch order (the 2-D grid's x fastest), the whole query loop, as without it; the last
-    wave's leftover blocks (main_ctas ..) are each split into ``tail_splits`` CTAs of ``tail_blocks`` query
-    blocks, which add their partial dK (scaled), dV into the fp32 ``dkv_tail_ptr`` ((2, leftover x BN, D): dK's
-    rows, then dV's) with relaxed atomics, or with DQ_TMA by TMA reduce-add (``dkv_tail_ptr`` is then a (64, 64)
-    descriptor of it); ``attention_bwd_tail_cast_kernel`` writes them out."""
+    ``SPLIT_TAIL`` (non-causal): this launch is the parts of the leftover K/V blocks (``main_ctas`` on, the last
+    heads' blocks: the plain form of this kernel runs the blocks before them, its code untouched), a 1-D grid of
+    leftover x ``tail_splits`` CTAs of ``tail_blocks`` query blocks each, which add their partial dK (scaled), dV
+    into the fp32 ``dkv_tail_ptr`` ((2, leftover x BN, D): dK's rows, then dV's) with relaxed atomics, or with
+    DQ_TMA by TMA reduce-add (``dkv_tail_ptr`` is then a (64, 64) descriptor of it); ``attention_bwd_tail_cast_kernel`` writes them out."""
     GROUPS: tl.constexpr = BN // 64
     HALF: tl.constexpr = 64
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
@@ -335,18 +334,16 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     n_q = tl.cdiv(N_CTX, BM)
     if SPLIT_TAIL:
         tl.static_assert(not CAUSAL, "SPLIT_TAIL: non-causal only (a causal K/V block's work is not the same")
-        pid = tl.program_id(0) + tl.program_id(1) * tl.num_programs(0)     # a 1-D or 2-D grid, x fastest
-        is_part = pid >= main_ctas
-        piece = tl.maximum(pid - main_ctas, 0)            # tail CTAs: leftover block piece // splits, its part
+        # a part of a leftover K/V block: CTA p is part p % tail_splits of block main_ctas + p // tail_splits
+        piece = tl.program_id(0)
         n_kv = tl.cdiv(N_CTX, BN)
         left_rows = (n_kv * Z * H - main_ctas) * BN       # rows of the leftover blocks (the partials' dK, then dV)
-        # a 2-D grid's last row may hold CTAs past the last part: they load K/V once and do nothing
-        live = piece < (left_rows // BN) * tail_splits
-        blk = tl.where(pid < main_ctas, pid, tl.where(live, main_ctas + piece // tail_splits, main_ctas))
+        blk = main_ctas + piece // tail_splits
         kv0 = (blk % n_kv) * BN
         bh = blk // n_kv
-        q_lo = tl.where(pid < main_ctas, 0, (piece % tail_splits) * tail_blocks)
-        q_hi = tl.where(pid < main_ctas, n_q, tl.where(live, tl.minimum(q_lo + tail_blocks, n_q), q_lo))
+        is_part: tl.constexpr = True
+        q_lo = (piece % tail_splits) * tail_blocks
+        q_hi = tl.minimum(q_lo + tail_blocks, n_q)
     else:
         kv0 = tl.program_id(0) * BN          # first K/V row of this CTA (block 0, the heaviest causal one, first)
         bh = tl.program_id(1)
@@ -435,22 +432,21 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
             if DQ_TMA:
                 tlx.async_descriptor_store_wait(0)      # the last reduces have read their SMEM
             if is_part:
-                if live:
-                    # a part of a leftover block: its share of dK, dV into the fp32 partials (rows past N too:
-                    # exact zeros, P is masked there; the cast kernel leaves them out)
-                    prow0 = (blk - main_ctas) * BN + g * HALF
-                    if DQ_TMA:
-                        # by TMA reduce-add through the group's dQ tiles (atomics' layout-change scratch would
-                        # not fit beside them at D=128), 64 columns a reduce
-                        tl.static_assert(BM == HALF, "SPLIT_TAIL with DQ_TMA: the (BM, 64) dQ tiles take 64 rows")
-                        _tail_reduce(dk * sm_scale, dq_tiles, dkv_tail_ptr, g, 0, prow0, DQ_TMA, HEAD_DIM)
-                        _tail_reduce(dv, dq_tiles, dkv_tail_ptr, g, HEAD_DIM // 64, left_rows + prow0, DQ_TMA,
-                                     HEAD_DIM)
-                        tlx.async_descriptor_store_wait(0)
-                    else:
-                        prow = prow0 + tl.arange(0, HALF)
-                        poffs = prow[:, None].to(tl.int64) * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
-                        tl.atomic_add(dkv_tail_ptr + poffs, dk * sm_scale, sem="relaxed")
-                        tl.atomic_add(dkv_tail_ptr + left_rows * HEAD_DIM + poffs, dv, sem="relaxed")
+                # a part of a leftover block: its share of dK, dV into the fp32 partials (rows past N too:
+                # exact zeros, P is masked there; the cast kernel leaves them out)
+                prow0 = (blk - main_ctas) * BN + g * HALF
+                if DQ_TMA:
+                    # by TMA reduce-add through the group's dQ tiles (atomics' layout-change scratch would
+                    # not fit beside them at D=128), 64 columns a reduce
+                    tl.static_assert(BM == HALF, "SPLIT_TAIL with DQ_TMA: the (BM, 64) dQ tiles take 64 rows")
+                    _tail_reduce(dk * sm_scale, dq_tiles, dkv_tail_ptr, g, 0, prow0, DQ_TMA, HEAD_DIM)
+                    _tail_reduce(dv, dq_tiles, dkv_tail_ptr, g, HEAD_DIM // 64, left_rows + prow0, DQ_TMA,
+                                 HEAD_DIM)
+                    tlx.async_descriptor_store_wait(0)
+                else:
+                    prow = prow0 + tl.arange(0, HALF)
+                    poffs = prow[:, None].to(tl.int64) * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+                    tl.atomic_add(dkv_tail_ptr + poffs, dk * sm_scale, sem="relaxed")
+                    tl.atomic_add(dkv_tail_ptr + left_rows * HEAD_DIM + poffs, dv, sem="relaxed")
             else:
                 _store_dkv(dk, dv, dk_ptr, dv_ptr, head_row, kv_rows, sm_scale, N_CTX, HEAD_DIM)
