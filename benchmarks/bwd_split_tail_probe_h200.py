@@ -8,7 +8,8 @@ of do_bench medians over
   parts         the parts launch alone (partials zeroed);
   tail_cast     the partials' zeroing and the cast kernel alone.
 So split_tail ~ main_heads + parts + tail_cast + dQ's cast, and plain_kernel - main_heads is what the split saves.
-    OUT=/tmp/p python benchmarks/bwd_split_tail_probe_h200.py      # ~30 s
+  parts_kept    the parts launch alone, into one partials buffer zeroed in place (not a new one a call).
+    OUT=/tmp/p python benchmarks/bwd_split_tail_probe_h200.py [Z H N] [rounds]     # 4 32 4096 5; ~30 s
 (The tenth session's one-launch split form, every CTA choosing main or part at run time, measured 5.53-5.61 ms for
 the plain kernel's 5.29 on the same work: benchmarks/kernels_h200/bwd_split_tail_r1{0,1}/.)
 """
@@ -30,7 +31,8 @@ def main():
     from tlx_workbench.kernels._common import torch_alloc
     out = pathlib.Path(os.environ.get("OUT", "probe_out"))
     out.mkdir(parents=True, exist_ok=True)
-    Z, H, N, D = 4, 32, 4096, 128
+    Z, H, N = (int(a) for a in sys.argv[1:4]) if len(sys.argv) >= 4 else (4, 32, 4096)
+    D, rounds = 128, int(sys.argv[4]) if len(sys.argv) >= 5 else 5
     torch.manual_seed(7)
     q, k, v, do = (torch.randn((Z, H, N, D), dtype=torch.float16, device="cuda") for _ in range(4))
     scale = 1 / math.sqrt(D)
@@ -55,8 +57,10 @@ def main():
         args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, False, scale, base)
         B.attention_bwd_kernel[(n_kv, heads)](*args, **options)
 
-    def parts():
-        part = torch.zeros((2, left * 128, D), dtype=torch.float32, device="cuda")
+    kept = torch.zeros((2, left * 128, D), dtype=torch.float32, device="cuda")
+
+    def parts(part=None):
+        part = torch.zeros((2, left * 128, D), dtype=torch.float32, device="cuda") if part is None else part.zero_()
         args, options = B._kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:0], dv_flat[:0], False, scale,
                                        base, tail=(part, main_ctas, splits, blocks))
         B.attention_bwd_kernel[(left * splits,)](*args, **options)
@@ -72,19 +76,20 @@ def main():
         "plain_kernel": lambda: plain(Z * H),
         "main_heads": lambda: plain(main_ctas // n_kv),
         "parts": parts,
+        "parts_kept": lambda: parts(kept),
         "tail_cast": tail_cast,
     }
     for fn in subjects.values():
         fn()
     torch.cuda.synchronize()
     times = {n: [] for n in subjects}
-    for _ in range(5):
+    for _ in range(rounds):
         for n, fn in subjects.items():
             times[n].append(float(triton.testing.do_bench(fn, warmup=10, rep=100, return_mode="median")))
     med = {n: statistics.median(t) for n, t in times.items()}
     res = dict(shape=[Z, H, N, D], rounds_ms=times, median_ms=med, gpu=torch.cuda.get_device_name(0),
                plan=plan)
-    (out / "bwd_split_tail_probe.json").write_text(json.dumps(res, indent=1))
+    (out / f"bwd_split_tail_probe_{N}.json").write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))
 
 

@@ -238,18 +238,21 @@ def test_variants_script_jobs_and_loop_counts():
         assert {(json.dumps(c, sort_keys=True), causal) for c in space} <= checked
     assert {(n, c) for n in names for c in (False, True)} <= {(j["name"], j["causal"]) for j in checks}
     assert len(checked) == len(checks)                      # each config once (the default is a variant too)
-    shapes = checks[0]["shapes"]
+    shapes = next(j["shapes"] for j in checks if j["name"] == "lean")        # the usual four
     assert any(s[2] % 64 for s in shapes) and any(s[2] % 4 for s in shapes)
     assert {s[-1] for s in shapes} == {"float16", "bfloat16"}
     cells = list(S.time_jobs(3))
     assert len(cells) == 4 and all(list(j["cfgs"]) == names for j in cells)
     assert all(len(j["cfgs"]) <= 6 for j in cells)       # the default and at most five variants (~4 minutes)
     # SPLIT_TAIL is also checked where 132 SMs leave a last wave to split; --configs checks only what it names
-    tail = [j for j in checks if j["name"] == "split_tail" and not j["causal"]]
-    assert len(tail) == 1 and len(tail[0]["shapes"]) == len(shapes) + len(S.TAIL_CHECK_SHAPES)
+    # (the default has SPLIT_TAIL since 2026-12-03)
+    tail = [j for j in checks if j["cfg"].get("SPLIT_TAIL")]
+    assert {(j["name"], j["causal"]) for j in tail} >= {("default", False), ("default", True)}
+    assert all(len(j["shapes"]) == len(S.CHECK_SHAPES) + len(S.TAIL_CHECK_SHAPES) for j in tail)
+    assert all(len(j["shapes"]) == len(S.CHECK_SHAPES) for j in checks if not j["cfg"].get("SPLIT_TAIL"))
     for zhn, _ in S.TAIL_CHECK_SHAPES:
-        assert attention_bwd.tail_split(*zhn, attention_bwd.VARIANT_CONFIGS["split_tail"], False, 132) is not None
-    assert {j["name"] for j in S.check_jobs({"default", "split_tail"})} == {"default", "split_tail"}
+        assert attention_bwd.tail_split(*zhn, attention_bwd.DEFAULTS[128], False, 132) is not None
+    assert {j["name"] for j in S.check_jobs({"default", "lean_pingpong"})} == {"default", "lean_pingpong"}
     rows = [dict(name="lean", causal=True, ok=True)] * len(shapes) + [dict(name="default", causal=True, ok=False)]
     assert S.passed_set(rows, checks) == {("lean", True)}
     assert [list(j["cfgs"]) for j in S.time_jobs(3, {("lean", True)})] == [[], ["lean"], [], ["lean"]]

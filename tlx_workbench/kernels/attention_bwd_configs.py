@@ -131,8 +131,10 @@ VARIANT_CONFIGS = {
 # other DQ_TMA configs (without DQ_SPLIT) were 0.94-1.02x the atomics and stay out of the autotune space. Since
 # 2026-12-02 13:19 UTC (benchmarks/attention_bwd_variants_h200.py, one run, interleaved rounds): lean_pingpong,
 # 0.990-1.00x SDPA's backward in the four D=128 cells (never below 0.99x; the DQ_TMA form 0.909-1.00x), 0.997-1.09x
-# the DQ_TMA form
-DEFAULTS = {64: _config(64), 128: dict(VARIANT_CONFIGS["lean_pingpong"])}
+# the DQ_TMA form. Since 2026-12-03 (two-launch SPLIT_TAIL): split_tail, which is lean_pingpong when causal; faster
+# than lean_pingpong non-causal in 11 of 12 side-by-side timings over two machine starts (1-4 %), 1.001-1.010x
+# SDPA in the four cells over three runs on the second (benchmarks/RESULTS.md)
+DEFAULTS = {64: _config(64), 128: dict(VARIANT_CONFIGS["split_tail"])}
 
 
 def configs_for(head_dim, causal=False):
