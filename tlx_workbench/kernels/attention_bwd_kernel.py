@@ -295,11 +295,12 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     DQ_SPLIT): dS^T handed between the groups by arrive / wait pairs (``_bwd_step``'s ``HANDOFF``); DQ_STAGGER (with
     DQ_HANDOFF): group 1 starts when group 0's first P^T is done and stays that far behind.
 
-    ``SPLIT_TAIL`` (non-causal): this launch is the parts of the leftover K/V blocks (``main_ctas`` on, the last
-    heads' blocks: the plain form of this kernel runs the blocks before them, its code untouched), a 1-D grid of
-    leftover x ``tail_splits`` CTAs of ``tail_blocks`` query blocks each, which add their partial dK (scaled), dV
-    into the fp32 ``dkv_tail_ptr`` ((2, leftover x BN, D): dK's rows, then dV's) with relaxed atomics, or with
-    DQ_TMA by TMA reduce-add (``dkv_tail_ptr`` is then a (64, 64) descriptor of it); ``attention_bwd_tail_cast_kernel`` writes them out."""
+    ``SPLIT_TAIL`` (non-causal): this launch is the parts of the leftover K/V blocks (block ``main_ctas`` on, the
+    last heads' blocks: the plain form of this kernel runs the blocks before them, its code untouched), a 1-D grid
+    of leftover x ``tail_splits`` CTAs of ``tail_blocks`` query blocks each, which add their partial dK (scaled),
+    dV into the fp32 ``dkv_tail_ptr`` ((2, leftover x BN, D): dK's rows, then dV's) with relaxed atomics, or with
+    DQ_TMA by TMA reduce-add (``dkv_tail_ptr`` is then a (64, 64) descriptor of it);
+    ``attention_bwd_tail_cast_kernel`` writes them out."""
     GROUPS: tl.constexpr = BN // 64
     HALF: tl.constexpr = 64
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
