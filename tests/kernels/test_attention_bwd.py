@@ -307,7 +307,15 @@ def test_split_tail_on_simulator_matches_float64(name, shape, sms, plan, dtype):
             dq, dk, dv = attention_bwd.launch(q, k, v, o.to(dtype), do, lse.float(), False, 1 / math.sqrt(D), cfg,
                                               dk=dk, dv=dv, num_sms=sms)
         assert [r.kernel for r in sim.results][-3:] == ["attention_bwd_kernel"] * 2 + ["attention_bwd_tail_cast_kernel"]
+        # the main launch is the plain kernel (the same constexprs as the config without SPLIT_TAIL: its code and
+        # schedule untouched) on the first heads' 2-D grid; only the parts launch is the SPLIT_TAIL specialisation
+        main, parts = sim.results[-3], sim.results[-2]
+        plain = {key: val for key, val in cfg.items() if key != "SPLIT_TAIL"}
+        assert not main.launch[2].get("SPLIT_TAIL") and all(main.launch[2][key] == val for key, val in plain.items())
+        assert tuple(main.grid)[:2] == (-(-N // cfg["BN"]), plan[0] // -(-N // cfg["BN"]))
+        assert parts.launch[2]["SPLIT_TAIL"] is True and tuple(parts.grid)[0] == plan[1] * plan[2]
         assert all(r.ok for r in sim.results), [r for r in sim.results if not r.ok]
         for got, ref in ((dq, dq_r), (dk, dk_r), (dv, dv_r)):
             assert got.dtype == dtype and got.shape == ref.shape
             assert _rel(got, ref) < TOL[dtype]
+
