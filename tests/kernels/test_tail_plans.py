@@ -26,3 +26,25 @@ def test_every_split_covers_every_block_once_and_fits_a_wave():
                 if left:
                     assert left <= ctas // 2 and left * splits <= ctas and per % unit == 0
                     assert (splits - 1) * per < n <= splits * per          # every split non-empty, all rows covered
+
+
+def test_backward_plans_leave_whole_heads_to_the_parts_in_one_wave():
+    """The backward's plan: the main launch takes whole heads (its 2-D grid), the parts every leftover block once in
+    one wave, each part non-empty, and a plan is made only when it ends a tenth of a wave sooner by whole waves."""
+    cfg = attention_bwd.VARIANT_CONFIGS["split_tail"]
+    cdiv = lambda a, b: -(-a // b)  # noqa: E731
+    made = 0
+    for Z, H in ((1, 17), (2, 9), (4, 32), (2, 32), (3, 5), (1, 1), (8, 16)):
+        for N in (200, 1000, 2115, 4096, 8192):
+            for sms in (7, 66, 132):
+                heads, n_kv, n_q = Z * H, cdiv(N, cfg["BN"]), cdiv(N, cfg["BM"])
+                plan = attention_bwd.tail_split(Z, H, N, cfg, False, sms)
+                assert attention_bwd.tail_split(Z, H, N, cfg, True, sms) is None
+                if plan is None:
+                    continue
+                made += 1
+                main, left, splits, per = plan
+                assert main + left == heads * n_kv and main % n_kv == 0 and 0 < main and left % n_kv == 0
+                assert left * splits <= sms and (splits - 1) * per < n_q <= splits * per
+                assert cdiv(main, sms) + per / n_q <= cdiv(heads * n_kv, sms) - 0.1
+    assert made >= 10
