@@ -4,7 +4,7 @@ The inputs are the forward's (q, k, v, o of shape (Z, H, N, D), D in {64, 128}, 
 the output gradient ``do`` and the forward's log-sum-exp per query row, ``lse`` (Z, H, N) fp32 in
 natural-log units (``attention(..., return_lse=True)`` stores it; torch SDPA's convention).
 
-Three launches:
+Three launches (the D=128 default, SPLIT_TAIL, adds two when the last wave is short: below):
 
 1. ``attention_bwd_delta_kernel``: delta = rowsum(dO * O) per query row (fp32), the term dS needs, and
    lse in base 2; both into (Z*H, N padded to 4) arrays, so the main kernel's TMA tiles of them start
