@@ -24,7 +24,7 @@ DQ_STAGGER: group 1 starts once group 0's first P^T is done and stays behind, it
                                           # and attention_backward() as a user calls it (it tunes its space on
                                           # the cell's inputs; the pick is named); the figure is the median over
                                           # the runs of each run's median over rounds. ~2 min
-    python benchmarks/attention_bwd_variants_h200.py --configs default,split_tail --runs 3
+    python benchmarks/attention_bwd_variants_h200.py --configs default,lean_pingpong --runs 3
                                           # check those two only (SPLIT_TAIL also at two shapes with a split last
                                           # wave), then three runs of their timing
     python benchmarks/attention_bwd_variants_h200.py --dry                    # CPU: the jobs, then every child
@@ -427,6 +427,9 @@ def main(argv=None):
 
     t0 = time.time()
     names = set(a.configs.split(",")) if a.configs else None
+    unknown = sorted((names or set()) - set(configs()))
+    if unknown:       # e.g. a variant that is now the default (it is timed as "default")
+        ap.error(f"no config named {', '.join(unknown)}; the names: {', '.join(configs())}")
     # --configs without --tuned: check only what is timed (a tuned pick can be any config of the space)
     jobs = list(check_jobs(None if a.tuned else names)) if a.only != "time" else []
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
