@@ -92,3 +92,24 @@ def test_attention_matches_float64(shape, causal, dtype):
     if causal:
         s = s.masked_fill(torch.ones(shape[2], shape[2], dtype=torch.bool, device="cuda").triu(1), float("-inf"))
     assert _rel(o, torch.softmax(s, -1) @ v.double()) < TOL[dtype] * 1.5
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", [(1, 17, 1000, 128), (2, 9, 1000, 128), (1, 5, 2115, 128)], ids=str)
+def test_attention_default_split_tail_matches_float64_with_its_lse(shape, dtype):
+    """The D=128 non-causal default: persistent with its last partial wave split over K/V (SPLIT_TAIL; on a 132-SM
+    H200 the first two shapes leave 4 and 12 tiles to split), O and lse NaN-poisoned, lse against float64 too."""
+    from tlx_workbench.kernels._common import sm_count
+    q, k, v = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full(shape[:3], float("nan"), dtype=torch.float32, device="cuda")
+    scale = 1 / math.sqrt(shape[-1])
+    cfg = attention.configs_for(128)[0]
+    assert cfg.get("SPLIT_TAIL") and cfg.get("PERSISTENT")
+    if sm_count() == 132 and shape[1] in (17, 9):
+        Z, H, N, _ = shape
+        assert attention.tail_plan(Z * H * -(-N // cfg["BM"]), 132, N)[1] > 0     # the split is taken
+    attention.launch(q, k, v, o, False, scale, cfg, lse=lse)
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    assert _rel(o, torch.softmax(s, -1) @ v.double()) < TOL[dtype] * 1.5
+    assert torch.isfinite(lse).all() and float((lse.double() - torch.logsumexp(s, -1)).abs().max()) < 1e-3
