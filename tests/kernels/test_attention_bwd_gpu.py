@@ -49,6 +49,6 @@ def test_attention_with_grad_matches_float64(causal):
     q, k, v, do = B.make_inputs(shape, torch.float16, "cuda")
     o, (dq, dk, dv) = B.attention_with_grad(q, k, v, do, causal=causal)
     o_ref, _, dq_ref, dk_ref, dv_ref = B.reference64(q, k, v, do, causal, device="cuda")
-    assert _rel(o, o_ref) < 2e-3
+    assert _rel(o, o_ref) < 3e-3          # the forward tests' fp16 bound
     for got, ref in ((dq, dq_ref), (dk, dk_ref), (dv, dv_ref)):
         assert _rel(got, ref) < TOL[torch.float16]
