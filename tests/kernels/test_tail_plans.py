@@ -30,7 +30,7 @@ def test_every_split_covers_every_block_once_and_fits_a_wave():
 
 def test_backward_plans_leave_whole_heads_to_the_parts_in_one_wave():
     """The backward's plan: the main launch takes whole heads (its 2-D grid), the parts every leftover block once in
-    one wave, each part non-empty, and a plan is made only when it ends a tenth of a wave sooner by whole waves."""
+    one wave, each part non-empty, and a plan is made only when it ends a quarter of a wave sooner by whole waves."""
     cfg = attention_bwd.VARIANT_CONFIGS["split_tail"]
     cdiv = lambda a, b: -(-a // b)  # noqa: E731
     made = 0
@@ -46,5 +46,5 @@ def test_backward_plans_leave_whole_heads_to_the_parts_in_one_wave():
                 main, left, splits, per = plan
                 assert main + left == heads * n_kv and main % n_kv == 0 and 0 < main and left % n_kv == 0
                 assert left * splits <= sms and (splits - 1) * per < n_q <= splits * per
-                assert cdiv(main, sms) + per / n_q <= cdiv(heads * n_kv, sms) - 0.1
+                assert cdiv(main, sms) + per / n_q <= cdiv(heads * n_kv, sms) - 0.25
     assert made >= 10
