@@ -1,5 +1,5 @@
 """The attention backward on a GPU against float64 autograd: the defaults per head dim (at D=128 non-causal the split
-tail, taken at the first two shapes on a 132-SM H200), causal and not, ragged N, fp16 and bf16, every output
+tail, taken at the first two shapes on a 132-SM H200), causal and not, ragged N, fp16 (bf16 at two), every output
 NaN-poisoned first; and ``attention_with_grad`` end to end, as a user calls it (its backward tuned)."""
 import math
 
@@ -22,9 +22,12 @@ def _rel(out, ref):
     return float((out.double() - ref.double()).norm() / ref.double().norm())
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+# bf16 at one shape per head dim (each dtype, shape class and causal flag is a compile of its own)
+CASES = [(s, torch.float16) for s in SHAPES] + [(SHAPES[1], torch.bfloat16), (SHAPES[3], torch.bfloat16)]
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("shape,dtype", CASES, ids=lambda x: str(x).replace("torch.", ""))
 def test_default_backward_matches_float64(shape, causal, dtype):
     Z, H, N, D = shape
     q, k, v, do = B.make_inputs(shape, dtype, "cuda")
