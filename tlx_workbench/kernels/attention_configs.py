@@ -63,17 +63,18 @@ TAIL_BN = 64      # K/V columns per step of the split tail's kernel
 
 
 def tail_plan(num_tiles: int, num_ctas: int, n_ctx: int, unit: int = TAIL_BN) -> tuple[int, int, int, int]:
-    """(tiles the whole waves take, leftover tiles, splits per leftover tile, rows or columns per split) for
-    ``SPLIT_TAIL``: the forward's leftover query tiles split over K/V columns, the backward's leftover K/V blocks
-    over query rows (``unit``: the length a split is a whole multiple of; the forward's ``TAIL_BN``, the
-    backward's BM). The leftover is split only when it is at most half a wave (else the last wave is full
-    enough), into as many splits as keep leftover x splits within one wave, every split non-empty.
+    """(tiles the whole waves take, leftover tiles, splits per leftover tile, columns per split) for the forward's
+    ``SPLIT_TAIL``: its leftover query tiles split over K/V columns (``unit``: the length a split is a whole
+    multiple of, ``TAIL_BN``). The leftover is split only when it is at most half a wave (else the last wave is
+    full enough), into as many splits as keep leftover x splits within one wave, every split non-empty. (The
+    backward plans its own split, ``attention_bwd.tail_split``: whole heads, since its main launch keeps the plain
+    kernel's grid.)
 
     >>> tail_plan(4096, 132, 4096)        # 4 x 32 heads of N=4096, BM=128, on an H200: 31 whole waves
     (4092, 4, 32, 128)
     >>> tail_plan(4096, 128, 4096)        # whole waves: nothing to split
     (4096, 0, 0, 0)
-    >>> tail_plan(4096, 132, 8192, unit=64)   # the backward at 2 x 32 heads of N=8192 (BN=128, BM=64)
+    >>> tail_plan(4096, 132, 8192, unit=64)   # 4096 tiles of N=8192, splits in 64-column multiples
     (4092, 4, 32, 256)
     """
     left = num_tiles % num_ctas if num_tiles > num_ctas else 0
