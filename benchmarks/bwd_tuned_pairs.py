@@ -11,8 +11,9 @@ import pathlib
 import statistics
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
 
 def _name(cfg, named):
@@ -24,10 +25,8 @@ def _name(cfg, named):
 
 
 def main(paths):
-    from tlx_workbench.kernels import attention_bwd as B
-    named = {json.dumps(c, sort_keys=True): n for n, c in B.VARIANT_CONFIGS.items()}
-    for i, c in enumerate(B.CONFIGS):
-        named.setdefault(json.dumps(c, sort_keys=True), f"CONFIGS[{i}]")
+    from attention_bwd_variants_h200 import configs          # the names the goal runs were made with
+    named = {json.dumps(c, sort_keys=True): n for n, c in configs().items()}
     same, wins = [], collections.Counter()
     lines = ["| store | cell | run | tuner's pick | default ms | tuned ms | default / tuned |", "|---|---|---|---|---|---|---|"]
     for path in paths:
@@ -44,7 +43,7 @@ def main(paths):
             pick = _name(t["cfg"], named)
             if t["cfg"] == dcfg:
                 same.append(d["ms"] / t["ms"])
-                pick += " (the default)"
+                pick = pick if pick == "default" else f"{pick} (the default)"
             cell = f"{shape[0]}x{shape[1]}x{shape[2]} {'causal' if causal else 'non-causal'}"
             lines.append(f"| {pathlib.Path(path).parent.name} | {cell} | {run + 1} | {pick} | {d['ms']:.3f} | "
                          f"{t['ms']:.3f} | {d['ms'] / t['ms']:.3f} |")
