@@ -6,9 +6,9 @@ of do_bench medians over
   plain_kernel  the plain kernel alone on every head (dQ zeroed, no dQ cast);
   main_heads    the plain kernel alone on the heads SPLIT_TAIL gives it;
   parts         the parts launch alone (partials zeroed);
+  parts_kept    the parts launch alone, into one partials buffer zeroed in place (not a new one a call);
   tail_cast     the partials' zeroing and the cast kernel alone.
 So split_tail ~ main_heads + parts + tail_cast + dQ's cast, and plain_kernel - main_heads is what the split saves.
-  parts_kept    the parts launch alone, into one partials buffer zeroed in place (not a new one a call).
     OUT=/tmp/p python benchmarks/bwd_split_tail_probe_h200.py [Z H N] [rounds]     # 4 32 4096 5; ~30 s
 (The tenth session's one-launch split form, every CTA choosing main or part at run time, measured 5.53-5.61 ms for
 the plain kernel's 5.29 on the same work: benchmarks/kernels_h200/bwd_split_tail_r1{0,1}/.)

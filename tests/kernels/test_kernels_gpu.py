@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from tlx_workbench.kernels import attention, gemm_pingpong, gemm_pipelined, gemm_ws
+from tlx_workbench.kernels._common import sm_count
 
 pytestmark = pytest.mark.gpu
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1.2e-2}
@@ -99,7 +100,6 @@ def test_attention_matches_float64(shape, causal, dtype):
 def test_attention_default_split_tail_matches_float64_with_its_lse(shape, dtype):
     """The D=128 non-causal default: persistent with its last partial wave split over K/V (SPLIT_TAIL; on a 132-SM
     H200 the first two shapes leave 4 and 12 tiles to split), O and lse NaN-poisoned, lse against float64 too."""
-    from tlx_workbench.kernels._common import sm_count
     q, k, v = (torch.randn(shape, device="cuda", dtype=dtype) for _ in range(3))
     o = torch.full_like(q, float("nan"))
     lse = torch.full(shape[:3], float("nan"), dtype=torch.float32, device="cuda")
