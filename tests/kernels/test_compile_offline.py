@@ -127,3 +127,19 @@ def test_one_warp_loader_variant_compiles_with_a_padded_warp_group():
     assert r.resources.smem_bytes <= SMEM_LIMIT and r.ptxas_advisories == []
     ptx = str(r.ir("ptx"))
     assert "setmaxnreg.inc.sync.aligned.u32 \t240" in ptx and "setmaxnreg.dec.sync.aligned.u32 \t24" in ptx
+
+
+@pytest.mark.parametrize("n_ctx", [1000, 1024], ids=["ragged", "even"])
+def test_attention_smem_estimate_bounds_the_compile_near_the_limit(n_ctx):
+    """The configs whose estimate is within 40 KB of the limit, compiled at D=128 for a ragged and an even
+    N: the compile never needs more than the estimate, so a config ``configs_for`` offers fits (a ragged
+    N once took a config 13 KB past the limit into the forward's tune on the H200)."""
+    even = n_ctx % 128 == 0
+    near = [c for c in attention.CONFIGS if c.get("BM") == 128 and
+            attention.smem_bytes(c, 128, even_m=even) > SMEM_LIMIT - 40_000]
+    assert len(near) >= 3
+    for cfg in near:
+        causal = bool(cfg.get("ZIGZAG"))
+        shared = attention.compile_offline(cfg, shape=(1, 2, n_ctx, 128), causal=causal).metadata.shared
+        assert shared <= attention.smem_bytes(cfg, 128, even_m=even), cfg
+        assert (cfg in attention.configs_for(128, causal, n_ctx)) is (shared <= SMEM_LIMIT), cfg

@@ -128,3 +128,44 @@ def test_entry_points_belong_to_their_module():
         for fn in (mod.matmul, mod.tune, mod.compile_offline):
             assert fn.__module__ == mod.__name__ and fn.__doc__
         assert mod.SPEC.launch is mod.matmul and mod.SPEC.configs is mod.CONFIGS
+
+
+def test_a_config_the_gpu_refuses_is_left_out_of_the_tune(monkeypatch):
+    """A launch that raises OutOfResources (what Triton raises when a compiled kernel's SMEM is past the
+    GPU's limit) drops that config with a warning naming it; the others are still ranked."""
+    from triton.runtime.errors import OutOfResources
+
+    from tlx_workbench.errors import TLXWorkbenchError
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup, rep: (fn(), 1.0)[1])
+    configs = [{"BN": 64}, {"BN": 128, "NUM_BUFS": 3}, {"BN": 128}]
+
+    def run(cfg):
+        if cfg.get("NUM_BUFS") == 3:
+            raise OutOfResources(245912, 232448, "shared memory")
+
+    with pytest.warns(UserWarning, match=r"left out \{'BN': 128, 'NUM_BUFS': 3\}.*245912"):
+        ranked = host.fastest_first(configs, run)
+    assert [c for c, _ in ranked] == [{"BN": 64}, {"BN": 128}]
+
+    def refuse(cfg):
+        raise OutOfResources(300000, 232448, "shared memory")
+
+    with pytest.warns(UserWarning), pytest.raises(TLXWorkbenchError, match="no config runs") as e:
+        host.fastest_first(configs, refuse)
+    assert "smaller blocks" in str(e.value) and str(e.value).count("300000") == 3
+
+
+def test_attention_tunes_a_ragged_length_over_configs_that_fit(launches, monkeypatch):
+    """At a ragged N the plain kernel's masked O store takes scratch SMEM, so its three-buffer config
+    (245912 bytes compiled at N=1000, D=128) is out of the space there and in it at N=1024."""
+    tuned = []
+    monkeypatch.setattr(attention, "tune", lambda q, k, v, causal, s, configs: tuned.append(configs) or
+                        [(configs[0], 1.0)])
+    attention._TUNED.clear()
+    three = attention._config(128, 3)
+    for n, fits in ((1000, False), (1024, True)):
+        q = torch.empty(1, 2, n, 128, dtype=torch.float16)
+        attention.attention(q, q, q)
+        assert (three in tuned[-1]) is fits
+        assert tuned[-1] == attention.configs_for(128, False, n)
+    attention._TUNED.clear()

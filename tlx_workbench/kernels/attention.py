@@ -188,7 +188,7 @@ def attention(q, k, v, causal=False, sm_scale=None, config=None, return_lse=Fals
     o = torch.empty_like(q)
     if config is None:
         config = tuned_config(_TUNED, (tuple(q.shape), q.dtype, bool(causal)),
-                              lambda: tune(q, k, v, causal, sm_scale, configs_for(q.shape[-1], causal)))
+                              lambda: tune(q, k, v, causal, sm_scale, configs_for(q.shape[-1], causal, q.shape[2])))
     if return_lse:
         lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
         return launch(q, k, v, o, causal, sm_scale, config, lse=lse), lse

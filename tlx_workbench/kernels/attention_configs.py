@@ -86,10 +86,15 @@ def tail_plan(num_tiles: int, num_ctas: int, n_ctx: int, unit: int = TAIL_BN) ->
     return num_tiles - left, left, splits, per_split * unit
 
 
-def smem_bytes(cfg, head_dim, elem=2) -> int:
-    """SMEM a config asks for (Q, K/V ring, and the persistent form's O buffers), roughly."""
+def smem_bytes(cfg, head_dim, elem=2, even_m=True) -> int:
+    """SMEM a config asks for, from above: Q, the K/V ring, and the O store's buffers. With ``even_m`` (N a
+    multiple of BM) O leaves by TMA (the persistent form's O buffers; the plain kernel reuses Q's); a ragged N
+    stores O with a masked ``tl.store``, whose layout conversion takes BM x D / 2 elements of scratch in both
+    forms and the persistent form allocates no O buffers (offline sm_90 compiles at D=128, N=1000 vs 1024:
+    plain, three K/V buffers 245912 vs 229704 bytes)."""
     q_sets = cfg.get("Q_BUFS", 1)
-    o = cfg["BM"] * head_dim * elem if cfg.get("PERSISTENT") else 0
+    tile = cfg["BM"] * head_dim * elem
+    o = (tile if cfg.get("PERSISTENT") else 0) if even_m else tile // 2
     return (q_sets * cfg["BM"] * head_dim + 2 * cfg["NUM_BUFS"] * cfg["BN"] * head_dim) * elem + o + 1024
 
 
@@ -132,9 +137,10 @@ DEFAULTS = {(False, False): _PERSISTENT_TAIL, (False, True): _ZIGZAG,
             (True, False): _THREE_GROUPS, (True, True): _ZIGZAG_PINNED}
 
 
-def suits(cfg, head_dim, causal=False) -> bool:
+def suits(cfg, head_dim, causal=False, n_ctx=None) -> bool:
     """Whether ``cfg`` is meant for this head dim (BM=256 spills registers at D=128; every
-    config must fit the 227 KiB of SMEM a CTA may have) and masking: the persistent form walks
+    config must fit the 227 KiB of SMEM a CTA may have, at ``n_ctx`` when given: a ragged N needs
+    more, ``smem_bytes``) and masking: the persistent form walks
     its tiles in a fixed stride, heavy blocks of every head first, which lost to the plain grid
     in causal runs (0.91x SDPA vs 1.04x, round 3: L2 reuse), so causal runs take the persistent
     form only with the zig-zag pair schedule (1.08-1.10x, round 4), and only they take that."""
@@ -144,15 +150,20 @@ def suits(cfg, head_dim, causal=False) -> bool:
         return False        # measured for causal runs only
     if cfg.get("SPLIT_TAIL") and (causal or not cfg.get("PERSISTENT")):
         return False        # the tail's splits are of the non-causal walk
-    return (cfg["BM"] <= 128 or head_dim <= 64) and smem_bytes(cfg, head_dim) <= 232448
+    even_m = n_ctx is None or n_ctx % cfg["BM"] == 0
+    return (cfg["BM"] <= 128 or head_dim <= 64) and smem_bytes(cfg, head_dim, even_m=even_m) <= SMEM_LIMIT
 
 
-def configs_for(head_dim, causal=False):
-    """The autotune space for one head dim and masking, the default first (``DEFAULTS``: three
-    groups for D <= 64, zig-zag persistent for causal runs, the pinned softmax for causal D <= 64),
-    then every other config that ``suits`` it in CONFIGS order."""
+SMEM_LIMIT = 232448     # bytes of SMEM one CTA may have on an H100/H200
+
+
+def configs_for(head_dim, causal=False, n_ctx=None):
+    """The autotune space for one head dim, masking and (when given) sequence length, the default first
+    (``DEFAULTS``: three groups for D <= 64, zig-zag persistent for causal runs, the pinned softmax for causal
+    D <= 64), then every other config that ``suits`` it in CONFIGS order (at a ragged ``n_ctx`` the plain kernel
+    with three K/V buffers of 128 columns does not fit)."""
     first = DEFAULTS[(head_dim <= 64, bool(causal))]
-    return (first,) + tuple(c for c in CONFIGS if c != first and suits(c, head_dim, causal))
+    return (first,) + tuple(c for c in CONFIGS if c != first and suits(c, head_dim, causal, n_ctx))
 
 
 SIM_CONFIGS = {

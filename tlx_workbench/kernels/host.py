@@ -13,21 +13,38 @@ own module launches it.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Callable
 
 import triton
+from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from ..errors import TLXWorkbenchError
 from ._common import KernelSpec, check_gemm_operands, gemm_flops, gemm_inputs, gemm_reference
 
 
 def fastest_first(configs, run: Callable) -> list:
     """Time ``run(cfg)`` for every config with ``do_bench``; returns [(config, ms), ...] fastest first.
 
+    A config the GPU cannot run (``OutOfResources``: more SMEM or registers than a CTA may have, which the
+    modules' estimates are meant to rule out before this) is left out of the list with a warning naming it;
+    when none runs, the error names them all.
+
     >>> fastest_first(CONFIGS, lambda cfg: launch(a, b, c, cfg))[0]    # doctest: +SKIP
     ({'BM': 128, ...}, 0.61)
     """
-    results = [(cfg, triton.testing.do_bench(lambda: run(cfg), warmup=25, rep=100)) for cfg in configs]
+    results, refused = [], []
+    for cfg in configs:
+        try:
+            results.append((cfg, triton.testing.do_bench(lambda: run(cfg), warmup=25, rep=100)))
+        except OutOfResources as e:
+            refused.append((cfg, e))
+            warnings.warn(f"autotune: left out {cfg}: {e}", stacklevel=2)
+    if not results:
+        raise TLXWorkbenchError("autotune: no config runs on this GPU:" +
+                                "".join(f"\n  {cfg}: {e}" for cfg, e in refused),
+                                hint="pass config= with smaller blocks (BN, NUM_BUFS) or fewer buffers")
     return sorted(results, key=lambda r: r[1])
 
 
