@@ -60,7 +60,7 @@ def check_jobs(dtypes=DTYPES):
         for causal in (False, True):
             for dname in dtypes:
                 for ci, cfg in enumerate(B.configs_for(D, causal)):
-                    default = cfg == B.DEFAULTS[D]
+                    default = cfg == B.default_for(D, causal)
                     if not default and D == 64 and dname != "float16":
                         continue
                     shapes = CHECK_ALL if default else CHECK_FEW

@@ -8,7 +8,7 @@ torch SDPA's backward, lean (under 3 minutes).
    script), all at once (compiles dominate). The first check shape has the timed shapes' integer
    specialisation (Z > 1, H and N multiples of 16), so the timing children find those kernels compiled.
 2. time: D=128, N=4096 (4 x 32 heads) and 8192 (2 x 32), causal and not, fp16: --rounds interleaved
-   rounds over SDPA's backward (its default choice), our default config (``DEFAULTS[128]``, the atomics)
+   rounds over SDPA's backward (its default choice), our default config (``default_for(128, causal)``; the atomics when this was written)
    and the DQ_TMA configs that passed the check, each a do_bench median; the figure kept is the median
    over rounds. Ours times the whole backward (delta kernel, zeroing the fp32 dQ, main kernel, dQ's cast).
    The forward's o and lse come from SDPA's flash forward (natural-log lse, what ours takes).
@@ -63,7 +63,7 @@ def time_jobs(rounds, passed=None):
             D = shape[-1]
             cfgs = [c for c in B.DQ_TMA_CONFIGS if B.suits(c, D, causal)
                     and (passed is None or (json.dumps(c, sort_keys=True), causal, D) in passed)]
-            yield dict(kind="time", shape=list(shape), causal=causal, default=B.DEFAULTS[D], cfgs=cfgs, rounds=rounds)
+            yield dict(kind="time", shape=list(shape), causal=causal, default=B.default_for(D, causal), cfgs=cfgs, rounds=rounds)
 
 
 # ---- what a child runs ---------------------------------------------------------------------------

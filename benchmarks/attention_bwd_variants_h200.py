@@ -13,7 +13,7 @@ DQ_STAGGER: group 1 starts once group 0's first P^T is done and stays behind, it
    once (compiles dominate). The first check shape has the timed shapes' integer specialisation (Z > 1, H and
    N multiples of 16), so the timing children find those kernels compiled.
 2. time: D=128, N=4096 (4 x 32 heads) and 8192 (2 x 32), causal and not, fp16: --rounds interleaved rounds over
-   SDPA's backward (its default choice), the default (``DEFAULTS[128]``) and the variants that passed the check,
+   SDPA's backward (its default choice), the default (``default_for(128, causal)``) and the variants that passed the check,
    each a do_bench median; the figure kept is the median over rounds. Ours times the whole backward (delta
    kernel, zeroing the fp32 dQ, main kernel, dQ's cast). The forward's o and lse come from SDPA's flash forward.
 
@@ -67,23 +67,32 @@ CHECK_DEADLINE_S = 150
 TIME_DEADLINE_S = 240              # a tuned cell times its whole space first
 
 
-def configs():
-    """{name: config}: the D=128 default first, then the variants, then the autotune space's other configs."""
+def configs(causal=False):
+    """{name: config} for one masking: the D=128 default (``default_for(128, causal)``) first, then the variants
+    (but the default's own: non-causal split_tail, causal handoff; causal, no SPLIT_TAIL config: a causal launch
+    drops the switch), then the autotune space's other configs."""
     from tlx_workbench.kernels import attention_bwd as B
-    named = {"default": B.DEFAULTS[D]} | {n: c for n, c in B.VARIANT_CONFIGS.items() if c != B.DEFAULTS[D]}
+    first = B.default_for(D, causal)
+    named = {"default": first} | {n: c for n, c in B.VARIANT_CONFIGS.items()
+                                  if c != first and not (causal and c.get("SPLIT_TAIL"))}
     # and the rest of attention_backward()'s autotune space at D=128 (its pick is checked before it is timed)
     rest = {f"CONFIGS[{i}]": c for i, c in enumerate(B.CONFIGS)
-            if c not in named.values() and (B.suits(c, D, False) or B.suits(c, D, True))}
+            if c not in named.values() and B.suits(c, D, causal)}
     return named | rest
+
+
+def all_names():
+    """Every config name of either masking, in order."""
+    return list(dict.fromkeys([*configs(False), *configs(True)]))
 
 
 def check_jobs(names=None):
     """One job per (config, causal); ``names``: only those configs (None: every config)."""
     from tlx_workbench.kernels import attention_bwd as B
-    for name, cfg in configs().items():
-        if names is not None and name not in names:
-            continue
-        for causal in (False, True):
+    for causal in (False, True):
+        for name, cfg in configs(causal).items():
+            if names is not None and name not in names:
+                continue
             if B.suits(cfg, D, causal):
                 shapes = CHECK_SHAPES + (TAIL_CHECK_SHAPES if cfg.get("SPLIT_TAIL") else [])
                 yield dict(kind="check", name=name, cfg=cfg, causal=causal,
@@ -99,7 +108,7 @@ def time_jobs(rounds, passed=None, names=None, tuned=False, run=0, causals=(Fals
         for causal in causals:
             # by default the default and the variants; the rest of the space is checked (a tuned pick) and timed
             # only when named
-            cfgs = {n: c for n, c in configs().items() if B.suits(c, D, causal)
+            cfgs = {n: c for n, c in configs(causal).items() if B.suits(c, D, causal)
                     and (passed is None or (n, causal) in passed)
                     and (n in names if names is not None else not n.startswith("CONFIGS["))}
             yield dict(kind="time", shape=list(shape), causal=causal, cfgs=cfgs, rounds=rounds, tuned=tuned,
@@ -273,8 +282,8 @@ def static_table(rows, date):
 def main_static(out):
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     rows = []
-    for name, cfg in configs().items():
-        for causal in (False, True):
+    for causal in (False, True):
+        for name, cfg in configs(causal).items():
             try:
                 rows.append(static_row(name, cfg, causal))
             except Exception as e:
@@ -354,7 +363,8 @@ def table(result):
             out.append(f"| {tuple(row['shape'])} | {row['causal']} | {row['kernel']} | "
                        + " | ".join(_r(x) for x in row["vs_sdpa"]) + f" | **{_r(row['median'])}** | "
                        + f"{', '.join(row['picked'])} |")
-    out += ["", "configs: " + "; ".join(f"{n} = {json.dumps(c)}" for n, c in result["configs"].items())]
+    for masking, named in result["configs"].items():
+        out += ["", f"configs ({masking}): " + "; ".join(f"{n} = {json.dumps(c)}" for n, c in named.items())]
     if result["errors"]:
         out += ["", "## errors", ""] + [f"- {e['job']}: {e['error'][-400:]}" for e in result["errors"]]
     return "\n".join(out) + "\n"
@@ -364,7 +374,7 @@ def over_runs(time_rows):
     """One row per (cell, kernel): SDPA's time over ours in each run, their median, and the configs named
     by a tuned pick (by their VARIANT / CONFIGS name where they have one)."""
     import statistics as st
-    named = {json.dumps(c, sort_keys=True): n for n, c in configs().items()}
+    named = {causal: {json.dumps(c, sort_keys=True): n for n, c in configs(causal).items()} for causal in (False, True)}
     cells = {}
     for r in time_rows:
         if r["kernel"] == "sdpa":
@@ -376,7 +386,7 @@ def over_runs(time_rows):
         rows = sorted(rows, key=lambda r: r.get("run", 0))
         ratios = [r.get("vs_sdpa") for r in rows]
         ok = [x for x in ratios if x is not None]
-        picked = sorted({named.get(json.dumps(r["cfg"], sort_keys=True), json.dumps(r["cfg"]))
+        picked = sorted({named[causal].get(json.dumps(r["cfg"], sort_keys=True), json.dumps(r["cfg"]))
                          for r in rows if kernel == "tuned" and r.get("cfg")})
         out.append(dict(shape=list(shape), causal=causal, kernel=kernel, vs_sdpa=ratios,
                         median=st.median(ok) if len(ok) == len(ratios) else None, picked=picked))
@@ -420,16 +430,16 @@ def main(argv=None):
             print(_label(j), j.get("cfg", list(j.get("cfgs", {}))), j.get("shapes", ""))
     result = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   command=" ".join([os.path.basename(sys.executable)] + sys.argv), device=_device_info(),
-                  configs=configs(), check=[], time=[], errors=[])
+                  configs={"non-causal": configs(False), "causal": configs(True)}, check=[], time=[], errors=[])
 
     def save():
         (out / "attention_bwd_variants_h200.json").write_text(json.dumps(result, indent=1))
 
     t0 = time.time()
     names = set(a.configs.split(",")) if a.configs else None
-    unknown = sorted((names or set()) - set(configs()))
+    unknown = sorted((names or set()) - set(all_names()))
     if unknown:       # e.g. a variant that is now the default (it is timed as "default")
-        ap.error(f"no config named {', '.join(unknown)}; the names: {', '.join(configs())}")
+        ap.error(f"no config named {', '.join(unknown)}; the names: {', '.join(all_names())}")
     # --configs without --tuned: check only what is timed (a tuned pick can be any config of the space)
     jobs = list(check_jobs(None if a.tuned else names)) if a.only != "time" else []
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
@@ -443,7 +453,7 @@ def main(argv=None):
             print(f"[{time.time() - t0:5.0f} s] {_label(j)}: {sum(r['ok'] for r in rows)}/{len(j['shapes'])} ok"
                   + (f"; {err[-300:]}" if err else ""), flush=True)
             save()
-    result["check"].sort(key=lambda r: (list(result["configs"]).index(r["name"]), r["causal"]))
+    result["check"].sort(key=lambda r: (all_names().index(r["name"]), r["causal"]))
     passed = passed_set(result["check"], jobs) if a.only != "time" else None
     time_list = [] if a.only == "check" else [j for run in range(a.runs)
                                              for j in time_jobs(a.rounds, passed, names, a.tuned, run,

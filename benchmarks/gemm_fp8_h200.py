@@ -177,7 +177,7 @@ JOBS = {"static": job_static, "check": job_check, "transpose": job_transpose, "t
 
 # ---- the parent -----------------------------------------------------------------------------------------
 
-def plan(parts, configs):
+def plan(parts, configs, rounds=ROUNDS):
     """[(part, label, kwargs)] in run order."""
     variants_full = [(rw, "float8_e4m3fn", None, out) for rw in (False, True) for out in ("bfloat16", "float16")]
     variants_full += [(True, "float8_e4m3fn", "float8_e5m2", "bfloat16"), (False, "float8_e5m2", "float8_e4m3fn",
@@ -199,7 +199,7 @@ def plan(parts, configs):
         for shape in BENCH_SHAPES:
             for rw in (False, True):
                 jobs.append(("time", f"time {shape} {'rowwise' if rw else 'per-tensor'}",
-                             dict(shape=shape, rowwise=rw, configs=configs, rounds=ROUNDS)))
+                             dict(shape=shape, rowwise=rw, configs=configs, rounds=rounds)))
     return jobs
 
 
@@ -293,6 +293,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     ap.add_argument("--parts", default="static,check,transpose,time")
     ap.add_argument("--configs", default=None, help="comma-separated CONFIGS indices (default: all)")
+    ap.add_argument("--rounds", type=int, default=ROUNDS, help=f"interleaved timing rounds (default {ROUNDS})")
     ap.add_argument("--dry", action="store_true")
     ap.add_argument("--job", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--result", default=None, help=argparse.SUPPRESS)
@@ -312,7 +313,7 @@ def main():
     configs = list(range(len(gemm_fp8.CONFIGS))) if args.configs is None else \
         [int(x) for x in args.configs.split(",")]
     parts = args.parts.split(",")
-    jobs = plan(parts, configs)
+    jobs = plan(parts, configs, args.rounds)
     if args.dry:
         for ci in configs:
             print(f"cfg{ci}", gemm_fp8.CONFIGS[ci], "smem", gemm_fp8.smem_bytes(gemm_fp8.CONFIGS[ci]))
@@ -328,7 +329,7 @@ def main():
     results["meta"] = dict(date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()), host=platform.node(),
                            gpu=torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
                            torch=torch.__version__, command=" ".join(sys.argv), configs=list(gemm_fp8.CONFIGS),
-                           tolerance=TOL, rounds=ROUNDS)
+                           tolerance=TOL, rounds=args.rounds)
     for part in parts:
         results[part] = []          # this run's jobs replace the part's earlier ones
     def record(part, label, kw, handle):

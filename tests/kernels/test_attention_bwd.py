@@ -229,29 +229,32 @@ def test_variants_script_jobs_and_loop_counts():
     before timing the default and the variants in the four D=128 cells, times only what passed, and reads the
     step loops' spills out of SASS (innermost loops with wgmma)."""
     S = _variants_script()
-    default = attention_bwd.DEFAULTS[128]
-    names = ["default", *(n for n, c in attention_bwd.VARIANT_CONFIGS.items() if c != default)]
+    names = {causal: ["default", *(n for n, c in attention_bwd.VARIANT_CONFIGS.items()
+                                   if c != attention_bwd.default_for(128, causal) and not (causal and "SPLIT_TAIL" in c))]
+             for causal in (False, True)}
+    assert "handoff" in names[False] and "handoff" not in names[True]       # the causal default since 2026-12-04
     checks = list(S.check_jobs())
     checked = {(json.dumps(j["cfg"], sort_keys=True), j["causal"]) for j in checks}
     for causal in (False, True):
         space = attention_bwd.configs_for(128, causal)
         assert {(json.dumps(c, sort_keys=True), causal) for c in space} <= checked
-    assert {(n, c) for n in names for c in (False, True)} <= {(j["name"], j["causal"]) for j in checks}
+    assert {(n, c) for c in (False, True) for n in names[c]} <= {(j["name"], j["causal"]) for j in checks}
     assert len(checked) == len(checks)                      # each config once (the default is a variant too)
     shapes = next(j["shapes"] for j in checks if j["name"] == "lean")        # the usual four
     assert any(s[2] % 64 for s in shapes) and any(s[2] % 4 for s in shapes)
     assert {s[-1] for s in shapes} == {"float16", "bfloat16"}
     cells = list(S.time_jobs(3))
-    assert len(cells) == 4 and all(list(j["cfgs"]) == names for j in cells)
+    assert len(cells) == 4 and all(list(j["cfgs"]) == names[j["causal"]] for j in cells)
+    assert all(j["cfgs"]["default"] == attention_bwd.default_for(128, j["causal"]) for j in cells)
     assert all(len(j["cfgs"]) <= 6 for j in cells)       # the default and at most five variants (~4 minutes)
     # SPLIT_TAIL is also checked where 132 SMs leave a last wave to split; --configs checks only what it names
-    # (the default has SPLIT_TAIL since 2026-12-03)
+    # (the non-causal default has SPLIT_TAIL since 2026-12-03; a causal launch drops it)
     tail = [j for j in checks if j["cfg"].get("SPLIT_TAIL")]
-    assert {(j["name"], j["causal"]) for j in tail} >= {("default", False), ("default", True)}
+    assert {(j["name"], j["causal"]) for j in tail} == {("default", False)}
     assert all(len(j["shapes"]) == len(S.CHECK_SHAPES) + len(S.TAIL_CHECK_SHAPES) for j in tail)
     assert all(len(j["shapes"]) == len(S.CHECK_SHAPES) for j in checks if not j["cfg"].get("SPLIT_TAIL"))
     for zhn, _ in S.TAIL_CHECK_SHAPES:
-        assert attention_bwd.tail_split(*zhn, attention_bwd.DEFAULTS[128], False, 132) is not None
+        assert attention_bwd.tail_split(*zhn, attention_bwd.default_for(128), False, 132) is not None
     assert {j["name"] for j in S.check_jobs({"default", "lean_pingpong"})} == {"default", "lean_pingpong"}
     rows = [dict(name="lean", causal=True, ok=True)] * len(shapes) + [dict(name="default", causal=True, ok=False)]
     assert S.passed_set(rows, checks) == {("lean", True)}

@@ -161,7 +161,7 @@ def _attention_bwd_problem(causal: bool, dtype: str, suffix: str, ref) -> Proble
                    # CTA 0 walks every query block: its cycles are affine in N
                    timing_shapes=lambda shape, cfg: [(1, 1, 2 * cfg["BN"], shape[-1]), (1, 1, 6 * cfg["BN"], shape[-1])],
                    verify_shape=verify_shape, dtype=dtype, ref=ref,
-                   default=dict(bwd.DEFAULTS[128]))
+                   default=dict(bwd.default_for(128, causal)))
 
 
 def _attention_bwd_space(seeds, head_dim: int, causal: bool) -> Space:

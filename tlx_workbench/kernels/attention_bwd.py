@@ -28,10 +28,11 @@ Three launches (the D=128 default, SPLIT_TAIL, adds two when the last wave is sh
    leave the consumers' instruction stream (one bulk op per tile instead of 32 atomic instructions a
    thread); the tile is reused after ``async_descriptor_store_wait(n - 1)``.
 
-``VARIANT_CONFIGS`` (D=128, off by default until timed on the H200): the default with fewer registers live
-across the exps (``DP_DELTA``, ``P_ROUND``: its step loop about spill-free), with dS^T handed between the groups by
-arrive / wait pairs (``DQ_HANDOFF``), and with group 1 staggered behind group 0 (``DQ_STAGGER``, a ping-pong);
-``benchmarks/attention_bwd_variants_h200.py`` checks and times them.
+``VARIANT_CONFIGS`` (D=128): the DQ_TMA form with fewer registers live across the exps (``DP_DELTA``, ``P_ROUND``:
+its step loop about spill-free), with dS^T handed between the groups by arrive / wait pairs (``DQ_HANDOFF``), and
+with group 1 staggered behind group 0 (``DQ_STAGGER``, a ping-pong); ``benchmarks/attention_bwd_variants_h200.py``
+checks and times them. Two are the D=128 defaults (``default_for``): ``split_tail`` (below) non-causal, ``handoff``
+causal.
 ``VARIANT_CONFIGS["split_tail"]`` (``SPLIT_TAIL``, non-causal): when the last wave is a small part of one, the plain
 kernel runs all heads but the last few, whose K/V blocks a second launch splits over query blocks in one wave
 (``tail_split``), the parts' dK, dV summed in fp32 and cast by ``attention_bwd_tail_cast_kernel``.
@@ -49,7 +50,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from ..errors import TLXWorkbenchError
 from ._common import sm_count, torch_alloc
 from .attention_bwd_configs import (CONFIGS, DEFAULTS, DQ_TMA_CONFIGS, SIM_CONFIGS, VARIANT_CONFIGS,  # noqa: F401
-                                    _config, configs_for,
+                                    _config, configs_for, default_for,
                                     smem_bytes, suits)
 from .attention_bwd_kernel import attention_bwd_delta_kernel, attention_bwd_kernel, attention_bwd_tail_cast_kernel
 from .attention_configs import tail_plan

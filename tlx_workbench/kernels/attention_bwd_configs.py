@@ -133,17 +133,29 @@ VARIANT_CONFIGS = {
 # 0.990-1.00x SDPA's backward in the four D=128 cells (never below 0.99x; the DQ_TMA form 0.909-1.00x), 0.997-1.09x
 # the DQ_TMA form. Since 2026-12-03 (two-launch SPLIT_TAIL): split_tail, which is lean_pingpong when causal; faster
 # than lean_pingpong non-causal in 11 of 12 side-by-side timings over two machine starts (1-4 %), 1.001-1.010x
-# SDPA in the four cells over three runs on the second (benchmarks/RESULTS.md)
-DEFAULTS = {64: _config(64), 128: dict(VARIANT_CONFIGS["split_tail"])}
+# SDPA in the four cells over three runs on the second (benchmarks/RESULTS.md). Causal D=128 since 2026-12-04:
+# handoff, faster than lean_pingpong in 5 of 6 side-by-side runs on 2026-12-03 (medians of three runs 1.025x /
+# 1.030x SDPA at N=4096 / 8192 vs 1.018x / 1.011x) and in 7 of 12 of the tuner's one-shot timings before
+DEFAULTS = {(64, False): _config(64), (64, True): _config(64),
+            (128, False): dict(VARIANT_CONFIGS["split_tail"]), (128, True): dict(VARIANT_CONFIGS["handoff"])}
+
+
+def default_for(head_dim, causal=False):
+    """The default config for one head dim and masking (``DEFAULTS``), or None for a head dim the kernel has none for.
+
+    >>> default_for(128, causal=True) == VARIANT_CONFIGS["handoff"]
+    True
+    """
+    return DEFAULTS.get((head_dim, bool(causal)))
 
 
 def configs_for(head_dim, causal=False):
-    """The autotune space for one head dim (CONFIGS that ``suits`` it), the default (``DEFAULTS``) first;
+    """The autotune space for one head dim (CONFIGS that ``suits`` it), the default (``default_for``) first;
     causal: without SPLIT_TAIL (it changes nothing there), so no config is timed twice."""
     def form(c):
         return {key: val for key, val in c.items() if key != "SPLIT_TAIL"} if causal and c is not None else c
     out = []
-    for c in (form(DEFAULTS.get(head_dim)), *map(form, CONFIGS)):
+    for c in (form(default_for(head_dim, causal)), *map(form, CONFIGS)):
         if c is not None and suits(c, head_dim, causal) and c not in out:
             out.append(c)
     return tuple(out)
