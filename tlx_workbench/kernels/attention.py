@@ -67,7 +67,8 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from ..errors import TLXWorkbenchError
 from ._common import KernelSpec, sm_count, torch_alloc
 from .attention_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, TAIL_BN, _PERSISTENT, _PERSISTENT_TAIL,  # noqa: F401
-                                _THREE_GROUPS, _ZIGZAG, _ZIGZAG_PINNED, _config, configs_for, persistent_schedule,
+                                _THREE_GROUPS, _ZIGZAG, _ZIGZAG_PINNED, _config, configs_for, persistent_ctas,
+                                persistent_schedule,
                                 smem_bytes, suits, tail_plan)
 from .attention_kernel import (LOG2E, TURN_0, TURN_1, TURN_2, _attend, _kv_step, _online_softmax,  # noqa: F401
                                _pass_turn, _persistent_consumer, _persistent_loader, _release_barriers, _tile_at,
@@ -123,15 +124,18 @@ def _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms, lse=None, main_tile
 
 
 def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None, lse=None):
-    """Run once with one explicit config; writes and returns ``o``. ``num_sms``: how many
-    persistent CTAs a PERSISTENT config starts (default: one per SM). ``lse``: an fp32 (Z, H, N)
-    tensor that also receives each query row's log-sum-exp (natural log), for the backward pass."""
+    """Run once with one explicit config; writes and returns ``o``. ``num_sms``: the SMs a PERSISTENT
+    config's CTAs may take (default: all; one CTA per SM); a ZIGZAG walk starts the fewest that need no
+    more waves (``persistent_ctas``). ``lse``: an fp32 (Z, H, N) tensor that also receives each query
+    row's log-sum-exp (natural log), for the backward pass."""
     Z, H, N, D = q.shape
     triton.set_allocator(torch_alloc)
     tiles_m = triton.cdiv(N, cfg["BM"])
     main_tiles = left = 0
     if cfg.get("PERSISTENT"):
         num_sms = num_sms or sm_count()
+        if cfg.get("ZIGZAG"):
+            num_sms = persistent_ctas(-(-tiles_m * Z * H // 2), num_sms)    # the walk's stride is the grid
         grid = (min(num_sms, tiles_m * Z * H),)
         if cfg.get("SPLIT_TAIL") and not causal:
             main_tiles, left, splits, chunk = tail_plan(tiles_m * Z * H, grid[0], N)
