@@ -63,7 +63,7 @@ def persistent_ctas(units: int, num_sms: int, multiple: int = 8) -> int:
     """Persistent CTAs for a walk of ``units`` equal units of work (the zig-zag walk's pairs) on ``num_sms`` SMs: the
     fewest that still finish in as many waves as ``num_sms`` CTAs would, rounded up to ``multiple`` (so that few
     distinct counts, each a compile of the kernel's NUM_SMS, occur) and at most ``num_sms``. 2048 pairs (4x32x4096 or
-    2x32x8192, causal) on 132 SMs: 16 waves either way, on 128 CTAs every one a whole wave, 0.2-1.9 % faster than on
+    2x32x8192, causal) on 132 SMs: 16 waves either way, on 128 CTAs every one a whole wave, 0.2-2.5 % faster than on
     132 in all 8 cells of two side-by-side runs on the H200 (benchmarks/RESULTS.md, 2026-12-04).
 
     >>> persistent_ctas(2048, 132)
