@@ -135,7 +135,8 @@ VARIANT_CONFIGS = {
 # than lean_pingpong non-causal in 11 of 12 side-by-side timings over two machine starts (1-4 %), 1.001-1.010x
 # SDPA in the four cells over three runs on the second (benchmarks/RESULTS.md). Causal D=128 since 2026-12-04:
 # handoff, faster than lean_pingpong in 5 of 6 side-by-side runs on 2026-12-03 (medians of three runs 1.025x /
-# 1.030x SDPA at N=4096 / 8192 vs 1.018x / 1.011x) and in 7 of 12 of the tuner's one-shot timings before
+# 1.030x SDPA at N=4096 / 8192 vs 1.018x / 1.011x) and in 7 of 12 of the tuner's one-shot timings before; as the
+# default, 1.017-1.028x SDPA over three runs on each of two machine starts, faster than lean_pingpong in all 12 runs
 DEFAULTS = {(64, False): _config(64), (64, True): _config(64),
             (128, False): dict(VARIANT_CONFIGS["split_tail"]), (128, True): dict(VARIANT_CONFIGS["handoff"])}
 

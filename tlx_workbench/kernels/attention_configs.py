@@ -103,6 +103,9 @@ def tail_plan(num_tiles: int, num_ctas: int, n_ctx: int, unit: int = TAIL_BN) ->
     return num_tiles - left, left, splits, per_split * unit
 
 
+SMEM_LIMIT = 232448     # bytes of SMEM one CTA may have on an H100/H200
+
+
 def smem_bytes(cfg, head_dim, elem=2, even_m=True) -> int:
     """SMEM a config asks for, from above: Q, the K/V ring, and the O store's buffers. With ``even_m`` (N a
     multiple of BM) O leaves by TMA (the persistent form's O buffers; the plain kernel reuses Q's); a ragged N
@@ -169,9 +172,6 @@ def suits(cfg, head_dim, causal=False, n_ctx=None) -> bool:
         return False        # the tail's splits are of the non-causal walk
     even_m = n_ctx is None or n_ctx % cfg["BM"] == 0
     return (cfg["BM"] <= 128 or head_dim <= 64) and smem_bytes(cfg, head_dim, even_m=even_m) <= SMEM_LIMIT
-
-
-SMEM_LIMIT = 232448     # bytes of SMEM one CTA may have on an H100/H200
 
 
 def configs_for(head_dim, causal=False, n_ctx=None):
