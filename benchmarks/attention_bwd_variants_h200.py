@@ -198,20 +198,22 @@ def child_time(job):
         subjects[name] = (lambda cfg: lambda: B.launch(q, k, v, o, do, lse, causal, scale, cfg, dq32=dq32))(cfg)
     ref = subjects["sdpa"]()
     errs, made, times = {}, {}, {n: [] for n in subjects}
+    for name, fn in subjects.items():
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+            errs[name] = max(_rel(a, b) for a, b in zip(out, ref))
+        except Exception as e:
+            errs[name] = float("inf")
+            made[name] = f"{type(e).__name__}: {str(e)[:300]}"
+        triton.set_allocator(torch_alloc)
+    from _harness import round_order     # a shuffled order each round (since 2026-12-04)
     for r in range(job["rounds"]):
-        for name, fn in subjects.items():
-            if r == 0:
-                try:
-                    out = fn()
-                    torch.cuda.synchronize()
-                    errs[name] = max(_rel(a, b) for a, b in zip(out, ref))
-                except Exception as e:
-                    errs[name] = float("inf")
-                    made[name] = f"{type(e).__name__}: {str(e)[:300]}"
-                triton.set_allocator(torch_alloc)
+        for name in round_order(subjects, r):
             if errs[name] == float("inf"):
                 continue
-            times[name].append(float(triton.testing.do_bench(fn, warmup=10, rep=100, return_mode="median")))
+            times[name].append(float(triton.testing.do_bench(subjects[name], warmup=10, rep=100,
+                                                             return_mode="median")))
     med = {n: statistics.median(t) for n, t in times.items() if t}
     for name, ts in times.items():
         row = dict(cell, kernel=name, cfg=cfgs.get(name), err_vs_sdpa=errs.get(name), rounds_ms=ts,

@@ -138,7 +138,6 @@ def job_transpose():
 
 
 def job_time(shape, rowwise, configs, rounds):
-    import random
     import torch
     from tlx_workbench.kernels import gemm_fp8
     M, N, K = shape
@@ -160,10 +159,9 @@ def job_time(shape, rowwise, configs, rounds):
         fn()
     torch.cuda.synchronize()
     times = {n: [] for n in subjects}
-    order = list(subjects)
+    from _harness import round_order
     for r in range(rounds):
-        random.Random(r).shuffle(order)
-        for n in order:
+        for n in round_order(subjects, r):
             times[n].append(_bench(subjects[n]))
     import statistics
     flops = 2.0 * M * N * K

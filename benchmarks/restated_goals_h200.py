@@ -7,8 +7,9 @@ default config for the cell (``attention_configs.DEFAULTS``) against torch SDPA 
 same inputs; goals >= 1.05x non-causal, >= 1.10x causal. GEMM fp16 and bf16 at 4096^3 and 8192^3: the library's
 GEMMs at their first config (gemm_ws, gemm_pingpong, gemm_cluster) against cuBLAS (``torch.matmul``); goals
 >= 1.00x at 8192^3, within 1 % at 4096^3. Each subject first runs once and is checked against the vendor's output
-(relative Frobenius error); then ``--rounds`` interleaved rounds, a ``do_bench`` median each; the figure is the
-median over the rounds (every round kept in the JSON).
+(relative Frobenius error); then ``--rounds`` interleaved rounds, a ``do_bench`` median each, in a shuffled order
+per round (``_harness.round_order``, since 2026-12-04); the figure is the median over the rounds (every round kept
+in the JSON).
 """
 from __future__ import annotations
 
@@ -45,9 +46,11 @@ def _rounds(subjects, ref, n):
             errs[name] = f"{type(e).__name__}: {str(e)[:300]}"
             del subjects[name]
         triton.set_allocator(torch_alloc)
-    for _ in range(n):
-        for name, fn in subjects.items():
-            times[name].append(float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")))
+    from _harness import round_order
+    for r in range(n):
+        for name in round_order(subjects, r):
+            times[name].append(float(triton.testing.do_bench(subjects[name], warmup=25, rep=100,
+                                                             return_mode="median")))
     return {k: v for k, v in times.items() if v}, errs
 
 
