@@ -200,7 +200,7 @@ def check_row(rows, err, tol, what, **fields) -> bool:
 def round_order(names, r: int) -> list:
     """The order subjects are timed in round ``r``: shuffled, seeded by the round, so that no subject always follows
     the same one. In a fixed order one kernel timed as two subjects (the variants script's "default" and "tuned")
-    differed by a median 0.9 % and up to 2.6 %, the earlier position faster in 20 of 24 cells (H200, 2026-12-04).
+    differed by a median 0.9 % and up to 2.6 %, the earlier position faster in 19 of 24 cells (H200, 2026-12-04).
 
     >>> round_order(["a", "b", "c"], 0) == round_order(["a", "b", "c"], 0), sorted(round_order(["a", "b", "c"], 1))
     (True, ['a', 'b', 'c'])
