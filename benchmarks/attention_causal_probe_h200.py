@@ -2,9 +2,11 @@
 
 4x32x4096 and 2x32x8192 causal are 2048 zig-zag pairs of equal work each, 15.52 waves on 132 SMs: the last wave
 keeps 68 SMs busy and 64 idle, about 3 % of the kernel. This times, side by side in interleaved rounds (medians of
-do_bench medians), torch SDPA, the default on 132 persistent CTAs, the same on 128 (16 whole waves: the same
-makespan in pairs, less contention), and the causal autotune space's other configs (``configs_for(128, True)``);
-each subject is first checked against SDPA's output.
+do_bench medians), torch SDPA, the default as ``launch`` starts it (since 2026-12-04 on ``persistent_ctas`` CTAs: 128
+here, 16 whole waves, the same makespan in pairs), the default on one CTA per SM (132, the launch before), and the
+causal autotune space's other configs (``configs_for(128, True)``); each subject is first checked against SDPA's
+output. (The stores in ``benchmarks/kernels_h200/causal_probe_r13/`` were made before the change: their "default"
+is the 132-CTA launch and "default_128ctas" today's.)
 
     source .gpu/env.sh && python3 benchmarks/attention_causal_probe_h200.py [--rounds 7]   # ~2 min on the H200
 
@@ -29,14 +31,24 @@ DTYPES = ("float16", "bfloat16")
 
 
 def subjects_for(q, k, v, o, scale):
-    """{name: callable}: SDPA, the default on 132 and on 128 CTAs, then the rest of the causal space."""
+    """{name: callable}: SDPA, the default as launched and on one CTA per SM, then the rest of the causal space."""
     import torch
+    import triton
     from tlx_workbench.kernels import attention as A
+    from tlx_workbench.kernels._common import sm_count
     F = torch.nn.functional
     space = A.configs_for(q.shape[-1], True, q.shape[2])
+    sms = sm_count()
+    kernel, args, options = A._kernel_call(q, k, v, o, True, scale, space[0], sms)
+
+    def one_per_sm():
+        kernel[(sms,)](*args, **options)
+        return o
+
+    triton.set_allocator(A.torch_alloc)
     out = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale),
            "default": lambda: A.launch(q, k, v, o, True, scale, space[0]),
-           "default_128ctas": lambda: A.launch(q, k, v, o, True, scale, space[0], num_sms=128)}
+           f"default_{sms}ctas": one_per_sm}
     for i, cfg in enumerate(space[1:], 1):
         out[f"space[{i}]"] = (lambda cfg: lambda: A.launch(q, k, v, o, True, scale, cfg))(cfg)
     return out, space
