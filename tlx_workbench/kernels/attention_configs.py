@@ -13,7 +13,8 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
     """A config dict; a switch appears in it only when it is not at its default, so each config names
     what it changes. The switches:
 
-    - PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM), with Q_BUFS sets of Q buffers;
+    - PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM; with ZIGZAG, ``persistent_ctas``), with Q_BUFS
+      sets of Q buffers;
     - P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
     - WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
     - EX2_F16 (fp16 only): exp2 on packed fp16 pairs;

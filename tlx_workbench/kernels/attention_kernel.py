@@ -452,7 +452,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False,
                                     STORE_LSE: tl.constexpr = False, lse_ptr=None,
                                     SPLIT_TAIL: tl.constexpr = False, main_tiles=0):
-    """The same computation as ``attention_fwd_kernel``, but one CTA per SM walks query tiles
+    """The same computation as ``attention_fwd_kernel``, but NUM_SMS persistent CTAs walk query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
     is handed back as soon as its last S = Q K^T retired), and the O store of a tile goes out
