@@ -171,16 +171,20 @@ def test_attention_tunes_a_ragged_length_over_configs_that_fit(launches, monkeyp
     attention._TUNED.clear()
 
 
-@pytest.mark.parametrize("shape,causal,ctas", [((4, 32, 4096, 128), True, 128), ((2, 32, 8192, 128), True, 128),
-                                               ((1, 33, 4096, 128), True, 132), ((4, 32, 4096, 128), False, 132)])
-def test_the_zigzag_walk_starts_the_fewest_ctas_for_its_waves(launches, shape, causal, ctas):
+@pytest.mark.parametrize("shape,causal,ctas,stride", [((4, 32, 4096, 128), True, 128, 128),
+                                                      ((2, 32, 8192, 128), True, 128, 128),
+                                                      ((1, 33, 4096, 128), True, 132, 132),
+                                                      ((1, 2, 1000, 128), True, 16, 132),
+                                                      ((4, 32, 4096, 128), False, 132, 132)])
+def test_the_zigzag_walk_starts_the_fewest_ctas_for_its_waves(launches, shape, causal, ctas, stride):
     """Causal (zig-zag pairs), 2048 pairs on 132 SMs take 16 waves on 128 CTAs as on 132, so 128 start and each walks
-    16 whole pairs; 528 pairs (1x33 heads) are exactly 4 waves of 132. The kernel's NUM_SMS (its stride) is the grid.
-    Non-causal, the persistent default keeps one CTA per SM."""
+    16 whole pairs, the kernel's NUM_SMS (its stride) the grid; 528 pairs (1x33 heads) are exactly 4 waves of 132;
+    within one wave (8 pairs of 16 tiles) a CTA a tile and the stride stays the SM count (one compile for every small
+    problem), as for the GEMMs. Non-causal, the persistent default keeps one CTA per SM."""
     q = torch.empty(shape, dtype=torch.float16)
     attention.launch(q, q, q, torch.empty_like(q), causal, 0.1, attention.DEFAULTS[(False, causal)])
     name, grid, _, kw = launches[0]
-    assert name == "attention_fwd_persistent_kernel" and grid == (ctas,) and kw["NUM_SMS"] == ctas
-    if causal:
+    assert name == "attention_fwd_persistent_kernel" and grid == (ctas,) and kw["NUM_SMS"] == stride
+    if causal and stride == ctas:
         walks = attention.persistent_schedule(shape[0] * shape[1] * shape[2] // 128, ctas, zigzag=True)
         assert len({len(w) for w in walks}) == 1             # every CTA the same number of tiles

@@ -65,10 +65,9 @@ import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
-from ._common import KernelSpec, sm_count, torch_alloc
+from ._common import KernelSpec, persistent_ctas, sm_count, torch_alloc
 from .attention_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, TAIL_BN, _PERSISTENT, _PERSISTENT_TAIL,  # noqa: F401
-                                _THREE_GROUPS, _ZIGZAG, _ZIGZAG_PINNED, _config, configs_for, persistent_ctas,
-                                persistent_schedule,
+                                _THREE_GROUPS, _ZIGZAG, _ZIGZAG_PINNED, _config, configs_for, persistent_schedule,
                                 smem_bytes, suits, tail_plan)
 from .attention_kernel import (LOG2E, TURN_0, TURN_1, TURN_2, _attend, _kv_step, _online_softmax,  # noqa: F401
                                _pass_turn, _persistent_consumer, _persistent_loader, _release_barriers, _tile_at,
@@ -134,8 +133,11 @@ def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None, lse=None):
     main_tiles = left = 0
     if cfg.get("PERSISTENT"):
         num_sms = num_sms or sm_count()
-        if cfg.get("ZIGZAG"):
-            num_sms = persistent_ctas(-(-tiles_m * Z * H // 2), num_sms)    # the walk's stride is the grid
+        pairs = -(-tiles_m * Z * H // 2)
+        if cfg.get("ZIGZAG") and pairs > num_sms:
+            # the fewest CTAs for as many waves; NUM_SMS, the walk's stride, is then the grid (within one wave it
+            # stays the SM count, so every small problem shares one compiled kernel), as for the GEMMs
+            num_sms = persistent_ctas(pairs, num_sms)
         grid = (min(num_sms, tiles_m * Z * H),)
         if cfg.get("SPLIT_TAIL") and not causal:
             main_tiles, left, splits, chunk = tail_plan(tiles_m * Z * H, grid[0], N)

@@ -13,8 +13,8 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
     """A config dict; a switch appears in it only when it is not at its default, so each config names
     what it changes. The switches:
 
-    - PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM; with ZIGZAG, ``persistent_ctas``), with Q_BUFS
-      sets of Q buffers;
+    - PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM; with ZIGZAG, ``_common.persistent_ctas``),
+      with Q_BUFS sets of Q buffers;
     - P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
     - WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
     - EX2_F16 (fp16 only): exp2 on packed fp16 pairs;
@@ -58,23 +58,6 @@ def persistent_schedule(num_tiles: int, num_ctas: int, zigzag: bool = False) -> 
     pairs = -(-num_tiles // 2)
     return [[t for p in range(c, pairs, num_ctas) for t in (2 * p, 2 * p + 1) if t < num_tiles]
             for c in range(num_ctas)]
-
-
-def persistent_ctas(units: int, num_sms: int, multiple: int = 8) -> int:
-    """Persistent CTAs for a walk of ``units`` equal units of work (the zig-zag walk's pairs) on ``num_sms`` SMs: the
-    fewest that still finish in as many waves as ``num_sms`` CTAs would, rounded up to ``multiple`` (so that few
-    distinct counts, each a compile of the kernel's NUM_SMS, occur) and at most ``num_sms``. 2048 pairs (4x32x4096 or
-    2x32x8192, causal) on 132 SMs: 16 waves either way, on 128 CTAs every one a whole wave, 0.2-2.5 % faster than on
-    132 in all 8 cells of two side-by-side runs on the H200 (benchmarks/RESULTS.md, 2026-12-04).
-
-    >>> persistent_ctas(2048, 132)
-    128
-    >>> persistent_ctas(2112, 132), persistent_ctas(5, 132), persistent_ctas(5, 2)
-    (132, 8, 2)
-    """
-    waves = -(-units // num_sms)
-    ctas = -(-units // waves)
-    return min(num_sms, -(-ctas // multiple) * multiple)
 
 
 TAIL_BN = 64      # K/V columns per step of the split tail's kernel

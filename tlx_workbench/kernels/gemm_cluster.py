@@ -39,8 +39,8 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from ._cluster_ptx import arrive_at_peer, cluster_sync_after_init, multicast_box, one_thread
-from ._common import grouped_tile, ring_slot, sm_count, torch_alloc
-from .gemm_ws import _store_strips, persistent_ctas
+from ._common import grouped_tile, persistent_ctas, ring_slot, sm_count, torch_alloc
+from .gemm_ws import _store_strips
 from .host import gemm_descriptors, gemm_entry_points, gemm_spec
 
 @triton.jit

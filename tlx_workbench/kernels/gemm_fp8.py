@@ -43,9 +43,9 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
-from ._common import KernelSpec, grouped_tile, ring_slot, sm_count, torch_alloc
+from ._common import KernelSpec, grouped_tile, persistent_ctas, ring_slot, sm_count, torch_alloc
 from .gemm_pingpong import TURN_0, TURN_1
-from .gemm_ws import _store_strips, persistent_ctas
+from .gemm_ws import _store_strips
 from .host import fastest_first, tuned_config
 
 

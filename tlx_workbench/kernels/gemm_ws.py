@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from ._common import grouped_tile, ring_slot, sm_count, torch_alloc
+from ._common import grouped_tile, persistent_ctas, ring_slot, sm_count, torch_alloc
 from .host import gemm_descriptors, gemm_entry_points, gemm_spec, tma_gemm_call
 
 
@@ -244,22 +244,6 @@ def make_descriptors(a, b, c, cfg):
     group loads and stores BM/2 rows)."""
     half = cfg["BM"] // 2
     return gemm_descriptors(a, b, c, [half, cfg["BK"]], [cfg["BK"], cfg["BN"]], [half, cfg["EPI_N"]])
-
-
-def persistent_ctas(tiles: int, num_sms: int) -> int:
-    """How many persistent CTAs to start for ``tiles`` tiles on ``num_sms`` SMs: the fewest that
-    keep the same number of waves. 512 tiles on 132 SMs are 4 waves either way, so 128 CTAs
-    (4 tiles each) finish as soon as 132 would, and with GROUP_M=8 at 4096^3 each wave is then
-    exactly one band of A rows: measured +1 % (fp16) and +3 % (bf16) at 4096^3 on the H200
-    (benchmarks/RESULTS.md, round 3). One wave or less: one CTA per tile.
-
-    >>> persistent_ctas(512, 132), persistent_ctas(100, 132)
-    (128, 100)
-    """
-    if tiles <= num_sms:
-        return tiles
-    waves = -(-tiles // num_sms)
-    return -(-tiles // waves)
 
 
 def _kernel_call(a, b, c, cfg, num_sms=132):
