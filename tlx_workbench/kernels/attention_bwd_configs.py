@@ -6,6 +6,8 @@ without compiling anything. ``attention_bwd.py`` re-exports every name.
 """
 from __future__ import annotations
 
+from .attention_configs import SMEM_LIMIT
+
 
 def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False, DQ_TMA=0,
             DP_DELTA=False, P_ROUND=False, S_LSE=False, DQ_HANDOFF=False, DQ_STAGGER=False, SPLIT_TAIL=False):
@@ -80,7 +82,7 @@ def suits(cfg, head_dim, causal=False) -> bool:
         return False
     if cfg.get("SPLIT_TAIL") and cfg.get("DQ_TMA") and cfg["BM"] != 64:
         return False        # the parts' dK, dV go out through the (BM, 64) dQ tiles as 64-row tiles
-    return smem_bytes(cfg, head_dim) <= 232448
+    return smem_bytes(cfg, head_dim) <= SMEM_LIMIT
 
 
 CONFIGS = (

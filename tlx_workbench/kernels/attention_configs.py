@@ -6,6 +6,8 @@ without compiling anything. ``attention.py`` re-exports every name.
 """
 from __future__ import annotations
 
+from ..target import GPU_MODELS
+
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
             P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False,
@@ -87,7 +89,7 @@ def tail_plan(num_tiles: int, num_ctas: int, n_ctx: int, unit: int = TAIL_BN) ->
     return num_tiles - left, left, splits, per_split * unit
 
 
-SMEM_LIMIT = 232448     # bytes of SMEM one CTA may have on an H100/H200
+SMEM_LIMIT = GPU_MODELS["H200"].smem_per_block     # bytes of SMEM one CTA may have on an H100/H200 (227 KiB)
 
 
 def smem_bytes(cfg, head_dim, elem=2, even_m=True) -> int:
