@@ -73,23 +73,31 @@ def test_persistent_schedules_cover_every_tile_once(tiles, ctas):
                    for w in attention.persistent_schedule(tiles, ctas, True))
 
 
+@pytest.mark.parametrize("name", ["persistent_zigzag", "persistent_zigzag_chain"])
 @pytest.mark.parametrize("shape,ctas", [((1, 3, 200, 64), 2), ((1, 1, 300, 64), 2), ((2, 1, 384, 64), 3)])
-def test_zigzag_causal_schedule_on_simulator(shape, ctas):
+def test_zigzag_causal_schedule_on_simulator(shape, ctas, name):
     """The zig-zag pair schedule (causal persistent) on several CTAs: odd tile counts (a CTA ends on
-    a single tile), odd query-block counts (pairs straddle heads), a CTA with one pair."""
+    a single tile), odd query-block counts (pairs straddle heads), a CTA with one pair; plain and chained
+    (CHAIN: a chain that ends on a single tile, a chain of one pair), O and the log-sum-exp."""
     torch.manual_seed(3)
     q, k, v = (torch.randn(shape, dtype=torch.float16) for _ in range(3))
     o = torch.full_like(q, float("nan"))
-    cfg = attention.SIM_CONFIGS["persistent_zigzag"]
+    lse = torch.full(shape[:3], float("nan"), dtype=torch.float32)
+    cfg = attention.SIM_CONFIGS[name]
+    scale = 1 / math.sqrt(64)
     with wb.simulate(gpu="H200", seed=1, schedules=2) as sim:
-        attention.launch(q, k, v, o, True, 1 / math.sqrt(64), cfg, num_sms=ctas)
+        attention.launch(q, k, v, o, True, scale, cfg, num_sms=ctas, lse=lse)
     assert sim.result.ok, sim.result
     ref = attention.reference(q.double(), k.double(), v.double(), causal=True)
     assert _rel(o, ref) < 3e-3
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    s = s.masked_fill(torch.ones(shape[2], shape[2], dtype=torch.bool).triu(1), float("-inf"))
+    assert float((lse.double() - torch.logsumexp(s, -1)).abs().max()) < 1e-3
 
 
+@pytest.mark.parametrize("name", ["persistent_split_tail", "persistent_split_tail_chain"])
 @pytest.mark.parametrize("shape,ctas", [((1, 2, 200, 64), 3), ((1, 4, 300, 64), 8)])
-def test_split_tail_on_simulator_matches_float64_with_its_lse(shape, ctas):
+def test_split_tail_on_simulator_matches_float64_with_its_lse(shape, ctas, name):
     """SPLIT_TAIL: the persistent kernel walks the whole waves (4 tiles on 3 CTAs: 3; 12 on 8: 8) and the leftover
     tiles (1; 4: a head's ragged last block and the next head's three) are split over K/V (2 splits of 128 and 64
     columns; 2 of 192 and 108) and merged: O and the log-sum-exp the backward pass takes both match float64,
@@ -98,7 +106,7 @@ def test_split_tail_on_simulator_matches_float64_with_its_lse(shape, ctas):
     q, k, v = (torch.randn(shape, dtype=torch.float16) for _ in range(3))
     o = torch.full_like(q, float("nan"))
     lse = torch.full(shape[:3], float("nan"), dtype=torch.float32)
-    cfg = attention.SIM_CONFIGS["persistent_split_tail"]
+    cfg = attention.SIM_CONFIGS[name]
     tiles = -(-shape[2] // cfg["BM"]) * shape[0] * shape[1]
     main, left, splits, _ = attention.tail_plan(tiles, ctas, shape[2])
     assert main == ctas and left == tiles - ctas and splits == 2

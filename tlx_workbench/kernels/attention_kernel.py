@@ -14,7 +14,7 @@ How the constexpr switches travel: a kernel takes each one by name (the configs 
 hands its device functions only the groups they read, as constexpr tuples (read back with
 ``X: tl.constexpr = GROUP[i]``: an unpacked tuple would give tensors, and ``if X:`` must stay static):
 ``SOFTMAX`` = (P_EARLY, EX2_F16, LAZY), how a block's softmax runs; ``OVERLAP`` = (P_LATE,
-PIN_SOFTMAX, Q_REGS), what runs under or outside this group's wgmmas. The K/V ring travels as one
+PIN_SOFTMAX, Q_REGS, CHAIN; the plain kernel's has no CHAIN), what runs under or outside this group's wgmmas. The K/V ring travels as one
 tuple too: ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty).
 """
 from __future__ import annotations
@@ -161,15 +161,37 @@ def _kv_step(q_tile, ring, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring0
 
 
 @triton.jit
+def _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks, pin_ptr,
+           CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr,
+           GROUPS: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
+    """Steps 1 .. n_blocks-1 of one tile (``_kv_step``): the blocks before ``n_plain`` unmasked, the rest
+    (the diagonal, the ragged end of N) masked. Returns the new (p, m_i, l_i, acc)."""
+    for j in range(1, tl.maximum(n_plain, 1)):
+        p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
+                                    False, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+    for j in range(tl.maximum(n_plain, 1), n_blocks):
+        p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
+                                    True, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+    return p, m_i, l_i, acc
+
+
+@triton.jit
 def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, pin_ptr,
             HEAD_DIM: tl.constexpr, HALF: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
             BN: tl.constexpr, NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, GROUPS: tl.constexpr,
-            RELEASE_Q: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
+            RELEASE_Q: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr, HALF_DIAG: tl.constexpr = False):
     """One consumer group's pass over the K/V blocks of one query tile: S_0 alone, the steps (unmasked
     blocks first), the last P V. ``kv``: the K/V ring (k_tiles, v_tiles, k_full, k_empty, v_full,
     v_empty); ``ring``: K/V blocks through it before this tile's block 0. ``RELEASE_Q``: arrive on
-    ``q_empty[qslot]`` once the tile's last Q K^T retired (persistent form).
+    ``q_empty[qslot]`` once the tile's last Q K^T retired (persistent form). ``HALF_DIAG`` (causal, two
+    groups, BN = BM): group 0 takes ``_attend_half_diag``.
     Returns (the unnormalised O, the row sums, the row maxima in base-2 units)."""
+    if HALF_DIAG and CAUSAL and wg == 0:
+        tl.static_assert(BN == 2 * HALF, "HALF_DIAG needs BN = BM = two groups of rows")
+        tl.static_assert(not OVERLAP[2], "HALF_DIAG reads Q from SMEM (no Q_REGS)")
+        return _attend_half_diag(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_blocks,
+                                 pin_ptr, HEAD_DIM, HALF, EVEN_M, BN, NUM_BUFS, DTYPE, GROUPS, RELEASE_Q, SOFTMAX,
+                                 OVERLAP)
     k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
     P_EARLY: tl.constexpr = SOFTMAX[0]
     EX2_F16: tl.constexpr = SOFTMAX[1]
@@ -193,12 +215,8 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
     p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
                                          CAUSAL or not EVEN_M, CAUSAL, BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
     acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-    for j in range(1, tl.maximum(n_plain, 1)):
-        p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
-                                    False, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
-    for j in range(tl.maximum(n_plain, 1), n_blocks):
-        p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
-                                    True, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+    p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks,
+                              pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
     if RELEASE_Q:
         # every S = Q K^T of this tile has retired: the loader may refill this Q slot
         tlx.barrier_arrive(q_empty[qslot])
@@ -214,6 +232,74 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
 
 
 
+@triton.jit
+def _attend_half_diag(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_blocks, pin_ptr,
+                      HEAD_DIM: tl.constexpr, HALF: tl.constexpr, EVEN_M: tl.constexpr, BN: tl.constexpr,
+                      NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, GROUPS: tl.constexpr, RELEASE_Q: tl.constexpr,
+                      SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
+    """HALF_DIAG: ``_attend`` for consumer group 0 of a causal tile with BN = BM. Its rows are the tile's first
+    HALF, so the diagonal block (the last, ``n_blocks - 1``) has all of its right half masked for them: S and P V of
+    that block run on the first HALF rows of K and V only (``local_slice``), half the wgmma work. The group takes the
+    same turns and arrives on the same barriers as before; group 1 takes the whole diagonal block."""
+    k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
+    P_EARLY: tl.constexpr = SOFTMAX[0]
+    EX2_F16: tl.constexpr = SOFTMAX[1]
+    LAZY: tl.constexpr = SOFTMAX[2]
+    P_LATE: tl.constexpr = OVERLAP[0]
+    FIRST: tl.constexpr = (P_EARLY or P_LATE, EX2_F16, LAZY)     # block 0's P is converted in its softmax
+    diag = ring + n_blocks - 1
+    kd = diag % NUM_BUFS
+    if n_blocks == 1:
+        # the diagonal is block 0: S_0 on half of K, its P V on half of V
+        tlx.barrier_wait(k_full[kd], (diag // NUM_BUFS) & 1)
+        _wait_turn(wg, GROUPS)
+        qk = tlx.async_dot(q_tile, tlx.local_trans(tlx.local_slice(k_tiles[kd], [0, 0], [HALF, HEAD_DIM])))
+        _pass_turn(wg, GROUPS)
+        qk = tlx.async_dot_wait(0, qk)
+        tlx.barrier_arrive(k_empty[kd])
+        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX, True, True, HALF, DTYPE, FIRST)
+        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+    else:
+        b0 = ring % NUM_BUFS
+        tlx.barrier_wait(k_full[b0], (ring // NUM_BUFS) & 1)
+        _wait_turn(wg, GROUPS)
+        qk = tlx.async_dot(q_tile, tlx.local_trans(k_tiles[b0]))
+        _pass_turn(wg, GROUPS)
+        qk = tlx.async_dot_wait(0, qk)
+        tlx.barrier_arrive(k_empty[b0])
+        pf, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX, not EVEN_M, True, BN, DTYPE,
+                                              FIRST)
+        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+        # blocks 1 .. diag - 1 lie below the diagonal: unmasked steps
+        pf, m_i, l_i, acc = _steps(q_tile, kv, wg, pf, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_blocks - 1,
+                                   n_blocks - 1, pin_ptr, True, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+        # the diagonal step: S on half of K, the previous block's whole P V
+        vb = (diag - 1) % NUM_BUFS
+        tlx.barrier_wait(k_full[kd], (diag // NUM_BUFS) & 1)
+        tlx.barrier_wait(v_full[vb], ((diag - 1) // NUM_BUFS) & 1)
+        _wait_turn(wg, GROUPS)
+        qk = tlx.async_dot(q_tile, tlx.local_trans(tlx.local_slice(k_tiles[kd], [0, 0], [HALF, HEAD_DIM])))
+        acc = tlx.async_dot(pf.to(DTYPE), v_tiles[vb], acc)
+        _pass_turn(wg, GROUPS)
+        qk = tlx.async_dot_wait(1, qk)
+        tlx.barrier_arrive(k_empty[kd])
+        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, (n_blocks - 1) * BN, N_CTX, True, True,
+                                             HALF, DTYPE, SOFTMAX)
+        acc = tlx.async_dot_wait(0, acc)
+        tlx.barrier_arrive(v_empty[vb])
+        acc = acc * alpha[:, None]
+        if P_LATE:
+            p = p.to(DTYPE)
+    if RELEASE_Q:
+        tlx.barrier_arrive(q_empty[qslot])
+    # the diagonal block's P V on half of V
+    tlx.barrier_wait(v_full[kd], (diag // NUM_BUFS) & 1)
+    acc = tlx.async_dot(p.to(DTYPE), tlx.local_slice(v_tiles[kd], [0, 0], [HALF, HEAD_DIM]), acc)
+    acc = tlx.async_dot_wait(0, acc)
+    tlx.barrier_arrive(v_empty[kd])
+    return acc, l_i, m_i
+
+
 # ---- the plain kernel: a CTA per query tile (its loader inline, its consumers through _attend) ---
 
 @triton.jit
@@ -225,7 +311,8 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
                          ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
-                         Q_REGS: tl.constexpr = False, STORE_LSE: tl.constexpr = False, lse_ptr=None):
+                         Q_REGS: tl.constexpr = False, STORE_LSE: tl.constexpr = False, lse_ptr=None,
+                         HALF_DIAG: tl.constexpr = False):
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -286,7 +373,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
 
             acc, l_i, m_i = _attend(q_tile, kv, None, 0, wg, 0, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, o_ptr,
                                HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, False,
-                               (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS))
+                               (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS), HALF_DIAG)
             if STORE_LSE:
                 _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
 
@@ -387,56 +474,181 @@ def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_C
 
 
 @triton.jit
+def _tile_span(start_m, N_CTX, BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr):
+    """(n_plain, n_blocks) of query block ``start_m``: the K/V blocks it needs (causal: up to the diagonal), and
+    how many of the first need no mask (fully below the diagonal and inside N)."""
+    if CAUSAL:
+        kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
+        n_plain = tl.minimum(start_m * BM, N_CTX) // BN
+    else:
+        kv_end = N_CTX
+        n_plain = N_CTX // BN
+    return n_plain, tl.cdiv(kv_end, BN)
+
+
+@triton.jit
+def _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
+                   HEAD_DIM: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, EVEN_M: tl.constexpr,
+                   STORE_LSE: tl.constexpr):
+    """A persistent consumer group's end of one tile: O = acc / l out through its own SMEM buffer by TMA (not
+    waited for: the next tile's wgmmas overlap it), or by a masked store at a ragged N; the log-sum-exp too
+    under STORE_LSE."""
+    if STORE_LSE:
+        _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
+    out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
+    if EVEN_M:
+        # the previous tile's store has had a whole tile to drain out of this buffer
+        tlx.async_descriptor_store_wait(0)
+        tlx.local_store(o_tiles[wg], out)
+        tlx.fence("async_shared")
+        tlx.async_descriptor_store(desc_o, o_tiles[wg], [head_row + start_m * BM + wg * HALF, 0])
+    else:
+        cols = tl.arange(0, HEAD_DIM)
+        ptrs = o_ptr + (head_row + rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
+        tl.store(ptrs, out, mask=(rows < N_CTX)[:, None])
+
+
+@triton.jit
 def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
                          num_m, ZH, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr,
                          Q_BUFS: tl.constexpr, HALF: tl.constexpr, dtype: tl.constexpr, GROUPS: tl.constexpr,
                          ZIGZAG: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr,
-                         STORE_LSE: tl.constexpr = False, lse_ptr=None):
-    """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile."""
+                         STORE_LSE: tl.constexpr = False, lse_ptr=None, HALF_DIAG: tl.constexpr = False):
+    """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile
+    (``OVERLAP[3]``, CHAIN: ``_chained_consumer``; HALF_DIAG: see ``_attend``)."""
+    CHAIN: tl.constexpr = OVERLAP[3]
+    if CHAIN:
+        tl.static_assert(not HALF_DIAG, "CHAIN walks whole diagonal blocks (no HALF_DIAG)")
+        _chained_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
+                          num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype,
+                          GROUPS, ZIGZAG, SOFTMAX, OVERLAP, STORE_LSE, lse_ptr)
+    else:
+        qk_scale = sm_scale * LOG2E
+        if wg == GROUPS - 1:
+            tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn, once
+        ring = 0
+        it = 0
+        k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
+        for k_tile in range(k_first, k_end, k_step):
+            tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
+            start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
+            head_row = bh * N_CTX
+            n_plain, n_blocks = _tile_span(start_m, N_CTX, BM, BN, CAUSAL)
+            rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
+            m_i = tl.full([HALF], float("-inf"), tl.float32)
+            l_i = tl.zeros([HALF], tl.float32)
+            qslot = GROUPS * (it % Q_BUFS) + wg
+            q_tile = q_tiles[qslot]
+            tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
+
+            acc, l_i, m_i = _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain,
+                                    n_blocks, o_ptr, HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, True,
+                                    SOFTMAX, OVERLAP, HALF_DIAG)
+            ring += n_blocks
+            it += 1
+            _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX, HEAD_DIM, HALF,
+                           BM, EVEN_M, STORE_LSE)
+    tlx.async_descriptor_store_wait(0)
+
+
+@triton.jit
+def _chained_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
+                      num_m, ZH, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                      NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr,
+                      Q_BUFS: tl.constexpr, HALF: tl.constexpr, dtype: tl.constexpr, GROUPS: tl.constexpr,
+                      ZIGZAG: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr,
+                      STORE_LSE: tl.constexpr, lse_ptr):
+    """CHAIN: consumer group ``wg`` walks its tiles as one chain of steps. Between two tiles, the turn that
+    issues this tile's last P V also issues the next tile's S_0 = Q' K_0^T (its Q is in the other Q set); the
+    next tile's first softmax runs under that P V, and this tile's epilogue where a step rescales O. Only a
+    CTA's first tile starts with S_0 alone: a tile costs as many turns as before, and the exposed S_0 latency,
+    first softmax and last P V of every other tile overlap GEMMs of this group."""
+    k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
+    P_EARLY: tl.constexpr = SOFTMAX[0]
+    EX2_F16: tl.constexpr = SOFTMAX[1]
+    LAZY: tl.constexpr = SOFTMAX[2]
+    P_LATE: tl.constexpr = OVERLAP[0]
+    tl.static_assert(not OVERLAP[2], "CHAIN reads Q from SMEM (no Q_REGS)")
+    FIRST: tl.constexpr = (P_EARLY or P_LATE, EX2_F16, LAZY)      # block 0's P is converted in its softmax
+    MASK0: tl.constexpr = CAUSAL or not EVEN_M
     qk_scale = sm_scale * LOG2E
     if wg == GROUPS - 1:
         tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn, once
-    ring = 0
-    it = 0
-    k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
-    for k_tile in range(k_first, k_end, k_step):
-        tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
-        start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
+    pid = tl.program_id(0)
+    k_first, k_end, k_step = _walk(pid, num_tiles, NUM_SMS, ZIGZAG)
+    if k_first < k_end:
+        # the CTA's first tile: S_0 alone
+        start_m, bh = _tile_coords(_tile_at(k_first, pid, NUM_SMS, ZIGZAG), num_m, ZH, CAUSAL, ZIGZAG)
         head_row = bh * N_CTX
-        if CAUSAL:
-            kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
-            n_plain = tl.minimum(start_m * BM, N_CTX) // BN
-        else:
-            kv_end = N_CTX
-            n_plain = N_CTX // BN
-        n_blocks = tl.cdiv(kv_end, BN)
+        n_plain, n_blocks = _tile_span(start_m, N_CTX, BM, BN, CAUSAL)
         rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
-        m_i = tl.full([HALF], float("-inf"), tl.float32)
-        l_i = tl.zeros([HALF], tl.float32)
-        qslot = GROUPS * (it % Q_BUFS) + wg
-        q_tile = q_tiles[qslot]
-        tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
-
-        acc, l_i, m_i = _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks,
-                           o_ptr, HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, True, SOFTMAX, OVERLAP)
-        ring += n_blocks
-        it += 1
-        if STORE_LSE:
-            _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
-
-        out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
-        if EVEN_M:
-            # the previous tile's store has had a whole tile to drain out of this buffer
-            tlx.async_descriptor_store_wait(0)
-            tlx.local_store(o_tiles[wg], out)
-            tlx.fence("async_shared")
-            tlx.async_descriptor_store(desc_o, o_tiles[wg], [head_row + start_m * BM + wg * HALF, 0])
-        else:
-            cols = tl.arange(0, HEAD_DIM)
-            ptrs = o_ptr + (head_row + rows)[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
-            tl.store(ptrs, out, mask=(rows < N_CTX)[:, None])
-    tlx.async_descriptor_store_wait(0)
+        qslot = wg
+        tlx.barrier_wait(q_full[qslot], 0)
+        tlx.barrier_wait(k_full[0], 0)
+        _wait_turn(wg, GROUPS)
+        qk = tlx.async_dot(q_tiles[qslot], tlx.local_trans(k_tiles[0]))
+        _pass_turn(wg, GROUPS)
+        qk = tlx.async_dot_wait(0, qk)
+        tlx.barrier_arrive(k_empty[0])
+        p, m_i, l_i, alpha = _online_softmax(qk, tl.full([HALF], float("-inf"), tl.float32),
+                                             tl.zeros([HALF], tl.float32), qk_scale, rows, 0, N_CTX, MASK0, CAUSAL,
+                                             BN, dtype, FIRST)
+        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+        ring = 0
+        it = 0
+        for k_tile in range(k_first, k_end - k_step, k_step):
+            # every tile but the CTA's last: its steps, then the turn it shares with the next tile
+            p, m_i, l_i, acc = _steps(q_tiles[qslot], kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring,
+                                      n_plain, n_blocks, o_ptr, CAUSAL, BN, NUM_BUFS, dtype, GROUPS, SOFTMAX,
+                                      OVERLAP)
+            tlx.barrier_arrive(q_empty[qslot])      # every S = Q K^T of this tile has retired
+            start_m2, bh2 = _tile_coords(_tile_at(k_tile + k_step, pid, NUM_SMS, ZIGZAG), num_m, ZH, CAUSAL, ZIGZAG)
+            n_plain2, n_blocks2 = _tile_span(start_m2, N_CTX, BM, BN, CAUSAL)
+            rows2 = start_m2 * BM + wg * HALF + tl.arange(0, HALF)
+            qslot2 = GROUPS * ((it + 1) % Q_BUFS) + wg
+            ring2 = ring + n_blocks
+            kb = ring2 % NUM_BUFS
+            vb = (ring2 - 1) % NUM_BUFS
+            tlx.barrier_wait(q_full[qslot2], ((it + 1) // Q_BUFS) & 1)
+            tlx.barrier_wait(k_full[kb], (ring2 // NUM_BUFS) & 1)
+            tlx.barrier_wait(v_full[vb], ((ring2 - 1) // NUM_BUFS) & 1)
+            _wait_turn(wg, GROUPS)
+            qk = tlx.async_dot(q_tiles[qslot2], tlx.local_trans(k_tiles[kb]))
+            acc = tlx.async_dot(p.to(dtype), v_tiles[vb], acc)
+            _pass_turn(wg, GROUPS)
+            qk = tlx.async_dot_wait(1, qk)          # the next tile's S_0 (this tile's last P V may still run)
+            tlx.barrier_arrive(k_empty[kb])
+            p, m2, l2, alpha = _online_softmax(qk, tl.full([HALF], float("-inf"), tl.float32),
+                                               tl.zeros([HALF], tl.float32), qk_scale, rows2, 0, N_CTX, MASK0,
+                                               CAUSAL, BN, dtype, FIRST)
+            acc = tlx.async_dot_wait(0, acc)
+            tlx.barrier_arrive(v_empty[vb])
+            _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX, HEAD_DIM, HALF,
+                           BM, EVEN_M, STORE_LSE)
+            acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+            m_i = m2
+            l_i = l2
+            rows = rows2
+            head_row = bh2 * N_CTX
+            start_m = start_m2
+            n_plain = n_plain2
+            n_blocks = n_blocks2
+            qslot = qslot2
+            ring = ring2
+            it += 1
+        # the CTA's last tile: its steps and its last P V alone
+        p, m_i, l_i, acc = _steps(q_tiles[qslot], kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain,
+                                  n_blocks, o_ptr, CAUSAL, BN, NUM_BUFS, dtype, GROUPS, SOFTMAX, OVERLAP)
+        tlx.barrier_arrive(q_empty[qslot])
+        last = ring + n_blocks - 1
+        vb = last % NUM_BUFS
+        tlx.barrier_wait(v_full[vb], (last // NUM_BUFS) & 1)
+        acc = tlx.async_dot(p.to(dtype), v_tiles[vb], acc)
+        acc = tlx.async_dot_wait(0, acc)
+        tlx.barrier_arrive(v_empty[vb])
+        _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX, HEAD_DIM, HALF, BM,
+                       EVEN_M, STORE_LSE)
 
 
 @triton.jit
@@ -451,13 +663,16 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     ZIGZAG: tl.constexpr = False, WARP1_LOADER: tl.constexpr = False,
                                     PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False,
                                     STORE_LSE: tl.constexpr = False, lse_ptr=None,
-                                    SPLIT_TAIL: tl.constexpr = False, main_tiles=0):
+                                    SPLIT_TAIL: tl.constexpr = False, main_tiles=0, CHAIN: tl.constexpr = False,
+                                    HALF_DIAG: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but NUM_SMS persistent CTAs walk query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
     is handed back as soon as its last S = Q K^T retired), and the O store of a tile goes out
     through its own SMEM buffer without being waited for: the next tile's first wgmmas overlap it.
-    ``SPLIT_TAIL``: only tiles 0 .. main_tiles-1 (whole waves); the split tail's kernels do the rest."""
+    ``SPLIT_TAIL``: only tiles 0 .. main_tiles-1 (whole waves); the split tail's kernels do the rest.
+    ``CHAIN``: a tile's last P V and the next tile's S_0 share a turn (``_chained_consumer``). ``HALF_DIAG``: group 0
+    multiplies only the left half of a causal tile's diagonal block (``_attend_half_diag``)."""
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -491,12 +706,12 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 _persistent_consumer(0, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG)
             with tlx.async_task(num_warps=4, num_regs=MMA_REGS):
                 _persistent_consumer(1, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG)
             with tlx.async_task(num_warps=1, num_regs=LOADER_REGS):
                 _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                                    BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
@@ -511,7 +726,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 _persistent_consumer(tlx.async_task_replica_id(), q_tiles, q_full, q_empty, kv, o_tiles, desc_o,
                                      o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
                                      CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype, GROUPS, ZIGZAG,
-                                     (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
+                                     (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG)
 
 
 # ---- the split tail (SPLIT_TAIL): the leftover tiles of a persistent launch, split over K/V ------------

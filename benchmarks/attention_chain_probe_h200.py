@@ -1,0 +1,148 @@
+"""Attention forward on the H200: chained tiles (``CHAIN``) against the defaults, side by side (issue 22's 1.10x line).
+
+A persistent consumer group ends every tile with its last P V alone and starts the next with S_0 alone, then that
+tile's first softmax, with no P V of its own under it; the other group's GEMMs cover part of it. With ``CHAIN`` the
+turn that issues a tile's last P V also issues the next tile's S_0, the next softmax runs under that P V, and the
+epilogue takes the place of a step's rescale (``attention_kernel._chained_consumer``). At 4x32x4096 causal a tile
+averages 16.5 K/V blocks, so a per-tile cost weighs twice what it does at 8192 or non-causal.
+
+Two parts, one call:
+
+* check: every default with CHAIN added, against float64 at ragged and many-tiles-per-CTA shapes, fp16 and bf16,
+  causal and not, O and the log-sum-exp (what the backward pass takes);
+* time: torch SDPA, the default, the default + CHAIN, in interleaved rounds (shuffled order each round; median of
+  do_bench medians), D=128 at N=4096 and 8192 causal and not, D=64 at N=4096.
+
+    source .gpu/env.sh && python3 benchmarks/attention_chain_probe_h200.py [--rounds 7] [--parts check,time]
+
+Results: ``$OUT/attention_chain_probe_h200.{json,md}`` (~3 min on the H200).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+TIME_CELLS = [((4, 32, 4096, 128), True), ((2, 32, 8192, 128), True), ((4, 32, 4096, 128), False),
+              ((2, 32, 8192, 128), False), ((4, 32, 4096, 64), True), ((4, 32, 4096, 64), False)]
+CHECK_SHAPES = [(1, 3, 1000, 128), (2, 5, 1024, 128), (4, 32, 1024, 128), (1, 2, 777, 64), (4, 16, 1024, 64)]
+DTYPES = ("float16", "bfloat16")
+
+
+def chained(cfg):
+    return dict(cfg, CHAIN=True)
+
+
+def check(log) -> list:
+    """Rows of (shape, dtype, causal, config name, O error, lse error, ok) for every default + CHAIN."""
+    import math
+    import torch
+    from _harness import attn_inputs, attn_ref64, rel_error, try_call
+    from tlx_workbench.kernels import attention as A
+    rows = []
+    for shape in CHECK_SHAPES:
+        for causal in (False, True):
+            cfg = chained(A.configs_for(shape[-1], causal, shape[2])[0])
+            for dname in DTYPES:
+                q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
+                o = torch.full_like(q, float("nan"))
+                lse = torch.full(shape[:3], float("nan"), device="cuda", dtype=torch.float32)
+                got = try_call(f"check {shape} {dname} causal={causal}",
+                               lambda: A.launch(q, k, v, o, causal, scale, cfg, lse=lse), log)
+                torch.cuda.synchronize()
+                err = float("inf") if got is None else rel_error(o, attn_ref64(q, k, v, causal, scale))
+                s = (q.double() @ k.double().transpose(-1, -2)) * scale
+                if causal:
+                    n = shape[2]
+                    s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+                lse_err = (float((lse.double() - torch.logsumexp(s, -1)).abs().max())
+                           if torch.isfinite(lse).all() else math.inf)
+                ok = err < 1e-2 and lse_err < 1e-3
+                rows.append(dict(shape=list(shape), dtype=dname, causal=causal, config=cfg, rel_err=err,
+                                 lse_err=lse_err, ok="ok" if ok else "FAIL"))
+                print(f"check {shape} {dname} causal={causal}: {err:.2e} lse {lse_err:.2e} {rows[-1]['ok']}",
+                      flush=True)
+    return rows
+
+
+def cell(shape, causal, dname, rounds, log):
+    import torch
+    from _harness import attn_flops, attn_inputs, interleaved_rounds
+    from tlx_workbench.kernels import attention as A
+    F = torch.nn.functional
+    q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
+    o = torch.empty_like(q)
+    default = A.configs_for(shape[-1], causal, shape[2])[0]
+    subj = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
+            "default": lambda: A.launch(q, k, v, o, causal, scale, default),
+            "chain": lambda: A.launch(q, k, v, o, causal, scale, chained(default))}
+    ref = subj["sdpa"]()
+    times, errs = interleaved_rounds(subj, ref, rounds, log, "run {name}", "time {name}", max_err=2e-2)
+    med = {n: statistics.median(t) for n, t in times.items() if t}
+    return dict(shape=list(shape), causal=causal, dtype=dname, default=default, errors=errs, rounds_ms=times,
+                median_ms=med, vs_sdpa={n: med["sdpa"] / m for n, m in med.items()} if "sdpa" in med else {},
+                tflops={n: attn_flops(shape, causal) / m * 1e-9 for n, m in med.items()})
+
+
+def markdown(res) -> str:
+    out = [f"# Chained tiles (CHAIN) vs the attention defaults on {res['device']} ({res['date']})", ""]
+    if res["check"]:
+        bad = [r for r in res["check"] if r["ok"] != "ok"]
+        out += [f"check: {len(res['check']) - len(bad)}/{len(res['check'])} default + CHAIN runs match float64 "
+                f"(O max-rel 1e-2, lse max-abs 1e-3), worst O {max(r['rel_err'] for r in res['check']):.2e}, "
+                f"worst lse {max(r['lse_err'] for r in res['check']):.2e}", ""]
+        out += [f"- FAIL {r['shape']} {r['dtype']} causal={r['causal']}: {r['rel_err']:.3g} / {r['lse_err']:.3g}"
+                for r in bad]
+    if res["cells"]:
+        out += [f"SDPA's time over each subject's, medians of {res['rounds']} interleaved rounds (shuffled):", "",
+                "| shape | causal | dtype | SDPA ms | default | chain | chain / default | chain TFLOP/s |",
+                "|---|---|---|---|---|---|---|---|"]
+        for c in res["cells"]:
+            vs, med = c["vs_sdpa"], c["median_ms"]
+            ratio = med["default"] / med["chain"] if "chain" in med and "default" in med else float("nan")
+            out.append(f"| {'x'.join(map(str, c['shape']))} | {c['causal']} | {c['dtype']} | {med.get('sdpa', 0):.3f} "
+                       f"| {vs.get('default', float('nan')):.3f} | {vs.get('chain', float('nan')):.3f} | "
+                       f"{ratio:.3f} | {c['tflops'].get('chain', float('nan')):.0f} |")
+    if res["log"]:
+        out += ["", "errors:"] + [f"- {e['what']}: {e['error']}" for e in res["log"]]
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--parts", default="check,time")
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
+    a = ap.parse_args(argv)
+    import torch
+    out = pathlib.Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    res = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               device=torch.cuda.get_device_name(0), command=" ".join(sys.argv), rounds=a.rounds, check=[],
+               cells=[], log=[])
+    path = out / "attention_chain_probe_h200.json"
+    if "check" in a.parts:
+        res["check"] = check(res["log"])
+        path.write_text(json.dumps(res, indent=1, default=str))
+    if "time" in a.parts:
+        for shape, causal in TIME_CELLS:
+            for dname in DTYPES:
+                res["cells"].append(cell(shape, causal, dname, a.rounds, res["log"]))
+                path.write_text(json.dumps(res, indent=1, default=str))
+                print(json.dumps({k: res["cells"][-1][k] for k in ("shape", "causal", "dtype", "vs_sdpa")}), flush=True)
+    text = markdown(res)
+    (out / "attention_chain_probe_h200.md").write_text(text)
+    print(text)
+    return 0 if all(r["ok"] == "ok" for r in res["check"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
