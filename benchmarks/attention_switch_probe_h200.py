@@ -1,21 +1,25 @@
-"""Attention forward on the H200: chained tiles (``CHAIN``) against the defaults, side by side (issue 22's 1.10x line).
+"""Attention forward on the H200: a default with one constexpr switch added, against the default itself, side by side.
 
-A persistent consumer group ends every tile with its last P V alone and starts the next with S_0 alone, then that
-tile's first softmax, with no P V of its own under it; the other group's GEMMs cover part of it. With ``CHAIN`` the
-turn that issues a tile's last P V also issues the next tile's S_0, the next softmax runs under that P V, and the
-epilogue takes the place of a step's rescale (``attention_kernel._chained_consumer``). At 4x32x4096 causal a tile
-averages 16.5 K/V blocks, so a per-tile cost weighs twice what it does at 8192 or non-causal.
+The switches probed so far (``attention_configs._config`` says what each does):
+
+* ``CHAIN`` (2026-12-04, commit f537435, then named ``attention_chain_probe_h200.py``; store
+  ``benchmarks/kernels_h200/chain_probe_r14/``): a tile's last P V and the next tile's S_0 share a turn, so the
+  next tile's first softmax runs under that P V. Slower.
+* ``HALF_DIAG`` (causal): consumer group 0 multiplies only the left half of each tile's diagonal block, whose right
+  half is masked for all its rows: a quarter of the diagonal block's wgmma work less per tile (at 4x32x4096 causal
+  a tile averages 16.5 K/V blocks, so about 1.5 % of the MMA work; 0.8 % at 8192).
 
 Two parts, one call:
 
-* check: every default with CHAIN added, against float64 at ragged and many-tiles-per-CTA shapes, fp16 and bf16,
-  causal and not, O and the log-sum-exp (what the backward pass takes);
-* time: torch SDPA, the default, the default + CHAIN, in interleaved rounds (shuffled order each round; median of
-  do_bench medians), D=128 at N=4096 and 8192 causal and not, D=64 at N=4096.
+* check: every default (of the cells' masking) with the switch added, against float64 at ragged and
+  many-tiles-per-CTA shapes, fp16 and bf16, O and the log-sum-exp (what the backward pass takes);
+* time: torch SDPA, the default without the switch ("default") and with it, in interleaved rounds (shuffled order
+  each round; median of do_bench medians).
 
-    source .gpu/env.sh && python3 benchmarks/attention_chain_probe_h200.py [--rounds 7] [--parts check,time]
+    source .gpu/env.sh && python3 benchmarks/attention_switch_probe_h200.py --switch HALF_DIAG --cells causal128
+    source .gpu/env.sh && python3 benchmarks/attention_switch_probe_h200.py --switch CHAIN --cells all   # the CHAIN run
 
-Results: ``$OUT/attention_chain_probe_h200.{json,md}`` (~3 min on the H200).
+Results: ``$OUT/attention_switch_probe_h200.{json,md}`` (CHAIN, all cells: ~6.5 min on the H200, most of it compiles).
 """
 from __future__ import annotations
 
@@ -33,24 +37,27 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 TIME_CELLS = [((4, 32, 4096, 128), True), ((2, 32, 8192, 128), True), ((4, 32, 4096, 128), False),
               ((2, 32, 8192, 128), False), ((4, 32, 4096, 64), True), ((4, 32, 4096, 64), False)]
+CELLS = {"all": TIME_CELLS, "causal128": TIME_CELLS[:2], "causal": [c for c in TIME_CELLS if c[1]]}
 CHECK_SHAPES = [(1, 3, 1000, 128), (2, 5, 1024, 128), (4, 32, 1024, 128), (1, 2, 777, 64), (4, 16, 1024, 64)]
 DTYPES = ("float16", "bfloat16")
 
 
-def chained(cfg):
-    return dict(cfg, CHAIN=True)
+def switched(cfg, switch):
+    return dict(cfg, **{switch: True})
 
 
-def check(log) -> list:
-    """Rows of (shape, dtype, causal, config name, O error, lse error, ok) for every default + CHAIN."""
+def check(log, switch, cells) -> list:
+    """Rows of (shape, dtype, causal, config, O error, lse error, ok): every default of the cells' masking and head
+    dims, with ``switch``, at the check shapes."""
     import math
     import torch
     from _harness import attn_inputs, attn_ref64, rel_error, try_call
     from tlx_workbench.kernels import attention as A
     rows = []
-    for shape in CHECK_SHAPES:
-        for causal in (False, True):
-            cfg = chained(A.configs_for(shape[-1], causal, shape[2])[0])
+    heads = {shape[-1] for shape, _ in cells}
+    for shape in [s for s in CHECK_SHAPES if s[-1] in heads]:
+        for causal in sorted({c for _, c in cells}):
+            cfg = switched(A.configs_for(shape[-1], causal, shape[2])[0], switch)
             for dname in DTYPES:
                 q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
                 o = torch.full_like(q, float("nan"))
@@ -73,7 +80,7 @@ def check(log) -> list:
     return rows
 
 
-def cell(shape, causal, dname, rounds, log):
+def cell(shape, causal, dname, rounds, log, switch):
     import torch
     from _harness import attn_flops, attn_inputs, interleaved_rounds
     from tlx_workbench.kernels import attention as A
@@ -83,7 +90,7 @@ def cell(shape, causal, dname, rounds, log):
     default = A.configs_for(shape[-1], causal, shape[2])[0]
     subj = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
             "default": lambda: A.launch(q, k, v, o, causal, scale, default),
-            "chain": lambda: A.launch(q, k, v, o, causal, scale, chained(default))}
+            "switched": lambda: A.launch(q, k, v, o, causal, scale, switched(default, switch))}
     ref = subj["sdpa"]()
     times, errs = interleaved_rounds(subj, ref, rounds, log, "run {name}", "time {name}", max_err=2e-2)
     med = {n: statistics.median(t) for n, t in times.items() if t}
@@ -93,24 +100,25 @@ def cell(shape, causal, dname, rounds, log):
 
 
 def markdown(res) -> str:
-    out = [f"# Chained tiles (CHAIN) vs the attention defaults on {res['device']} ({res['date']})", ""]
+    sw = res["switch"]
+    out = [f"# The attention defaults with {sw} vs without on {res['device']} ({res['date']})", ""]
     if res["check"]:
         bad = [r for r in res["check"] if r["ok"] != "ok"]
-        out += [f"check: {len(res['check']) - len(bad)}/{len(res['check'])} default + CHAIN runs match float64 "
+        out += [f"check: {len(res['check']) - len(bad)}/{len(res['check'])} default + {sw} runs match float64 "
                 f"(O max-rel 1e-2, lse max-abs 1e-3), worst O {max(r['rel_err'] for r in res['check']):.2e}, "
                 f"worst lse {max(r['lse_err'] for r in res['check']):.2e}", ""]
         out += [f"- FAIL {r['shape']} {r['dtype']} causal={r['causal']}: {r['rel_err']:.3g} / {r['lse_err']:.3g}"
                 for r in bad]
     if res["cells"]:
         out += [f"SDPA's time over each subject's, medians of {res['rounds']} interleaved rounds (shuffled):", "",
-                "| shape | causal | dtype | SDPA ms | default | chain | chain / default | chain TFLOP/s |",
+                f"| shape | causal | dtype | SDPA ms | default | + {sw} | default ms / + {sw} ms | + {sw} TFLOP/s |",
                 "|---|---|---|---|---|---|---|---|"]
         for c in res["cells"]:
             vs, med = c["vs_sdpa"], c["median_ms"]
-            ratio = med["default"] / med["chain"] if "chain" in med and "default" in med else float("nan")
+            ratio = med["default"] / med["switched"] if "switched" in med and "default" in med else float("nan")
             out.append(f"| {'x'.join(map(str, c['shape']))} | {c['causal']} | {c['dtype']} | {med.get('sdpa', 0):.3f} "
-                       f"| {vs.get('default', float('nan')):.3f} | {vs.get('chain', float('nan')):.3f} | "
-                       f"{ratio:.3f} | {c['tflops'].get('chain', float('nan')):.0f} |")
+                       f"| {vs.get('default', float('nan')):.3f} | {vs.get('switched', float('nan')):.3f} | "
+                       f"{ratio:.3f} | {c['tflops'].get('switched', float('nan')):.0f} |")
     if res["log"]:
         out += ["", "errors:"] + [f"- {e['what']}: {e['error']}" for e in res["log"]]
     return "\n".join(out) + "\n"
@@ -120,26 +128,29 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--parts", default="check,time")
+    ap.add_argument("--switch", default="HALF_DIAG", help="the constexpr switch added to each default")
+    ap.add_argument("--cells", default="causal128", choices=sorted(CELLS))
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     a = ap.parse_args(argv)
     import torch
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     res = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               device=torch.cuda.get_device_name(0), command=" ".join(sys.argv), rounds=a.rounds, check=[],
+               device=torch.cuda.get_device_name(0), command=" ".join(sys.argv), rounds=a.rounds, switch=a.switch, check=[],
                cells=[], log=[])
-    path = out / "attention_chain_probe_h200.json"
+    path = out / "attention_switch_probe_h200.json"
+    cells = CELLS[a.cells]
     if "check" in a.parts:
-        res["check"] = check(res["log"])
+        res["check"] = check(res["log"], a.switch, cells)
         path.write_text(json.dumps(res, indent=1, default=str))
     if "time" in a.parts:
-        for shape, causal in TIME_CELLS:
+        for shape, causal in cells:
             for dname in DTYPES:
-                res["cells"].append(cell(shape, causal, dname, a.rounds, res["log"]))
+                res["cells"].append(cell(shape, causal, dname, a.rounds, res["log"], a.switch))
                 path.write_text(json.dumps(res, indent=1, default=str))
                 print(json.dumps({k: res["cells"][-1][k] for k in ("shape", "causal", "dtype", "vs_sdpa")}), flush=True)
     text = markdown(res)
-    (out / "attention_chain_probe_h200.md").write_text(text)
+    (out / "attention_switch_probe_h200.md").write_text(text)
     print(text)
     return 0 if all(r["ok"] == "ok" for r in res["check"]) else 1
 
