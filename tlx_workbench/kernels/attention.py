@@ -40,7 +40,9 @@ One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer g
   the P V wgmma retired), ``WARP_BAR`` (warp-barrier releases), ``EX2_F16`` (packed fp16 exp2),
   ``LAZY`` (O rescaled only when a row max grew by > 2^8), ``WARP1_LOADER`` (a one-warp loader, as
   in FlashAttention-3: level), ``Q_REGS`` (Q in registers as the operand of Q K^T, with ``P_LATE``:
-  level), ``PIN_SOFTMAX`` (see below: -2 to -7 % at D=128).
+  level), ``PIN_SOFTMAX`` (see below: -2 to -7 % at D=128), ``CHAIN`` (a tile's last P V and the next tile's S_0
+  in one turn: -2 % causal at 4096, level at 8192 non-causal, -3 to -17 % at D=64) and ``HALF_DIAG`` (group 0 on
+  the left half of a causal diagonal block: -2 to -3 % at 4096, +0.7 % at 8192 fp16; both 2026-12-04).
 * what ptxas overlaps: in SASS the wait for the P V wgmma sits *above* the softmax written under it
   (ptxas moves a wait that has no inputs; ``report.wgmma_overlap`` shows it: 0 of 66 exp2 per step
   run under P V). ``PIN_SOFTMAX`` keeps them there with a store that never happens and needs all of
