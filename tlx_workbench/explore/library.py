@@ -274,10 +274,11 @@ def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> 
         def epilogue_divides(c):
             return (c["BN"] // c["EPI_N"]) in (1, 2, 4) and (c["BN"] // c["EPI_N"]) % c["EPI_BUFS"] == 0
 
+        from ..kernels._common import SMEM_LIMIT
         from ..kernels.gemm_ws import smem_bytes
 
         def smem_estimate_fits(c):
-            return smem_bytes(c) <= 232448
+            return smem_bytes(c) <= SMEM_LIMIT
 
         return Space({"BM": [128, 256], "BN": [128, 256], "BK": [64], "STAGES": [2, 3, 4, 5, 6],
                       "EPI_N": [64, 128], "SPLIT_FULL": [False, True], "DOT_WAIT0": [False, True],

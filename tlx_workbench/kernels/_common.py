@@ -12,6 +12,10 @@ import triton
 import triton.language as tl
 
 from ..errors import TLXWorkbenchError
+from ..target import GPU_MODELS
+
+# bytes of SMEM one CTA may opt into on an H100/H200 (227 KiB): what every Hopper config must fit
+SMEM_LIMIT = GPU_MODELS["H200"].smem_per_block
 
 
 @dataclasses.dataclass(frozen=True)

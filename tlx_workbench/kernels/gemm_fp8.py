@@ -43,7 +43,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
-from ._common import KernelSpec, grouped_tile, persistent_ctas, ring_slot, sm_count, torch_alloc
+from ._common import SMEM_LIMIT, KernelSpec, grouped_tile, persistent_ctas, ring_slot, sm_count, torch_alloc
 from .gemm_pingpong import TURN_0, TURN_1
 from .gemm_ws import _store_strips
 from .host import fastest_first, tuned_config
@@ -280,9 +280,6 @@ def _config(BM, BN, BK, STAGES, EPI_N, GROUP_M=8, EPI_BUFS=2, MMA_REGS=232, LOAD
     if PINGPONG:        # the ping-pong kernel: no DOT_WAIT0 / PROMOTE forms
         return dict(cfg, PINGPONG=True)
     return dict(cfg, DOT_WAIT0=DOT_WAIT0, PROMOTE=PROMOTE)
-
-
-SMEM_LIMIT = 232448      # H100/H200 opt-in SMEM per CTA (227 KiB)
 
 
 def smem_bytes(cfg, out_elem=2) -> int:

@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from ._common import grouped_tile, ring_slot, sm_count, torch_alloc
+from ._common import SMEM_LIMIT, grouped_tile, ring_slot, sm_count, torch_alloc
 from .gemm_ws import _store_strips
 from .host import gemm_descriptors, gemm_entry_points, gemm_spec, tma_gemm_call
 
@@ -125,7 +125,7 @@ CONFIGS = tuple(c for c in (
     _config(64, 256, 64, 4, 128),
     _config(128, 128, 64, 6, 64, WARP_BARRIER=True),
     _config(128, 128, 64, 5, 64, EPI_BUFS=2, WARP_BARRIER=True),
-) if smem_bytes(c) <= 232448)
+) if smem_bytes(c) <= SMEM_LIMIT)
 
 SIM_CONFIGS = {
     "tiny": _config(64, 64, 32, 2, 64, GROUP_M=2),

@@ -22,7 +22,7 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-from ._common import grouped_tile, persistent_ctas, ring_slot, sm_count, torch_alloc
+from ._common import SMEM_LIMIT, grouped_tile, persistent_ctas, ring_slot, sm_count, torch_alloc
 from .host import gemm_descriptors, gemm_entry_points, gemm_spec, tma_gemm_call
 
 
@@ -227,7 +227,7 @@ CONFIGS = tuple(c for c in (
     _config(128, 256, 64, 4, 64, MMA_REGS=240, LOADER_REGS=24),
     _config(256, 128, 64, 4, 64),
     _config(128, 128, 64, 6, 64),
-) if smem_bytes(c) <= 232448)
+) if smem_bytes(c) <= SMEM_LIMIT)
 
 # small tiles that the CPU simulator gets through quickly (wgmma needs >= 64 rows per group)
 SIM_CONFIGS = {
