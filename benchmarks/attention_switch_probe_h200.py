@@ -136,8 +136,8 @@ def main(argv=None):
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     res = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               device=torch.cuda.get_device_name(0), command=" ".join(sys.argv), rounds=a.rounds, switch=a.switch, check=[],
-               cells=[], log=[])
+               device=torch.cuda.get_device_name(0), command=" ".join(sys.argv), rounds=a.rounds, switch=a.switch,
+               check=[], cells=[], log=[])
     path = out / "attention_switch_probe_h200.json"
     cells = CELLS[a.cells]
     if "check" in a.parts:

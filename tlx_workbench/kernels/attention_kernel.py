@@ -14,7 +14,8 @@ How the constexpr switches travel: a kernel takes each one by name (the configs 
 hands its device functions only the groups they read, as constexpr tuples (read back with
 ``X: tl.constexpr = GROUP[i]``: an unpacked tuple would give tensors, and ``if X:`` must stay static):
 ``SOFTMAX`` = (P_EARLY, EX2_F16, LAZY), how a block's softmax runs; ``OVERLAP`` = (P_LATE,
-PIN_SOFTMAX, Q_REGS, CHAIN; the plain kernel's has no CHAIN), what runs under or outside this group's wgmmas. The K/V ring travels as one
+PIN_SOFTMAX, Q_REGS, CHAIN; the plain kernel's has no CHAIN), what runs under or outside this group's
+wgmmas. The K/V ring travels as one
 tuple too: ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty).
 """
 from __future__ import annotations
@@ -561,8 +562,8 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
                                     SOFTMAX, OVERLAP, HALF_DIAG)
             ring += n_blocks
             it += 1
-            _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX, HEAD_DIM, HALF,
-                           BM, EVEN_M, STORE_LSE)
+            _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
+                           HEAD_DIM, HALF, BM, EVEN_M, STORE_LSE)
     tlx.async_descriptor_store_wait(0)
 
 
@@ -633,8 +634,8 @@ def _chained_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, 
                                                CAUSAL, BN, dtype, FIRST)
             acc = tlx.async_dot_wait(0, acc)
             tlx.barrier_arrive(v_empty[vb])
-            _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX, HEAD_DIM, HALF,
-                           BM, EVEN_M, STORE_LSE)
+            _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
+                           HEAD_DIM, HALF, BM, EVEN_M, STORE_LSE)
             acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
             m_i = m2
             l_i = l2
@@ -653,8 +654,8 @@ def _chained_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, 
         last = ring + n_blocks - 1
         vb = last % NUM_BUFS
         acc = _pv_alone(p, v_tiles[vb], v_full[vb], v_empty[vb], (last // NUM_BUFS) & 1, acc, dtype)
-        _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX, HEAD_DIM, HALF, BM,
-                       EVEN_M, STORE_LSE)
+        _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX, HEAD_DIM,
+                       HALF, BM, EVEN_M, STORE_LSE)
 
 
 @triton.jit
@@ -732,7 +733,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 _persistent_consumer(tlx.async_task_replica_id(), q_tiles, q_full, q_empty, kv, o_tiles, desc_o,
                                      o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
                                      CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype, GROUPS, ZIGZAG,
-                                     (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG)
+                                     (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr,
+                                     HALF_DIAG)
 
 
 # ---- the split tail (SPLIT_TAIL): the leftover tiles of a persistent launch, split over K/V ------------
