@@ -164,26 +164,28 @@ class Store:
             self._db.execute("UPDATE sweeps SET finished = ? WHERE id = ?", (time.time(), sweep))
 
     # -- reading ----------------------------------------------------------------------------
-    def get(self, key: str) -> Row | None:
+    def _read(self, empty, query):
+        """``query(db)`` under the lock; ``empty`` while the file has no results table yet (``_has_results``)."""
         with self._lock:
-            if not self._has_results():
-                return None
-            r = self._db.execute("SELECT * FROM results WHERE key = ?", (key,)).fetchone()
+            return query(self._db) if self._has_results() else empty
+
+    def get(self, key: str) -> Row | None:
+        r = self._read(None, lambda db: db.execute("SELECT * FROM results WHERE key = ?", (key,)).fetchone())
         return _row(r) if r is not None else None
 
     def has(self, keys: Iterable[str], *, except_status: Iterable[str] = ()) -> set[str]:
         """Which of ``keys`` the store holds (not counting rows whose status is in ``except_status``)."""
         keys = list(keys)
         skip = set(except_status)
-        found: set[str] = set()
-        with self._lock:
-            if not self._has_results():
-                return found
+
+        def query(db):
+            found: set[str] = set()
             for i in range(0, len(keys), 500):
                 part = keys[i:i + 500]
                 q = f"SELECT key, status FROM results WHERE key IN ({', '.join('?' * len(part))})"
-                found.update(r[0] for r in self._db.execute(q, part) if r[1] not in skip)
-        return found
+                found.update(r[0] for r in db.execute(q, part) if r[1] not in skip)
+            return found
+        return self._read(set(), query)
 
     def rows(self, *, kernel: str | None = None, stage: str | None = None, status: str | None = None,
              sweep: str | None = None, since: float | None = None) -> list[Row]:
@@ -197,23 +199,14 @@ class Store:
             where.append("created > ?")
             vals.append(since)
         q = "SELECT * FROM results" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY created, rowid"
-        with self._lock:
-            if not self._has_results():
-                return []
-            return [_row(r) for r in self._db.execute(q, vals)]
+        return self._read([], lambda db: [_row(r) for r in db.execute(q, vals)])
 
     def sweeps(self) -> list[dict]:
-        with self._lock:
-            if not self._has_results():
-                return []
-            return [dict(r) | {"info": json.loads(r["info"] or "{}")}
-                    for r in self._db.execute("SELECT * FROM sweeps ORDER BY created")]
+        return self._read([], lambda db: [dict(r) | {"info": json.loads(r["info"] or "{}")}
+                                          for r in db.execute("SELECT * FROM sweeps ORDER BY created")])
 
     def __len__(self):
-        with self._lock:
-            if not self._has_results():
-                return 0
-            return self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        return self._read(0, lambda db: db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
 
     def close(self):
         with self._lock:
