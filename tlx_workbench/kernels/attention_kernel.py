@@ -348,16 +348,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
         start_m = tl.program_id(0)
     bh = tl.program_id(1)
     head_row = bh * N_CTX               # first row of this (batch, head) in the 2-D views
-    if CAUSAL:
-        kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
-    else:
-        kv_end = N_CTX
-    n_blocks = tl.cdiv(kv_end, BN)
-    # blocks before n_plain need no mask (fully below the diagonal and inside N)
-    if CAUSAL:
-        n_plain = tl.minimum(start_m * BM, N_CTX) // BN
-    else:
-        n_plain = N_CTX // BN
+    n_plain, n_blocks = _tile_span(start_m, N_CTX, BM, BN, CAUSAL)
     TILE_BYTES: tl.constexpr = BN * HEAD_DIM * tlx.size_of(dtype)
 
     with tlx.async_tasks():
@@ -450,6 +441,19 @@ def _tile_at(k, pid, NUM_SMS: tl.constexpr, ZIGZAG: tl.constexpr):
 
 
 @triton.jit
+def _tile_span(start_m, N_CTX, BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr):
+    """(n_plain, n_blocks) of query block ``start_m``: the K/V blocks it needs (causal: up to the diagonal), and
+    how many of the first need no mask (fully below the diagonal and inside N)."""
+    if CAUSAL:
+        kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
+        n_plain = tl.minimum(start_m * BM, N_CTX) // BN
+    else:
+        kv_end = N_CTX
+        n_plain = N_CTX // BN
+    return n_plain, tl.cdiv(kv_end, BN)
+
+
+@triton.jit
 def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                        BM: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                        NUM_SMS: tl.constexpr, Q_BUFS: tl.constexpr, HALF: tl.constexpr, TILE_BYTES: tl.constexpr,
@@ -464,10 +468,7 @@ def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_C
         tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
         start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
         head_row = bh * N_CTX
-        if CAUSAL:
-            n_blocks = tl.cdiv(tl.minimum((start_m + 1) * BM, N_CTX), BN)
-        else:
-            n_blocks = tl.cdiv(N_CTX, BN)
+        n_plain, n_blocks = _tile_span(start_m, N_CTX, BM, BN, CAUSAL)
         qs = it % Q_BUFS
         qpar = (it // Q_BUFS) & 1
         for h in tl.static_range(GROUPS):
@@ -486,19 +487,6 @@ def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_C
             tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + j * BN, 0], v_full[b])
             ring += 1
         it += 1
-
-
-@triton.jit
-def _tile_span(start_m, N_CTX, BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.constexpr):
-    """(n_plain, n_blocks) of query block ``start_m``: the K/V blocks it needs (causal: up to the diagonal), and
-    how many of the first need no mask (fully below the diagonal and inside N)."""
-    if CAUSAL:
-        kv_end = tl.minimum((start_m + 1) * BM, N_CTX)
-        n_plain = tl.minimum(start_m * BM, N_CTX) // BN
-    else:
-        kv_end = N_CTX
-        n_plain = N_CTX // BN
-    return n_plain, tl.cdiv(kv_end, BN)
 
 
 @triton.jit
