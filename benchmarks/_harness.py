@@ -235,6 +235,18 @@ def interleaved_rounds(subjects, ref, rounds, log, run_label, bench_label, max_e
     return times, errs
 
 
+def sdpa_rounds(subjects, rounds, log, fl, max_err=2e-2) -> dict:
+    """``interleaved_rounds`` of ``subjects`` (one of them "sdpa", the reference every output is checked
+    against), summarised: {errors, rounds_ms, median_ms (of rounds), vs_sdpa (SDPA's median over each
+    subject's), tflops (``fl`` flops over each median)}."""
+    ref = subjects["sdpa"]()
+    times, errs = interleaved_rounds(subjects, ref, rounds, log, "run {name}", "time {name}", max_err=max_err)
+    med = {n: statistics.median(t) for n, t in times.items() if t}
+    return dict(errors=errs, rounds_ms=times, median_ms=med,
+                vs_sdpa={n: med["sdpa"] / m for n, m in med.items()} if "sdpa" in med else {},
+                tflops={n: fl / m * 1e-9 for n, m in med.items()})
+
+
 def rounds_text(fl, ts) -> str:
     """TFLOP/s of each round, e.g. ``"612 / 618"``."""
     return " / ".join(f"{fl / t * 1e-9:.0f}" for t in ts)

@@ -19,7 +19,6 @@ import datetime
 import json
 import os
 import pathlib
-import statistics
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -56,16 +55,12 @@ def subjects_for(q, k, v, o, scale):
 
 def cell(shape, dname, rounds, log):
     import torch
-    from _harness import attn_flops, attn_inputs, interleaved_rounds
+    from _harness import attn_flops, attn_inputs, sdpa_rounds
     q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
     o = torch.empty_like(q)
     subj, space = subjects_for(q, k, v, o, scale)
-    ref = subj["sdpa"]()
-    times, errs = interleaved_rounds(subj, ref, rounds, log, "run {name}", "time {name}", max_err=2e-2)
-    med = {n: statistics.median(t) for n, t in times.items() if t}
-    return dict(shape=list(shape), dtype=dname, space=list(space), errors=errs, rounds_ms=times, median_ms=med,
-                vs_sdpa={n: med["sdpa"] / m for n, m in med.items()} if "sdpa" in med else {},
-                tflops={n: attn_flops(shape, True) / m * 1e-9 for n, m in med.items()})
+    return dict(shape=list(shape), dtype=dname, space=list(space),
+                **sdpa_rounds(subj, rounds, log, attn_flops(shape, True)))
 
 
 def markdown(res) -> str:

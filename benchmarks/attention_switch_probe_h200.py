@@ -28,7 +28,6 @@ import datetime
 import json
 import os
 import pathlib
-import statistics
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -82,7 +81,7 @@ def check(log, switch, cells) -> list:
 
 def cell(shape, causal, dname, rounds, log, switch):
     import torch
-    from _harness import attn_flops, attn_inputs, interleaved_rounds
+    from _harness import attn_flops, attn_inputs, sdpa_rounds
     from tlx_workbench.kernels import attention as A
     F = torch.nn.functional
     q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
@@ -91,12 +90,8 @@ def cell(shape, causal, dname, rounds, log, switch):
     subj = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
             "default": lambda: A.launch(q, k, v, o, causal, scale, default),
             "switched": lambda: A.launch(q, k, v, o, causal, scale, switched(default, switch))}
-    ref = subj["sdpa"]()
-    times, errs = interleaved_rounds(subj, ref, rounds, log, "run {name}", "time {name}", max_err=2e-2)
-    med = {n: statistics.median(t) for n, t in times.items() if t}
-    return dict(shape=list(shape), causal=causal, dtype=dname, default=default, errors=errs, rounds_ms=times,
-                median_ms=med, vs_sdpa={n: med["sdpa"] / m for n, m in med.items()} if "sdpa" in med else {},
-                tflops={n: attn_flops(shape, causal) / m * 1e-9 for n, m in med.items()})
+    return dict(shape=list(shape), causal=causal, dtype=dname, default=default,
+                **sdpa_rounds(subj, rounds, log, attn_flops(shape, causal)))
 
 
 def markdown(res) -> str:
