@@ -64,6 +64,7 @@ def cell(shape, dname, rounds, log):
 
 
 def markdown(res) -> str:
+    from _harness import errors_md
     out = [f"# Causal attention forward, D=128, on {res['device']} ({res['date']}; {res['rounds']} interleaved rounds)",
            "", "SDPA's time over each subject's (median of rounds):", ""]
     names = list(res["cells"][0]["median_ms"]) if res["cells"] else []
@@ -74,7 +75,7 @@ def markdown(res) -> str:
     if res["cells"]:
         out += ["", "space: " + "; ".join(f"[{i}] {json.dumps(cfg)}" for i, cfg in enumerate(res["cells"][0]["space"]))]
     if res["log"]:
-        out += ["", "errors:"] + [f"- {e['what']}: {e['error']}" for e in res["log"]]
+        out += [""] + errors_md(res["log"])
     return "\n".join(out) + "\n"
 
 

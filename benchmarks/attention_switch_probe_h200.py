@@ -95,6 +95,7 @@ def cell(shape, causal, dname, rounds, log, switch):
 
 
 def markdown(res) -> str:
+    from _harness import errors_md
     sw = res["switch"]
     out = [f"# The attention defaults with {sw} vs without on {res['device']} ({res['date']})", ""]
     if res["check"]:
@@ -115,7 +116,7 @@ def markdown(res) -> str:
                        f"| {vs.get('default', float('nan')):.3f} | {vs.get('switched', float('nan')):.3f} | "
                        f"{ratio:.3f} | {c['tflops'].get('switched', float('nan')):.0f} |")
     if res["log"]:
-        out += ["", "errors:"] + [f"- {e['what']}: {e['error']}" for e in res["log"]]
+        out += [""] + errors_md(res["log"])
     return "\n".join(out) + "\n"
 
 
