@@ -45,6 +45,11 @@ def rel_error(out, ref) -> float:
     return float((o - r).norm() / r.norm().clamp_min(1e-30))
 
 
+# do_bench windows (warm-up ms, measured ms): Triton's defaults (the goal script's), the probes', and a long one whose
+# rounds spread 3-10x less on the power-capped H200 at the same medians (benchmarks/timing_window_h200.py, 2026-12-04)
+WINDOWS = {"goal": (25, 100), "probe": (100, 300), "long": (500, 2000)}
+
+
 def bench_ms(fn, warmup=100, rep=300) -> float:
     """Median milliseconds of ``fn`` with do_bench (events, L2 flushed between runs)."""
     import triton
@@ -211,8 +216,9 @@ def round_order(names, r: int) -> list:
     return order
 
 
-def interleaved_rounds(subjects, ref, rounds, log, run_label, bench_label, max_err=None):
-    """Time every subject in ``rounds`` interleaved rounds (do_bench median each), in ``round_order``.
+def interleaved_rounds(subjects, ref, rounds, log, run_label, bench_label, max_err=None, window=WINDOWS["probe"]):
+    """Time every subject in ``rounds`` interleaved rounds (do_bench median each, over ``window``: (warm-up ms,
+    measured ms)), in ``round_order``.
 
     First each subject runs once untimed and its error against ``ref`` is measured; a subject that
     failed (or, with ``max_err``, differs by more) is not timed. Labels are formatted with ``name``.
@@ -229,18 +235,19 @@ def interleaved_rounds(subjects, ref, rounds, log, run_label, bench_label, max_e
         for name in round_order(subjects, r):
             if (errs[name] == float("inf")) if max_err is None else (errs[name] > max_err):
                 continue
-            ms = try_call(bench_label.format(name=name), lambda: bench_ms(subjects[name]), log)
+            ms = try_call(bench_label.format(name=name), lambda: bench_ms(subjects[name], *window), log)
             if ms is not None:
                 times[name].append(ms)
     return times, errs
 
 
-def sdpa_rounds(subjects, rounds, log, fl, max_err=2e-2) -> dict:
+def sdpa_rounds(subjects, rounds, log, fl, max_err=2e-2, window=WINDOWS["probe"]) -> dict:
     """``interleaved_rounds`` of ``subjects`` (one of them "sdpa", the reference every output is checked
     against), summarised: {errors, rounds_ms, median_ms (of rounds), vs_sdpa (SDPA's median over each
     subject's), tflops (``fl`` flops over each median)}."""
     ref = subjects["sdpa"]()
-    times, errs = interleaved_rounds(subjects, ref, rounds, log, "run {name}", "time {name}", max_err=max_err)
+    times, errs = interleaved_rounds(subjects, ref, rounds, log, "run {name}", "time {name}", max_err=max_err,
+                                     window=window)
     med = {n: statistics.median(t) for n, t in times.items() if t}
     return dict(errors=errs, rounds_ms=times, median_ms=med,
                 vs_sdpa={n: med["sdpa"] / m for n, m in med.items()} if "sdpa" in med else {},

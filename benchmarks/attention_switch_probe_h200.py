@@ -79,7 +79,7 @@ def check(log, switch, cells) -> list:
     return rows
 
 
-def cell(shape, causal, dname, rounds, log, switch):
+def cell(shape, causal, dname, rounds, log, switch, window):
     import torch
     from _harness import attn_flops, attn_inputs, sdpa_rounds
     from tlx_workbench.kernels import attention as A
@@ -91,7 +91,7 @@ def cell(shape, causal, dname, rounds, log, switch):
             "default": lambda: A.launch(q, k, v, o, causal, scale, default),
             "switched": lambda: A.launch(q, k, v, o, causal, scale, switched(default, switch))}
     return dict(shape=list(shape), causal=causal, dtype=dname, default=default,
-                **sdpa_rounds(subj, rounds, log, attn_flops(shape, causal)))
+                **sdpa_rounds(subj, rounds, log, attn_flops(shape, causal), window=window))
 
 
 def markdown(res) -> str:
@@ -126,13 +126,17 @@ def main(argv=None):
     ap.add_argument("--parts", default="check,time")
     ap.add_argument("--switch", default="HALF_DIAG", help="the constexpr switch added to each default")
     ap.add_argument("--cells", default="causal128", choices=sorted(CELLS))
+    ap.add_argument("--window", default="probe", choices=["goal", "probe", "long"],
+                    help="do_bench's warm-up and measured ms (_harness.WINDOWS); long: rounds spread least")
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     a = ap.parse_args(argv)
     import torch
+    from _harness import WINDOWS
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     res = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                device=torch.cuda.get_device_name(0), command=" ".join(sys.argv), rounds=a.rounds, switch=a.switch,
+               window=WINDOWS[a.window],
                check=[], cells=[], log=[])
     path = out / "attention_switch_probe_h200.json"
     cells = CELLS[a.cells]
@@ -142,7 +146,7 @@ def main(argv=None):
     if "time" in a.parts:
         for shape, causal in cells:
             for dname in DTYPES:
-                res["cells"].append(cell(shape, causal, dname, a.rounds, res["log"], a.switch))
+                res["cells"].append(cell(shape, causal, dname, a.rounds, res["log"], a.switch, WINDOWS[a.window]))
                 path.write_text(json.dumps(res, indent=1, default=str))
                 print(json.dumps({k: res["cells"][-1][k] for k in ("shape", "causal", "dtype", "vs_sdpa")}), flush=True)
     text = markdown(res)

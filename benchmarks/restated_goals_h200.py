@@ -7,7 +7,8 @@ default config for the cell (``attention_configs.DEFAULTS``) against torch SDPA 
 same inputs; goals >= 1.05x non-causal, >= 1.10x causal. GEMM fp16 and bf16 at 4096^3 and 8192^3: the library's
 GEMMs at their first config (gemm_ws, gemm_pingpong, gemm_cluster) against cuBLAS (``torch.matmul``); goals
 >= 1.00x at 8192^3, within 1 % at 4096^3. Each subject first runs once and is checked against the vendor's output
-(relative Frobenius error); then ``--rounds`` interleaved rounds, a ``do_bench`` median each, in a shuffled order
+(relative Frobenius error); then ``--rounds`` interleaved rounds, a ``do_bench`` median each (``--window``: Triton's
+25/100 ms by default, ``long`` = 500/2000, whose rounds spread least), in a shuffled order
 per round (``_harness.round_order``, since 2026-12-04); the figure is the median over the rounds (every round kept
 in the JSON).
 """
@@ -31,7 +32,7 @@ GEMM = [(4096, 4096, 4096), (8192, 8192, 8192)]
 GOALS = {("attention", False): 1.05, ("attention", True): 1.10, ("gemm", 4096): 0.99, ("gemm", 8192): 1.00}
 
 
-def _rounds(subjects, ref, n):
+def _rounds(subjects, ref, n, window=(25, 100)):
     import torch
     import triton
     from _harness import rel_error
@@ -49,12 +50,12 @@ def _rounds(subjects, ref, n):
     from _harness import round_order
     for r in range(n):
         for name in round_order(subjects, r):
-            times[name].append(float(triton.testing.do_bench(subjects[name], warmup=25, rep=100,
+            times[name].append(float(triton.testing.do_bench(subjects[name], warmup=window[0], rep=window[1],
                                                              return_mode="median")))
     return {k: v for k, v in times.items() if v}, errs
 
 
-def attention_cells(n, log):
+def attention_cells(n, log, window=(25, 100)):
     import torch
     from _harness import attn_flops, attn_inputs
     from tlx_workbench.kernels import attention as A
@@ -68,7 +69,7 @@ def attention_cells(n, log):
             subj = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
                     "ours": lambda: A.launch(q, k, v, o, causal, scale, cfg)}
             ref = subj["sdpa"]()
-            times, errs = _rounds(subj, ref, n)
+            times, errs = _rounds(subj, ref, n, window)
             med = {k_: statistics.median(t) for k_, t in times.items()}
             row = dict(part="attention", shape=list(shape), causal=causal, dtype=dname, cfg=cfg,
                        sdpa_ms=med.get("sdpa"), ours_ms=med.get("ours"), err_vs_sdpa=errs.get("ours"),
@@ -81,7 +82,7 @@ def attention_cells(n, log):
     return rows
 
 
-def gemm_cells(n, log):
+def gemm_cells(n, log, window=(25, 100)):
     import torch
     from _harness import gemm_inputs
     from tlx_workbench.kernels import gemm_cluster, gemm_pingpong, gemm_ws
@@ -96,7 +97,7 @@ def gemm_cells(n, log):
                 c = torch.empty(M, N, device="cuda", dtype=dt)
                 subj[name] = (lambda mod, c: lambda: mod.launch(a, b, c, mod.CONFIGS[0]))(mod, c)
             ref = subj["cublas"]()
-            times, errs = _rounds(subj, ref, n)
+            times, errs = _rounds(subj, ref, n, window)
             med = {k: statistics.median(t) for k, t in times.items()}
             for name in ours:
                 row = dict(part="gemm", shape=[M, N, K], dtype=dname, kernel=name, cublas_ms=med.get("cublas"),
@@ -136,11 +137,14 @@ def markdown(res) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--window", default="goal", choices=["goal", "probe", "long"],
+                    help="do_bench's warm-up and measured ms (_harness.WINDOWS): goal = Triton's 25/100, the method "
+                         "of every goal run before 2026-12-04 evening; long = 500/2000, rounds spread least")
     ap.add_argument("parts", nargs="*", default=["attention", "gemm"])
     a = ap.parse_args(argv)
-    from _harness import run_record, write_json, write_outputs
+    from _harness import WINDOWS, run_record, write_json, write_outputs
     out = os.environ.get("OUT", "/tmp/restated_goals")
-    res = run_record(rounds=a.rounds, rows=[], errors=[])
+    res = run_record(rounds=a.rounds, window=WINDOWS[a.window], rows=[], errors=[])
 
     def log(row):
         res["rows"].append(row)
@@ -150,7 +154,7 @@ def main(argv=None):
 
     for part in a.parts:
         try:
-            (attention_cells if part == "attention" else gemm_cells)(a.rounds, log)
+            (attention_cells if part == "attention" else gemm_cells)(a.rounds, log, WINDOWS[a.window])
         except Exception:  # noqa: BLE001
             res["errors"].append(f"{part}: {traceback.format_exc()[-1500:]}")
     text = markdown(res)

@@ -227,7 +227,7 @@ def test_interleaved_rounds_time_every_subject_each_round_in_a_shuffled_order(mo
     import torch
     H = _load("_harness")
     calls = []
-    monkeypatch.setattr(H, "bench_ms", lambda fn: (calls.append(fn), 1.0)[1])
+    monkeypatch.setattr(H, "bench_ms", lambda fn, *window: (calls.append(fn), 1.0)[1])
     a, b = torch.randn(16, 8, dtype=torch.float64), torch.randn(8, 4, dtype=torch.float64)
     subjects = {n: (lambda: a @ b) for n in "pqrs"}
     subjects["wrong"] = lambda: a @ b + 1.0
@@ -240,3 +240,26 @@ def test_interleaved_rounds_time_every_subject_each_round_in_a_shuffled_order(mo
     assert all(sorted(r) == list("pqrs") for r in rounds)
     assert len({tuple(r) for r in rounds}) > 1 and rounds == [[n for n in H.round_order(subjects, r) if n != "wrong"]
                                                               for r in range(6)]
+
+
+def test_tile_cost_cells_divide_evenly_and_the_fit_separates_block_tile_and_launch():
+    """The tile-cost script's causal cells are whole zig-zag waves on the H200's 132 SMs (8, 16 and 32 pairs a CTA,
+    the kernel's own ``persistent_ctas``), so its model holds exactly; its fit recovers a block's, a tile's and the
+    launch's cost from noisy whole-launch times (fresh random constants), and its residuals show a cell the model
+    misses."""
+    import random
+    T = _load("attention_tile_costs_h200")
+    per = {(z, n): T.schedule(z, n, 132) for z, n in T.CAUSAL_CELLS}
+    assert all(s["exact"] and s["ctas"] == 128 for s in per.values())
+    assert sorted({s["per_cta"] for s in per.values()}) == [8, 16, 32]
+    assert len({s["num_m"] for s in per.values() if s["per_cta"] == 16}) == 5
+    rng = random.Random()
+    tb, tt, tl_ = rng.uniform(1, 3), rng.uniform(0.5, 4), rng.uniform(3, 20)
+    rows = [dict(Z=z, N=n, **s, ms=(s["per_cta"] * (s["num_m"] + 1) * tb + 2 * s["per_cta"] * tt + tl_)
+                 * (1 + rng.uniform(-1e-4, 1e-4)) / 1e3) for (z, n), s in per.items()]
+    f = T.fit(rows)
+    assert abs(f["t_block_us"] - tb) < 1e-3 * tb and abs(f["t_tile_us"] - tt) < 0.05 * tt
+    assert abs(f["t_launch_us"] - tl_) < 0.5 and all(abs(c["residual_pct"]) < 0.05 for c in f["cells"])
+    rows[2]["ms"] *= 1.05                        # one cell 5 % slower than the model says: its residual shows it
+    worst = max(T.fit(rows)["cells"], key=lambda c: abs(c["residual_pct"]))
+    assert (worst["Z"], worst["N"]) == (rows[2]["Z"], rows[2]["N"]) and worst["residual_pct"] > 2
