@@ -73,34 +73,41 @@ def fit(rows: list) -> dict:
     return out
 
 
-def measure(rounds: int, log: list, switches=(), dtypes=DTYPES, plain=True) -> list:
+def _cell(Z, N, causal, dname, rounds, log, switches) -> dict:
+    """One cell: SDPA, the default and the default with each switch (causal only), on fresh inputs."""
     import torch
     import torch.nn.functional as F
-    from _harness import attn_flops, attn_inputs, gpu_setup, sdpa_rounds
+    from _harness import attn_flops, attn_inputs, sdpa_rounds
     from tlx_workbench.kernels import attention as A
+    shape = (Z, H, N, D)
+    cfg = A.DEFAULTS[(False, causal)]
+    q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
+    o = torch.empty_like(q)
+    subjects = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
+                "ours": lambda: A.launch(q, k, v, o, causal, scale, cfg)}
+    for sw in switches if causal else ():
+        subjects[f"ours+{sw}"] = (lambda c: lambda: A.launch(q, k, v, o, causal, scale, c))(dict(cfg, **{sw: True}))
+    r = sdpa_rounds(subjects, rounds, log, attn_flops(shape, causal))
+    row = dict(Z=Z, H=H, N=N, D=D, causal=causal, dtype=dname, cfg=cfg, **r)
+    row["ms"] = r["median_ms"].get("ours")
+    if causal:
+        row.update(schedule(Z, N, torch.cuda.get_device_properties(0).multi_processor_count))
+    return row
+
+
+def measure(rounds: int, log: list, switches=(), dtypes=DTYPES, plain=True) -> list:
+    import torch
+    from _harness import gpu_setup
     gpu_setup()
     rows = []
     cells = [(z, n, True) for z, n in CAUSAL_CELLS] + ([(z, n, False) for z, n in PLAIN_CELLS] if plain else [])
     for Z, N, causal in cells:
-        shape = (Z, H, N, D)
-        cfg = A.DEFAULTS[(False, causal)]
         for dname in dtypes:
-            q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
-            o = torch.empty_like(q)
-            subjects = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale),
-                        "ours": lambda: A.launch(q, k, v, o, causal, scale, cfg)}
-            for sw in switches if causal else ():
-                subjects[f"ours+{sw}"] = (lambda c: lambda: A.launch(q, k, v, o, causal, scale, c))(dict(cfg, **{sw: True}))
-            r = sdpa_rounds(subjects, rounds, log, attn_flops(shape, causal))
-            row = dict(Z=Z, H=H, N=N, D=D, causal=causal, dtype=dname, cfg=cfg, **r)
-            row["ms"] = r["median_ms"].get("ours")
-            if causal:
-                row.update(schedule(Z, N, torch.cuda.get_device_properties(0).multi_processor_count))
+            row = _cell(Z, N, causal, dname, rounds, log, switches)
             rows.append(row)
             print(f"{dname} Z={Z} N={N} causal={causal}: ours {row['ms']} ms, vs SDPA "
-                  f"{r['vs_sdpa'].get('ours')}, errors {r['errors']}", flush=True)
-            del q, k, v, o
-            torch.cuda.empty_cache()
+                  f"{row['vs_sdpa'].get('ours')}, errors {row['errors']}", flush=True)
+            torch.cuda.empty_cache()         # the cell's inputs are gone with _cell's frame
     return rows
 
 

@@ -21,7 +21,7 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Any, Iterable
+from typing import Iterable
 
 from .space import config_id, config_json
 
@@ -135,7 +135,7 @@ class Store:
             if self.path != ":memory:":
                 self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(f"""CREATE TABLE IF NOT EXISTS results (
+            self._db.execute("""CREATE TABLE IF NOT EXISTS results (
                 key TEXT PRIMARY KEY, sweep TEXT, kernel TEXT, source_hash TEXT, config_id TEXT,
                 config TEXT, shape TEXT, stage TEXT, status TEXT, reason TEXT, file TEXT, line INTEGER,
                 diagnosis TEXT, metrics TEXT, device TEXT, env TEXT, seconds REAL, created REAL)""")
