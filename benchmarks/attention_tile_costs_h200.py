@@ -159,17 +159,15 @@ def main():
         res["fit"] = fits(res["rows"])
         print(markdown(res))
         return
-    from _harness import run_record
+    from _harness import run_record, write_outputs
     log = []
     res = run_record(rounds=a.rounds, switches=a.switch)
     res["rows"] = measure(a.rounds, log, a.switch, tuple(a.dtypes.split(",")), not a.no_plain)
     res["fit"] = fits(res["rows"])
     res["log"] = log
-    out = pathlib.Path(os.environ.get("OUT", "."))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "attention_tile_costs_h200.json").write_text(json.dumps(res, indent=1, default=str))
-    (out / "attention_tile_costs_h200.md").write_text(markdown(res))
-    print(markdown(res))
+    text = markdown(res)
+    write_outputs(os.environ.get("OUT", "."), "attention_tile_costs_h200", res, text)
+    print(text)
 
 
 if __name__ == "__main__":

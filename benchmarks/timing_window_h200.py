@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import pathlib
 import statistics
@@ -175,17 +174,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
-    from _harness import run_record
+    from _harness import run_record, write_outputs
     log = []
     rec = run_record(rounds=a.rounds, windows=WINDOWS)
     rec["cells"] = measure(a.rounds, log)
     rec["summary"] = summary(rec["cells"])
     rec["log"] = log
-    out = pathlib.Path(os.environ.get("OUT", "."))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "timing_window_h200.json").write_text(json.dumps(rec, indent=1, default=str))
-    (out / "timing_window_h200.md").write_text(markdown(rec))
-    print(markdown(rec))
+    text = markdown(rec)
+    write_outputs(os.environ.get("OUT", "."), "timing_window_h200", rec, text)
+    print(text)
 
 
 if __name__ == "__main__":
