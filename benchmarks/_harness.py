@@ -216,6 +216,19 @@ def round_order(names, r: int) -> list:
     return order
 
 
+def check_subjects(subjects, ref, log, run_label) -> dict:
+    """Run every subject once, untimed: {name: its error against ``ref``} (inf when it failed; the failure is in
+    ``log``, under ``run_label`` formatted with ``name``)."""
+    import triton
+    from tlx_workbench.kernels._common import torch_alloc
+    errs = {}
+    for name, fn in subjects.items():
+        out = try_call(run_label.format(name=name), fn, log)
+        errs[name] = float("inf") if out is None else rel_error(out, ref)
+        triton.set_allocator(torch_alloc)    # a tutorial launcher may have set its own
+    return errs
+
+
 def interleaved_rounds(subjects, ref, rounds, log, run_label, bench_label, max_err=None, window=WINDOWS["probe"]):
     """Time every subject in ``rounds`` interleaved rounds (do_bench median each, over ``window``: (warm-up ms,
     measured ms)), in ``round_order``.
@@ -224,13 +237,7 @@ def interleaved_rounds(subjects, ref, rounds, log, run_label, bench_label, max_e
     failed (or, with ``max_err``, differs by more) is not timed. Labels are formatted with ``name``.
     Returns ({name: [ms per round]}, {name: error}).
     """
-    import triton
-    from tlx_workbench.kernels._common import torch_alloc
-    times, errs = {k: [] for k in subjects}, {}
-    for name, fn in subjects.items():
-        out = try_call(run_label.format(name=name), fn, log)
-        errs[name] = float("inf") if out is None else rel_error(out, ref)
-        triton.set_allocator(torch_alloc)    # a tutorial launcher may have set its own
+    times, errs = {k: [] for k in subjects}, check_subjects(subjects, ref, log, run_label)
     for r in range(rounds):
         for name in round_order(subjects, r):
             if (errs[name] == float("inf")) if max_err is None else (errs[name] > max_err):

@@ -126,12 +126,12 @@ def main(argv=None):
     ap.add_argument("--parts", default="check,time")
     ap.add_argument("--switch", default="HALF_DIAG", help="the constexpr switch added to each default")
     ap.add_argument("--cells", default="causal128", choices=sorted(CELLS))
-    ap.add_argument("--window", default="probe", choices=["goal", "probe", "long"],
+    from _harness import WINDOWS
+    ap.add_argument("--window", default="probe", choices=sorted(WINDOWS),
                     help="do_bench's warm-up and measured ms (_harness.WINDOWS); long: rounds spread least")
     ap.add_argument("--out", default=os.environ.get("OUT", "bench_out"))
     a = ap.parse_args(argv)
     import torch
-    from _harness import WINDOWS
     out = pathlib.Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     res = dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

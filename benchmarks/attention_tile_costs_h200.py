@@ -13,8 +13,9 @@ Cells vary ``num_m`` at fixed ``P`` (N = 1024 .. 16384, 16 pairs a CTA) and ``P`
 pairs a CTA at N = 4096 and 8192), so the three are separable; a least-squares fit gives them with the residual
 of every cell (a cell far off says the model misses something there). The non-causal default at the 16-pair
 shapes is timed too, for SDPA's curve over N. ``--switch NAME`` (repeatable) also times the causal default with
-a switch of ``attention_configs._config`` added, fitted on its own: which of the two costs a switch moves. Each cell: torch SDPA and ours, checked against each other, then
-``--rounds`` interleaved rounds in a shuffled order (``_harness.sdpa_rounds``: do_bench 100/300 ms, median).
+a switch of ``attention_configs._config`` added, fitted on its own: which of the two costs a switch moves. Each
+cell: torch SDPA and ours, checked against each other, then ``--rounds`` interleaved rounds in a shuffled order
+(``_harness.sdpa_rounds``: do_bench 100/300 ms, median).
 
     source .gpu/env.sh && python3 benchmarks/attention_tile_costs_h200.py           # H200: $OUT/attention_tile_costs_h200.{json,md}
     source .gpu/env.sh && python3 benchmarks/attention_tile_costs_h200.py --switch CHAIN --switch HALF_DIAG \

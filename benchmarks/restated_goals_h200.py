@@ -26,13 +26,15 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _harness import WINDOWS  # noqa: E402
+
 ATTN = [((4, 32, 4096, 128), False), ((2, 32, 8192, 128), False), ((4, 32, 4096, 128), True),
         ((2, 32, 8192, 128), True)]
 GEMM = [(4096, 4096, 4096), (8192, 8192, 8192)]
 GOALS = {("attention", False): 1.05, ("attention", True): 1.10, ("gemm", 4096): 0.99, ("gemm", 8192): 1.00}
 
 
-def _rounds(subjects, ref, n, window=(25, 100)):
+def _rounds(subjects, ref, n, window=WINDOWS["goal"]):
     import torch
     import triton
     from _harness import rel_error
@@ -55,7 +57,7 @@ def _rounds(subjects, ref, n, window=(25, 100)):
     return {k: v for k, v in times.items() if v}, errs
 
 
-def attention_cells(n, log, window=(25, 100)):
+def attention_cells(n, log, window=WINDOWS["goal"]):
     import torch
     from _harness import attn_flops, attn_inputs
     from tlx_workbench.kernels import attention as A
@@ -82,7 +84,7 @@ def attention_cells(n, log, window=(25, 100)):
     return rows
 
 
-def gemm_cells(n, log, window=(25, 100)):
+def gemm_cells(n, log, window=WINDOWS["goal"]):
     import torch
     from _harness import gemm_inputs
     from tlx_workbench.kernels import gemm_cluster, gemm_pingpong, gemm_ws
@@ -137,12 +139,12 @@ def markdown(res) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--window", default="goal", choices=["goal", "probe", "long"],
+    ap.add_argument("--window", default="goal", choices=sorted(WINDOWS),
                     help="do_bench's warm-up and measured ms (_harness.WINDOWS): goal = Triton's 25/100, the method "
                          "of every goal run before 2026-12-04 evening; long = 500/2000, rounds spread least")
     ap.add_argument("parts", nargs="*", default=["attention", "gemm"])
     a = ap.parse_args(argv)
-    from _harness import WINDOWS, run_record, write_json, write_outputs
+    from _harness import run_record, write_json, write_outputs
     out = os.environ.get("OUT", "/tmp/restated_goals")
     res = run_record(rounds=a.rounds, window=WINDOWS[a.window], rows=[], errors=[])
 

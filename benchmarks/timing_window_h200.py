@@ -68,7 +68,7 @@ class Sampler:
 
 
 def cells():
-    """[(cell name, vendor name, {subject: fn}, reference output)] on fresh inputs."""
+    """[(cell name, vendor name, {subject: fn})] on fresh inputs."""
     import torch
     import torch.nn.functional as F
     from _harness import attn_inputs, gemm_inputs
@@ -96,18 +96,12 @@ def cells():
 def measure(rounds: int, log: list) -> dict:
     import torch
     import triton
-    from _harness import gpu_setup, rel_error, round_order, try_call
-    from tlx_workbench.kernels._common import torch_alloc
+    from _harness import check_subjects, gpu_setup, round_order, try_call
     gpu_setup()
     todo = cells()
     res = {}
     for cell, vendor, subj in todo:
-        ref = subj[vendor]()
-        errs = {}
-        for name, fn in subj.items():
-            got = try_call(f"{cell} {name}", fn, log)
-            errs[name] = float("inf") if got is None else rel_error(got, ref)
-            triton.set_allocator(torch_alloc)
+        errs = check_subjects(subj, subj[vendor](), log, f"{cell} {{name}}")
         res[cell] = dict(vendor=vendor, errors=errs, windows={w: {n: [] for n in subj} for w in WINDOWS})
     torch.cuda.synchronize()
     sampler = Sampler()
