@@ -73,7 +73,7 @@ def test_persistent_schedules_cover_every_tile_once(tiles, ctas):
                    for w in attention.persistent_schedule(tiles, ctas, True))
 
 
-@pytest.mark.parametrize("name", ["persistent_zigzag", "persistent_zigzag_chain"])
+@pytest.mark.parametrize("name", ["persistent_zigzag", "persistent_zigzag_chain", "persistent_zigzag_diag_first"])
 @pytest.mark.parametrize("shape,ctas", [((1, 3, 200, 64), 2), ((1, 1, 300, 64), 2), ((2, 1, 384, 64), 3)])
 def test_zigzag_causal_schedule_on_simulator(shape, ctas, name):
     """The zig-zag pair schedule (causal persistent) on several CTAs: odd tile counts (a CTA ends on

@@ -189,15 +189,18 @@ def _kv_step(q_tile, ring, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring0
 @triton.jit
 def _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks, pin_ptr,
            CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr,
-           GROUPS: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
+           GROUPS: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr, MASKED: tl.constexpr = True):
     """Steps 1 .. n_blocks-1 of one tile (``_kv_step``): the blocks before ``n_plain`` unmasked, the rest
-    (the diagonal, the ragged end of N) masked. Returns the new (p, m_i, l_i, acc)."""
+    (the diagonal, the ragged end of N) masked; ``MASKED=False``: every step is unmasked (a ``DIAG_FIRST`` walk
+    took its only masked block as block 0), and the masked loop is not compiled. Returns the new (p, m_i, l_i,
+    acc)."""
     for j in range(1, tl.maximum(n_plain, 1)):
         p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
                                     False, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
-    for j in range(tl.maximum(n_plain, 1), n_blocks):
-        p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
-                                    True, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+    if MASKED:
+        for j in range(tl.maximum(n_plain, 1), n_blocks):
+            p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
+                                        True, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
     return p, m_i, l_i, acc
 
 
@@ -205,13 +208,16 @@ def _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plai
 def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, pin_ptr,
             HEAD_DIM: tl.constexpr, HALF: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
             BN: tl.constexpr, NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, GROUPS: tl.constexpr,
-            RELEASE_Q: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr, HALF_DIAG: tl.constexpr = False):
+            RELEASE_Q: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr, HALF_DIAG: tl.constexpr = False,
+            DIAG_FIRST: tl.constexpr = False):
     """One consumer group's pass over the K/V blocks of one query tile: S_0 alone, the steps (unmasked
-    blocks first), the last P V. ``kv``: the K/V ring (k_tiles, v_tiles, k_full, k_empty, v_full,
+    blocks first), the last P V. ``DIAG_FIRST`` (causal, BN = BM): the loader brings the blocks last first, so
+    block 0 is the diagonal (masked, as a causal block 0 always is) and every step is unmasked. ``kv``: the K/V ring (k_tiles, v_tiles, k_full, k_empty, v_full,
     v_empty); ``ring``: K/V blocks through it before this tile's block 0. ``RELEASE_Q``: arrive on
     ``q_empty[qslot]`` once the tile's last Q K^T retired (persistent form). ``HALF_DIAG`` (causal, two
     groups, BN = BM): group 0 takes ``_attend_half_diag``.
     Returns (the unnormalised O, the row sums, the row maxima in base-2 units)."""
+    tl.static_assert(not (HALF_DIAG and DIAG_FIRST), "HALF_DIAG walks the diagonal last (no DIAG_FIRST)")
     if HALF_DIAG and CAUSAL and wg == 0:
         tl.static_assert(BN == 2 * HALF, "HALF_DIAG needs BN = BM = two groups of rows")
         tl.static_assert(not OVERLAP[2], "HALF_DIAG reads Q from SMEM (no Q_REGS)")
@@ -238,11 +244,19 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empty[b0])
     # block 0's P is converted in its softmax under P_LATE too (no P V wgmma is in flight yet)
-    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                         CAUSAL or not EVEN_M, CAUSAL, BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
-    acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-    p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks,
-                              pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+    if DIAG_FIRST:
+        tl.static_assert(CAUSAL and BN == 2 * HALF, "DIAG_FIRST is for causal tiles with BN = BM")
+        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, (n_blocks - 1) * BN, N_CTX, True, True,
+                                             BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
+        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+        p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_blocks, n_blocks,
+                                  pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP, False)
+    else:
+        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
+                                             CAUSAL or not EVEN_M, CAUSAL, BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
+        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+        p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks,
+                                  pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
     if RELEASE_Q:
         # every S = Q K^T of this tile has retired: the loader may refill this Q slot
         tlx.barrier_arrive(q_empty[qslot])
@@ -315,6 +329,26 @@ def _attend_half_diag(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_s
     return acc, l_i, m_i
 
 
+@triton.jit
+def _kv_row(j, n_blocks, BN: tl.constexpr, DIAG_FIRST: tl.constexpr):
+    """The first K/V row (within the head) of a tile's j-th block in walk order: blocks 0, 1, ..., or under
+    ``DIAG_FIRST`` the last (the causal diagonal) first, then down to block 0."""
+    if DIAG_FIRST:
+        return (n_blocks - 1 - j) * BN
+    else:
+        return j * BN
+
+
+@triton.jit
+def _normalised(acc, l_i, DTYPE: tl.constexpr, RECIP_NORM: tl.constexpr):
+    """O = acc / l in the output dtype. ``RECIP_NORM``: one reciprocal per row and a multiply per element (a
+    division per element is ~9 SASS instructions: 601 for a 64 x 128 group's tile at D=128, against 169)."""
+    if RECIP_NORM:
+        return (acc * (1.0 / l_i)[:, None]).to(DTYPE)
+    else:
+        return (acc / l_i[:, None]).to(DTYPE)
+
+
 # ---- the plain kernel: a CTA per query tile (its loader inline, its consumers through _attend) ---
 
 @triton.jit
@@ -327,7 +361,8 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
                          ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
                          Q_REGS: tl.constexpr = False, STORE_LSE: tl.constexpr = False, lse_ptr=None,
-                         HALF_DIAG: tl.constexpr = False):
+                         HALF_DIAG: tl.constexpr = False, DIAG_FIRST: tl.constexpr = False,
+                         RECIP_NORM: tl.constexpr = False):
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -359,12 +394,13 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
             for j in range(n_blocks):
                 b = j % NUM_BUFS
                 parity = (j // NUM_BUFS) & 1
+                col = _kv_row(j, n_blocks, BN, DIAG_FIRST)
                 tlx.barrier_wait(k_empty[b], parity ^ 1)
                 tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
-                tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + j * BN, 0], k_full[b])
+                tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + col, 0], k_full[b])
                 tlx.barrier_wait(v_empty[b], parity ^ 1)
                 tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
-                tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + j * BN, 0], v_full[b])
+                tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + col, 0], v_full[b])
 
         with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
             wg = tlx.async_task_replica_id()
@@ -379,11 +415,11 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
 
             acc, l_i, m_i = _attend(q_tile, kv, None, 0, wg, 0, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, o_ptr,
                                HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, False,
-                               (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS), HALF_DIAG)
+                               (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS), HALF_DIAG, DIAG_FIRST)
             if STORE_LSE:
                 _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
 
-            out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
+            out = _normalised(acc, l_i, tlx.dtype_of(desc_o), RECIP_NORM)
             if EVEN_M:
                 # Q's tile is dead now (its last wgmma retired): reuse it as the store buffer
                 tlx.local_store(q_tile, out)
@@ -457,9 +493,10 @@ def _tile_span(start_m, N_CTX, BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.co
 def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                        BM: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                        NUM_SMS: tl.constexpr, Q_BUFS: tl.constexpr, HALF: tl.constexpr, TILE_BYTES: tl.constexpr,
-                       Q_BYTES: tl.constexpr, GROUPS: tl.constexpr, ZIGZAG: tl.constexpr):
+                       Q_BYTES: tl.constexpr, GROUPS: tl.constexpr, ZIGZAG: tl.constexpr,
+                       DIAG_FIRST: tl.constexpr = False):
     """The loader of ``attention_fwd_persistent_kernel``: Q of each tile, then its K/V blocks
-    through the ring ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty)."""
+    through the ring ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty) (``DIAG_FIRST``: last first)."""
     k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
     ring = 0
     it = 0
@@ -479,12 +516,13 @@ def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_C
         for j in range(n_blocks):
             b = ring % NUM_BUFS
             parity = (ring // NUM_BUFS) & 1
+            col = _kv_row(j, n_blocks, BN, DIAG_FIRST)
             tlx.barrier_wait(k_empty[b], parity ^ 1)
             tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
-            tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + j * BN, 0], k_full[b])
+            tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + col, 0], k_full[b])
             tlx.barrier_wait(v_empty[b], parity ^ 1)
             tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
-            tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + j * BN, 0], v_full[b])
+            tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + col, 0], v_full[b])
             ring += 1
         it += 1
 
@@ -492,13 +530,13 @@ def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_C
 @triton.jit
 def _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
                    HEAD_DIM: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, EVEN_M: tl.constexpr,
-                   STORE_LSE: tl.constexpr):
+                   STORE_LSE: tl.constexpr, RECIP_NORM: tl.constexpr = False):
     """A persistent consumer group's end of one tile: O = acc / l out through its own SMEM buffer by TMA (not
     waited for: the next tile's wgmmas overlap it), or by a masked store at a ragged N; the log-sum-exp too
     under STORE_LSE."""
     if STORE_LSE:
         _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
-    out = (acc / l_i[:, None]).to(tlx.dtype_of(desc_o))
+    out = _normalised(acc, l_i, tlx.dtype_of(desc_o), RECIP_NORM)
     if EVEN_M:
         # the previous tile's store has had a whole tile to drain out of this buffer
         tlx.async_descriptor_store_wait(0)
@@ -517,12 +555,14 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr,
                          Q_BUFS: tl.constexpr, HALF: tl.constexpr, dtype: tl.constexpr, GROUPS: tl.constexpr,
                          ZIGZAG: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr,
-                         STORE_LSE: tl.constexpr = False, lse_ptr=None, HALF_DIAG: tl.constexpr = False):
+                         STORE_LSE: tl.constexpr = False, lse_ptr=None, HALF_DIAG: tl.constexpr = False,
+                         DIAG_FIRST: tl.constexpr = False, RECIP_NORM: tl.constexpr = False):
     """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile
-    (``OVERLAP[3]``, CHAIN: ``_chained_consumer``; HALF_DIAG: see ``_attend``)."""
+    (``OVERLAP[3]``, CHAIN: ``_chained_consumer``; HALF_DIAG, DIAG_FIRST: see ``_attend``)."""
     CHAIN: tl.constexpr = OVERLAP[3]
     if CHAIN:
         tl.static_assert(not HALF_DIAG, "CHAIN walks whole diagonal blocks (no HALF_DIAG)")
+        tl.static_assert(not DIAG_FIRST and not RECIP_NORM, "CHAIN walks blocks in order and divides O")
         _chained_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
                           num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype,
                           GROUPS, ZIGZAG, SOFTMAX, OVERLAP, STORE_LSE, lse_ptr)
@@ -547,11 +587,11 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
 
             acc, l_i, m_i = _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain,
                                     n_blocks, o_ptr, HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, True,
-                                    SOFTMAX, OVERLAP, HALF_DIAG)
+                                    SOFTMAX, OVERLAP, HALF_DIAG, DIAG_FIRST)
             ring += n_blocks
             it += 1
             _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
-                           HEAD_DIM, HALF, BM, EVEN_M, STORE_LSE)
+                           HEAD_DIM, HALF, BM, EVEN_M, STORE_LSE, RECIP_NORM)
     tlx.async_descriptor_store_wait(0)
 
 
@@ -659,7 +699,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False,
                                     STORE_LSE: tl.constexpr = False, lse_ptr=None,
                                     SPLIT_TAIL: tl.constexpr = False, main_tiles=0, CHAIN: tl.constexpr = False,
-                                    HALF_DIAG: tl.constexpr = False):
+                                    HALF_DIAG: tl.constexpr = False, DIAG_FIRST: tl.constexpr = False,
+                                    RECIP_NORM: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but NUM_SMS persistent CTAs walk query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -667,7 +708,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
     through its own SMEM buffer without being waited for: the next tile's first wgmmas overlap it.
     ``SPLIT_TAIL``: only tiles 0 .. main_tiles-1 (whole waves); the split tail's kernels do the rest.
     ``CHAIN``: a tile's last P V and the next tile's S_0 share a turn (``_chained_consumer``). ``HALF_DIAG``: group 0
-    multiplies only the left half of a causal tile's diagonal block (``_attend_half_diag``)."""
+    multiplies only the left half of a causal tile's diagonal block (``_attend_half_diag``). ``DIAG_FIRST``: a causal tile's
+    K/V blocks are walked from the diagonal down (``_attend``). ``RECIP_NORM``: O = acc * (1 / l) (``_normalised``)."""
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -701,28 +743,30 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 _persistent_consumer(0, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG)
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG, DIAG_FIRST,
+                                     RECIP_NORM)
             with tlx.async_task(num_warps=4, num_regs=MMA_REGS):
                 _persistent_consumer(1, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG)
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG, DIAG_FIRST,
+                                     RECIP_NORM)
             with tlx.async_task(num_warps=1, num_regs=LOADER_REGS):
                 _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                                    BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
-                                   ZIGZAG)
+                                   ZIGZAG, DIAG_FIRST)
     else:
         with tlx.async_tasks():
             with tlx.async_task("default", num_regs=LOADER_REGS):
                 _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                                    BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
-                                   ZIGZAG)
+                                   ZIGZAG, DIAG_FIRST)
             with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
                 _persistent_consumer(tlx.async_task_replica_id(), q_tiles, q_full, q_empty, kv, o_tiles, desc_o,
                                      o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
                                      CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype, GROUPS, ZIGZAG,
                                      (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr,
-                                     HALF_DIAG)
+                                     HALF_DIAG, DIAG_FIRST, RECIP_NORM)
 
 
 # ---- the split tail (SPLIT_TAIL): the leftover tiles of a persistent launch, split over K/V ------------
