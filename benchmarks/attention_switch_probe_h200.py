@@ -157,6 +157,7 @@ def main(argv=None):
     ap.add_argument("--switch", action="append", help="a constexpr switch (or A+B) added to each default; repeatable "
                     "(default: HALF_DIAG)")
     ap.add_argument("--cells", default="causal128", choices=sorted(CELLS))
+    ap.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated, of " + ", ".join(DTYPES))
     from _harness import WINDOWS
     ap.add_argument("--window", default="probe", choices=sorted(WINDOWS),
                     help="do_bench's warm-up and measured ms (_harness.WINDOWS); long: rounds spread least")
@@ -177,7 +178,7 @@ def main(argv=None):
         path.write_text(json.dumps(res, indent=1, default=str))
     if "time" in a.parts:
         for shape, causal in cells:
-            for dname in DTYPES:
+            for dname in a.dtypes.split(","):
                 res["cells"].append(cell(shape, causal, dname, a.rounds, res["log"], switches, WINDOWS[a.window]))
                 path.write_text(json.dumps(res, indent=1, default=str))
                 print(json.dumps({k: res["cells"][-1][k] for k in ("shape", "causal", "dtype", "vs_sdpa")}), flush=True)
