@@ -42,7 +42,11 @@ One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer g
   in FlashAttention-3: level), ``Q_REGS`` (Q in registers as the operand of Q K^T, with ``P_LATE``:
   level), ``PIN_SOFTMAX`` (see below: -2 to -7 % at D=128), ``CHAIN`` (a tile's last P V and the next tile's S_0
   in one turn: -2 % causal at 4096, level at 8192 non-causal, -3 to -17 % at D=64) and ``HALF_DIAG`` (group 0 on
-  the left half of a causal diagonal block: -2 to -3 % at 4096, +0.7 % at 8192 fp16; both 2026-12-04).
+  the left half of a causal diagonal block: -2 to -3 % at 4096, +0.7 % at 8192 fp16; both 2026-12-04) and
+  ``DIAG_FIRST`` (a causal tile's K/V from the diagonal block down, so no step is masked: level at 4096, -0.5 to
+  -1.8 % at 8192 on an H100, 2026-12-05).
+* the epilogue normalises O with one reciprocal per row and a multiply per element, not a division per element
+  (``_normalised``: 169 SASS instructions per group and tile at D=128 instead of 601; +0.5 to +1 % non-causal).
 * what ptxas overlaps: in SASS the wait for the P V wgmma sits *above* the softmax written under it
   (ptxas moves a wait that has no inputs; ``report.wgmma_overlap`` shows it: 0 of 66 exp2 per step
   run under P V). ``PIN_SOFTMAX`` keeps them there with a store that never happens and needs all of

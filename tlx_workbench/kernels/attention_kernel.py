@@ -340,13 +340,12 @@ def _kv_row(j, n_blocks, BN: tl.constexpr, DIAG_FIRST: tl.constexpr):
 
 
 @triton.jit
-def _normalised(acc, l_i, DTYPE: tl.constexpr, RECIP_NORM: tl.constexpr):
-    """O = acc / l in the output dtype. ``RECIP_NORM``: one reciprocal per row and a multiply per element (a
-    division per element is ~9 SASS instructions: 601 for a 64 x 128 group's tile at D=128, against 169)."""
-    if RECIP_NORM:
-        return (acc * (1.0 / l_i)[:, None]).to(DTYPE)
-    else:
-        return (acc / l_i[:, None]).to(DTYPE)
+def _normalised(acc, l_i, DTYPE: tl.constexpr):
+    """O = acc / l in the output dtype, as one reciprocal per row and a multiply per element: ``acc / l_i[:, None]``
+    divides every element (``div.full.f32``, ~9 SASS instructions each: 601 for a group's 64 x 128 tile at D=128,
+    against 169 with the reciprocal, the fp16 packing included), work the other group's GEMM turn waits for.
+    Measured 2026-12-05 as the switch RECIP_NORM: +0.5 to +1.0 % non-causal, level to +1 % causal (RESULTS.md)."""
+    return (acc * (1.0 / l_i)[:, None]).to(DTYPE)
 
 
 # ---- the plain kernel: a CTA per query tile (its loader inline, its consumers through _attend) ---
@@ -361,8 +360,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
                          ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
                          Q_REGS: tl.constexpr = False, STORE_LSE: tl.constexpr = False, lse_ptr=None,
-                         HALF_DIAG: tl.constexpr = False, DIAG_FIRST: tl.constexpr = False,
-                         RECIP_NORM: tl.constexpr = False):
+                         HALF_DIAG: tl.constexpr = False, DIAG_FIRST: tl.constexpr = False):
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -419,7 +417,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
             if STORE_LSE:
                 _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
 
-            out = _normalised(acc, l_i, tlx.dtype_of(desc_o), RECIP_NORM)
+            out = _normalised(acc, l_i, tlx.dtype_of(desc_o))
             if EVEN_M:
                 # Q's tile is dead now (its last wgmma retired): reuse it as the store buffer
                 tlx.local_store(q_tile, out)
@@ -530,13 +528,13 @@ def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_C
 @triton.jit
 def _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
                    HEAD_DIM: tl.constexpr, HALF: tl.constexpr, BM: tl.constexpr, EVEN_M: tl.constexpr,
-                   STORE_LSE: tl.constexpr, RECIP_NORM: tl.constexpr = False):
+                   STORE_LSE: tl.constexpr):
     """A persistent consumer group's end of one tile: O = acc / l out through its own SMEM buffer by TMA (not
     waited for: the next tile's wgmmas overlap it), or by a masked store at a ragged N; the log-sum-exp too
     under STORE_LSE."""
     if STORE_LSE:
         _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
-    out = _normalised(acc, l_i, tlx.dtype_of(desc_o), RECIP_NORM)
+    out = _normalised(acc, l_i, tlx.dtype_of(desc_o))
     if EVEN_M:
         # the previous tile's store has had a whole tile to drain out of this buffer
         tlx.async_descriptor_store_wait(0)
@@ -556,13 +554,13 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
                          Q_BUFS: tl.constexpr, HALF: tl.constexpr, dtype: tl.constexpr, GROUPS: tl.constexpr,
                          ZIGZAG: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr,
                          STORE_LSE: tl.constexpr = False, lse_ptr=None, HALF_DIAG: tl.constexpr = False,
-                         DIAG_FIRST: tl.constexpr = False, RECIP_NORM: tl.constexpr = False):
+                         DIAG_FIRST: tl.constexpr = False):
     """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile
     (``OVERLAP[3]``, CHAIN: ``_chained_consumer``; HALF_DIAG, DIAG_FIRST: see ``_attend``)."""
     CHAIN: tl.constexpr = OVERLAP[3]
     if CHAIN:
         tl.static_assert(not HALF_DIAG, "CHAIN walks whole diagonal blocks (no HALF_DIAG)")
-        tl.static_assert(not DIAG_FIRST and not RECIP_NORM, "CHAIN walks blocks in order and divides O")
+        tl.static_assert(not DIAG_FIRST, "CHAIN walks a tile's blocks in order (no DIAG_FIRST)")
         _chained_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
                           num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype,
                           GROUPS, ZIGZAG, SOFTMAX, OVERLAP, STORE_LSE, lse_ptr)
@@ -591,7 +589,7 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
             ring += n_blocks
             it += 1
             _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
-                           HEAD_DIM, HALF, BM, EVEN_M, STORE_LSE, RECIP_NORM)
+                           HEAD_DIM, HALF, BM, EVEN_M, STORE_LSE)
     tlx.async_descriptor_store_wait(0)
 
 
@@ -699,8 +697,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False,
                                     STORE_LSE: tl.constexpr = False, lse_ptr=None,
                                     SPLIT_TAIL: tl.constexpr = False, main_tiles=0, CHAIN: tl.constexpr = False,
-                                    HALF_DIAG: tl.constexpr = False, DIAG_FIRST: tl.constexpr = False,
-                                    RECIP_NORM: tl.constexpr = False):
+                                    HALF_DIAG: tl.constexpr = False, DIAG_FIRST: tl.constexpr = False):
     """The same computation as ``attention_fwd_kernel``, but NUM_SMS persistent CTAs walk query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
@@ -709,7 +706,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
     ``SPLIT_TAIL``: only tiles 0 .. main_tiles-1 (whole waves); the split tail's kernels do the rest.
     ``CHAIN``: a tile's last P V and the next tile's S_0 share a turn (``_chained_consumer``). ``HALF_DIAG``: group 0
     multiplies only the left half of a causal tile's diagonal block (``_attend_half_diag``). ``DIAG_FIRST``: a causal tile's
-    K/V blocks are walked from the diagonal down (``_attend``). ``RECIP_NORM``: O = acc * (1 / l) (``_normalised``)."""
+    K/V blocks are walked from the diagonal down (``_attend``)."""
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -743,14 +740,12 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 _persistent_consumer(0, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG, DIAG_FIRST,
-                                     RECIP_NORM)
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG, DIAG_FIRST)
             with tlx.async_task(num_warps=4, num_regs=MMA_REGS):
                 _persistent_consumer(1, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG, DIAG_FIRST,
-                                     RECIP_NORM)
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG, DIAG_FIRST)
             with tlx.async_task(num_warps=1, num_regs=LOADER_REGS):
                 _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                                    BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
@@ -766,7 +761,7 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                      o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
                                      CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype, GROUPS, ZIGZAG,
                                      (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr,
-                                     HALF_DIAG, DIAG_FIRST, RECIP_NORM)
+                                     HALF_DIAG, DIAG_FIRST)
 
 
 # ---- the split tail (SPLIT_TAIL): the leftover tiles of a persistent launch, split over K/V ------------
