@@ -212,8 +212,9 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
             DIAG_FIRST: tl.constexpr = False):
     """One consumer group's pass over the K/V blocks of one query tile: S_0 alone, the steps (unmasked
     blocks first), the last P V. ``DIAG_FIRST`` (causal, BN = BM): the loader brings the blocks last first, so
-    block 0 is the diagonal (masked, as a causal block 0 always is) and every step is unmasked. ``kv``: the K/V ring (k_tiles, v_tiles, k_full, k_empty, v_full,
-    v_empty); ``ring``: K/V blocks through it before this tile's block 0. ``RELEASE_Q``: arrive on
+    block 0 is the diagonal (masked, as a causal block 0 always is) and every step is unmasked. ``kv``: the K/V
+    ring (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty); ``ring``: K/V blocks through it before this tile's
+    block 0. ``RELEASE_Q``: arrive on
     ``q_empty[qslot]`` once the tile's last Q K^T retired (persistent form). ``HALF_DIAG`` (causal, two
     groups, BN = BM): group 0 takes ``_attend_half_diag``.
     Returns (the unnormalised O, the row sums, the row maxima in base-2 units)."""
@@ -252,8 +253,8 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
         p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_blocks, n_blocks,
                                   pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP, False)
     else:
-        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                             CAUSAL or not EVEN_M, CAUSAL, BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
+        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX, CAUSAL or not EVEN_M, CAUSAL,
+                                             BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
         acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
         p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks,
                                   pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
@@ -705,8 +706,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
     through its own SMEM buffer without being waited for: the next tile's first wgmmas overlap it.
     ``SPLIT_TAIL``: only tiles 0 .. main_tiles-1 (whole waves); the split tail's kernels do the rest.
     ``CHAIN``: a tile's last P V and the next tile's S_0 share a turn (``_chained_consumer``). ``HALF_DIAG``: group 0
-    multiplies only the left half of a causal tile's diagonal block (``_attend_half_diag``). ``DIAG_FIRST``: a causal tile's
-    K/V blocks are walked from the diagonal down (``_attend``)."""
+    multiplies only the left half of a causal tile's diagonal block (``_attend_half_diag``). ``DIAG_FIRST``: a causal
+    tile's K/V blocks are walked from the diagonal down (``_attend``)."""
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
