@@ -118,6 +118,22 @@ def test_attention_compile_report_shows_the_wgmma_serialization_the_h200_measure
     assert "tlx.async_dot(p" in src_lines[adv.line - 1]
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["non-causal", "causal"])
+@pytest.mark.parametrize("n_ctx", [1000, 1024], ids=["ragged", "even"])
+def test_attention_defaults_divide_once_a_row_not_once_an_element(causal, n_ctx):
+    """O = acc / l in the defaults' epilogue is one reciprocal per row and a multiply per element: a division per
+    element (Triton's fp32 ``/`` is ``div.full.f32``, ~9 SASS instructions) was 601 instructions of a consumer
+    thread's tile against 169, and the reciprocal ran 0.5-1 % faster non-causal on an H100 (benchmarks/RESULTS.md,
+    sixteenth session). A thread holds 2 rows of a 64 x 128 accumulator (64 elements): the whole PTX may divide only
+    a few times (once per row and code path), never per element."""
+    import re
+
+    cfg = attention.configs_for(128, causal, n_ctx)[0]
+    ptx = attention.compile_offline(cfg, shape=(1, 2, n_ctx, 128), causal=causal).asm["ptx"]
+    divisions = len(re.findall(r"\bdiv\.(?:full|rn|approx)\.f32", ptx))
+    assert 0 < divisions <= 8, divisions
+
+
 def test_one_warp_loader_variant_compiles_with_a_padded_warp_group():
     """WARP1_LOADER: the loader is a 1-warp task; Triton pads its warp group (12 warps in all), the
     consumers keep 240 registers, nothing spills and ptxas has no advisory."""
