@@ -27,6 +27,18 @@ def _silu_attention(q_ptr, k_ptr, v_ptr, o_ptr, scale, M: tl.constexpr, N: tl.co
     tl.store(o_ptr + rm[:, None] * D + rd[None, :], o.to(o_ptr.dtype.element_ty))
 
 
+def _rounding_flip_slack(p64, v):
+    """How far O = bf16(P) V may move because the kernel rounds its fp32 P where the float64 reference rounds the exact
+    one: a P within ~1e-5 (relative) of the midpoint between two bf16 neighbours may round to either, which moves
+    every element of its row of O by that P's bf16 ulp times V's row. The slack per output element; zero for a P
+    far from a midpoint, so nearest-even rounding is still checked everywhere else."""
+    pb = p64.to(torch.bfloat16).double()
+    ulp = torch.exp2(torch.floor(torch.log2(pb.abs().clamp_min(2.0 ** -126))) - 7)
+    mid = pb + torch.sign(p64 - pb) * ulp / 2
+    near = ((p64 - mid).abs() <= 1e-5 * p64.abs()) & (p64 != pb)
+    return (near.double() * ulp) @ v.double().abs()
+
+
 @pytest.mark.parametrize("out_dtype", [torch.float32, torch.bfloat16])
 def test_bf16_dot_pattern_matches_float64(out_dtype):
     M, N, D, scale = 32, 64, 32, 0.3
@@ -34,11 +46,13 @@ def test_bf16_dot_pattern_matches_float64(out_dtype):
     out = torch.zeros(M, D, dtype=out_dtype)
     res = simulate(_silu_attention, q, k, v, out, scale, M=M, N=N, D=D, grid=(1,), gpu="H100")
     s = (q.double() @ k.double().T).float() * scale
-    p = torch.nn.functional.silu(s.double()).to(torch.bfloat16).double()     # P is rounded to bf16 in the kernel
-    ref = p @ v.double()
+    p64 = torch.nn.functional.silu(s.double())
+    ref = p64.to(torch.bfloat16).double() @ v.double()     # P is rounded to bf16 in the kernel
     assert ref.abs().max() > 1                 # O(1) values: bits multiplied as integers gave ~1e9
-    tol = {"atol": 1e-3, "rtol": 1e-4} if out_dtype == torch.float32 else {"atol": 1e-2, "rtol": 8e-3}
-    torch.testing.assert_close(out.double(), ref, **tol)
+    atol, rtol = (1e-3, 1e-4) if out_dtype == torch.float32 else (1e-2, 8e-3)
+    err = (out.double() - ref).abs()
+    bound = atol + rtol * ref.abs() + _rounding_flip_slack(p64, v)
+    assert bool((err <= bound).all()), f"{int((err > bound).sum())} elements off, worst {float((err - bound).max()):.3g}"
     assert res.ok, res
 
 
