@@ -246,18 +246,14 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
     tlx.barrier_arrive(k_empty[b0])
     # block 0's P is converted in its softmax under P_LATE too (no P V wgmma is in flight yet)
     if DIAG_FIRST:
+        # block 0 is the diagonal (masked: a causal block 0 always is), every step is unmasked
         tl.static_assert(CAUSAL and BN == 2 * HALF, "DIAG_FIRST is for causal tiles with BN = BM")
-        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, (n_blocks - 1) * BN, N_CTX, True, True,
-                                             BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
-        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-        p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_blocks, n_blocks,
-                                  pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP, False)
-    else:
-        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX, CAUSAL or not EVEN_M, CAUSAL,
-                                             BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
-        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-        p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks,
-                                  pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+        n_plain = n_blocks
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, _kv_row(0, n_blocks, BN, DIAG_FIRST), N_CTX,
+                                         CAUSAL or not EVEN_M, CAUSAL, BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
+    acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
+    p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks,
+                              pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP, not DIAG_FIRST)
     if RELEASE_Q:
         # every S = Q K^T of this tile has retired: the loader may refill this Q slot
         tlx.barrier_arrive(q_empty[qslot])
