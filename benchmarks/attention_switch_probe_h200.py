@@ -8,9 +8,10 @@ The switches probed so far (``attention_configs._config`` says what each does):
 * ``HALF_DIAG`` (causal): consumer group 0 multiplies only the left half of each tile's diagonal block, whose right
   half is masked for all its rows: a quarter of the diagonal block's wgmma work less per tile (at 4x32x4096 causal
   a tile averages 16.5 K/V blocks, so about 1.5 % of the MMA work; 0.8 % at 8192).
-* ``RECIP_NORM``, ``DIAG_FIRST`` and both (2026-12-05, sixteenth session; store ``benchmarks/kernels_h200/r16/``): the
-  epilogue's per-element division as one reciprocal a row and a multiply; a causal tile's K/V walked from the
-  diagonal down, so no step is masked. Each a tile cost, not a block's (RESULTS.md, fifteenth session's fit).
+* ``RECIP_NORM``, ``DIAG_FIRST`` and both (2026-12-05, sixteenth session, commit 2dad521; store
+  ``benchmarks/kernels_h200/r16/``): the epilogue's per-element division as one reciprocal a row and a multiply
+  (since then the kernel's only epilogue, no longer a switch); a causal tile's K/V walked from the diagonal down, so no
+  step is masked (slower at 8192: an off switch). Each a tile cost, not a block's (RESULTS.md, fifteenth session's fit).
 
 ``--switch`` may be given several times and a switch set written ``A+B``: every set is a subject of its own, timed
 in the same rounds; a set a cell's default does not suit (``attention.suits``, e.g. DIAG_FIRST in a non-causal
@@ -25,8 +26,8 @@ Two parts, one call:
 
     source .gpu/env.sh && python3 benchmarks/attention_switch_probe_h200.py --switch HALF_DIAG --cells causal128
     source .gpu/env.sh && python3 benchmarks/attention_switch_probe_h200.py --switch CHAIN --cells all   # the CHAIN run
-    source .gpu/env.sh && python3 benchmarks/attention_switch_probe_h200.py --switch RECIP_NORM --switch DIAG_FIRST \
-        --switch DIAG_FIRST+RECIP_NORM --cells causal128 --window long
+    source .gpu/env.sh && python3 benchmarks/attention_switch_probe_h200.py --switch DIAG_FIRST --switch HALF_DIAG \
+        --switch DIAG_FIRST+P_LATE --cells causal128 --window long     # several switch sets in the same rounds
 
 Results: ``$OUT/attention_switch_probe_h200.{json,md}`` (CHAIN, all cells: ~6.5 min on the H200, most of it compiles).
 """
@@ -71,35 +72,36 @@ def subjects_of(switches, shape, causal) -> dict:
 def check(log, switches, cells) -> list:
     """Rows of (shape, dtype, causal, config, O error, lse error, ok): every default of the cells' masking and head
     dims, with each switch set that suits it, at the check shapes."""
+    heads = {shape[-1] for shape, _ in cells}
+    runs = [(shape, causal, sw, cfg) for shape in CHECK_SHAPES if shape[-1] in heads
+            for causal in sorted({c for _, c in cells})
+            for sw, cfg in subjects_of(switches, shape, causal).items() if sw != "default"]
+    return [check_run(log, shape, dname, causal, sw, cfg) for shape, causal, sw, cfg in runs for dname in DTYPES]
+
+
+def check_run(log, shape, dname, causal, sw, cfg) -> dict:
+    """One config at one shape and dtype, O and the log-sum-exp against float64: a row of ``check``."""
     import math
     import torch
     from _harness import attn_inputs, attn_ref64, rel_error, try_call
     from tlx_workbench.kernels import attention as A
-    rows = []
-    heads = {shape[-1] for shape, _ in cells}
-    for shape in [s for s in CHECK_SHAPES if s[-1] in heads]:
-        for causal, (sw, cfg) in [(c, item) for c in sorted({c for _, c in cells})
-                                  for item in subjects_of(switches, shape, c).items() if item[0] != "default"]:
-            for dname in DTYPES:
-                q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
-                o = torch.full_like(q, float("nan"))
-                lse = torch.full(shape[:3], float("nan"), device="cuda", dtype=torch.float32)
-                got = try_call(f"check {shape} {dname} causal={causal}",
-                               lambda: A.launch(q, k, v, o, causal, scale, cfg, lse=lse), log)
-                torch.cuda.synchronize()
-                err = float("inf") if got is None else rel_error(o, attn_ref64(q, k, v, causal, scale))
-                s = (q.double() @ k.double().transpose(-1, -2)) * scale
-                if causal:
-                    n = shape[2]
-                    s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-                lse_err = (float((lse.double() - torch.logsumexp(s, -1)).abs().max())
-                           if torch.isfinite(lse).all() else math.inf)
-                ok = err < 1e-2 and lse_err < 1e-3
-                rows.append(dict(shape=list(shape), dtype=dname, causal=causal, switch=sw, config=cfg, rel_err=err,
-                                 lse_err=lse_err, ok="ok" if ok else "FAIL"))
-                print(f"check {shape} {dname} causal={causal} {sw}: {err:.2e} lse {lse_err:.2e} {rows[-1]['ok']}",
-                      flush=True)
-    return rows
+    q, k, v, scale = attn_inputs(shape, getattr(torch, dname))
+    o = torch.full_like(q, float("nan"))
+    lse = torch.full(shape[:3], float("nan"), device="cuda", dtype=torch.float32)
+    got = try_call(f"check {shape} {dname} causal={causal}",
+                   lambda: A.launch(q, k, v, o, causal, scale, cfg, lse=lse), log)
+    torch.cuda.synchronize()
+    err = float("inf") if got is None else rel_error(o, attn_ref64(q, k, v, causal, scale))
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    if causal:
+        n = shape[2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    lse_err = (float((lse.double() - torch.logsumexp(s, -1)).abs().max())
+               if torch.isfinite(lse).all() else math.inf)
+    ok = "ok" if err < 1e-2 and lse_err < 1e-3 else "FAIL"
+    print(f"check {shape} {dname} causal={causal} {sw}: {err:.2e} lse {lse_err:.2e} {ok}", flush=True)
+    return dict(shape=list(shape), dtype=dname, causal=causal, switch=sw, config=cfg, rel_err=err, lse_err=lse_err,
+                ok=ok)
 
 
 def cell(shape, causal, dname, rounds, log, switches, window):
