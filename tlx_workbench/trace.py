@@ -182,12 +182,32 @@ class Trace:
     def __init__(self, spans: Iterable[Span] = (), barrier_events: Iterable[BarrierEvent] = (),
                  counters: Iterable[Counter] = (), *, time_unit: str = "cycles",
                  source: str = "sim", meta: dict | None = None):
-        self.spans: list[Span] = list(spans)
-        self.barrier_events: list[BarrierEvent] = list(barrier_events)
-        self.counters: list[Counter] = list(counters)
+        self._spans: list[Span] = list(spans)
+        self._barrier_events: list[BarrierEvent] = list(barrier_events)
+        self._counters: list[Counter] = list(counters)
+        self._fill = None
         self.time_unit = time_unit
         self.source = source
         self.meta: dict[str, Any] = dict(meta or {})
+
+    # the records, built on first access when a producer deferred them (the simulator's replayed CTAs: copies of
+    # their wave leader's records, sim/batch.py)
+    def defer(self, fill) -> None:
+        """Let ``fill(trace)`` put the final records in ``_spans``/``_barrier_events``/``_counters`` when the trace
+        is first read (it sees what was added so far)."""
+        self._fill = fill
+
+    def _filled(self) -> "Trace":
+        fill = self._fill
+        if fill is not None:
+            self._fill = None
+            fill(self)
+        return self
+
+    spans = property(lambda self: self._filled()._spans, lambda self, v: setattr(self, "_spans", list(v)))
+    barrier_events = property(lambda self: self._filled()._barrier_events,
+                              lambda self, v: setattr(self, "_barrier_events", list(v)))
+    counters = property(lambda self: self._filled()._counters, lambda self, v: setattr(self, "_counters", list(v)))
 
     # -- building -------------------------------------------------------------
     def add_span(self, span: Span) -> None:

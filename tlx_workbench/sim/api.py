@@ -144,7 +144,7 @@ class Simulation:
 
     def __init__(self, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
                  on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-                 spills=0, serialized_wgmma=False, recorder=None):
+                 spills=0, serialized_wgmma=False, recorder=None, waves=None):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
         self.gpu = gpu
@@ -158,6 +158,7 @@ class Simulation:
         self.occupancy = occupancy
         self.in_flight = in_flight
         self.numerics = numerics
+        self.waves = waves
         self.spills = spills
         self.serialized_wgmma = serialized_wgmma
         self.recorder = check_recorder(recorder)
@@ -283,7 +284,7 @@ class Simulation:
                              occupancy=self.occupancy, in_flight=self.in_flight,
                              numerics=self.numerics, spills=self.spills,
                              serialized_wgmma=self.serialized_wgmma, track_writes=len(seeds) > 1,
-                             recorder=self.recorder)
+                             recorder=self.recorder, waves=self.waves)
             if i == 0:
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
@@ -354,7 +355,7 @@ def _same(a, b) -> bool:
 
 def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
              config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-             spills=0, serialized_wgmma=False, recorder=None, **kwargs):
+             spills=0, serialized_wgmma=False, recorder=None, waves=None, **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -386,7 +387,10 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     ``recorder`` (None: the plain kernel; ``"waits"``, ``"totals"`` or ``"all"``: the kernel as ``wb.profile``
     instruments it — ``profile(ops="waits")``, ``profile(ops="waits", totals=True)``, ``profile()`` — each op it
     records followed by that recorder's measured cost per record, so that shares and times are those of the
-    kernel a measured trace comes from; ``sim/recorder.py``).
+    kernel a measured trace comes from; ``sim/recorder.py``), ``waves`` (None or True: the CTAs of a launch run
+    in waves — one simulated, the others replaying its data flow together, with the same values, findings and
+    trace — wherever the launch allows it; False: one CTA at a time; ``sim/batch.py``; the environment variable
+    ``TLXWB_SIM_WAVES=0`` makes False the default).
 
     Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a
     cluster run together under one scheduler, with remote arrivals, multicast TMA, 2-CTA
@@ -396,7 +400,7 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
                      on_deadlock=on_deadlock, resident=resident, occupancy=occupancy,
                      in_flight=in_flight, numerics=numerics, spills=spills,
-                     serialized_wgmma=serialized_wgmma, recorder=recorder)
+                     serialized_wgmma=serialized_wgmma, recorder=recorder, waves=waves)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",

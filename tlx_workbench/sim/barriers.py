@@ -151,8 +151,10 @@ class NamedBarrier:
         self.vc_done: dict = {}
         self.release_time = 0.0
         self.max_time = 0.0
+        self.counts: dict = {}                # line -> num_threads it passed, over every generation
 
     def arrive(self, threads: int, count: int, lane, line, kind: str, time: float, vc: dict) -> bool:
+        self.counts.setdefault(line, count)
         if self.expected is None:
             self.expected = count
         self.arrived += threads

@@ -785,6 +785,16 @@ def _named_cause(run, group, led, waits, file, multi):
                 return Cause(f.line, f"line {f.line}: {f.message}",
                              f"pass the same num_threads on every side of the named barrier at line {f.line}",
                              "named")
+        # a side that counted fewer threads completed a generation alone, earlier: it disagrees with this wait
+        want = getattr(b, "count", None) or next(iter(counts), None)
+        other = sorted((ln, n) for ln, n in getattr(nb, "counts", {}).items() if n != want)
+        if want is not None and other:
+            ln, n = other[0]
+            return Cause(ln, (f"line {ln}: named barrier {nb.id} is synced there with num_threads {n}, but the "
+                              f"wait at line {b.line} counts {want}: the side with fewer threads completed on its "
+                              f"own and the other waits for threads that already left"),
+                         f"pass the same num_threads on every side of named barrier {nb.id} at line {ln}",
+                         "named", b.line)
         if len(counts) > 1:
             return None
     # a task that arrives at a named barrier it also waits on: the arrive names the wrong id (each side of a

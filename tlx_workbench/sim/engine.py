@@ -15,7 +15,7 @@ from ..errors import DeadlockError, SimulationError, TLXWorkbenchError
 from ..trace import Trace
 from . import interp_adapter as ia
 from . import recorder as recording
-from . import rewrite, threads, tl_extras
+from . import batch, rewrite, threads, tl_extras
 from .blas_threads import one_blas_thread
 from .cost import cost_model, record_cycles
 from .cta import CTA, SimGroup
@@ -61,6 +61,8 @@ def _jit_call(self, *args, **kwargs):
     if mod not in _state.patched_modules:
         _state.patched_modules.add(mod)
         _state.scopes.append(ia.patch_lang(self.fn))
+        if _state.batching:
+            batch.patch_conversions()
     return rewrite.rewrite(self.fn, _run_tasks)(*args, **kwargs)
 
 
@@ -159,6 +161,7 @@ def _access_checker(run: LaunchRun, ranges):
         cta = _state.cta
         if cta is not None:
             cta.global_access(int(p.size) * itemsize, is_store)
+        batch.note_bytes(int(p.size) * itemsize)
         if p.size == 0:
             return
         if run.writes is not None:
@@ -206,14 +209,18 @@ def _account_global(nbytes, is_store, region=None):
     cta = _state.cta
     if cta is not None:
         cta.global_access(nbytes, is_store)
-    if region is not None and cta is not None and cta.run.writes is not None:
+    batch.note_bytes(nbytes)
+    run = cta.run if cta is not None else _state.run       # (no CTA: a wave replaying, sim/batch.py)
+    if region is not None and run is not None and run.writes is not None:
         if is_store:
-            cta.run.writes.store_box(region, _lane(), kernel_frame_line())
+            run.writes.store_box(region, _lane(), kernel_frame_line())
         else:
-            cta.run.writes.load_box(region)
+            run.writes.load_box(region)
 
 
 def _lane():
+    if _state.replay_lane is not None:
+        return _state.replay_lane
     cta = _state.cta
     task = cta.task if cta is not None else None
     return task.lane if task is not None else None
@@ -238,9 +245,7 @@ def _cluster_id(idx, cga, g):
     return idx[0] // cga[0] + nx * (idx[1] // cga[1] + ny * (idx[2] // cga[2]))
 
 
-def _finish_group(run, group, max_steps):
-    """Fold one group's tasks into the launch: stats, races, errors, deadlock."""
-    sched = group.sched
+def _add_stats(run, sched):
     for t in sched.tasks:
         st = run.stats.setdefault((t.name, t.replica), {"ctas": 0, "ops": 0, "busy": 0.0, "waiting": 0.0,
                                                          "mma": 0.0, "cycles": 0.0, "scalar_ops": 0})
@@ -251,6 +256,12 @@ def _finish_group(run, group, max_steps):
         st["mma"] += t.stats["mma"]
         st["scalar_ops"] += t.stats["scalar_ops"]
         st["cycles"] = max(st["cycles"], t.clock)
+
+
+def _finish_group(run, group, max_steps):
+    """Fold one group's tasks into the launch: stats, races, errors, deadlock."""
+    sched = group.sched
+    _add_stats(run, sched)
     for r in group.races.findings:
         run.findings.append(Finding("race", f"CTA {r.lane[0]}: {r.message}", r.line, r.lane, r.other_line,
                                     run.file, r.hint))
@@ -284,9 +295,43 @@ def _charge_scalar():
         _state.cta.charge_scalar()
 
 
-def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_steps=2_000_000,
-               resident=None, memory=(), occupancy=1, in_flight=None, numerics=True,
-               spills=0, serialized_wgmma=False, track_writes=False, recorder=None) -> LaunchRun:
+def batching_default() -> bool:
+    """Whether launches run their CTAs in waves (sim/batch.py) unless told: yes, unless the environment variable
+    ``TLXWB_SIM_WAVES`` is ``0``."""
+    import os
+    return os.environ.get("TLXWB_SIM_WAVES", "1") != "0"
+
+
+class _OneAtATime(Exception):
+    """The launch cannot run in waves (sim/batch.py): its memory is put back and it runs one CTA at a time."""
+
+    def __init__(self, why, saved):
+        super().__init__(why)
+        self.saved = saved
+
+
+def run_launch(jitfn, grid, args, kwargs, *, waves=None, **kw) -> LaunchRun:
+    """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
+    ``waves``: run the CTAs in waves (one simulated, the others replaying it together, sim/batch.py), falling back
+    to one CTA at a time where a wave cannot; False: one CTA at a time; None: :func:`batching_default`.
+    The other keywords: :func:`_run_launch`."""
+    if waves is None:
+        waves = batching_default()
+    if not waves:
+        return _run_launch(jitfn, grid, args, kwargs, waves=False, **kw)
+    try:
+        return _run_launch(jitfn, grid, args, kwargs, waves=True, **kw)
+    except _OneAtATime as e:
+        for dst, data in e.saved:
+            dst[...] = data
+        run = _run_launch(jitfn, grid, args, kwargs, waves=False, **kw)
+        run.trace.meta["waves"] = f"one CTA at a time: {e}"
+        return run
+
+
+def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_steps=2_000_000,
+                resident=None, memory=(), occupancy=1, in_flight=None, numerics=True,
+                spills=0, serialized_wgmma=False, track_writes=False, recorder=None, waves=False) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
     ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth); ``in_flight``: the
     CTAs sharing the bandwidth, when not this grid's (a small shape timed as part of a large launch);
@@ -383,6 +428,10 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     run.clc_log = []
     run.resident = max(1, int(resident))
     run.num_clusters = len(clusters)
+    # waves (sim/batch.py): CTAs of one, the launch's own CTAs only; the memory the launch may write is saved first
+    waves = bool(waves) and len(clusters) > 1 and cga == (1, 1, 1) and run.resident == 1 and recorder is None
+    saved = _save_memory(ranges) if waves else None
+    _state.batching = waves
 
     semantic = ia.new_semantic(SimBuilder(arch=f"sm{run.gpu.arch}", num_warps=num_warps))
     kernel = rewrite.rewrite(jitfn.fn, _run_tasks)
@@ -395,7 +444,9 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     check = _access_checker(run, ranges)
     undo_check = ia.install_access_check(check)
     undo_polls = ia.install_polls(_poller(check))
-    undo_desc = ia.install_fast_descriptors(HostMemory(ranges), _account_global)
+    hostmem = HostMemory(ranges)
+    undo_desc = ia.install_fast_descriptors(hostmem, _account_global)
+    _state.hostmem = hostmem
     undo_overflow = ia.skip_dead_overflow_checks()
     undo_memo = ia.memoize_scalar_ops()
     undo_scalar = ia.install_scalar_costs(_charge_scalar)      # over the memoized ops: cache hits count
@@ -412,6 +463,7 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     undo_blas = one_blas_thread()
     saved_call = JITFunction.__call__
     JITFunction.__call__ = _jit_call
+    undo_batch = _install_batch(semantic) if waves else (lambda: None)
 
     def on_resume(task):
         cta = task.cta
@@ -420,11 +472,16 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
             ia.set_grid(g, cta.grid_idx)
 
     try:
-        while run.clc_queue and run.deadlock is None:
-            batch = [run.clc_queue.popleft() for _ in range(min(max(1, int(resident)), len(run.clc_queue)))]
-            first = batch[0][0][1]
-            group = SimGroup(run, first, seed * 1_000_003 + first, on_resume)
-            for cl in batch:
+        if waves:
+            try:
+                _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_resume)
+            except batch.Unsupported as e:
+                raise _OneAtATime(str(e) or type(e).__name__, saved) from None
+        while run.clc_queue and run.deadlock is None and not waves:
+            together = [run.clc_queue.popleft() for _ in range(min(max(1, int(resident)), len(run.clc_queue)))]
+            first = together[0][0][1]
+            group = SimGroup(run, first, group_seed(seed), on_resume)
+            for cl in together:
                 members = []
                 cid = _cluster_id(cl[0][0], cga, g)
                 for idx, pid, rank in cl:
@@ -437,6 +494,10 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
             group.sched.run("default", lambda task: kernel(**kargs), num_warps, ctas=group.ctas)
             _finish_group(run, group, max_steps)
     finally:
+        _state.rec = None
+        _state.batching = False
+        _state.hostmem = _state.run = None
+        undo_batch()
         undo_blas()
         undo_alu()
         JITFunction.__call__ = saved_call
@@ -461,6 +522,88 @@ def run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_
     if recorder is not None:
         run.trace.meta["recorder"] = run.recording.meta()
     return run
+
+
+def group_seed(seed: int) -> int:
+    """The scheduler seed of every group of CTAs run together: one interleaving per seed, the same in every CTA (or
+    cluster) of the launch, which is what lets a wave replay its leader (sim/batch.py)."""
+    return seed * 1_000_003
+
+
+def _save_memory(ranges):
+    """Copies of the launch's memory (every storage its arguments reach), to put back if the waves give up."""
+    import ctypes
+    out = []
+    for lo, hi in sorted(set(ranges)):
+        if hi <= lo:
+            continue
+        buf = (ctypes.c_uint8 * (hi - lo)).from_address(lo)
+        view = np.frombuffer(buf, dtype=np.uint8)
+        out.append((view, view.copy()))
+    return out
+
+
+def _install_batch(semantic):
+    """The recording hooks of a launch run in waves (sim/batch.py); returns the undo."""
+    names = [n for n in dir(type(ia.interpreter_builder)) if n.startswith(("create_", "binary_op", "unary_op",
+                                                                          "ternary_op", "cast_impl"))]
+    undos = [batch.wrap_builder(ia.interpreter_builder, names),
+             batch.wrap_builder(semantic.builder, [n for n in names if n not in batch.TLX_OWN]),
+             batch.refuse_tlx(semantic.builder), batch.patch_reductions()]
+    batch.patch_conversions()
+
+    def undo():
+        for u in reversed(undos):
+            u()
+    return undo
+
+
+def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_resume):
+    """Run the launch's CTAs in waves: the first CTA not yet run leads (simulated, its data flow recorded), the
+    CTAs that failed the same guard as it (all of them, at first) replay the record together (sim/batch.py)."""
+    order = {cl[0][1]: i for i, cl in enumerate(clusters)}
+    pending = [cl[0] for cl in clusters]           # (grid index, pid, rank)
+    why: dict = {}                                  # pid -> how it left its last wave
+    plan = batch.TracePlan(run.trace)
+    _state.run = run
+    while pending:
+        idx, pid, rank = pending.pop(0)
+        sig = why.get(pid)
+        members = [m for m in pending if why.get(m[1]) == sig][:batch.MAX_WAVE]
+        tape = batch.Tape(run, pid) if members else None
+        marks = plan.marks(run.trace)
+        nfind = len(run.findings)
+        group = SimGroup(run, pid, group_seed(seed), on_resume)
+        cta = CTA(run, pid, idx, group, rank, None, _cluster_id(idx, (1, 1, 1), g))
+        cta.cluster = [cta]
+        run.ctas_run.append(pid)
+        _state.cta = cta
+        ia.set_grid(g, idx)
+        _state.rec = tape
+        try:
+            group.sched.run("default", lambda task: kernel(**kargs), num_warps, ctas=group.ctas)
+        finally:
+            _state.rec = None
+        if isinstance(group.sched.error, batch.Unsupported):
+            raise group.sched.error
+        _finish_group(run, group, max_steps)
+        if run.deadlock is not None or len(run.findings) > nfind:
+            raise batch.Unsupported("a CTA deadlocked or has findings: diagnosed one CTA at a time")
+        led = plan.leader(pid, marks)
+        if not members:
+            continue
+        wave = batch.replay(tape, [(m[1], m[0]) for m in members], ia.interpreter_builder)
+        passed = set(wave.passed)
+        pending = [m for m in pending if m[1] not in passed]
+        why.update(wave.failed)
+        done = [m[1] for m in members if m[1] in passed]
+        plan.members(led, done)
+        for p in done:
+            _add_stats(run, group.sched)
+        run.ctas_run.extend(done)
+    run.ctas_run.sort(key=lambda p: order.get(p, 1 << 40))
+    plan.install(order)
+    _state.cta = None
 
 
 def _user_error(run: LaunchRun, e: BaseException, tb):

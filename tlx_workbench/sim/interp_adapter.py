@@ -255,6 +255,43 @@ def _descriptor_view(desc: TensorDescHandle, memory):
     return whole, np_dt, shape, [int(b) for b in desc.block_shape]
 
 
+def descriptor_region(desc: TensorDescHandle, offsets, memory):
+    """The numpy view of global memory that the block of ``desc`` at ``offsets`` covers inside the tensor (where a
+    store writes), or None when the fast path does not apply."""
+    fast = _descriptor_box(desc, offsets, memory)
+    if fast is None:
+        return None
+    whole, box, _ = fast
+    if any(x is None for x in box):
+        return whole[tuple(slice(0, 0) for _ in box)]
+    return whole[tuple(x[0] for x in box)]
+
+
+def descriptor_boxes(desc: TensorDescHandle, offsets, memory):
+    """The blocks of ``desc`` at per-CTA ``offsets`` (one int array per dimension, a value per CTA) stacked on a
+    leading CTA axis, and the bytes of one block; None unless every block lies wholly inside the tensor (and the
+    fast path applies), where it equals the descriptor load of each CTA."""
+    got = memory.descs.get(id(desc))
+    if got is None or got[0] is not desc:
+        got = (desc, _descriptor_view(desc, memory))
+        memory.descs[id(desc)] = got
+    view = got[1]
+    if view is None or len(offsets) != len(view[2]) or desc.padding != _interp._ir.PADDING_OPTION.PAD_ZERO:
+        return None
+    whole, np_dt, shape, block = view
+    if np.any((offsets[-1] * np_dt.itemsize) % 16):
+        return None
+    for off, blk, n in zip(offsets, block, shape):
+        if off.min() < 0 or (off + blk).max() > n:
+            return None
+    n = len(offsets[0])
+    out = np.empty((n, *block), dtype=np_dt)
+    cols = [o.tolist() for o in offsets]
+    for c in range(n):
+        out[c] = whole[tuple(slice(o[c], o[c] + b) for o, b in zip(cols, block))]
+    return out, int(np.prod(block)) * np_dt.itemsize
+
+
 def install_fast_descriptors(memory, account):
     """Make the interpreter's descriptor loads/stores (TMA and ``tl`` tensor descriptors) numpy slices of
     ``memory`` (a HostMemory) where they can be, with the same results, out-of-bounds fill and costs:
@@ -339,8 +376,8 @@ def _scalar_key(a):
         if type(ty) is not _DTYPE or ty.name not in _INT_NAMES:
             return _NO
         h = a.handle
-        if type(h) is not TensorHandle or h.attr or type(h.dtype) is not _DTYPE:
-            return _NO
+        if type(h) is not TensorHandle or h.attr or type(h.dtype) is not _DTYPE or "_bn" in h.__dict__:
+            return _NO      # (a value that differs between the CTAs of a wave, sim/batch.py: computed, not cached)
         d = h.data
         if d.size != 1:
             return _NO
@@ -452,6 +489,15 @@ def install_scalar_costs(charge):
 def bf16_bits_to_f32(bits) -> np.ndarray:
     """float32 values of bf16 bit patterns (exact)."""
     return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_f16(x) -> np.ndarray:
+    """float32 -> float16, rounded to nearest even (subnormals included), as numpy's ``astype`` rounds, bit for bit:
+    through torch, whose conversion is a vector instruction where numpy's takes a slow path for every value below
+    fp16's normal range (an attention's P tile: ~40x slower)."""
+    import torch
+    a = np.ascontiguousarray(x, dtype=np.float32)
+    return torch.from_numpy(a).to(torch.float16).numpy().reshape(a.shape)
 
 
 def f32_to_bf16_bits(x) -> np.ndarray:
@@ -580,6 +626,8 @@ def install_bf16_numerics():
 
     def cast_impl(src, dst_type):
         s, d = src.dtype.scalar, dst_type.scalar
+        if s == tl.float32 and d == tl.float16 and np.asarray(src.data).dtype == np.float32:
+            return TensorHandle(f32_to_f16(src.data), tl.float16)
         if s == d or (s != bf16 and d != bf16):
             return cls.cast_impl(b, src, dst_type)
         if d == bf16:           # any float or integer -> bf16

@@ -3,4 +3,8 @@ wrapped builtins and the semantic. One namespace at the bottom of the sim packag
 ``tlx_ops`` (``threads``) read it without importing ``tlx_ops``."""
 import types
 
-_state = types.SimpleNamespace(cta=None, run=None, wrapped=None, semantic=None)
+# rec: the batch.Tape recording the running wave leader; replay: the batch replay running now, with the
+# (file, line) and lane of the op it replays (what kernel_frame_line and the write log see)
+_state = types.SimpleNamespace(cta=None, run=None, wrapped=None, semantic=None, rec=None, replay=None,
+                               replay_where=None, replay_lane=None, batching=False,
+                               hostmem=None)

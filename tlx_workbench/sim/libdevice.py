@@ -51,6 +51,8 @@ def _function(name: str):
                                   hint=f"give it one: tlx_workbench.sim.libdevice.register_libdevice({name!r}, "
                                        f"numpy_fn), or run on a GPU")
         tensors = [a for a in args if isinstance(a, tl.tensor)]
+        from .batch import refuse_variant
+        refuse_variant(f"libdevice.{name}", *tensors)
         dtype = tensors[0].dtype if tensors else tl.float32
         np_dt = ia.np_dtype(dtype)
         datas = [np.asarray(a.handle.data) if isinstance(a, tl.tensor) else np.asarray(getattr(a, "value", a))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import batch
 from .barriers import MBarrierSlot
 from .cluster_ops import RemoteSlot
 from .memory import SmemView
@@ -65,9 +66,10 @@ class MemoryOps:
             bslot.tma_last[(t.lane, line)] = bslot.completed
             owner = bslot.array.cta or self
 
-            def complete(dst=dview.array, bslot=bslot, vc=vc, owner=owner, issued=issued):
+            def complete(dst=dview.array, bslot=bslot, vc=vc, owner=owner, issued=issued, dview=dview):
                 if isinstance(data, np.ndarray):       # else a timing-only run: the bytes land, no data
                     dst[...] = data.reshape(dst.shape)
+                    batch.smem_write(dview, data)
                 owner._land(bslot, nbytes, land_time, vc, line, issued)
 
             self.sched.add_async(AsyncOp(complete, f"TMA load into {dview.slot_name} (line {line})"))
@@ -126,6 +128,7 @@ class MemoryOps:
         self.races.write(view.slot, view.slot_name, vc,
                          Access(agent, epoch, line, t.lane, f"async_load into {view.slot_name}"), start)
         view.array[...] = data.reshape(view.array.shape)
+        batch.smem_write(view, data)
         nbytes = data.nbytes
         t.clock += self.cost.issue
         xfer_start = max(t.clock, self.tma_free)

@@ -197,6 +197,22 @@ def race_cause(finding, trace, file=None):
 _OVERWRITE = re.compile(r"\(line (\d+)\) overwrites (\S+) while the .*? \(line (\d+)\) may still read it")
 
 
+_UNLANDED = re.compile(r"before the TMA load into (\S+) that fills it \(line (\d+)\) is known to have landed")
+
+
+def _early_wait_cause(finding, trace, file=None):
+    """A read of a buffer before its TMA load landed, where the reader passed a wait on that load's barrier before
+    the barrier's phase completed: the wait's phase is the line to change (sim/diagnose.py, ``early_pass_cause``)."""
+    if _UNLANDED.search(finding.message or "") is None or trace is None:
+        return None
+    from .diagnose import Ledger, early_pass_cause       # diagnose builds on this module's findings
+    cta_m = _CTA.match(finding.message)
+    cta = int(cta_m.group(1)) if cta_m else (finding.lane[0] if finding.lane else 0)
+    reader = (cta, finding.lane[1], finding.lane[2]) if finding.lane else None
+    c = early_pass_cause(Ledger(trace, {cta}), file, only_lane=reader) or early_pass_cause(Ledger(trace, {cta}), file)
+    return None if c is None else (c.line, c.text, c.fix)
+
+
 def _release_cause(finding, trace, file=None):
     """The race traced through the release barrier that guards the overwritten buffer (sim/releases.py)."""
     m = _OVERWRITE.search(finding.message or "")
@@ -212,7 +228,8 @@ def rank_findings(findings: list, trace, file=None) -> list:
     first (stable otherwise): what a person reads first is the fix, the two accesses follow."""
     out = []
     for f in findings:
-        c = race_cause(f, trace, file) or _release_cause(f, trace, file) if f.kind == "race" else None
+        c = (race_cause(f, trace, file) or _release_cause(f, trace, file) or _early_wait_cause(f, trace, file)
+             if f.kind == "race" else None)
         if c is not None:
             # a copy: the caller's list of already-ranked findings must not pick the original up as well
             f = copy.copy(f)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import sys
 
+from .launch_state import _state
+
 _ASSIGN_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
 
 #: files of every rewritten kernel function (rewrite.py adds them): frames there are "kernel code".
@@ -17,7 +19,10 @@ kernel_files: set[str] = set()
 
 
 def kernel_frame_line() -> tuple[str | None, int | None]:
-    """(file, line) of the innermost frame that runs kernel code (a rewritten kernel or helper)."""
+    """(file, line) of the innermost frame that runs kernel code (a rewritten kernel or helper); while a wave
+    replays a recorded op (sim/batch.py), the op's own."""
+    if _state.replay_where is not None:
+        return _state.replay_where
     f = sys._getframe(1)
     files = kernel_files
     while f is not None:

@@ -79,6 +79,8 @@ def map_elementwise(scalar_fn, *args, pack=1, _semantic=None, _generator=None):
     import triton.language as tl
     from . import interp_adapter as ia
     tensors = [a if isinstance(a, tl.tensor) else ia.interpreter_semantic.to_tensor(a) for a in args]
+    from .batch import refuse_variant
+    refuse_variant("tl.map_elementwise", *tensors)
     datas = np.broadcast_arrays(*[np.asarray(t.handle.data) for t in tensors])
     dts = [t.dtype for t in tensors]
     fn = getattr(scalar_fn, "fn", scalar_fn)

@@ -19,6 +19,7 @@ import numpy as np
 import triton.language as tl
 
 from ..errors import SimulationError, TLXWorkbenchError
+from . import batch
 from . import interp_adapter as ia
 from . import warp_vote
 from . import threads
@@ -83,14 +84,22 @@ def _scalar(value, dtype=tl.int32):
 
 def _int(h) -> int:
     if isinstance(h, ia.TensorHandle):
-        return int(np.asarray(h.data).reshape(-1)[0])
+        v = int(np.asarray(h.data).reshape(-1)[0])
+        if _state.rec is not None:
+            _state.rec.guard(h, v)      # a buffer index, phase or count: the same in every CTA of a wave
+        return v
     if isinstance(h, tl.constexpr):
         return int(h.value)
     return int(h)
 
 
 def _pred(h) -> bool:
-    return True if h is None else bool(np.asarray(h.data).reshape(-1)[0])
+    if h is None:
+        return True
+    v = bool(np.asarray(h.data).reshape(-1)[0])
+    if _state.rec is not None:
+        _state.rec.guard(h, v)
+    return v
 
 
 def _view(h, op):
@@ -166,12 +175,15 @@ class _TLXBuilder(ia.InterpreterBuilder):
 
     def create_local_load(self, h, token=None):
         v = _view(h, "local_load")
-        return ia.TensorHandle(self.cta.smem_read(v), v.tl_dtype)
+        out = ia.TensorHandle(self.cta.smem_read(v), v.tl_dtype)
+        batch.smem_read(v, out)
+        return out
 
     def create_local_store(self, h, value):
         v = _view(h, "local_store")
         data = np.asarray(value.data).astype(v.array.dtype, copy=False)
         self.cta.smem_write(v, data)
+        batch.smem_write(v, value)
         return None
 
     def create_fence_async_shared(self, cluster=False):
@@ -219,10 +231,12 @@ class _TLXBuilder(ia.InterpreterBuilder):
         if self.cta.run.numerics:
             self.cta.in_async_op = True
             try:
-                block = ia.interpreter_builder.create_descriptor_load(desc, offsets, None, None)
+                block = batch.recorded_call("create_descriptor_load", ia.interpreter_builder.create_descriptor_load,
+                                            (desc, offsets, None, None))
             finally:
                 self.cta.in_async_op = False
             data = np.asarray(block.data)
+            batch.tma_data(data, block)
         else:
             data = _Shape(tuple(int(x) for x in desc.block_shape))      # timing only: no bytes are read
         nbytes = int(np.prod(desc.block_shape)) * (desc.base.dtype.element_ty.primitive_bitwidth // 8)
@@ -246,9 +260,10 @@ class _TLXBuilder(ia.InterpreterBuilder):
                                   desc.base.dtype.element_ty)
             self.cta.in_async_op = True
             try:
-                ia.interpreter_builder.create_descriptor_store(desc, val, offsets)
+                batch.quiet(ia.interpreter_builder.create_descriptor_store, desc, val, offsets)
             finally:
                 self.cta.in_async_op = False
+            batch.tma_store(desc, offsets, view, np_dt)
 
         self.cta.tma_store(view, write)
 
@@ -266,10 +281,13 @@ class _TLXBuilder(ia.InterpreterBuilder):
                                     src.dtype.element_ty)
         self.cta.in_async_op = True
         try:
-            val = ia.interpreter_builder.create_masked_load(src, mask, other, None, None, False)
+            val = batch.recorded_call("create_masked_load", ia.interpreter_builder.create_masked_load,
+                                      (src, mask, other, None, None, False))
         finally:
             self.cta.in_async_op = False
-        self.cta.cp_async(view, np.asarray(val.data))
+        data = np.asarray(val.data)
+        batch.tma_data(data, val)
+        self.cta.cp_async(view, data)
         return None
 
     def create_async_commit_group(self, handles):
@@ -295,11 +313,16 @@ class _TLXBuilder(ia.InterpreterBuilder):
             in_bits = a.get_element_ty().primitive_bitwidth
         n = bv.array.shape[1]
 
+        def dot(x, y, z):
+            return ia.interpreter_builder.create_dot(x, y, z, input_precision, max_num_imprecise_acc)
+
         def compute():
             if not self.cta.run.numerics:       # timing only: the accumulator stands for the product
                 return acc if acc is not None else ia.TensorHandle(np.zeros((m, n), np.float32), tl.float32)
             bh = ia.TensorHandle(bv.array, bv.tl_dtype)
-            return ia.interpreter_builder.create_dot(a_fn(), bh, acc, input_precision, max_num_imprecise_acc)
+            out = batch.quiet(dot, a_fn(), bh, acc)
+            batch.mma(av, bv, acc, out, dot)
+            return out
 
         return self.cta.wgmma(av, bv, compute, m, n, k, in_bits)
 
@@ -717,7 +740,7 @@ def _wrap(name, member, semantic):
                     hint="arrive remotely (barrier_arrive(bar, remote_cta_rank=r)) and wait on the local barrier "
                          "in the CTA that receives the arrivals (pred=cluster_cta_rank() == r)")
             return member(*args, _semantic=semantic, **kwargs)
-        except (TLXWorkbenchError, Abort, StepLimit):
+        except (TLXWorkbenchError, Abort, StepLimit, batch.Unsupported):
             raise
         except NotImplementedError as e:
             from .source_lines import kernel_frame_line

@@ -87,6 +87,8 @@ def vote_ballot_sync(cta, mask, pred):
     mask = int(tl._unwrap_if_constexpr(mask))
     if not isinstance(pred, tl.tensor):
         pred = ia.interpreter_semantic.to_tensor(tl._unwrap_if_constexpr(pred))
+    from .batch import refuse_variant
+    refuse_variant("vote_ballot_sync", pred)
     t = cta.task
     start = t.clock
     file, line = cta.where()

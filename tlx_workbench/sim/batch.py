@@ -1,0 +1,917 @@
+"""Run the CTAs of a launch together: one CTA is simulated, the others replay its data flow at once.
+
+A launch's CTAs run the same code. Where their control flow is the same — the same ops, in the same order, with
+the same scalar arguments to every TLX op (buffer index, phase, count) and the same bytes through every global
+access — they make the same scheduling choices under one seed, so their clocks, barrier phases, trace and
+findings are the same up to the CTA id, and only their *data* differs. So a launch runs in *waves*:
+
+1. **The leader** (the first CTA not yet run, in launch order) runs on the full simulator: scheduler, barriers,
+   races, cost model, trace. While it runs, a :class:`Tape` records its data flow: every op whose inputs depend
+   on the CTA (``tl.program_id``, what was loaded through a CTA-dependent address, shared memory) with where its
+   inputs come from, in the order the leader's interleaving ran them. Ops on values every CTA shares (constants,
+   kernel arguments, index arithmetic on them) are not recorded: the leader's result is every CTA's.
+2. **Guards.** Wherever such a CTA-dependent value becomes a Python value that steers the simulation — a kernel
+   ``if``/``while``/``range`` on it, a TLX op's buffer index, phase or predicate, the bytes a masked access moves
+   (its cost) — the tape keeps the leader's value.
+3. **The others replay** the tape together (:func:`replay`): each value carries a leading CTA axis, so one numpy
+   op does the work of every CTA (batched matmuls for the MMAs, one elementwise op for a whole wave); shared
+   memory is one array per allocation with the CTA axis in front. A CTA whose value at a guard differs from the
+   leader's has diverged: its global stores so far are undone and it waits for a later wave, where it may lead.
+   The CTAs that pass every guard get the leader's trace, stats and write-log entries under their own id.
+
+What this keeps exact: a replaying CTA computes every value with the same numpy code the leader's op ran (the
+builder's own method, per CTA where no batched form is known), and it only skips what the guards proved the same.
+Anything the tape does not model (clusters, CLC, atomics and spin-waits, TMEM, tcgen05, aliased buffers,
+inline assembly or libdevice on CTA-dependent values) raises :class:`Unsupported`, and the launch runs again one
+CTA at a time (``engine.run_launch`` restores the memory it wrote first). A leader that deadlocks, races or
+reports any finding does the same, so diagnoses come from the one-CTA-at-a-time path.
+
+A seed (``simulate(seed=...)``) picks one interleaving of the tasks, the same for every CTA of the launch: the
+scheduler of every CTA (or cluster) starts from the same seeded stream. That is what lets CTAs share a leader.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import triton.language as tl
+
+from . import interp_adapter as ia
+from .launch_state import _state
+from .source_lines import kernel_frame_line
+
+#: a wave replays at most this many CTAs at once (memory: each holds its shared memory and live values)
+MAX_WAVE = 1024
+
+
+class Unsupported(Exception):
+    """The launch uses something a wave cannot replay: it runs one CTA at a time instead."""
+
+
+# -- which handles depend on the CTA ----------------------------------------------------------------------------
+def node_of(h):
+    """The tape node of a handle (or of a tl.tensor's handle) whose value depends on the CTA, else None."""
+    if isinstance(h, tl.tensor):
+        h = h.handle
+    d = getattr(h, "__dict__", None)
+    return None if d is None else d.get("_bn")
+
+
+def refuse_variant(what, *values):
+    """Raise Unsupported when recording and one of ``values`` (handles or tl.tensors) depends on the CTA."""
+    if _state.rec is not None and any(node_of(v) is not None for v in values):
+        raise Unsupported(what)
+
+
+def _task_key():
+    cta = _state.cta
+    t = cta.sched.current if cta is not None else None
+    return id(t)
+
+
+# -- the record -------------------------------------------------------------------------------------------------
+class Tape:
+    """The leader's data flow: ops on CTA-dependent values in the order they ran, and the guards."""
+
+    def __init__(self, run, leader_pid):
+        self.run = run
+        self.leader = leader_pid
+        self.ops: list = []
+        self.n = 0                     # nodes so far
+        self.depth: dict = {}          # task -> nesting of recorded ops (ops inside an op are not recorded)
+        self.bytes: list | None = None # the global bytes charged inside the op being recorded
+        self.pending_loads: dict = {}  # id(array) -> (array, node) of a TMA load's data until it lands
+        self.guards = 0
+
+    # nodes
+    def new(self, h) -> int:
+        n = self.n
+        self.n += 1
+        if isinstance(h, ia.TensorHandle):
+            h._bn = n
+        return n
+
+    def spec(self, x):
+        """Where an op's argument comes from: ("n", node, dtype) for a CTA-dependent handle, nested lists and
+        tuples as such, anything else as the constant it is."""
+        if isinstance(x, ia.TensorHandle):
+            n = x.__dict__.get("_bn")
+            if n is not None:
+                return ("n", n, x.dtype, x.attr)
+            return ("c", x)
+        if isinstance(x, tl.tensor):
+            n = node_of(x)
+            if n is not None:
+                return ("t", n, x.handle.dtype, x.type)
+            return ("c", x)
+        if isinstance(x, (list, tuple)):
+            inner = [self.spec(v) for v in x]
+            if any(s[0] != "c" for s in inner):
+                return ("l" if isinstance(x, list) else "u", inner)
+            return ("c", x)
+        if isinstance(x, ia.TensorDescHandle) and x.__dict__.get("_bn") is not None:
+            return ("o", x._bn)
+        return ("c", x)
+
+    def out_spec(self, out):
+        if isinstance(out, ia.TensorHandle):
+            return ("h", self.new(out), out.dtype)
+        if isinstance(out, tl.tensor):
+            return ("t", self.new(out.handle), out.handle.dtype, out.type)
+        if isinstance(out, (list, tuple)):
+            return ("l" if isinstance(out, list) else "u", [self.out_spec(o) for o in out])
+        if out is None:
+            return None
+        n = self.n
+        self.n += 1
+        try:
+            out._bn = n
+        except AttributeError:
+            raise Unsupported(f"an op returned a {type(out).__name__} from CTA-dependent values") from None
+        return ("o", n)
+
+    def where(self):
+        cta = _state.cta
+        t = cta.sched.current if cta is not None else None
+        lane = (t.name, t.replica) if t is not None else ("default", 0)
+        return kernel_frame_line(), lane
+
+    def add(self, op):
+        self.ops.append(op)
+
+    # guards
+    def guard(self, h, value):
+        n = node_of(h)
+        if n is None:
+            return
+        self.guards += 1
+        self.ops.append(("g", n, value, kernel_frame_line()[1]))
+
+
+def variant_args(args, kwargs) -> bool:
+    for a in args:
+        if isinstance(a, ia.TensorHandle):
+            if "_bn" in a.__dict__:
+                return True
+        elif isinstance(a, tl.tensor):
+            if "_bn" in a.handle.__dict__:
+                return True
+        elif isinstance(a, (list, tuple)):
+            if variant_args(a, ()):
+                return True
+        elif isinstance(a, ia.TensorDescHandle) and "_bn" in a.__dict__:
+            return True
+    return bool(kwargs) and variant_args(list(kwargs.values()), ())
+
+
+# builder ops: how a wave replays them
+ELEMENTWISE = frozenset(ia.ALU_WEIGHTS) | frozenset({
+    "binary_op", "unary_op", "ternary_op", "create_fma", "cast_impl", "create_fp_to_fp", "create_bitcast",
+    "create_int_cast", "create_fp_ext", "create_fp_trunc", "create_si_to_fp", "create_ui_to_fp", "create_fp_to_si",
+    "create_fp_to_ui", "create_int_to_ptr", "create_ptr_to_int", "create_addptr", "create_fcmpUEQ", "create_fcmpULT",
+    "create_fcmpUGT", "create_fcmpULE", "create_fcmpUGE", "create_frem", "create_precise_divf", "create_mulhiui",
+    "create_clampf", "create_erf", "create_idiv", "create_umulhi"})
+STORES = frozenset({"create_masked_store", "create_descriptor_store"})
+LOADS = frozenset({"create_masked_load", "create_descriptor_load"})
+REFUSED = frozenset({"create_atomic_rmw", "create_atomic_cas", "create_inline_asm", "create_extern_elementwise",
+                     "create_descriptor_gather", "create_descriptor_scatter", "create_dot_scaled",
+                     "create_histogram"})
+SOURCES = frozenset({"create_get_program_id"})
+
+
+def wrap_builder(b, names):
+    """Record the builder's ops ``names`` on the tape while a leader runs; returns the undo."""
+    attrs = {}
+    for name in names:
+        orig = getattr(b, name, None)
+        if orig is None or not callable(orig):
+            continue
+        attrs[name] = _recording(name, orig)
+    return ia._patch_instance(b, attrs)
+
+
+def _recording(name, orig):
+    refused = name in REFUSED
+    source = name in SOURCES
+    is_load = name in LOADS or name in STORES
+
+    def op(*args, **kwargs):
+        rec = _state.rec
+        if rec is None:
+            return orig(*args, **kwargs)
+        key = _task_key()
+        if rec.depth.get(key):
+            return orig(*args, **kwargs)
+        if not source and not variant_args(args, kwargs):
+            if refused and name != "create_histogram":
+                raise Unsupported(name)
+            return orig(*args, **kwargs)
+        if refused:
+            raise Unsupported(name)
+        if name == "create_masked_load" and len(args) >= 6 and args[5]:
+            raise Unsupported("volatile load")
+        where = rec.where()
+        rec.depth[key] = 1
+        saved, rec.bytes = rec.bytes, ([] if is_load else None)
+        try:
+            out = orig(*args, **kwargs)
+        finally:
+            rec.depth[key] = 0
+            charged, rec.bytes = rec.bytes, saved
+        if source:
+            rec.add(("pid", int(args[0]), rec.out_spec(out)))
+            return out
+        rec.add(("op", name, orig, rec.spec(list(args)), kwargs, rec.out_spec(out), where, charged))
+        return out
+    return op
+
+
+def recorded_call(what, fn, args, out_fn=None):
+    """Run ``fn(*args)`` (a TLX op's inner builder call, or a reduction) and record it as one op when an argument
+    depends on the CTA; nested builder calls are not recorded."""
+    rec = _state.rec
+    if rec is None or not variant_args(args, {}):
+        return fn(*args)
+    key = _task_key()
+    if rec.depth.get(key):
+        return fn(*args)
+    where = rec.where()
+    rec.depth[key] = 1
+    saved, rec.bytes = rec.bytes, []
+    try:
+        out = fn(*args)
+    finally:
+        rec.depth[key] = 0
+        charged, rec.bytes = rec.bytes, saved
+    rec.add(("op", what, fn, rec.spec(list(args)), {}, rec.out_spec(out), where, charged))
+    return out
+
+
+def quiet(fn, *args):
+    """``fn(*args)`` with nothing inside it recorded (a TLX op's own builder call, recorded by the op itself)."""
+    rec = _state.rec
+    if rec is None:
+        return fn(*args)
+    key = _task_key()
+    depth = rec.depth.get(key, 0)
+    rec.depth[key] = depth + 1
+    try:
+        return fn(*args)
+    finally:
+        rec.depth[key] = depth
+
+
+#: the builder ops TLX's frontends add (tlx_ops.SimBuilder): recorded by the ops themselves, not generically
+TLX_OWN = frozenset({"create_local_load", "create_local_store", "create_async_TMA_load", "create_async_TMA_store",
+                     "create_async_load", "create_warp_group_dot", "create_warpgroup_mma"})
+
+#: TLX builder ops a wave does not replay: a launch that runs one while a leader records runs one CTA at a time
+REFUSED_TLX = frozenset({
+    "create_tcgen05_mma", "create_tcgen05_mma_scaled", "create_tcgen05_commit", "create_tmem_copy",
+    "utlx_local_alloc_tmem", "utlx_tmem_load", "utlx_tmem_store", "utlx_tmem_subslice", "utlx_local_alias",
+    "utlx_storage_alias_spec", "utlx_storage_alias_local_alloc", "utlx_reuse_group", "utlx_set_buffer_overlap",
+    "utlx_alloc_clc_responses", "utlx_async_clc_try_cancel", "utlx_clc_query", "utlx_map_to_remote_buffer",
+    "utlx_remote_shmem_store", "utlx_async_remote_shmem_store", "create_async_TMA_reduce", "create_async_tma_reduce",
+    "create_async_store", "utlx_async_store", "_bulk_load", "_tma_reduce", "create_cvt_rs",
+    "utlx_fp_to_fp_with_rbits", "create_global_scratch_alloc", "utlx_global_scratch_alloc", "create_cluster_barrier"})
+
+
+def refuse_tlx(b):
+    """Make the TLX builder ops of :data:`REFUSED_TLX` raise Unsupported while a leader records; returns the undo."""
+    attrs = {}
+    for name in REFUSED_TLX:
+        orig = getattr(b, name, None)
+        if orig is None:
+            continue
+
+        def op(*args, _orig=orig, _name=name, **kwargs):
+            if _state.rec is not None:
+                raise Unsupported(_name)
+            return _orig(*args, **kwargs)
+        attrs[name] = op
+    return ia._patch_instance(b, attrs)
+
+
+def note_bytes(nbytes):
+    """A global access's bytes, charged to the op being recorded or summed for the CTA being replayed."""
+    rec = _state.rec
+    if rec is not None and rec.bytes is not None:
+        rec.bytes.append(int(nbytes))
+    elif _state.replay is not None:
+        _state.replay.bytes.append(int(nbytes))
+
+
+# -- TLX data ops (called from tlx_ops / memory_ops while a leader runs) -------------------------------------------
+def _check_view(view):
+    a = view.alloc
+    if a.storage != "smem" or a.root is not a or a.byte_keys or not isinstance(a.data, np.ndarray):
+        raise Unsupported(f"{a.storage} buffer {a.name} (aliased or tensor memory)")
+
+
+def smem_read(view, handle):
+    rec = _state.rec
+    if rec is None:
+        return
+    _check_view(view)
+    rec.add(("sr", view, rec.out_spec(handle)))
+
+
+def smem_write(view, value):
+    """``value``: the handle (or the numpy array of a TMA load / cp.async, looked up) stored into ``view``."""
+    rec = _state.rec
+    if rec is None:
+        return
+    _check_view(view)
+    if isinstance(value, np.ndarray):
+        got = rec.pending_loads.pop(id(value), None)
+        src = ("n", got[1], None, {}) if got is not None and got[0] is value else ("a", value.copy())
+    else:
+        src = rec.spec(value)
+        if src[0] == "c":
+            src = ("a", np.asarray(value.data).copy())
+    rec.add(("sw", view, src))
+
+
+def tma_data(array, handle):
+    """The data a TMA load read at issue (``handle``: what the descriptor load returned), until it lands."""
+    rec = _state.rec
+    if rec is None or not isinstance(array, np.ndarray):
+        return
+    n = node_of(handle)
+    if n is not None:
+        rec.pending_loads[id(array)] = (array, n)
+
+
+def tma_store(desc, offsets, view, np_dt):
+    rec = _state.rec
+    if rec is None:
+        return
+    _check_view(view)
+    rec.add(("ds", desc, rec.spec(list(offsets)), view, np_dt, rec.where()))
+
+
+def mma(a, b_view, acc, out, fn):
+    """A wgmma's product ``out = fn(a, b, acc)``: ``a`` an SMEM view or a register handle, ``b`` a view."""
+    rec = _state.rec
+    if rec is None:
+        return
+    _check_view(b_view)
+    if not isinstance(a, ia.TensorHandle):
+        _check_view(a)
+    rec.add(("mma", a if not isinstance(a, ia.TensorHandle) else rec.spec(a), b_view, rec.spec(acc), fn,
+             rec.out_spec(out)))
+
+
+# -- guards on conversions ------------------------------------------------------------------------------------
+def guard_int(h, value):
+    rec = _state.rec
+    if rec is not None:
+        rec.guard(h, value)
+    return value
+
+
+def patch_conversions():
+    """Guard ``tl.tensor.__index__`` / ``__bool__`` (a kernel ``if``, ``while`` or ``range`` on a value) and
+    refuse ``.T`` on CTA-dependent values; put on after each ``_patch_lang`` of the launch (restored by its scope)."""
+    cls = tl.tensor
+    index, boolean, trans = cls.__index__, cls.__bool__, cls.__dict__.get("T")
+    if getattr(index, "_batch_guard", False):
+        return
+
+    def __index__(self):
+        v = index(self)
+        rec = _state.rec
+        if rec is not None and node_of(self) is not None:
+            rec.guard(self, v)
+        return v
+
+    def __bool__(self):
+        v = boolean(self)
+        rec = _state.rec
+        if rec is not None and node_of(self) is not None:
+            if np.asarray(self.handle.data).size != 1:
+                raise Unsupported("the truth of a CTA-dependent block")
+            rec.guard(self, v)
+        return v
+
+    __index__._batch_guard = __bool__._batch_guard = True
+    cls.__index__, cls.__bool__ = __index__, __bool__
+    if isinstance(trans, property):
+        def _t(self):
+            refuse_variant(".T", self)
+            return trans.fget(self)
+        cls.T = property(_t)
+
+
+def patch_reductions():
+    """Record reductions and scans on CTA-dependent values as one op each; returns the undo."""
+    from triton.runtime import interpreter as _interp  # the adapter's module; only the classes are touched
+    saved = []
+    for cls in (_interp.ReduceOps, _interp.ScanOps):
+        orig = cls.apply
+        saved.append((cls, cls.__dict__.get("apply")))
+
+        def apply(self, input, _orig=orig):
+            tensors = input if isinstance(input, tuple) else (input,)
+            rec = _state.rec
+            if rec is None or not variant_args(tensors, {}):
+                return _orig(self, input)
+            return recorded_call("reduce", lambda *ts, _s=self, _t=isinstance(input, tuple):
+                                 _orig(_s, tuple(ts) if _t else ts[0]), tuple(tensors))
+        cls.apply = apply
+
+    def undo():
+        for cls, v in saved:
+            if v is None:
+                del cls.apply
+            else:
+                cls.apply = v
+    return undo
+
+
+# -- the replay -------------------------------------------------------------------------------------------------
+class _ReplayState:
+    def __init__(self):
+        self.bytes: list = []
+
+
+class Wave:
+    """The outcome of one replay: which members passed, what failed where."""
+
+    def __init__(self, members):
+        self.members = list(members)
+        self.passed: list = []
+        self.failed: dict = {}       # pid -> (guard line, value) or error text
+
+
+def _last_uses(ops):
+    last = {}
+
+    def walk(s, i):
+        if s is None:
+            return
+        k = s[0]
+        if k in ("n", "t", "o"):
+            last[s[1]] = i
+        elif k in ("l", "u"):
+            for x in s[1]:
+                walk(x, i)
+    for i, op in enumerate(ops):
+        k = op[0]
+        if k == "op":
+            walk(op[3], i)
+        elif k == "sw":
+            walk(op[2], i)
+        elif k == "ds":
+            walk(op[2], i)
+        elif k == "mma":
+            if isinstance(op[1], tuple):
+                walk(op[1], i)
+            walk(op[3], i)
+        elif k == "g":
+            last[op[1]] = i
+    return last
+
+
+def replay(tape: Tape, members, builder) -> Wave:
+    """Replay ``tape`` for ``members`` ([(pid, grid index), ...], none of them the leader) at once. Global
+    memory is written as each member would; a member that fails a guard (or an access check) has its stores undone
+    and is listed in ``wave.failed``."""
+    return _Replay(tape, members, builder).run()
+
+
+class _Replay:
+    def __init__(self, tape, members, builder):
+        self.tape = tape
+        self.members = list(members)
+        self.b = builder
+        self.C = len(members)
+        self.vals: dict = {}
+        self.smem: dict = {}
+        self.undo: list = [[] for _ in members]     # per member: (restore fn) in store order
+        self.wave = Wave([p for p, _ in members])
+
+    # values
+    def _val(self, s):
+        """The batched value of an argument spec (leading CTA axis) or the constant."""
+        k = s[0]
+        if k == "c":
+            return s[1]
+        if k == "a":
+            return s[1]
+        if k in ("n", "t", "o"):
+            return self.vals[s[1]]
+        raise AssertionError(k)
+
+    def _arg(self, s, c):
+        """Argument spec ``s`` for member ``c`` alone, as the op takes it."""
+        k = s[0]
+        if k == "c":
+            return s[1]
+        if k == "n":
+            h = ia.TensorHandle(self.vals[s[1]][c], s[2])
+            if s[3]:
+                h.attr = dict(s[3])
+            return h
+        if k == "t":
+            return tl.tensor(ia.TensorHandle(self.vals[s[1]][c], s[2]), s[3])
+        if k == "o":
+            return self.vals[s[1]][c]
+        if k == "l":
+            return [self._arg(x, c) for x in s[1]]
+        if k == "u":
+            return tuple(self._arg(x, c) for x in s[1])
+        raise AssertionError(k)
+
+    def _batched_arg(self, s):
+        k = s[0]
+        if k == "c":
+            return s[1]
+        if k == "n":
+            h = ia.TensorHandle(self.vals[s[1]], s[2])
+            if s[3]:
+                h.attr = dict(s[3])
+            return h
+        if k == "l":
+            return [self._batched_arg(x) for x in s[1]]
+        if k == "u":
+            return tuple(self._batched_arg(x) for x in s[1])
+        raise _NoBatch()
+
+    def _set_out(self, spec, outs):
+        """Store the per-member results ``outs`` (one op result per member) under ``spec``'s nodes."""
+        if spec is None:
+            return
+        k = spec[0]
+        if k == "h":
+            self.vals[spec[1]] = np.stack([np.asarray(o.data) for o in outs])
+        elif k == "t":
+            self.vals[spec[1]] = np.stack([np.asarray(o.handle.data) for o in outs])
+        elif k == "o":
+            self.vals[spec[1]] = list(outs)
+        else:
+            for i, sub in enumerate(spec[1]):
+                self._set_out(sub, [o[i] for o in outs])
+
+    def _set_batched(self, spec, out):
+        k = spec[0]
+        if k == "h":
+            self.vals[spec[1]] = np.asarray(out.data)
+        elif k == "t":
+            self.vals[spec[1]] = np.asarray(out.handle.data)
+        elif k in ("l", "u"):
+            for sub, o in zip(spec[1], out):
+                self._set_batched(sub, o)
+        else:
+            raise AssertionError(k)
+
+    # shared memory, batched
+    def _bview(self, view):
+        a = view.alloc
+        arr = self.smem.get(a.id)
+        if arr is None:
+            arr = self.smem[a.id] = np.zeros((self.C,) + a.data.shape, dtype=a.data.dtype)
+        if view.index is not None:
+            arr = arr[:, view.index]
+        for op in view.slices or ():
+            if op[0] == "index":
+                arr = arr[:, op[1]]
+            elif op[0] == "slice":
+                arr = arr[(slice(None),) + tuple(slice(o, o + s) for o, s in zip(op[1], op[2]))]
+            elif op[0] == "perm":
+                arr = arr.transpose((0,) + tuple(p + 1 for p in op[1]))
+            elif op[0] == "reinterpret":
+                if not arr.flags.c_contiguous:
+                    raise Unsupported("local_reinterpret of a strided view")
+                arr = arr.view(op[1]).reshape((self.C,) + tuple(op[2]))
+        return arr
+
+    # the failing members
+    def _fail(self, bad: np.ndarray, why):
+        """Drop the members where ``bad`` (bool per current member) holds: undo their stores, compact the rest."""
+        idx = np.flatnonzero(bad)
+        for c in idx:
+            for restore in reversed(self.undo[c]):
+                restore()
+            self.wave.failed[self.members[c][0]] = why
+        keep = np.flatnonzero(~bad)
+        self.members = [self.members[c] for c in keep]
+        self.undo = [self.undo[c] for c in keep]
+        self.C = len(keep)
+        for n, v in list(self.vals.items()):
+            if isinstance(v, np.ndarray):
+                self.vals[n] = v[keep]
+            elif isinstance(v, list):
+                self.vals[n] = [v[c] for c in keep]
+        for a, v in list(self.smem.items()):
+            self.smem[a] = v[keep]
+
+    def run(self) -> Wave:
+        tape = self.tape
+        last = _last_uses(tape.ops)
+        saved = _state.replay, _state.cta
+        _state.replay = _ReplayState()
+        _state.cta = None
+        try:
+            for i, op in enumerate(tape.ops):
+                if self.C == 0:
+                    break
+                getattr(self, "_" + op[0].replace("pid", "pid_"))(op)
+                for n in [n for n, j in last.items() if j == i]:
+                    self.vals.pop(n, None)
+                    del last[n]
+        finally:
+            _state.replay, _state.cta = saved
+            _state.replay_where = _state.replay_lane = None
+        self.wave.passed = [p for p, _ in self.members]
+        return self.wave
+
+    # -- tape ops -----------------------------------------------------------------------------------------------
+    def _pid_(self, op):
+        _, axis, spec = op
+        self.vals[spec[1]] = np.array([[idx[axis]] for _, idx in self.members], dtype=np.int32)
+
+    def _g(self, op):
+        _, n, value, line = op
+        v = self.vals[n]
+        flat = np.asarray(v).reshape(self.C, -1)[:, 0]
+        if isinstance(value, bool):
+            bad = (flat != 0) != value
+        else:
+            bad = flat != value
+        if bad.any():
+            self._fail(bad, ("guard", line, tuple(flat[bad].tolist())[:1]))
+
+    def _sr(self, op):
+        _, view, spec = op
+        self.vals[spec[1]] = self._bview(view).copy()
+
+    def _sw(self, op):
+        _, view, src = op
+        dst = self._bview(view)
+        data = np.asarray(self._val(src))
+        if src[0] == "a":
+            data = data.astype(dst.dtype, copy=False)
+            dst[...] = data.reshape(dst.shape[1:])
+        else:
+            dst[...] = data.astype(dst.dtype, copy=False).reshape(dst.shape)
+
+    def _mma(self, op):
+        _, a, b_view, acc_spec, fn, out = op
+        bb = self._bview(b_view)
+        if isinstance(a, tuple):
+            aa = ia.TensorHandle(self._val(a), a[2])
+        else:
+            aa = ia.TensorHandle(self._bview(a), a.tl_dtype)
+        acc = self._batched_arg(acc_spec) if acc_spec[0] != "c" else acc_spec[1]
+        res = fn(aa, ia.TensorHandle(bb, b_view.tl_dtype), acc)
+        self._set_batched(out, res)
+
+    def _ds(self, op):
+        _, desc, offs_spec, view, np_dt, (where, lane) = op
+        src = self._bview(view)
+        block = tuple(int(x) for x in desc.block_shape)
+        for c in range(self.C):
+            offs = self._arg(offs_spec, c)
+            val = ia.TensorHandle(np.ascontiguousarray(src[c]).reshape(block).astype(np_dt, copy=False),
+                                  desc.base.dtype.element_ty)
+            self._store(c, "create_descriptor_store", self.b.create_descriptor_store, (desc, val, offs), where, lane)
+
+    def _op(self, op):
+        _, name, fn, argspec, kwargs, out, (where, lane), charged = op
+        if name in STORES:
+            for c in range(self.C):
+                self._store(c, name, fn, self._arg(argspec, c), where, lane, charged)
+            return
+        if name == "create_descriptor_load" and self._desc_load(op):
+            return
+        if name in LOADS or charged:
+            self._per_member(op, charged)
+            return
+        rule = _BATCHED.get(name)
+        if rule is not None or name in ELEMENTWISE:
+            try:
+                args = self._batched_arg(argspec)
+                res = rule(self, fn, args, kwargs) if rule is not None else fn(*args, **kwargs)
+                self._set_batched(out, res)
+                return
+            except _NoBatch:
+                pass
+        self._per_member(op, None)
+
+    def _desc_load(self, op) -> bool:
+        """A descriptor load whose box lies inside the tensor for every member: numpy slices of global memory, no
+        per-member call (the bytes are the whole box for each, as the leader's were). False: not applicable."""
+        _, name, fn, argspec, kwargs, out, where, charged = op
+        args = argspec[1] if argspec[0] == "l" else None
+        mem = _state.hostmem
+        if args is None or mem is None or args[0][0] != "c" or args[1][0] not in ("l", "u"):
+            return False
+        desc = args[0][1]
+        offs = []
+        for s in args[1][1]:
+            if s[0] == "c":
+                offs.append(np.full(self.C, int(np.asarray(s[1].data).reshape(-1)[0]), np.int64))
+            elif s[0] == "n":
+                offs.append(np.asarray(self.vals[s[1]]).reshape(self.C, -1)[:, 0].astype(np.int64))
+            else:
+                return False
+        got = ia.descriptor_boxes(desc, offs, mem)
+        if got is None:
+            return False
+        data, nbytes = got
+        if charged is not None and charged != [nbytes]:
+            return False
+        self._set_batched(out, ia.TensorHandle(data, desc.base.dtype.element_ty))
+        return True
+
+    def _per_member(self, op, charged):
+        _, name, fn, argspec, kwargs, out, (where, lane), _ = op
+        outs, bad = [], np.zeros(self.C, bool)
+        st = _state.replay
+        for c in range(self.C):
+            st.bytes = []
+            _state.replay_where, _state.replay_lane = where, (self.members[c][0],) + tuple(lane)
+            try:
+                outs.append(fn(*self._arg(argspec, c), **kwargs))
+            except Exception:  # noqa: BLE001 - this CTA errs (out of bounds): it runs on its own later
+                bad[c] = True
+                outs.append(None)
+                continue
+            if charged is not None and st.bytes != charged:
+                bad[c] = True
+        _state.replay_where = _state.replay_lane = None
+        if bad.any():
+            good = [o for o, b in zip(outs, bad) if not b]
+            self._fail(bad, ("op", where[1]))
+            outs = good
+        if self.C:
+            self._set_out(out, outs)
+
+    def _store(self, c, name, fn, args, where, lane, charged=None):
+        st = _state.replay
+        restore = _snapshot(self.b, name, args)
+        st.bytes = []
+        _state.replay_where, _state.replay_lane = where, (self.members[c][0],) + tuple(lane)
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - this CTA errs (out of bounds): it runs on its own later
+            if restore is not None:
+                restore()
+            self._fail(_one(self.C, c), ("store", where[1]))
+            return
+        finally:
+            _state.replay_where = _state.replay_lane = None
+        if restore is not None:
+            self.undo[c].append(restore)
+        if charged is not None and st.bytes != charged:
+            self._fail(_one(self.C, c), ("bytes", where[1]))
+
+
+class _NoBatch(Exception):
+    pass
+
+
+def _one(n, c):
+    m = np.zeros(n, bool)
+    m[c] = True
+    return m
+
+
+def _snapshot(b, name, args):
+    """A function that puts back what the store ``name(*args)`` is about to overwrite (unhooked: no checks, costs
+    or write log), or None when nothing can be overwritten."""
+    cls = type(b)
+    if name == "create_masked_store":
+        ptrs, value, mask = args[0], args[1], args[2]
+        m = mask if mask is not None else ia.TensorHandle(np.ones(np.shape(ptrs.data), bool), tl.int1)
+        try:
+            old = cls.create_masked_load(b, ptrs, m, None, None, None, False)
+        except Exception:  # noqa: BLE001 - out of bounds: the store itself will fail and nothing is written
+            return None
+        return lambda: cls.create_masked_store(b, ptrs, old, m, None, None)
+    if name == "create_descriptor_store":
+        desc, value, offs = args
+        region = ia.descriptor_region(desc, offs, _state.hostmem) if _state.hostmem is not None else None
+        if region is not None:
+            old = region.copy()
+
+            def put_back():
+                region[...] = old
+            return put_back
+        try:
+            ptrs, in_bounds = ia.descriptor_pointers(desc, offs)
+            ptrs = ia.TensorHandle(ptrs, tl.pointer_type(desc.base.dtype.element_ty))
+            m = ia.TensorHandle(in_bounds, tl.int1)
+            old = cls.create_masked_load(b, ptrs, m, None, None, None, False)
+        except Exception:  # noqa: BLE001
+            return None
+        return lambda: cls.create_masked_store(b, ptrs, old, m, None, None)
+    return None
+
+
+# batched forms of the shape ops (the CTA axis in front); elementwise ops broadcast as they are
+def _splat(r, fn, args, kwargs):
+    ret_ty, arg = args
+    shape = tuple(int(s) for s in ret_ty.shape)
+    d = np.asarray(arg.data)
+    if d.ndim != 2 or d.shape[1] != 1:
+        raise _NoBatch()
+    out = np.broadcast_to(d.reshape((r.C,) + (1,) * len(shape)), (r.C,) + shape)
+    return ia.TensorHandle(np.array(out, dtype=ia._interp._get_np_dtype(arg.dtype)), arg.dtype.scalar)
+
+
+def _broadcast(r, fn, args, kwargs):
+    arg, shape = args
+    return ia.TensorHandle(np.broadcast_to(arg.data, (r.C,) + tuple(shape)), arg.dtype.scalar)
+
+
+def _expand_dims(r, fn, args, kwargs):
+    arg, axis = args
+    axis = int(axis)
+    return ia.TensorHandle(np.expand_dims(arg.data, axis + 1 if axis >= 0 else axis), arg.dtype.scalar)
+
+
+def _reshape(r, fn, args, kwargs):
+    arg, shape = args[0], args[1]
+    return ia.TensorHandle(np.asarray(arg.data).reshape((r.C,) + tuple(shape)), arg.dtype.scalar)
+
+
+def _trans(r, fn, args, kwargs):
+    arg, perm = args
+    return ia.TensorHandle(np.transpose(arg.data, (0,) + tuple(int(p) + 1 for p in perm)), arg.dtype.scalar)
+
+
+def _dot(r, fn, args, kwargs):
+    a, b, d = args[0], args[1], args[2]
+    if not all(isinstance(x, ia.TensorHandle) for x in (a, b, d)):
+        raise _NoBatch()
+    return fn(*args, **kwargs)
+
+
+def _split(r, fn, args, kwargs):
+    (val,) = args
+    return (ia.TensorHandle(val.data[..., 0], val.dtype.scalar), ia.TensorHandle(val.data[..., 1], val.dtype.scalar))
+
+
+def _join(r, fn, args, kwargs):
+    lhs, rhs = args
+    if np.ndim(lhs.data) != np.ndim(rhs.data):
+        raise _NoBatch()
+    return ia.TensorHandle(np.stack([lhs.data, rhs.data], axis=-1), lhs.dtype.scalar)
+
+
+_BATCHED = {"create_splat": _splat, "create_broadcast": _broadcast, "create_expand_dims": _expand_dims,
+            "create_reshape": _reshape, "create_trans": _trans, "create_dot": _dot, "create_split": _split,
+            "create_join": _join}
+
+
+# -- the leader's trace, under the members' ids -------------------------------------------------------------------
+class TracePlan:
+    """Which records of the launch's trace each CTA gets: a leader its own (appended while it ran), a member a copy
+    of its leader's under its own id. The copies are made, in launch order, when the trace is first read."""
+
+    def __init__(self, trace):
+        self.trace = trace
+        self.runs: list = []        # (marks before, marks after, leader pid)
+        self.source: dict = {}      # pid -> index in runs
+
+    @staticmethod
+    def marks(trace):
+        return (len(trace._spans), len(trace._barrier_events), len(trace._counters))
+
+    def leader(self, pid, before) -> int:
+        self.runs.append((before, self.marks(self.trace), pid))
+        self.source[pid] = len(self.runs) - 1
+        return len(self.runs) - 1
+
+    def members(self, run_index, pids):
+        for p in pids:
+            self.source[p] = run_index
+
+    def install(self, order: dict):
+        self.trace.defer(lambda trace: self._fill(trace, order))
+
+    def _fill(self, trace, order):
+        raw = (trace._spans, trace._barrier_events, trace._counters)
+        out = ([], [], [])
+        new = object.__new__
+        for pid in sorted(self.source, key=lambda p: order.get(p, 1 << 40)):
+            before, after, leader = self.runs[self.source[pid]]
+            for k in range(3):
+                src = raw[k][before[k]:after[k]]
+                if pid == leader:
+                    out[k].extend(src)
+                    continue
+                dst = out[k]
+                for r in src:
+                    x = new(type(r))
+                    d = x.__dict__
+                    d.update(r.__dict__)
+                    d["cta"] = pid
+                    if k == 0 and r.args:
+                        d["args"] = dict(r.args)
+                    elif k == 1 and r.src_cta == leader:
+                        d["src_cta"] = pid
+                    dst.append(x)
+        trace._spans, trace._barrier_events, trace._counters = out
