@@ -37,6 +37,8 @@ class SimResult:
         self.findings = _errors_first(run.findings)
         self.atomic_ordering: list[str] = []      # outputs that differ between schedules only as atomics order
         self.stats = run.stats
+        #: CTA id -> the cycle its last span ends (each simulated CTA starts at cycle 0)
+        self.cta_cycles = run.cta_end
         self.kernel_bytes = getattr(run, "kernel_bytes", 0)
         self.numerics = getattr(run, "numerics", True)
         #: (JITFunction, args, kwargs) of the launch, as the host code made it

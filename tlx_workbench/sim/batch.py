@@ -362,6 +362,158 @@ def mma(a, b_view, acc, out, fn):
              rec.out_spec(out)))
 
 
+# -- loops over CTA-dependent bounds: ``for tile in range(tl.program_id(0), n, NUM_SMS)`` -------------------------
+# Such a loop variable is a Python int on the one-CTA path, and its arithmetic with other Python ints is Python's
+# (free, exact). In a wave it must stay CTA-dependent, so it is a *Python-like* scalar: a tl.tensor marked ``_py``
+# whose arithmetic with Python ints and other Python-like scalars is computed as Python computes it (no cost
+# charged, as on the one-CTA path) and recorded; where it meets a real tensor, or is assigned, it becomes the
+# tensor ``to_tensor`` makes of a Python int (int32 below 2**31), CTA-dependent. The loop itself is guarded on its
+# trip count, not on its bounds, so CTAs with the same number of tiles share a wave.
+import builtins as _builtins
+import operator as _op
+
+
+def is_py(x) -> bool:
+    return type(x) is tl.tensor and "_py" in x.handle.__dict__
+
+
+def _py_value(x):
+    if isinstance(x, tl.tensor):
+        return np.asarray(x.handle.data).reshape(-1)[0].item()
+    if isinstance(x, tl.constexpr):
+        return x.value
+    return x
+
+
+def _py_tensor(rec, value, op):
+    """A Python-like scalar of ``value`` whose per-CTA values ``op`` (a tape op without its output) computes."""
+    is_bool = isinstance(value, bool)
+    h = ia.TensorHandle(np.array([value], dtype=np.bool_ if is_bool else np.int64), tl.int1 if is_bool else tl.int64)
+    h._py = True
+    rec.add(op + (rec.new(h),))
+    return tl.tensor(h, tl.int1 if is_bool else tl.int64)
+
+
+def wave_range(*args, _orig=_builtins.range, **kwargs):
+    """``range`` in simulated kernel code: Python's, except while a wave leader records with a CTA-dependent bound,
+    where it yields Python-like scalars and guards the trip count."""
+    rec = _state.rec
+    if rec is None or not any(node_of(a) is not None for a in args if isinstance(a, tl.tensor)):
+        return _orig(*args, **kwargs)
+    if len(args) == 1:
+        bounds = (0, args[0], 1)
+    else:
+        bounds = (args[0], args[1], args[2] if len(args) > 2 else 1)
+    vals = [_py_value(b) for b in bounds]
+    if not all(isinstance(v, int) for v in vals):
+        raise Unsupported("a range over non-integer bounds")
+    r = _builtins.range(*vals)
+    specs = [rec.spec(b) if isinstance(b, tl.tensor) else ("c", v) for b, v in zip(bounds, vals)]
+    rec.add(("trip", specs, len(r), kernel_frame_line()[1]))
+
+    def gen():
+        for i, v in enumerate(r):
+            yield _py_tensor(rec, v, ("rv", specs[0], specs[2], i))
+    return gen()
+
+
+def tl_range(orig):
+    """``tl.range`` (the interpreter's) with :func:`wave_range`'s meaning for CTA-dependent bounds."""
+    def rng(arg1, arg2=None, step=None, **kwargs):
+        args = (arg1,) if arg2 is None else (arg1, arg2, 1 if step is None else step)
+        if _state.rec is not None and any(node_of(a) is not None for a in args if isinstance(a, tl.tensor)):
+            return wave_range(*args)
+        return orig(arg1, arg2, step, **kwargs)
+    rng._wave = True
+    return rng
+
+
+_PY_OPS = {"add": _op.add, "sub": _op.sub, "mul": _op.mul, "floordiv": _op.floordiv, "mod": _op.mod,
+           "and_": _op.and_, "or_": _op.or_, "xor_": _op.xor, "shl": _op.lshift, "ashr": _op.rshift,
+           "lshr": _op.rshift, "minimum": min, "maximum": max, "equal": _op.eq, "not_equal": _op.ne,
+           "less_than": _op.lt, "less_equal": _op.le, "greater_than": _op.gt, "greater_equal": _op.ge}
+_PY_UNARY = {"minus": _op.neg, "plus": _op.pos, "invert": _op.invert}
+_NP_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide, "mod": np.mod,
+           "and_": np.bitwise_and, "or_": np.bitwise_or, "xor_": np.bitwise_xor, "shl": np.left_shift,
+           "ashr": np.right_shift, "lshr": np.right_shift, "minimum": np.minimum, "maximum": np.maximum,
+           "equal": np.equal, "not_equal": np.not_equal, "less_than": np.less, "less_equal": np.less_equal,
+           "greater_than": np.greater, "greater_equal": np.greater_equal, "minus": np.negative,
+           "plus": np.positive, "invert": np.invert}
+
+
+def _concrete(rec, x):
+    """The tensor ``to_tensor`` makes of a Python-like scalar's value (CTA-dependent; its dtype guarded)."""
+    if not is_py(x):
+        return x
+    v = _py_value(x)
+    ty = ia.interpreter_semantic.to_tensor_type(v)
+    h = ia.TensorHandle(np.array([v], dtype=ia.np_dtype(ty)), ty)
+    rec.add(("pyconv", rec.spec(x), ty, rec.new(h)))
+    return tl.tensor(h, ty)
+
+
+def patch_semantic(sem):
+    """Give Python-like scalars their meaning in the semantic ``sem``'s ops; returns the undo."""
+    attrs = {}
+    import inspect
+    names = [n for n in dir(type(sem)) if not n.startswith("_") and inspect.isfunction(getattr(type(sem), n, None))]
+    for name in names:
+        orig = getattr(sem, name)
+        if name in _PY_OPS or name in _PY_UNARY:
+            attrs[name] = _py_op(name, orig)
+        elif name in ("to_tensor",):
+            attrs[name] = _py_assign(orig)
+        elif name not in ("to_tensor_type",):
+            attrs[name] = _py_concretize(orig)
+    return ia._patch_instance(sem, attrs)
+
+
+def _any_py(args, kwargs):
+    for a in args:
+        if type(a) is tl.tensor and "_py" in a.handle.__dict__:
+            return True
+    return bool(kwargs) and any(is_py(v) for v in kwargs.values())
+
+
+def _py_op(name, orig):
+    binary = name in _PY_OPS
+
+    def op(*args, **kwargs):
+        rec = _state.rec
+        if rec is None or not _any_py(args, kwargs):
+            return orig(*args, **kwargs)
+        operands = args[:2] if binary else args[:1]
+        if all(is_py(a) or (not isinstance(a, tl.tensor) and type(_py_value(a)) in (int, bool)) for a in operands):
+            vals = [_py_value(a) for a in operands]
+            f = _PY_OPS[name] if binary else _PY_UNARY[name]
+            try:
+                out = f(*vals)
+            except ZeroDivisionError:
+                raise Unsupported("a division by zero in a loop variable's arithmetic") from None
+            return _py_tensor(rec, out, ("py", name, [rec.spec(a) if is_py(a) else ("c", v)
+                                                      for a, v in zip(operands, vals)]))
+        return orig(*[_concrete(rec, a) for a in args], **{k: _concrete(rec, v) for k, v in kwargs.items()})
+    return op
+
+
+def _py_assign(orig):
+    def to_tensor(x, *args, **kwargs):
+        rec = _state.rec
+        if rec is not None and is_py(x):
+            return _concrete(rec, x)
+        return orig(x, *args, **kwargs)
+    return to_tensor
+
+
+def _py_concretize(orig):
+    def op(*args, **kwargs):
+        rec = _state.rec
+        if rec is None or not _any_py(args, kwargs):
+            return orig(*args, **kwargs)
+        return orig(*[_concrete(rec, a) for a in args], **{k: _concrete(rec, v) for k, v in kwargs.items()})
+    return op
+
+
 # -- guards on conversions ------------------------------------------------------------------------------------
 def guard_int(h, value):
     rec = _state.rec
@@ -396,6 +548,8 @@ def patch_conversions():
 
     __index__._batch_guard = __bool__._batch_guard = True
     cls.__index__, cls.__bool__ = __index__, __bool__
+    if not getattr(tl.range, "_wave", False):
+        tl.range = tl_range(tl.range)
     if isinstance(trans, property):
         def _t(self):
             refuse_variant(".T", self)
@@ -470,6 +624,17 @@ def _last_uses(ops):
             walk(op[3], i)
         elif k == "g":
             last[op[1]] = i
+        elif k == "trip":
+            for x in op[1]:
+                walk(x, i)
+        elif k == "rv":
+            walk(op[1], i)
+            walk(op[2], i)
+        elif k in ("py",):
+            for x in op[2]:
+                walk(x, i)
+        elif k == "pyconv":
+            walk(op[1], i)
     return last
 
 
@@ -642,6 +807,46 @@ class _Replay:
         if bad.any():
             self._fail(bad, ("guard", line, tuple(flat[bad].tolist())[:1]))
 
+    def _spec_ints(self, s):
+        """Per-member Python ints (int64, one per member) of a scalar argument spec."""
+        if s[0] == "c":
+            return np.full(self.C, int(_py_value(s[1])), np.int64)
+        return np.asarray(self.vals[s[1]]).reshape(self.C, -1)[:, 0].astype(np.int64)
+
+    def _trip(self, op):
+        _, specs, n, line = op
+        start, stop, step = (self._spec_ints(s) for s in specs)
+        with np.errstate(all="ignore"):
+            trips = np.where(step > 0, (stop - start + step - 1) // np.where(step == 0, 1, step),
+                             (start - stop - step - 1) // np.where(step == 0, 1, -step))
+        trips = np.maximum(trips, 0)
+        bad = trips != n
+        if bad.any():
+            self._fail(bad, ("trips", line, (int(trips[bad][0]),)))
+
+    def _rv(self, op):
+        _, start, step, i, node = op
+        self.vals[node] = (self._spec_ints(start) + i * self._spec_ints(step)).reshape(self.C, 1)
+
+    def _py(self, op):
+        _, name, specs, node = op
+        args = [self._spec_ints(s) if s[0] != "c" or not isinstance(s[1], bool) else np.full(self.C, s[1])
+                for s in specs]
+        with np.errstate(all="ignore"):
+            out = _NP_OPS[name](*args)
+        self.vals[node] = np.asarray(out).reshape(self.C, 1)
+
+    def _pyconv(self, op):
+        _, spec, ty, node = op
+        v = self._spec_ints(spec)
+        kinds = np.array([_int_kind(int(x)) for x in v]) if v.size else np.zeros(0, int)
+        bad = kinds != _int_kind_of(ty)
+        if bad.any():
+            self._fail(bad, ("dtype", None, ()))
+            v = v[~bad]
+        if self.C:
+            self.vals[node] = v.astype(ia.np_dtype(ty)).reshape(self.C, 1)
+
     def _sr(self, op):
         _, view, spec = op
         self.vals[spec[1]] = self._bview(view).copy()
@@ -766,6 +971,14 @@ class _Replay:
             self.undo[c].append(restore)
         if charged is not None and st.bytes != charged:
             self._fail(_one(self.C, c), ("bytes", where[1]))
+
+
+def _int_kind(v: int) -> int:
+    return 0 if -2**31 <= v < 2**31 else 1 if 2**31 <= v < 2**32 else 2 if -2**63 <= v < 2**63 else 3
+
+
+def _int_kind_of(ty) -> int:
+    return {"int32": 0, "uint32": 1, "int64": 2, "uint64": 3}.get(ty.name, -1) if hasattr(ty, "name") else -1
 
 
 class _NoBatch(Exception):

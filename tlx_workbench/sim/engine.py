@@ -63,6 +63,13 @@ def _jit_call(self, *args, **kwargs):
         _state.scopes.append(ia.patch_lang(self.fn))
         if _state.batching:
             batch.patch_conversions()
+    if _state.rec is not None:
+        # a loop variable of a wave (sim/batch.py) passed where a constexpr goes: its value, guarded
+        names = [p.name for p in self.params]
+        args = tuple(int(a) if batch.is_py(a) and i < len(names) and self.params[i].is_constexpr else a
+                     for i, a in enumerate(args))
+        kwargs = {k: int(v) if batch.is_py(v) and any(p.name == k and p.is_constexpr for p in self.params) else v
+                  for k, v in kwargs.items()}
     return rewrite.rewrite(self.fn, _run_tasks)(*args, **kwargs)
 
 
@@ -94,6 +101,7 @@ class LaunchRun:
         self.clc_log: list = []       # (stealing CTA, first CTA of the stolen cluster)
         self.numerics = True          # False: timing only (no data moved or computed by TMA and wgmma)
         self.writes = None            # a writes.WriteLog when schedules are compared
+        self.cta_end: dict = {}       # CTA id -> the cycle its last span ends
 
     def clc_steal(self, cta):
         """CLC try_cancel: take the next cluster that has not started; its first CTA's x id, or None."""
@@ -429,7 +437,14 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     run.resident = max(1, int(resident))
     run.num_clusters = len(clusters)
     # waves (sim/batch.py): CTAs of one, the launch's own CTAs only; the memory the launch may write is saved first
-    waves = bool(waves) and len(clusters) > 1 and cga == (1, 1, 1) and run.resident == 1 and recorder is None
+    if waves:
+        why_not = ("one CTA at a time: clusters of CTAs run together under one scheduler" if cga != (1, 1, 1) else
+                   "one CTA at a time: several CTAs resident at once (work stealing)" if run.resident != 1 else
+                   "one CTA at a time: the recorder's kernel" if recorder is not None else
+                   "one CTA: nothing to run together" if len(clusters) <= 1 else None)
+        if why_not is not None:
+            run.trace.meta["waves"] = why_not
+            waves = False
     saved = _save_memory(ranges) if waves else None
     _state.batching = waves
 
@@ -517,6 +532,10 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
         scope.restore()
         undo_map()
         _state.cta = None
+    if not waves:
+        for sp in run.trace.spans:
+            if sp.end > run.cta_end.get(sp.cta, -1.0):
+                run.cta_end[sp.cta] = sp.end
     if check_outputs and run.deadlock is None:
         out_check.report(run)
     if recorder is not None:
@@ -547,7 +566,8 @@ def _install_batch(semantic):
     """The recording hooks of a launch run in waves (sim/batch.py); returns the undo."""
     names = [n for n in dir(type(ia.interpreter_builder)) if n.startswith(("create_", "binary_op", "unary_op",
                                                                           "ternary_op", "cast_impl"))]
-    undos = [batch.wrap_builder(ia.interpreter_builder, names),
+    undos = [batch.patch_semantic(ia.interpreter_semantic), batch.patch_semantic(semantic),
+             batch.wrap_builder(ia.interpreter_builder, names),
              batch.wrap_builder(semantic.builder, [n for n in names if n not in batch.TLX_OWN]),
              batch.refuse_tlx(semantic.builder), batch.patch_reductions()]
     batch.patch_conversions()
@@ -590,6 +610,8 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
         if run.deadlock is not None or len(run.findings) > nfind:
             raise batch.Unsupported("a CTA deadlocked or has findings: diagnosed one CTA at a time")
         led = plan.leader(pid, marks)
+        end = max((s.end for s in run.trace._spans[marks[0]:]), default=0.0)
+        run.cta_end[pid] = end
         if not members:
             continue
         wave = batch.replay(tape, [(m[1], m[0]) for m in members], ia.interpreter_builder)
@@ -598,11 +620,15 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
         why.update(wave.failed)
         done = [m[1] for m in members if m[1] in passed]
         plan.members(led, done)
+        run.cta_end.update(dict.fromkeys(done, end))
         for p in done:
             _add_stats(run, group.sched)
         run.ctas_run.extend(done)
     run.ctas_run.sort(key=lambda p: order.get(p, 1 << 40))
     plan.install(order)
+    # how the waves went: leaders simulated, and why the others left the wave they were in (a guard's line)
+    run.trace.meta["wave_leaders"] = len(plan.runs)
+    run.wave_splits = why
     _state.cta = None
 
 

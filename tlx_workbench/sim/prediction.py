@@ -1,9 +1,10 @@
-"""Whole-launch time from a few simulated CTAs: waves, tails and the DRAM floor.
+"""Whole-launch time from its simulated CTAs: waves, tails and the DRAM floor.
 
-A launch of thousands of CTAs is predicted from a handful: the CTAs along the grid's x axis
-(where the work of a CTA changes: a causal attention's query tiles, a GEMM's tiles) are simulated,
-each with the TMA/L2 share of every CTA resident with it (``sim/cost.py``: contention), and the time
-of every other CTA is interpolated from them. The GPU's block scheduler is replayed on that: CTAs
+Every CTA of the launch is simulated, timing only, each with the TMA/L2 share of every CTA resident with it
+(``sim/cost.py``: contention): the CTAs run in waves (``sim/batch.py``), so a launch of thousands of CTAs costs
+about one simulated CTA per distinct control flow (a persistent kernel's tile counts, a causal attention's query
+tiles). ``samples=k`` simulates k CTAs along the grid's x axis instead and interpolates the others (the older,
+cheaper estimate). The GPU's block scheduler is replayed on that: CTAs
 start in launch order on the first free SM slot (``occupancy`` per SM), so more CTAs than slots make
 waves and a tail. The result is at least the time the launch needs to move its tensors through DRAM
 once. Cycles turn into microseconds at the calibrated clock under load.
@@ -109,6 +110,21 @@ def schedule(grid, per_x: dict, slots: int) -> float:
     return end
 
 
+def schedule_ctas(times: list, slots: int) -> float:
+    """Cycles until the last CTA ends when CTAs, taking ``times`` (in launch order), start in that order on
+    ``slots`` slots."""
+    if len(times) <= slots:
+        return max(times, default=0.0)
+    free = [0.0] * slots
+    end = 0.0
+    for t in times:
+        start = heapq.heappop(free)
+        done = start + t
+        end = max(end, done)
+        heapq.heappush(free, done)
+    return end
+
+
 def compiled_facts(result, gpu) -> tuple:
     """(occupancy, spill loads per thread, wgmma serialized, summary) of the launch ``result`` simulated,
     compiled offline for ``gpu`` by the real compiler (its caches make a second call cheap); (None, 0, False,
@@ -132,10 +148,11 @@ def compiled_facts(result, gpu) -> tuple:
         return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
 
 
-def predict(fn, *args, gpu="H200", occupancy=None, samples=3, config=None, seed=0, numerics=False, compile=True,
+def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, seed=0, numerics=False, compile=True,
             spills=None, **kwargs) -> Prediction:
     """Predict the time of the launch ``fn(*args, **kwargs)`` makes (a host function or a
-    ``kernel[grid]``), from ``samples`` CTAs simulated at the real shape (see the module doc).
+    ``kernel[grid]``), from every CTA simulated at the real shape (``samples=k``: from k CTAs along x, the
+    others interpolated; see the module doc).
     ``compile``: ask the real compiler (offline) for the kernel's occupancy and register spills, which
     the cost model then charges; ``occupancy`` / ``spills`` given outright skip that.
     ``numerics``: by default timing only (``simulate(numerics=False)``); True also computes the data."""
@@ -162,17 +179,21 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=3, config=None, seed=
             occ, sp, serial = new
             first = sim([0], occ, sp, serial)
     grid = first.grid
-    sampled = {0: first.cycles}
-    res = first
-    rest = [c for c in sample_ctas(grid, samples) if c != 0]
-    if rest:
-        res = sim(rest, occ, sp, serial)
-        for c in rest:
-            ends = [s.end for s in res.trace.spans if s.cta == c]
-            sampled[c] = max(ends) if ends else 0.0
     slots = model.sm_count * max(1, int(occ))
     total = int(grid[0]) * int(grid[1]) * int(grid[2])
-    cta_cycles = schedule(grid, sampled, slots)
+    if samples is None:
+        res = sim(None, occ, sp, serial) if total > 1 else first
+        sampled = {c: res.cta_cycles.get(c, 0.0) for c in range(total)}
+        cta_cycles = schedule_ctas([sampled[c] for c in range(total)], slots)
+    else:
+        sampled = {0: first.cycles}
+        res = first
+        rest = [c for c in sample_ctas(grid, samples) if c != 0]
+        if rest:
+            res = sim(rest, occ, sp, serial)
+            for c in rest:
+                sampled[c] = res.cta_cycles.get(c, 0.0)
+        cta_cycles = schedule(grid, sampled, slots)
     from .cost import cost_model
     cm = cost_model(gpu)
     nbytes = int(getattr(first, "kernel_bytes", 0) or 0)

@@ -247,6 +247,9 @@ def rewrite(fn, run_tasks):
     # as Triton's code generator does: min/max of tensors are tl.minimum/tl.maximum
     glb.setdefault("min", _tl_min)
     glb.setdefault("max", _tl_max)
+    # Python's range, except over CTA-dependent bounds while a wave records (sim/batch.py)
+    from .batch import wave_range
+    glb.setdefault("range", wave_range)
     if fn.__closure__:
         # a kernel defined inside a function: its free variables become globals of the copy
         for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
