@@ -267,8 +267,7 @@ TLX_OWN = frozenset({"create_local_load", "create_local_store", "create_async_TM
 
 #: TLX builder ops a wave does not replay: a launch that runs one while a leader records runs one CTA at a time
 REFUSED_TLX = frozenset({
-    "create_tcgen05_mma", "create_tcgen05_mma_scaled", "create_tcgen05_commit", "create_tmem_copy",
-    "utlx_local_alloc_tmem", "utlx_tmem_load", "utlx_tmem_store", "utlx_tmem_subslice", "utlx_local_alias",
+    "create_tcgen05_mma_scaled", "create_tmem_copy", "utlx_local_alias",
     "utlx_storage_alias_spec", "utlx_storage_alias_local_alloc", "utlx_reuse_group", "utlx_set_buffer_overlap",
     "utlx_alloc_clc_responses", "utlx_async_clc_try_cancel", "utlx_clc_query", "utlx_map_to_remote_buffer",
     "utlx_remote_shmem_store", "utlx_async_remote_shmem_store", "create_async_TMA_reduce", "create_async_tma_reduce",
@@ -304,8 +303,13 @@ def note_bytes(nbytes):
 # -- TLX data ops (called from tlx_ops / memory_ops while a leader runs) -------------------------------------------
 def _check_view(view):
     a = view.alloc
-    if a.storage != "smem" or a.root is not a or a.byte_keys or not isinstance(a.data, np.ndarray):
-        raise Unsupported(f"{a.storage} buffer {a.name} (aliased or tensor memory)")
+    if not isinstance(a.data, np.ndarray) or a.buf_cols is not None:
+        raise Unsupported(f"{a.storage} buffer {a.name} (a storage_alias_spec layout)")
+    if a.storage == "tmem":
+        if a.col0 is None and a.root is not a:
+            raise Unsupported(f"tensor memory buffer {a.name} (aliased, not in TMEM columns)")
+    elif a.root is not a or a.byte_keys:
+        raise Unsupported(f"shared memory buffer {a.name} (aliased)")
 
 
 def smem_read(view, handle):
@@ -340,6 +344,17 @@ def tma_data(array, handle):
     n = node_of(handle)
     if n is not None:
         rec.pending_loads[id(array)] = (array, n)
+
+
+def tmem_mma(a_view, b_view, acc_view, use_acc, into, product):
+    """A tcgen05 MMA into TMEM: ``acc = product(A, B[, acc])`` (``into``), ``acc += product(A, B)`` (``use_acc``)
+    or ``acc = product(A, B)``."""
+    rec = _state.rec
+    if rec is None:
+        return
+    for v in (a_view, b_view, acc_view):
+        _check_view(v)
+    rec.add(("mma5", a_view, b_view, acc_view, bool(use_acc), bool(into), product))
 
 
 def tma_store(desc, offsets, view, np_dt):
@@ -733,9 +748,12 @@ class _Replay:
     # shared memory, batched
     def _bview(self, view):
         a = view.alloc
-        arr = self.smem.get(a.id)
-        if arr is None:
-            arr = self.smem[a.id] = np.zeros((self.C,) + a.data.shape, dtype=a.data.dtype)
+        if a.storage == "tmem" and a.col0 is not None:
+            arr = self._tmem_alloc(a)
+        else:
+            arr = self.smem.get(a.id)
+            if arr is None:
+                arr = self.smem[a.id] = np.zeros((self.C,) + a.data.shape, dtype=a.data.dtype)
         if view.index is not None:
             arr = arr[:, view.index]
         for op in view.slices or ():
@@ -746,10 +764,28 @@ class _Replay:
             elif op[0] == "perm":
                 arr = arr.transpose((0,) + tuple(p + 1 for p in op[1]))
             elif op[0] == "reinterpret":
-                if not arr.flags.c_contiguous:
-                    raise Unsupported("local_reinterpret of a strided view")
-                arr = arr.view(op[1]).reshape((self.C,) + tuple(op[2]))
+                arr = self._reinterpret(arr, op[1], tuple(op[2]), a.storage == "tmem")
         return arr
+
+    def _tmem_alloc(self, a):
+        """The allocation's buffers [C, num, m, n] as views of the members' tensor memory (as SmemAlloc lays
+        them out in one CTA's: rows on lanes, each buffer a range of 32-bit columns; aliases share columns)."""
+        tm = self.smem.get("tmem")
+        if tm is None:
+            cols = a.cta.tmem.shape[1] if getattr(a.cta, "tmem", None) is not None else 512
+            tm = self.smem["tmem"] = np.zeros((self.C, 128, cols), dtype=np.uint32)
+        m, n = a.shape
+        region = tm[:, :m, a.col0:a.col0 + a.num * a.cpb].view(a.np_dtype)
+        return region.reshape(self.C, m, a.num, n).transpose(0, 2, 1, 3)
+
+    def _reinterpret(self, arr, np_dtype, shape, tmem):
+        if arr.flags.c_contiguous:
+            return arr.view(np_dtype).reshape((self.C,) + shape)
+        if tmem and arr.ndim == 3 and len(shape) == 2 and shape[0] == arr.shape[1] and arr.strides[-1] == arr.itemsize:
+            nbytes = shape[1] * np.dtype(np_dtype).itemsize
+            if nbytes % arr.itemsize == 0 and nbytes <= arr.shape[2] * arr.itemsize:
+                return arr[:, :, :nbytes // arr.itemsize].view(np_dtype)
+        raise Unsupported("local_reinterpret of a strided view")
 
     # the failing members
     def _fail(self, bad: np.ndarray, why):
@@ -871,6 +907,17 @@ class _Replay:
         acc = self._batched_arg(acc_spec) if acc_spec[0] != "c" else acc_spec[1]
         res = fn(aa, ia.TensorHandle(bb, b_view.tl_dtype), acc)
         self._set_batched(out, res)
+
+    def _mma5(self, op):
+        _, av, bv, cv, use_acc, into, product = op
+        acc = self._bview(cv)
+        a, b = self._bview(av), self._bview(bv)
+        if into:
+            acc[...] = product(a, b, acc)
+        elif use_acc:
+            acc[...] = acc + np.asarray(product(a, b)).astype(acc.dtype, copy=False)
+        else:
+            acc[...] = product(a, b)
 
     def _ds(self, op):
         _, desc, offs_spec, view, np_dt, (where, lane) = op

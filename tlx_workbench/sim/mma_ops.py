@@ -10,6 +10,7 @@ import bisect
 
 import numpy as np
 
+from . import batch
 from .memory import SmemView
 from .races import Access
 from .scaled_mma_ops import scales_to_logical
@@ -207,6 +208,8 @@ class MmaOps:
                 cv.array[...] = cv.array + out.astype(cv.array.dtype, copy=False)
             else:
                 cv.array[...] = out
+            if not two_ctas:
+                batch.tmem_mma(av, bv, cv, use_acc, into, product)
             # packed mxfp4 holds two elements of K per byte: the product says its K (async_dot_scaled)
             m, k = av.array.shape[-2], getattr(product, "k", av.array.shape[-1])
             n = b_arr.shape[1]
