@@ -244,81 +244,69 @@ def _width(hi, lo):
     return 0 if (hi < 0 or hi >= _NONFINITE) else hi - lo + 151
 
 
-def _row_spans(a, step):
-    """(span, widest, lowest): span[x, s, r] the bits row r of a[x] spans in slice s, widest[x, s] their
-    maximum, lowest[x, s, r] the row's lowest set bit (as _bounds gives it)."""
-    n_a, m_rows, k_len = a.shape
+def _row_spans(x, step, span, widest, lowest, group_hi, group_lo):
+    """For a tile x (M, K): span[s, r] the bits row r spans in slice s, widest[s] their maximum, lowest[s, r]
+    the row's lowest set bit (as _bounds gives it). group_hi, group_lo: scratch of K elements."""
+    m_rows, k_len = x.shape
     n_slices = (k_len + step - 1) // step
-    bits = a.view(np.int32)
-    span = np.zeros((n_a, n_slices, m_rows), np.int32)
-    widest = np.zeros((n_a, n_slices), np.int32)
-    lowest = np.empty((n_a, n_slices, m_rows), np.int32)
+    bits = x.view(np.int32)
     by4 = step % 4 == 0
     n_groups = (k_len + 3) // 4 if by4 else k_len
     per_slice = step // 4 if by4 else step
-    group_hi = np.empty(n_groups, np.int32)
-    group_lo = np.empty(n_groups, np.int32)
-    for x in range(n_a):
-        for r in range(m_rows):
-            # the row's elements four by four (this vectorizes; reducing 16 at a time per slice doesn't)
-            if by4:
-                for j in range(k_len // 4):
-                    h0, l0 = _bounds(bits[x, r, 4 * j])
-                    h1, l1 = _bounds(bits[x, r, 4 * j + 1])
-                    h2, l2 = _bounds(bits[x, r, 4 * j + 2])
-                    h3, l3 = _bounds(bits[x, r, 4 * j + 3])
-                    group_hi[j] = max(max(h0, h1), max(h2, h3))
-                    group_lo[j] = min(min(l0, l1), min(l2, l3))
-                if k_len % 4:
-                    hi = np.int32(_DEAD_HI)
-                    lo = np.int32(_DEAD_LO)
-                    for k in range(k_len - k_len % 4, k_len):
-                        h, low = _bounds(bits[x, r, k])
-                        hi = max(hi, h)
-                        lo = min(lo, low)
-                    group_hi[n_groups - 1] = hi
-                    group_lo[n_groups - 1] = lo
-            else:
-                for k in range(k_len):
-                    group_hi[k], group_lo[k] = _bounds(bits[x, r, k])
-            for s in range(n_slices):
+    widest[:] = 0
+    for r in range(m_rows):
+        # the row's elements four by four (this vectorizes; reducing 16 at a time per slice doesn't)
+        if by4:
+            for j in range(k_len // 4):
+                h0, l0 = _bounds(bits[r, 4 * j])
+                h1, l1 = _bounds(bits[r, 4 * j + 1])
+                h2, l2 = _bounds(bits[r, 4 * j + 2])
+                h3, l3 = _bounds(bits[r, 4 * j + 3])
+                group_hi[j] = max(max(h0, h1), max(h2, h3))
+                group_lo[j] = min(min(l0, l1), min(l2, l3))
+            if k_len % 4:
                 hi = np.int32(_DEAD_HI)
                 lo = np.int32(_DEAD_LO)
-                for j in range(s * per_slice, min(s * per_slice + per_slice, n_groups)):
-                    hi = max(hi, group_hi[j])
-                    lo = min(lo, group_lo[j])
-                w = _width(hi, lo)
-                span[x, s, r] = w
-                widest[x, s] = max(widest[x, s], w)
-                lowest[x, s, r] = lo
-    return span, widest, lowest
-
-
-def _col_spans(b, step):
-    """(span, widest, lowest) as :func:`_row_spans` gives them, for the columns of each b[x]."""
-    n_b, k_len, n_cols = b.shape
-    n_slices = (k_len + step - 1) // step
-    bits = b.view(np.int32)
-    span = np.zeros((n_b, n_slices, n_cols), np.int32)
-    widest = np.zeros((n_b, n_slices), np.int32)
-    lowest = np.empty((n_b, n_slices, n_cols), np.int32)
-    col_hi = np.empty(n_cols, np.int32)
-    col_lo = np.empty(n_cols, np.int32)
-    for x in range(n_b):
+                for k in range(k_len - k_len % 4, k_len):
+                    h, low = _bounds(bits[r, k])
+                    hi = max(hi, h)
+                    lo = min(lo, low)
+                group_hi[n_groups - 1] = hi
+                group_lo[n_groups - 1] = lo
+        else:
+            for k in range(k_len):
+                group_hi[k], group_lo[k] = _bounds(bits[r, k])
         for s in range(n_slices):
-            col_hi[:] = _DEAD_HI
-            col_lo[:] = _DEAD_LO
-            for k in range(s * step, min(s * step + step, k_len)):
-                for c in range(n_cols):
-                    h, low = _bounds(bits[x, k, c])
-                    col_hi[c] = max(col_hi[c], h)
-                    col_lo[c] = min(col_lo[c], low)
+            hi = np.int32(_DEAD_HI)
+            lo = np.int32(_DEAD_LO)
+            for j in range(s * per_slice, min(s * per_slice + per_slice, n_groups)):
+                hi = max(hi, group_hi[j])
+                lo = min(lo, group_lo[j])
+            w = _width(hi, lo)
+            span[s, r] = w
+            widest[s] = max(widest[s], w)
+            lowest[s, r] = lo
+
+
+def _col_spans(y, step, span, widest, lowest, col_hi, col_lo):
+    """:func:`_row_spans` for the columns of a tile y (K, N); col_hi, col_lo: scratch of N elements."""
+    k_len, n_cols = y.shape
+    n_slices = (k_len + step - 1) // step
+    bits = y.view(np.int32)
+    for s in range(n_slices):
+        col_hi[:] = _DEAD_HI
+        col_lo[:] = _DEAD_LO
+        for k in range(s * step, min(s * step + step, k_len)):
             for c in range(n_cols):
-                w = _width(col_hi[c], col_lo[c])
-                span[x, s, c] = w
-                widest[x, s] = max(widest[x, s], w)
-                lowest[x, s, c] = col_lo[c]
-    return span, widest, lowest
+                h, low = _bounds(bits[k, c])
+                col_hi[c] = max(col_hi[c], h)
+                col_lo[c] = min(col_lo[c], low)
+        widest[s] = 0
+        for c in range(n_cols):
+            w = _width(col_hi[c], col_lo[c])
+            span[s, c] = w
+            widest[s] = max(widest[s], w)
+            lowest[s, c] = col_lo[c]
 
 
 def _pair_fits(a_bits, b_bits, r, c, k0, k1, fit):
@@ -520,8 +508,17 @@ def _fused_kernel(out, acc, a, b, i_acc, ia, ib, step, ok):
     while (1 << carry) < step:
         carry += 1
     fit = 53 - carry
-    span_a, wide_a, low_a = _row_spans(a, step)
-    span_b, wide_b, low_b = _col_spans(b, step)
+    # each operand tile's spans, computed when first used (just before its products, while it is in cache)
+    span_a = np.empty((a.shape[0], n_slices, m_rows), np.int32)
+    wide_a = np.empty((a.shape[0], n_slices), np.int32)
+    low_a = np.empty((a.shape[0], n_slices, m_rows), np.int32)
+    span_b = np.empty((b.shape[0], n_slices, n_cols), np.int32)
+    wide_b = np.empty((b.shape[0], n_slices), np.int32)
+    low_b = np.empty((b.shape[0], n_slices, n_cols), np.int32)
+    seen_a = np.zeros(a.shape[0], np.bool_)
+    seen_b = np.zeros(b.shape[0], np.bool_)
+    scratch_hi = np.empty(max(k_len, n_cols), np.int32)
+    scratch_lo = np.empty(max(k_len, n_cols), np.int32)
     a_bits = a.view(np.int32)
     b_bits = b.view(np.int32)
     # past this many row-column pairs checked product by product, an element takes the bounded sums instead
@@ -535,6 +532,12 @@ def _fused_kernel(out, acc, a, b, i_acc, ia, ib, step, ok):
     for i in range(total):
         xa = ia[i]
         xb = ib[i]
+        if not seen_a[xa]:
+            _row_spans(a[xa], step, span_a[xa], wide_a[xa], low_a[xa], scratch_hi, scratch_lo)
+            seen_a[xa] = True
+        if not seen_b[xb]:
+            _col_spans(b[xb], step, span_b[xb], wide_b[xb], low_b[xb], scratch_hi, scratch_lo)
+            seen_b[xb] = True
         o = out[i]
         start = acc[i_acc[i]]
         for r in range(m_rows):                 # the accumulator, copied tile by tile (it stays in cache)
