@@ -901,23 +901,33 @@ class _Replay:
         _, a, b_view, acc_spec, fn, out = op
         bb = self._bview(b_view)
         if isinstance(a, tuple):
-            aa = ia.TensorHandle(self._val(a), a[2])
+            aa, a_ty = self._val(a), a[2]
         else:
-            aa = ia.TensorHandle(self._bview(a), a.tl_dtype)
+            aa, a_ty = self._bview(a), a.tl_dtype
         acc = self._batched_arg(acc_spec) if acc_spec[0] != "c" else acc_spec[1]
-        res = fn(aa, ia.TensorHandle(bb, b_view.tl_dtype), acc)
+        batched_acc = acc is not None and np.ndim(acc.data) == np.ndim(bb)
+
+        def part(sl):
+            z = acc if not batched_acc else ia.TensorHandle(acc.data[sl], acc.dtype)
+            return fn(ia.TensorHandle(aa[sl], a_ty), ia.TensorHandle(bb[sl], b_view.tl_dtype), z)
+        parts = _on_every_core(part, self.C, aa.shape[-2] * bb.shape[-1] * bb.shape[-2])
+        res = parts[0] if len(parts) == 1 else ia.TensorHandle(np.concatenate([np.asarray(p.data) for p in parts]),
+                                                                parts[0].dtype)
         self._set_batched(out, res)
 
     def _mma5(self, op):
         _, av, bv, cv, use_acc, into, product = op
         acc = self._bview(cv)
         a, b = self._bview(av), self._bview(bv)
-        if into:
-            acc[...] = product(a, b, acc)
-        elif use_acc:
-            acc[...] = acc + np.asarray(product(a, b)).astype(acc.dtype, copy=False)
-        else:
-            acc[...] = product(a, b)
+
+        def part(sl):
+            if into:
+                acc[sl] = product(a[sl], b[sl], acc[sl])
+            elif use_acc:
+                acc[sl] = acc[sl] + np.asarray(product(a[sl], b[sl])).astype(acc.dtype, copy=False)
+            else:
+                acc[sl] = product(a[sl], b[sl])
+        _on_every_core(part, self.C, a.shape[-2] * b.shape[-1] * b.shape[-2])
 
     def _ds(self, op):
         _, desc, offs_spec, view, np_dt, (where, lane) = op
@@ -1018,6 +1028,33 @@ class _Replay:
             self.undo[c].append(restore)
         if charged is not None and st.bytes != charged:
             self._fail(_one(self.C, c), ("bytes", where[1]))
+
+
+def _cores() -> int:
+    import os
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:       # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+_POOL = None
+
+
+def _on_every_core(part, n: int, work_per_item: int):
+    """``[part(slice)]`` over the CTA axis ``0..n``, split across the machine's cores when the work is big enough
+    to pay for a thread (the MMA kernel and numpy's big ops release the GIL); results in CTA order."""
+    global _POOL
+    cores = _cores()
+    if cores == 1 or n < 2 or n * work_per_item < (1 << 22):
+        return [part(slice(0, n))]
+    if _POOL is None:
+        from concurrent.futures import ThreadPoolExecutor
+        _POOL = ThreadPoolExecutor(max_workers=cores, thread_name_prefix="tlxwb-wave")
+    k = min(cores, n)
+    bounds = [n * i // k for i in range(k + 1)]
+    futs = [_POOL.submit(part, slice(bounds[i], bounds[i + 1])) for i in range(k)]
+    return [f.result() for f in futs]
 
 
 def _int_kind(v: int) -> int:
