@@ -291,6 +291,13 @@ def refuse_tlx(b):
     return ia._patch_instance(b, attrs)
 
 
+def reads_stored(written: bool):
+    """A load of a wave (leader or replay) read bytes the launch already stored: CTAs may be talking through
+    global memory, in an order a wave does not keep (or a CTA rereads its own output): one CTA at a time."""
+    if written and (_state.rec is not None or _state.replay is not None):
+        raise Unsupported("a CTA reads global memory the launch stored")
+
+
 def note_bytes(nbytes):
     """A global access's bytes, charged to the op being recorded or summed for the CTA being replayed."""
     rec = _state.rec
@@ -401,12 +408,13 @@ def _py_value(x):
 
 
 def _py_tensor(rec, value, op):
-    """A Python-like scalar of ``value`` whose per-CTA values ``op`` (a tape op without its output) computes."""
-    is_bool = isinstance(value, bool)
-    h = ia.TensorHandle(np.array([value], dtype=np.bool_ if is_bool else np.int64), tl.int1 if is_bool else tl.int64)
+    """A Python-like scalar of ``value`` whose per-CTA values ``op`` (a tape op without its output) computes; its
+    type is the one ``to_tensor`` gives the value (int32 below 2**31), the members' values guarded to have it."""
+    ty = ia.interpreter_semantic.to_tensor_type(value)
+    h = ia.TensorHandle(np.array([value], dtype=ia.np_dtype(ty)), ty)
     h._py = True
-    rec.add(op + (rec.new(h),))
-    return tl.tensor(h, tl.int1 if is_bool else tl.int64)
+    rec.add(op + (rec.new(h), ty))
+    return tl.tensor(h, ty)
 
 
 def wave_range(*args, _orig=_builtins.range, **kwargs):
@@ -861,16 +869,30 @@ class _Replay:
             self._fail(bad, ("trips", line, (int(trips[bad][0]),)))
 
     def _rv(self, op):
-        _, start, step, i, node = op
-        self.vals[node] = (self._spec_ints(start) + i * self._spec_ints(step)).reshape(self.C, 1)
+        _, start, step, i, node, ty = op
+        self._typed(node, ty, self._spec_ints(start) + i * self._spec_ints(step))
 
     def _py(self, op):
-        _, name, specs, node = op
+        _, name, specs, node, ty = op
         args = [self._spec_ints(s) if s[0] != "c" or not isinstance(s[1], bool) else np.full(self.C, s[1])
                 for s in specs]
         with np.errstate(all="ignore"):
             out = _NP_OPS[name](*args)
-        self.vals[node] = np.asarray(out).reshape(self.C, 1)
+        self._typed(node, ty, np.asarray(out).reshape(self.C))
+
+    def _typed(self, node, ty, v):
+        """Store Python-like values ``v`` (one per member) as ``ty``; members whose value needs another type
+        (to_tensor's rule) leave the wave."""
+        if ty == tl.int1:
+            self.vals[node] = v.astype(np.bool_).reshape(self.C, 1)
+            return
+        kinds = np.array([_int_kind(int(x)) for x in v]) if v.size else np.zeros(0, int)
+        bad = kinds != _int_kind_of(ty)
+        if bad.any():
+            v = v[~bad]
+            self._fail(bad, ("dtype", None, ()))
+        if self.C:
+            self.vals[node] = v.astype(ia.np_dtype(ty)).reshape(self.C, 1)
 
     def _pyconv(self, op):
         _, spec, ty, node = op
@@ -933,17 +955,24 @@ class _Replay:
         _, desc, offs_spec, view, np_dt, (where, lane) = op
         src = self._bview(view)
         block = tuple(int(x) for x in desc.block_shape)
+        bad = np.zeros(self.C, bool)
         for c in range(self.C):
             offs = self._arg(offs_spec, c)
             val = ia.TensorHandle(np.ascontiguousarray(src[c]).reshape(block).astype(np_dt, copy=False),
                                   desc.base.dtype.element_ty)
-            self._store(c, "create_descriptor_store", self.b.create_descriptor_store, (desc, val, offs), where, lane)
+            bad[c] = not self._store(c, "create_descriptor_store", self.b.create_descriptor_store, (desc, val, offs),
+                                     where, lane)
+        if bad.any():
+            self._fail(bad, ("store", where[1]))
 
     def _op(self, op):
         _, name, fn, argspec, kwargs, out, (where, lane), charged = op
         if name in STORES:
+            bad = np.zeros(self.C, bool)
             for c in range(self.C):
-                self._store(c, name, fn, self._arg(argspec, c), where, lane, charged)
+                bad[c] = not self._store(c, name, fn, self._arg(argspec, c), where, lane, charged)
+            if bad.any():
+                self._fail(bad, ("store", where[1]))
             return
         if name == "create_descriptor_load" and self._desc_load(op):
             return
@@ -1010,7 +1039,9 @@ class _Replay:
         if self.C:
             self._set_out(out, outs)
 
-    def _store(self, c, name, fn, args, where, lane, charged=None):
+    def _store(self, c, name, fn, args, where, lane, charged=None) -> bool:
+        """Member ``c``'s store; False when it failed (out of bounds, other bytes than the leader's): the caller
+        drops it from the wave (its stores, this one included, undone)."""
         st = _state.replay
         restore = _snapshot(self.b, name, args)
         st.bytes = []
@@ -1020,14 +1051,12 @@ class _Replay:
         except Exception:  # noqa: BLE001 - this CTA errs (out of bounds): it runs on its own later
             if restore is not None:
                 restore()
-            self._fail(_one(self.C, c), ("store", where[1]))
-            return
+            return False
         finally:
             _state.replay_where = _state.replay_lane = None
         if restore is not None:
             self.undo[c].append(restore)
-        if charged is not None and st.bytes != charged:
-            self._fail(_one(self.C, c), ("bytes", where[1]))
+        return charged is None or st.bytes == charged
 
 
 def _cores() -> int:

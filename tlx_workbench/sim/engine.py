@@ -176,6 +176,8 @@ def _access_checker(run: LaunchRun, ranges):
             if is_store:
                 run.writes.store(p, itemsize, _lane(), kernel_frame_line())
             else:
+                if _state.batching:
+                    batch.reads_stored(run.writes.written(p, itemsize))
                 run.writes.load(p, itemsize)
         ok = np.zeros(p.shape, dtype=bool)
         for a, b in zip(lo, hi):
@@ -223,6 +225,8 @@ def _account_global(nbytes, is_store, region=None):
         if is_store:
             run.writes.store_box(region, _lane(), kernel_frame_line())
         else:
+            if _state.batching:
+                batch.reads_stored(run.writes.written_box(region))
             run.writes.load_box(region)
 
 
@@ -266,10 +270,12 @@ def _add_stats(run, sched):
         st["cycles"] = max(st["cycles"], t.clock)
 
 
-def _finish_group(run, group, max_steps):
-    """Fold one group's tasks into the launch: stats, races, errors, deadlock."""
+def _finish_group(run, group, max_steps, stats=True):
+    """Fold one group's tasks into the launch: stats (unless the caller adds them later), races, errors,
+    deadlock."""
     sched = group.sched
-    _add_stats(run, sched)
+    if stats:
+        _add_stats(run, sched)
     for r in group.races.findings:
         run.findings.append(Finding("race", f"CTA {r.lane[0]}: {r.message}", r.line, r.lane, r.other_line,
                                     run.file, r.hint))
@@ -585,6 +591,7 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
     pending = [cl[0] for cl in clusters]           # (grid index, pid, rank)
     why: dict = {}                                  # pid -> how it left its last wave
     plan = batch.TracePlan(run.trace)
+    by_cta: dict = {}                               # pid -> the scheduler whose tasks' stats it has
     _state.run = run
     while pending:
         idx, pid, rank = pending.pop(0)
@@ -606,7 +613,8 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
             _state.rec = None
         if isinstance(group.sched.error, batch.Unsupported):
             raise group.sched.error
-        _finish_group(run, group, max_steps)
+        _finish_group(run, group, max_steps, stats=False)
+        by_cta[pid] = group.sched
         if run.deadlock is not None or len(run.findings) > nfind:
             raise batch.Unsupported("a CTA deadlocked or has findings: diagnosed one CTA at a time")
         led = plan.leader(pid, marks)
@@ -621,10 +629,11 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
         done = [m[1] for m in members if m[1] in passed]
         plan.members(led, done)
         run.cta_end.update(dict.fromkeys(done, end))
-        for p in done:
-            _add_stats(run, group.sched)
+        by_cta.update(dict.fromkeys(done, group.sched))
         run.ctas_run.extend(done)
     run.ctas_run.sort(key=lambda p: order.get(p, 1 << 40))
+    for p in run.ctas_run:                          # summed in launch order, as one CTA at a time sums them
+        _add_stats(run, by_cta[p])
     plan.install(order)
     # how the waves went: leaders simulated, and why the others left the wave they were in (a guard's line)
     run.trace.meta["wave_leaders"] = len(plan.runs)

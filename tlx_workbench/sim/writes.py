@@ -100,6 +100,15 @@ class WriteLog:
             return np.lib.stride_tricks.as_strided(arr[addr - lo:], shape, tuple(x * s for x in strides))
         return lo, view
 
+    def written(self, ptrs, itemsize) -> bool:
+        """Whether any byte at ``ptrs`` was stored during the launch so far."""
+        return any(self.code[lo][idx].any() for lo, idx in self._bytes(ptrs, itemsize))
+
+    def written_box(self, region: np.ndarray) -> bool:
+        """Whether any byte of a descriptor box (a strided numpy view of global memory) was stored so far."""
+        box = self._box(region)
+        return box is not None and bool(box[1](self.code[box[0]]).any())
+
     def load_box(self, region: np.ndarray) -> None:
         """A descriptor load's box (``region``: the strided numpy view it read)."""
         if region.size:
