@@ -9,8 +9,9 @@ float32 accumulator), on fp16-valued float32 operands with a float32 accumulator
 Variants: ``old`` with BLAS limited to one thread (as during a simulated launch, sim/blas_threads.py) and with
 two; ``new`` (the compiled kernel, one thread) and ``new-numpy`` (its path without numba: numpy's products in
 cache-sized chunks), both under the one-thread limit. Each case runs the variants in turn, three rounds; the
-best round is reported, as ms per call and GFLOP/s (2*M*N*K per batch element). Every result is checked
-bit for bit against ``old``. Add ``--torch`` for torch's float64 batched matmul (one and two threads; it only
+best round is reported, as wall-clock ms per call, GFLOP/s (2*M*N*K per batch element) and the process's CPU
+ms per call (all threads: the fairer figure when other jobs share the machine). Every result is checked bit
+for bit against ``old``. Add ``--torch`` for torch's float64 batched matmul (one and two threads; it only
 matches where the slice sums are exact, which these inputs are).
 
     .venv/bin/python benchmarks/mma_numerics_speed.py [--torch]
@@ -79,6 +80,7 @@ def main():
         flop = 2.0 * m * n * k * int(np.prod(batch)) * calls
         want = old(acc, a, b, 16)
         best = {name: float("inf") for name, _, _ in variants}
+        cpu = {name: float("inf") for name, _, _ in variants}
         for _ in range(ROUNDS):
             for name, fn, threads in variants:
                 with threadpool_limits(threads, user_api="blas"):
@@ -86,18 +88,20 @@ def main():
                         import torch
                         torch.set_num_threads(threads)
                     got = fn(acc, a, b, 16)
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     for _ in range(calls):
                         fn(acc, a, b, 16)
                     best[name] = min(best[name], time.perf_counter() - t0)
+                    cpu[name] = min(cpu[name], time.process_time() - c0)
                 same = np.array_equal(got.view(np.uint32), want.view(np.uint32))
                 assert same or fn is torch_batched, f"{case} {name}: not the old bits"
         shape = f"{batch + (m, k)} @ {batch + (k, n)} x {calls}"
         print(f"\n{case}: {shape}")
         for name, _, _ in variants:
             t = best[name]
-            print(f"  {name:22s} {t * 1e3:9.1f} ms total {t / calls * 1e3:9.3f} ms/call {flop / t / 1e9:7.1f} GFLOP/s"
-                  f"   x{best['old, 1 BLAS thread'] / t:5.2f} vs old 1 thread")
+            print(f"  {name:22s} {t * 1e3:8.1f} ms total {t / calls * 1e3:8.3f} ms/call {flop / t / 1e9:6.1f} GFLOP/s"
+                  f"  x{best['old, 1 BLAS thread'] / t:5.2f} vs old 1 thread"
+                  f"   cpu {cpu[name] / calls * 1e3:8.3f} ms/call")
 
 
 if __name__ == "__main__":
