@@ -711,19 +711,21 @@ class _Replay:
             return tuple(self._arg(x, c) for x in s[1])
         raise AssertionError(k)
 
-    def _batched_arg(self, s):
+    def _batched_arg(self, s, sl=None):
+        """Argument spec ``s`` for every member at once (CTA axis in front; ``sl``: only those members)."""
         k = s[0]
         if k == "c":
             return s[1]
         if k == "n":
-            h = ia.TensorHandle(self.vals[s[1]], s[2])
+            v = self.vals[s[1]]
+            h = ia.TensorHandle(v if sl is None else v[sl], s[2])
             if s[3]:
                 h.attr = dict(s[3])
             return h
         if k == "l":
-            return [self._batched_arg(x) for x in s[1]]
+            return [self._batched_arg(x, sl) for x in s[1]]
         if k == "u":
-            return tuple(self._batched_arg(x) for x in s[1])
+            return tuple(self._batched_arg(x, sl) for x in s[1])
         raise _NoBatch()
 
     def _set_out(self, spec, outs):
@@ -982,8 +984,17 @@ class _Replay:
         rule = _BATCHED.get(name)
         if rule is not None or name in ELEMENTWISE:
             try:
-                args = self._batched_arg(argspec)
-                res = rule(self, fn, args, kwargs) if rule is not None else fn(*args, **kwargs)
+                if rule is None and out is not None and out[0] == "h":
+                    # elementwise: big waves split over the cores (numpy's ufuncs release the GIL)
+                    size = max((np.size(self.vals[s[1]]) for s in argspec[1] if s[0] == "n"), default=0) \
+                        if argspec[0] == "l" else 0
+                    parts = _on_every_core(lambda sl: fn(*self._batched_arg(argspec, sl), **kwargs), self.C,
+                                           size // max(self.C, 1))
+                    res = parts[0] if len(parts) == 1 else ia.TensorHandle(
+                        np.concatenate([np.asarray(p.data) for p in parts]), parts[0].dtype)
+                else:
+                    args = self._batched_arg(argspec)
+                    res = rule(self, fn, args, kwargs) if rule is not None else fn(*args, **kwargs)
                 self._set_batched(out, res)
                 return
             except _NoBatch:
