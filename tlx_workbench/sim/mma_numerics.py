@@ -33,9 +33,10 @@ checks cost ~20-25 % of the kernel's time; the products run at ~45-60 GFLOP/s of
 peak here.
 
 Threads: one (the simulator limits BLAS to one thread during a launch, ``blas_threads``; the kernel follows).
-On the simulator's shapes (benchmarks/mma_numerics_speed.py) numpy's per-slice loop with two BLAS threads
-gained at most 1.5x over one (7-19 GFLOP/s), torch's float64 batched matmul of all slices at once ran at 1-10
-GFLOP/s with one or two threads, the kernel at 24-45 on one (2-3.6x the one-thread loop, wall-clock). Inputs: ``a`` (..., M, K), ``b`` (..., K, N), ``acc`` None or
+On the simulator's shapes (benchmarks/mma_numerics_speed.py) numpy's per-slice loop gained nothing from a
+second BLAS thread (11-24 GFLOP/s either way: a 16-deep product is below OpenBLAS's threading threshold),
+torch's float64 batched matmul of all slices at once ran at 1-10 GFLOP/s with one or two threads, the kernel
+at 40-46 on one (1.7x the loop on one 64x64x128 tile, 2.4x on 132 of them, 3.7x on 512 128x64x128 ones). Inputs: ``a`` (..., M, K), ``b`` (..., K, N), ``acc`` None or
 (..., M, N), the leading dimensions broadcast together (a simulated launch passes a leading CTA axis).
 """
 from __future__ import annotations
