@@ -263,3 +263,39 @@ def test_tile_cost_cells_divide_evenly_and_the_fit_separates_block_tile_and_laun
     rows[2]["ms"] *= 1.05                        # one cell 5 % slower than the model says: its residual shows it
     worst = max(T.fit(rows)["cells"], key=lambda c: abs(c["residual_pct"]))
     assert (worst["Z"], worst["N"]) == (rows[2]["Z"], rows[2]["N"]) and worst["residual_pct"] > 2
+
+
+def test_sim_speed_suite_runs_tiny_and_checks_every_output(tmp_path):
+    """The simulator-speed suite (simulated tutorial launches against torch on the same CPU) end to end at tiny
+    shapes: every default cell simulated in waves and one CTA at a time, both outputs checked against torch (and
+    equal), the rows written as JSON and as a markdown table; its check fails an output with one wrong tile."""
+    import torch
+    S = _load("sim_speed")
+    path = tmp_path / "sim_speed.json"
+    threads = torch.get_num_threads()
+    out = S.main(["--tiny", "--one-at-a-time", "--json", str(path), "--no-progress"])
+    assert torch.get_num_threads() == threads
+    rows = out["rows"]
+    assert [r["cell"] for r in rows] == S.DEFAULT_CELLS == ["gemm1024", "gemm2048", "fa2048", "fa4096"]
+    for r in rows:
+        assert "error" not in r, r.get("trace")
+        assert r["ok"] and r["one_equal_to_waves"] and r["checked_runs"] == 3, r
+        assert r["ctas"] > 1 and r["wave_leaders"] == 1 and r["waves_fallback"] is None, r
+        assert r["sim_s"] > 0 and r["ref_s"] > 0 and r["trace_s"] >= 0 and r["spans"] > 0
+        assert r["x_ref"] == r["sim_s"] / r["ref_s"] and r["torch_threads"] == out["torch_threads"]
+    assert json.loads(path.read_text())["rows"][0]["cell"] == "gemm1024"
+    table = S.markdown(rows)
+    assert table.count("\n") == 2 + len(rows) and "| gemm1024 | 256x256x256 |" in table
+    assert "one CTA at a time" in table and "≤ 10x" in table
+    # a fast wrong simulator does not pass: one 128x128 tile of zeros, or one wrong element
+    torch.manual_seed(0)
+    a, b = S.gemm_inputs((256, 256, 256))
+    ref = a.float() @ b.float()
+    good = ref.half()
+    assert S.check(good, ref, S.GEMM_TOL)["ok"]
+    tile = good.clone()
+    tile[:128, :128] = 0
+    one = good.clone()
+    one[7, 9] += 1.0
+    assert not S.check(tile, ref, S.GEMM_TOL)["ok"] and not S.check(one, ref, S.GEMM_TOL)["ok"]
+    assert not S.check(torch.full_like(good, float("nan")), ref, S.GEMM_TOL)["ok"]
