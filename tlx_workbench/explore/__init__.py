@@ -2,8 +2,9 @@
 
 Stages, cheapest first, each able to drop a config with its reason: *static* (offline
 compile: SMEM/TMEM, registers, spills, CTAs per SM, ptxas advisories), *simulated* (the CPU
-simulator proves the protocol at a small shape: a deadlocking config is dropped with its
-wait-for graph before it reaches a GPU; the cost model predicts the time at the real shape),
+simulator proves the protocol at a small shape, or at the real one with ``sim_shape="real"``:
+a deadlocking config is dropped with its wait-for graph before it reaches a GPU; the cost model
+predicts the time at the real shape),
 *measured* (correctness, then do_bench, in watchdog workers: a hang is a row, not the end).
 Every result is a row of an SQLite store (:class:`Store`); :class:`Exploration` reads them.
 

@@ -47,6 +47,11 @@ class Exploration:
         if self.sweep is not None:
             # the same config measured under an older compiler or source is another row: keep this sweep's
             rows = [r for r in rows if r.source_hash == self.sweep.problem.source_hash]
+            # and the simulated rows of its own simulator options: one proved at the real shape
+            # (sim_shape="real") is not this sweep's when it proved the small shape, nor the reverse
+            key = getattr(self.sweep, "key", None)
+            if key is not None:
+                rows = [r for r in rows if r.stage != "simulated" or r.key == key(r.config, r.shape, r.stage)]
         return rows
 
     def entries(self, shape=None) -> list[dict]:
@@ -74,7 +79,7 @@ class Exploration:
                         e[k] = m.get(k)
                     e["advisories"] = len(m.get("advisories") or [])
                 elif st == "simulated":
-                    for k in ("predicted_us", "sim_cycles", "verdict"):
+                    for k in ("predicted_us", "sim_cycles", "verdict", "sim_shape"):
                         e[k] = m.get(k)
                     e["sim_rel_err"] = m.get("max_rel_err")
                 else:
@@ -250,12 +255,13 @@ class Exploration:
         jit, grid, args, kwargs = capture(p, cfg, self._shape(shape), target)[0]
         return wb.compile(jit, *args, target=target, **kwargs)
 
-    def simulation(self, cfg_or_id, gpu: str = "H200", seed: int = 0):
-        """The SimResult of one config at the problem's small shape (its timeline is ``.trace``)."""
+    def simulation(self, cfg_or_id, gpu: str = "H200", seed: int = 0, sim_shape="small", shape=None):
+        """The SimResult of one config at the problem's small shape (its timeline is ``.trace``);
+        ``sim_shape="real"``: at the exploration's shape (``shape``, default its first), every CTA."""
         import tlx_workbench as wb
-        from .stages import inputs_for
+        from .stages import inputs_for, proof_shape
         p, cfg = self._problem(), self._cfg(cfg_or_id)
-        inputs = inputs_for(p, p.sim_shape_for(cfg, self._shape(None)), "cpu", fresh=True, seed=seed)
+        inputs = inputs_for(p, proof_shape(p, cfg, self._shape(shape), sim_shape), "cpu", fresh=True, seed=seed)
         return wb.simulate(p.call, inputs, cfg, gpu=gpu, seed=seed, on_deadlock="return")
 
     def diff(self, cfg_or_id, against=None, shape=None) -> dict:

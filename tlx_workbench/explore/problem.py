@@ -5,13 +5,15 @@ A :class:`Problem` names everything a stage needs, as plain callables:
 * ``launch(*inputs, cfg)`` runs the kernel once with one config and returns its output
   (an autotuned kernel: ``launch(*inputs)``, the config is imposed on its ``Autotuner``);
 * ``make_inputs(shape, dtype, device)`` fresh random inputs; ``reference(*inputs)`` the
-  expected output (float64 is best);
+  expected output (float64 is best; None where it cannot be computed, e.g. too large for the
+  CPU: the output is then left unchecked and the row says so);
 * ``flops(shape)`` / ``bytes(shape)`` the work of one call, so times become TFLOP/s, GB/s
   and a share of the roofline;
 * ``sim_shape(cfg)`` the small shape at which the CPU simulator proves a config's
-  protocol, and ``timing_shapes(shape, cfg)`` the two or more shapes, each run as one CTA,
-  from which the simulated time at ``shape`` is extrapolated (per-CTA cycles are taken as
-  affine in the per-CTA work). Without ``timing_shapes`` no time is predicted.
+  protocol (``explore(..., sim_shape="real")`` proves it at the explored shape instead),
+  and ``timing_shapes(shape, cfg)`` the two or more shapes, each run as one CTA, from which
+  the simulated time at ``shape`` is extrapolated (per-CTA cycles are taken as affine in the
+  per-CTA work). Without ``timing_shapes`` no time is predicted.
 
 A problem travels to worker processes (a process pool, Ray) by reference when its
 callables live in modules, and by source when they were defined in a notebook cell (the

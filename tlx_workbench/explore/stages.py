@@ -5,10 +5,11 @@ processes); the driver turns it into a store row.
 * :func:`static` — ``tlx_workbench.compile`` offline for the target: SMEM/TMEM, registers,
   spills, CTAs per SM, ptxas advisories. A config that does not compile, or does not fit, is
   dropped with the compiler's message and the kernel line it names.
-* :func:`simulated` — ``tlx_workbench.simulate`` at the problem's small shape proves the
-  protocol (no deadlock, no race, output equal to the reference); a deadlocking config is
-  dropped with its wait-for graph *before it reaches a GPU*. Then the cost model's time at the
-  real shape, extrapolated from one CTA at the problem's timing shapes.
+* :func:`simulated` — ``tlx_workbench.simulate`` at the problem's small shape (or, with
+  ``sim_shape="real"``, at the real shape: every CTA of the launch) proves the protocol (no
+  deadlock, no race, output equal to the reference); a deadlocking config is dropped with its
+  wait-for graph *before it reaches a GPU*. Then the cost model's time at the real shape,
+  extrapolated from one CTA at the problem's timing shapes.
 * measured — on a GPU, in a watchdog worker: see :mod:`tlx_workbench.explore.measure`.
 """
 from __future__ import annotations
@@ -143,6 +144,61 @@ def static(travelled, cfg: dict, shape, target: str = "sm_90") -> Outcome:
 
 
 # ---- simulated -----------------------------------------------------------------------------
+SIM_SHAPES = ("small", "real")
+
+
+def sim_shape_option(sim_shape, shapes=None):
+    """``sim_shape`` checked: "small" (the problem's small shape, the default), "real" (the
+    sweep's shape itself) or an explicit shape (a tuple of positive ints, of the rank of
+    ``shapes``), which proves every config at that one shape.
+
+    >>> sim_shape_option("real"), sim_shape_option([64, 128, 256])
+    ('real', (64, 128, 256))
+    """
+    if sim_shape is None:
+        return "small"
+    if isinstance(sim_shape, str):
+        if sim_shape in SIM_SHAPES:
+            return sim_shape
+        raise TLXWorkbenchError(f"sim_shape={sim_shape!r} is not a shape the simulated stage knows",
+                                hint='use "small" (the problem\'s small shape), "real" (every CTA at the '
+                                     'sweep\'s shape) or a shape tuple such as (512, 512, 1024)')
+    try:
+        shape = tuple(int(d) for d in sim_shape)
+        ok = bool(shape) and all(d > 0 and d == d0 for d, d0 in zip(shape, sim_shape))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise TLXWorkbenchError(f"sim_shape={sim_shape!r} is not a shape",
+                                hint='use "small", "real" or a tuple of positive whole numbers, e.g. (512, 512, 1024)')
+    for s in shapes or ():
+        if len(tuple(s)) != len(shape):
+            raise TLXWorkbenchError(f"sim_shape={shape} has {len(shape)} dimensions; the shape {list(s)} has "
+                                    f"{len(tuple(s))}", hint="give a shape of the problem's rank")
+    return shape
+
+
+def proof_shape(problem: Problem, cfg: dict, shape, sim_shape="small") -> tuple:
+    """The shape the simulated stage proves ``cfg`` at, for the sweep's ``shape``: the problem's
+    small shape (``sim_shape="small"``), ``shape`` itself ("real") or the explicit shape given."""
+    sim_shape = sim_shape_option(sim_shape)
+    if sim_shape == "small":
+        return problem.sim_shape_for(cfg, shape)
+    return tuple(shape) if sim_shape == "real" else sim_shape
+
+
+def sim_shape_tag(sim_shape, shape) -> str:
+    """What a simulated row's key adds for ``sim_shape`` at the sweep's ``shape``: nothing for the
+    small shape (the keys rows had before the option), else the shape proved ("real" when it is
+    the sweep's shape, given as "real" or spelt out)."""
+    sim_shape = sim_shape_option(sim_shape)
+    if sim_shape == "small":
+        return ""
+    if sim_shape == "real" or tuple(sim_shape) == tuple(shape):
+        return "; sim_shape=real"
+    return f"; sim_shape={list(sim_shape)}"
+
+
 def _compare(out, ref, dtype: str, tolerance: float | None):
     """(ok, max relative error) of ``out`` against ``ref`` (|out - ref| max over |ref| max)."""
     import torch
@@ -195,18 +251,38 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
                 fit=dict(intercept=float(a), cycles_per_flop=float(b), works=works, cycles=cycles))
 
 
+def _waves(res) -> dict:
+    """How the simulator ran the launches' CTAs: ``wave_leaders``, the CTAs it simulated in full (the
+    others replayed a leader's data flow), and ``waves``, its sentence where a launch ran one CTA at a
+    time. Empty when the simulator says neither."""
+    out: dict = {}
+    metas = [getattr(getattr(r, "trace", None), "meta", None) or {} for r in getattr(res, "launches", [res])]
+    leaders = [m["wave_leaders"] for m in metas if m.get("wave_leaders") is not None]
+    if leaders:
+        out["wave_leaders"] = int(sum(leaders))
+    notes = [m["waves"] for m in metas if m.get("waves")]
+    if notes:
+        out["waves"] = str(notes[0])
+    return out
+
+
 def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1, seed: int = 0,
               real_ctas: int | None = None, do_predict: bool = True, spills: int = 0,
-              serialized: bool = False) -> Outcome:
-    """The simulated stage: prove the protocol at the problem's small shape, then predict the time."""
+              serialized: bool = False, sim_shape="small") -> Outcome:
+    """The simulated stage: prove the protocol at the problem's small shape (``sim_shape="small"``),
+    at ``shape`` itself ("real": every CTA of the launch, numerics on) or at an explicit shape, then
+    predict the time at ``shape``. The output is compared with the problem's reference at the shape
+    proved, on fresh random inputs (``seed``); a reference that returns None there (too large for
+    the CPU) leaves the output unchecked, and the row says so (``checked``)."""
     import tlx_workbench as wb
     t0 = time.perf_counter()
     try:
         problem = arrive(travelled)
-        small = problem.sim_shape_for(cfg, shape)
+        small = proof_shape(problem, cfg, shape, sim_shape)
         inputs = inputs_for(problem, small, "cpu", fresh=True, seed=seed)
         res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, schedules=schedules, seed=seed, on_deadlock="return")
         metrics = dict(sim_shape=list(small), sim_cycles=res.cycles, schedules=len(res.schedules))
+        metrics.update(_waves(res))
         if res.deadlock is not None:
             d = res.deadlock
             return Outcome("dropped", reason=d.message.splitlines()[0], file=res.file, line=d.line,
@@ -219,10 +295,10 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
             return Outcome("dropped", reason=f"{f.kind}: {f.message}", file=getattr(f, "file", None) or res.file,
                            line=f.line, diagnosis=text, metrics=dict(metrics, verdict=f.kind), device=gpu,
                            seconds=time.perf_counter() - t0)
-        if problem.reference is not None:
-            out = res.value
-            ref = problem.reference(*inputs)
-            ok, err = _compare(out, ref, problem.dtype, problem.tolerance)
+        ref = problem.reference(*inputs) if problem.reference is not None else None
+        metrics["checked"] = ref is not None
+        if ref is not None:
+            ok, err = _compare(res.value, ref, problem.dtype, problem.tolerance)
             metrics["max_rel_err"] = err
             if not ok:
                 return Outcome("dropped", reason=f"wrong result on the simulator at shape {list(small)}: max "

@@ -4,7 +4,8 @@ It only composes: the stages are the workbench's verbs (compile, simulate, bench
 watchdog worker), the executors run them (here, a process pool, Ray), the searches pick what
 to measure, and every result goes to the store as it arrives. A row already in the store
 (same source, config, shape, stage, versions and target) is not run again, so a re-run is
-cheap and a killed sweep resumes where it stopped.
+cheap and a killed sweep resumes where it stopped. A simulated row proved at the real shape
+(``sim_shape="real"``) has a key of its own: it is never taken for a small-shape row.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..errors import NoGPUError, TLXWorkbenchError
 from .problem import Problem
 from .search import rank_score
 from .space import Space, config_id
+from .stages import sim_shape_option, sim_shape_tag
 from .store import Row, Store, row_key
 
 STAGE_ORDER = ("static", "simulated", "measured")
@@ -61,7 +63,7 @@ class Sweep:
 
     def __init__(self, problem: Problem, space: Space, shapes, *, stages, search, search_options, store: Store,
                  backend, workers, address, measure, gate, target, gpu, schedules, seed, timeout,
-                 compile_timeout, warmup, rep, progress, measure_seconds=None):
+                 compile_timeout, warmup, rep, progress, measure_seconds=None, sim_shape="small"):
         self.problem, self.space, self.shapes = problem, space, [tuple(s) for s in shapes]
         self.stages = tuple(s for s in STAGE_ORDER if s in stages)
         self.search, self.search_options = search, dict(search_options or {})
@@ -71,6 +73,7 @@ class Sweep:
         self.gate = set(gate)
         self.target, self.gpu = target, gpu
         self.schedules, self.seed = schedules, seed
+        self.sim_shape = sim_shape_option(sim_shape, self.shapes)
         self.timeout, self.compile_timeout, self.warmup, self.rep = timeout, compile_timeout, warmup, rep
         self.progress = progress
         self.measure_seconds = measure_seconds
@@ -105,8 +108,11 @@ class Sweep:
         return device or "gpu"
 
     def key(self, cfg, shape, stage, device=None) -> str:
+        where = self.where(stage, device)
+        if stage == "simulated":
+            where += sim_shape_tag(self.sim_shape, shape)      # "" at the small shape: the keys rows always had
         return row_key(f"{self.problem.source_hash}; {self.problem.identity}", cfg, shape, stage, self.versions,
-                       self.where(stage, device))
+                       where)
 
     def _put(self, cfg, shape, stage, out: dict, device_key=None) -> Row:
         row = Row(key=self.key(cfg, shape, stage, device_key), kernel=self.problem.name, config=cfg,
@@ -123,7 +129,7 @@ class Sweep:
             self.store.begin_sweep(self.id, self.problem.name, dict(
                 shapes=[list(s) for s in self.shapes], stages=list(self.stages), search=str(self.search),
                 backend=self.backend, configs=len(self.space), versions=self.versions, target=self.target,
-                gpu=self.gpu))
+                gpu=self.gpu, sim_shape=self.sim_shape))
             ex = None
             cpu_stages = [s for s in self.stages if s != "measured"]
             try:
@@ -183,7 +189,7 @@ class Sweep:
             spills = st.metrics.get("spill_traffic", 0) if st is not None and st.ok else 0
             serialized = bool(st.metrics.get("wgmma_serialized")) if st is not None and st.ok else False
             return dict(gpu=self.gpu, schedules=self.schedules, seed=self.seed, real_ctas=ctas, spills=spills,
-                        serialized=serialized)
+                        serialized=serialized, sim_shape=self.sim_shape)
         return sim
 
     def _measurer(self):
@@ -267,11 +273,17 @@ class Sweep:
         r = self.store.get(self.key(cfg, shape, "simulated"))
         if r is None:
             out = simulated(self._travel, cfg, list(shape), gpu=self.gpu, schedules=self.schedules, seed=self.seed,
-                            do_predict=False)
+                            do_predict=False, sim_shape=self.sim_shape)
             r = self._put(cfg, shape, "simulated", dict(out.__dict__))
         if r.ok:
-            return (f"the simulator ran this config at shape {r.metrics.get('sim_shape')} without a deadlock "
-                    f"or race: the hang depends on something the small shape does not reach")
+            proved = r.metrics.get("sim_shape")
+            if proved is not None and tuple(proved) == tuple(shape):
+                return (f"the simulator ran this config at the measured shape {list(shape)} (every CTA) without a "
+                        f"deadlock or race: the hang depends on something the simulator does not model")
+            return (f"the simulator ran this config at shape {proved} without a deadlock "
+                    f"or race: the hang depends on something the small shape does not reach"
+                    + ("" if self.sim_shape == "real" else " (explore(..., sim_shape=\"real\") proves it at the "
+                       "measured shape)"))
         where = f" (line {r.line})" if r.line else ""
         return f"the simulator's diagnosis of the same config{where}: {r.reason}\n\n{r.diagnosis or ''}"
 
@@ -293,7 +305,7 @@ def explore(problem, space=None, shapes=None, *, stages=("static", "simulated", 
             address: str | None = None, measure=None, gate=("static", "simulated"), target: str = "H200",
             gpu: str = "H200", schedules: int = 1, seed: int = 0, timeout: float = 20.0,
             compile_timeout: float = 600.0, warmup: int = 25, rep: int = 100, progress: bool = True,
-            background: bool = False, measure_seconds: float | None = None):
+            background: bool = False, measure_seconds: float | None = None, sim_shape="small"):
     """Explore a kernel's configs: static, simulated and measured stages, cheapest first.
 
     ``problem``: a :class:`Problem` or a library kernel's name ("gemm_ws", "attention").
@@ -309,7 +321,11 @@ def explore(problem, space=None, shapes=None, *, stages=("static", "simulated", 
     cluster) or "serial". ``measure``: None (this host's GPUs), "ray", or a store path/``Store``
     to replay measured rows from. ``measure_seconds``: stop starting GPU measurements after that
     long (the rest is listed in ``Exploration.sweep.unmeasured``). ``background=True`` returns at
-    once; the Exploration fills as rows arrive.
+    once; the Exploration fills as rows arrive. ``sim_shape``: where the simulated stage proves each
+    config's protocol and output: "small" (the problem's small shape, the default), "real" (the
+    shape itself, every CTA of the launch: a bug that needs the real trip counts is caught, at the
+    cost of simulating the whole launch) or an explicit shape; the rows record the shape proved
+    (``sim_shape``) and are kept apart in the store by it. The predicted time is the same either way.
 
     >>> ex = explore("gemm_ws", shapes=[(4096, 4096, 4096)], stages=("static", "simulated"))  # doctest: +SKIP
     >>> ex.best(), ex.dropped()[:1]                                                            # doctest: +SKIP
@@ -323,6 +339,7 @@ def explore(problem, space=None, shapes=None, *, stages=("static", "simulated", 
     if not shapes:
         raise TLXWorkbenchError("explore() needs at least one problem shape", hint="pass shapes=[(M, N, K), ...]")
     stages = tuple(stages)
+    sim_shape = sim_shape_option(sim_shape, shapes)
     unknown = [s for s in stages if s not in STAGE_ORDER]
     if unknown:
         raise TLXWorkbenchError(f"unknown stage {unknown[0]!r}", hint=f"stages are {STAGE_ORDER}")
@@ -334,7 +351,7 @@ def explore(problem, space=None, shapes=None, *, stages=("static", "simulated", 
     sweep = Sweep(problem, space, shapes, stages=stages, search=search, search_options=search_options, store=st,
                   backend=backend, workers=workers, address=address, measure=measure, gate=gate, target=target,
                   gpu=gpu, schedules=schedules, seed=seed, timeout=timeout, compile_timeout=compile_timeout,
-                  warmup=warmup, rep=rep, progress=progress, measure_seconds=measure_seconds)
+                  warmup=warmup, rep=rep, progress=progress, measure_seconds=measure_seconds, sim_shape=sim_shape)
     ex = Exploration(st, problem, space, sweep.shapes, sweep=sweep)
     if background:
         threading.Thread(target=_quiet(sweep.run), daemon=True, name="tlx-explore").start()

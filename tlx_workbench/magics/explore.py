@@ -47,6 +47,9 @@ EXPLORE_OPTIONS = (
     argument("--gpu", default=None, help="the GPU the static stage compiles for and the cost model predicts "
                                          "(H100, H200, B200; default H200)"),
     argument("--seed", type=int, default=None, help="simulator schedule seed"),
+    argument("--sim-shape", default=None, dest="sim_shape",
+             help="where the simulated stage proves each config: small (the problem's small shape, default), "
+                  "real (the explored shape itself, every CTA) or a shape such as 512x512x1024"),
     argument("--timeout", type=float, default=None, help="seconds before a GPU launch counts as hung"),
     argument("--background", action="store_true",
              help="return at once; the Exploration (and --widget) fills as rows arrive"),
@@ -106,6 +109,33 @@ def parse_stages(text: str | None) -> tuple[str, ...]:
     for s in names:
         _one_of("stage", s, STAGES, "--stages")
     return tuple(names)
+
+
+def parse_sim_shape(text: str | None, shapes=()):
+    """``--sim-shape``: "small", "real" or one shape (``512x512x1024``), of the explored shapes' rank.
+
+    >>> parse_sim_shape("real"), parse_sim_shape("512x512x1024")
+    ('real', (512, 512, 1024))
+    """
+    if text is None:
+        return None
+    t = text.strip()
+    if t in ("small", "real"):
+        return t
+    if not re.match(r"^[\d\sx×,()\[\]]+$", t.lower()):
+        _one_of("sim shape", t, ("small", "real"), "--sim-shape")
+    try:
+        got = parse_shapes(t)
+    except CellError as e:
+        raise CellError(f"--sim-shape: {t!r} is not a shape",
+                        hint="small, real, or one shape as whole numbers joined by x, e.g. 512x512x1024") from e
+    if len(got) != 1:
+        raise CellError(f"--sim-shape: {t!r} names {len(got)} shapes",
+                        hint="give one: small, real or e.g. 512x512x1024")
+    if shapes and len(got[0]) != len(shapes[0]):
+        raise CellError(f"--sim-shape: {t!r} has {len(got[0])} dimensions and the explored shapes {len(shapes[0])}",
+                        hint="give a shape of the problem's rank, or small / real")
+    return got[0]
 
 
 def _lookup(ns: dict, expr: str, what: str):
@@ -186,6 +216,9 @@ def explore_call(args, ns: dict) -> tuple[tuple, dict]:
         v = getattr(args, key)
         if v is not None:
             kwargs[key] = v
+    sim_shape = parse_sim_shape(args.sim_shape, shapes)
+    if sim_shape is not None:
+        kwargs["sim_shape"] = sim_shape
     if args.background:
         kwargs["background"] = True
     # a background sweep's bars would draw into whichever cell runs next
