@@ -77,3 +77,15 @@ def test_signatures_the_bf16_numerics_wrap():
     # bf16 is stored as its bits in uint16 (what install_bf16_numerics decodes)
     import triton.language as tl
     assert ia.np_dtype(tl.bfloat16) == np.uint16
+
+
+def test_block_types_check_their_shape_where_waves_lift_it():
+    # sim/batch.py replays a reduction over a wave's CTAs as one op, the CTA axis in front: its size need not be a
+    # power of two, so interp_adapter.wave_shapes swaps the check Triton's block types call for one that allows it
+    import triton.language as tl
+    assert callable(tl.core.validate_block_shape), "re-check interp_adapter.wave_shapes against this Triton"
+    with ia.wave_shapes():
+        assert tl.block_type(tl.float32, [3, 64]).numel == 192
+    import pytest
+    with pytest.raises(ValueError):
+        tl.block_type(tl.float32, [3, 64])

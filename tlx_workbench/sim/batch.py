@@ -582,9 +582,9 @@ def patch_conversions():
 
 def patch_reductions():
     """Record reductions and scans on CTA-dependent values as one op each; returns the undo."""
-    from triton.runtime import interpreter as _interp  # the adapter's module; only the classes are touched
+    import copy
     saved = []
-    for cls in (_interp.ReduceOps, _interp.ScanOps):
+    for cls in (ia.ReduceOps, ia.ScanOps):
         orig = cls.apply
         saved.append((cls, cls.__dict__.get("apply")))
 
@@ -593,8 +593,21 @@ def patch_reductions():
             rec = _state.rec
             if rec is None or not variant_args(tensors, {}):
                 return _orig(self, input)
-            return recorded_call("reduce", lambda *ts, _s=self, _t=isinstance(input, tuple):
-                                 _orig(_s, tuple(ts) if _t else ts[0]), tuple(tensors))
+            as_tuple = isinstance(input, tuple)
+
+            def one(*ts):
+                return _orig(self, tuple(ts) if as_tuple else ts[0])
+
+            def batched(*ts):
+                # the same reduction one axis further in, over tensors with the CTA axis in front
+                if self.axis is None:
+                    raise _NoBatch()
+                wide = copy.copy(self)
+                wide.axis = self.axis + 1
+                with ia.wave_shapes():
+                    return _orig(wide, tuple(ts) if as_tuple else ts[0])
+            one.batched = batched
+            return recorded_call("reduce", one, tuple(tensors))
         cls.apply = apply
 
     def undo():
@@ -722,6 +735,13 @@ class _Replay:
             if s[3]:
                 h.attr = dict(s[3])
             return h
+        if k == "t":
+            v = self.vals[s[1]]
+            v = v if sl is None else v[sl]
+            ty = s[3]
+            if not ty.is_block():
+                raise _NoBatch()
+            return tl.tensor(ia.TensorHandle(v, s[2]), ia.wave_block_type(ty.scalar, [v.shape[0], *ty.shape]))
         if k == "l":
             return [self._batched_arg(x, sl) for x in s[1]]
         if k == "u":
@@ -1155,7 +1175,7 @@ def _splat(r, fn, args, kwargs):
     if d.ndim != 2 or d.shape[1] != 1:
         raise _NoBatch()
     out = np.broadcast_to(d.reshape((r.C,) + (1,) * len(shape)), (r.C,) + shape)
-    return ia.TensorHandle(np.array(out, dtype=ia._interp._get_np_dtype(arg.dtype)), arg.dtype.scalar)
+    return ia.TensorHandle(np.array(out, dtype=ia.np_dtype(arg.dtype)), arg.dtype.scalar)
 
 
 def _broadcast(r, fn, args, kwargs):
@@ -1186,6 +1206,14 @@ def _dot(r, fn, args, kwargs):
     return fn(*args, **kwargs)
 
 
+def _reduce(r, fn, args, kwargs):
+    batched = getattr(fn, "batched", None)
+    if batched is None:
+        raise _NoBatch()
+    out = batched(*args)
+    return out
+
+
 def _split(r, fn, args, kwargs):
     (val,) = args
     return (ia.TensorHandle(val.data[..., 0], val.dtype.scalar), ia.TensorHandle(val.data[..., 1], val.dtype.scalar))
@@ -1200,7 +1228,7 @@ def _join(r, fn, args, kwargs):
 
 _BATCHED = {"create_splat": _splat, "create_broadcast": _broadcast, "create_expand_dims": _expand_dims,
             "create_reshape": _reshape, "create_trans": _trans, "create_dot": _dot, "create_split": _split,
-            "create_join": _join}
+            "create_join": _join, "reduce": _reduce}
 
 
 # -- the leader's trace, under the members' ids -------------------------------------------------------------------

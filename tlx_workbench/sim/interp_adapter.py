@@ -24,6 +24,7 @@ TensorHandle = _interp.TensorHandle
 TensorDescHandle = _interp.TensorDescHandle
 InterpreterBuilder = _interp.InterpreterBuilder
 InterpreterOptions = _interp.InterpreterOptions
+ReduceOps, ScanOps = _interp.ReduceOps, _interp.ScanOps
 #: the interpreter's own semantic singleton; the patched ``tl`` builtins use it
 interpreter_semantic = _interp.interpreter_semantic
 interpreter_builder = _interp.interpreter_builder
@@ -76,6 +77,30 @@ def new_semantic(builder):
     """A Triton semantic object over ``builder`` (the way the interpreter builds its own)."""
     from triton.language.semantic import TritonSemantic
     return TritonSemantic(builder)
+
+
+def wave_block_type(element_ty, shape) -> "tl.block_type":
+    """A block type of ``shape`` whose leading axis (a wave's CTAs, sim/batch.py) need not be a power of two, as
+    Triton's checks require of a block."""
+    ty = tl.block_type(element_ty, [1] * len(shape))
+    ty.shape = tuple(int(s) for s in shape)
+    ty.numel = int(np.prod(ty.shape))
+    ty.name = f"<{ty.shape}, {element_ty}>"
+    return ty
+
+
+class wave_shapes:
+    """While open, Triton's block types accept any size (a wave's leading CTA axis need not be a power of two)
+    where they check their shape (``triton.language.core.validate_block_shape``)."""
+
+    def __enter__(self):
+        self.saved = tl.core.validate_block_shape
+        tl.core.validate_block_shape = lambda shape: int(np.prod([int(s) for s in shape]))
+        return self
+
+    def __exit__(self, *exc):
+        tl.core.validate_block_shape = self.saved
+        return False
 
 
 def make_tensor(data: np.ndarray, dtype) -> "tl.tensor":
