@@ -290,7 +290,8 @@ def measure(cell, shape, repeats, one_at_a_time=0, threads=None, bar=None) -> di
     row = {"cell": cell.name, "what": cell.what, "gpu_model": cell.gpu, "shape": "x".join(map(str, shape)),
            "ctas": len(res.ctas), "wave_leaders": meta.get("wave_leaders"), "waves_fallback": meta.get("waves"),
            "sim_s": best["s"], "sim_cpu_s": best["cpu_s"], "trace_s": min(t["trace_s"] for t in sims),
-           "spans": best["spans"], "sim_rounds_s": [t["s"] for t in sims], "trace_rounds_s": [t["trace_s"] for t in sims],
+           "spans": best["spans"], "sim_rounds_s": [t["s"] for t in sims],
+           "trace_rounds_s": [t["trace_s"] for t in sims],
            "warmup_sim_s": warm["s"], "warmup_trace_s": warm["trace_s"],
            "reference": ref_name, "ref_s": ref_s, "ref_rounds_s": refs, "warmup_ref_s": ref_warm_s,
            "torch_threads": torch.get_num_threads(), "repeats": repeats, "cycles": res.cycles, "goal_x": cell.goal}
@@ -334,18 +335,20 @@ def _git() -> dict:
                               timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--", "tlx_workbench"], cwd=root,
                                capture_output=True, text=True, timeout=10).stdout.split("\n")
-        return {"head": head, "tlx_workbench_uncommitted": [ln[3:] for ln in dirty if ln.strip()]}
+        return {"head": head or "not a git checkout",
+                "tlx_workbench_uncommitted": [ln[3:] for ln in dirty if ln.strip()]}
     except (OSError, subprocess.SubprocessError):
         return {}
 
 
-COLS = ["cell", "shape", "ctas", "wave_leaders", "sim_s", "sim_cpu_s", "one_s", "reference", "ref_s", "x_ref", "trace_s",
-        "x_ref_with_trace", "rel_err", "ok", "goal"]
+COLS = ["cell", "shape", "ctas", "wave_leaders", "sim_s", "sim_cpu_s", "one_s", "reference", "ref_s", "x_ref",
+        "trace_s", "x_ref_with_trace", "rel_err", "ok", "goal"]
 
 
 def markdown(rows) -> str:
     cols = [c for c in COLS if c != "one_s" or any("one_s" in r for r in rows)]
-    head = {"sim_s": "simulated s (waves)", "sim_cpu_s": "its CPU s", "one_s": "simulated s (one CTA at a time)", "ref_s": "reference s",
+    head = {"sim_s": "simulated s (waves)", "sim_cpu_s": "its CPU s", "one_s": "simulated s (one CTA at a time)",
+            "ref_s": "reference s",
             "x_ref": "simulated / reference", "trace_s": "first trace access s",
             "x_ref_with_trace": "(simulated + trace) / reference", "rel_err": "rel. error (worst run)",
             "ok": "check", "wave_leaders": "wave leaders"}
@@ -364,7 +367,7 @@ def markdown(rows) -> str:
         if c == "rel_err":
             return f"{v:.1e}"
         if isinstance(v, float):
-            return f"{v:.3g}" if v < 0.1 else f"{v:.3f}" if v < 10 else f"{v:.1f}"
+            return f"{v:#.3g}" if v < 0.1 else f"{v:.3f}" if v < 10 else f"{v:.1f}"
         return "" if v is None else str(v)
     out = "| " + " | ".join(head.get(c, c) for c in cols) + " |\n|" + "|".join("---" for _ in cols) + "|\n"
     return out + "".join("| " + " | ".join(fmt(r, c) for c in cols) + " |\n" for r in rows)
