@@ -1265,18 +1265,16 @@ class TracePlan:
             before, after, leader = self.runs[self.source[pid]]
             for k in range(3):
                 src = raw[k][before[k]:after[k]]
-                if pid == leader:
-                    out[k].extend(src)
-                    continue
                 dst = out[k]
+                if pid == leader:
+                    dst.extend(src)
+                    continue
+                append = dst.append
+                # a copy per record with the member's id (a span's args dict is shared: records are read-only)
                 for r in src:
                     x = new(type(r))
-                    d = x.__dict__
-                    d.update(r.__dict__)
-                    d["cta"] = pid
-                    if k == 0 and r.args:
-                        d["args"] = dict(r.args)
-                    elif k == 1 and r.src_cta == leader:
-                        d["src_cta"] = pid
-                    dst.append(x)
+                    d = r.__dict__
+                    x.__dict__ = ({**d, "cta": pid, "src_cta": pid} if k == 1 and d["src_cta"] == leader
+                                  else {**d, "cta": pid})
+                    append(x)
         trace._spans, trace._barrier_events, trace._counters = out
