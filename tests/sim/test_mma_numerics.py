@@ -180,3 +180,22 @@ def test_the_compiled_path_is_taken():
     acc, i_acc = np.zeros((1, 64, 16), np.float32), np.zeros(8, np.int64)
     assert mn._compiled()(out, acc, a, b, i_acc, idx, idx, 16, ok) == 0 and ok.all()
     _same_bits(out, _reference_mma_accumulate(None, a, b, 16))
+
+
+@pytest.mark.parametrize("shape,bits", [((300, 520, 260), 16), ((2, 140, 300, 200), 8), ((129, 264, 384), 32)])
+def test_a_large_product_tile_by_tile_keeps_the_bits(shape, bits):
+    # above a tile (128) in M or N and 2**24 multiply-adds, the product runs as a batch of tiles, K chunk after K
+    # chunk, the row tiles over the cores: every element still adds the same slices in the same order
+    *batch, m, k, n = shape
+    rng = np.random.default_rng()
+    a = rng.standard_normal((*batch, m, k)).astype(np.float16).astype(np.float32)
+    b = rng.standard_normal((*batch, k, n)).astype(np.float16).astype(np.float32)
+    acc = rng.standard_normal((*batch, m, n)).astype(np.float32)
+    old_big = mn._BIG
+    mn._BIG = 1 << 16          # these test shapes take the tiled path
+    try:
+        got = mn.mma_accumulate(acc, a, b, bits)
+    finally:
+        mn._BIG = old_big
+    want = _reference_mma_accumulate(acc, a, b, bits)
+    assert got.view(np.uint32).tobytes() == want.view(np.uint32).tobytes()

@@ -73,8 +73,69 @@ def mma_accumulate(acc, a, b, operand_bits: int) -> np.ndarray:
     if kernel is not None:
         a32, b32 = _as_f32(a), _as_f32(b)
         if a32 is not None and b32 is not None:
+            m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+            if max(m, n) > _TILE and m * n * k >= _BIG:
+                return _tiled(out0, a32, b32, operand_bits, shape)
             return _fused(kernel, out0, a, b, a32, b32, step, shape)
     return _chunked(out0, a, b, step, shape)
+
+
+# a product this big (M*N*K) with M or N above a tile runs tile by tile: the kernel's operands then stay in cache
+_TILE, _TILE_K, _BIG = 128, 256, 1 << 24
+
+
+def _tiled(out0, a, b, operand_bits, shape):
+    """``mma_accumulate`` of a large product as a batch of (128 x 256) @ (256 x 128) tiles, K chunk after K chunk
+    (a chunk is whole slices, and each chunk continues from the accumulator the last one left: every element
+    adds the same slices in the same order), the row tiles spread over the machine's cores (the kernel releases
+    the GIL)."""
+    batch = shape[:-2]
+    if batch:
+        ab = np.broadcast_to(a, batch + a.shape[-2:])
+        bb = np.broadcast_to(b, batch + b.shape[-2:])
+        ob = None if out0 is None else np.broadcast_to(out0, shape)
+        out = np.empty(shape, np.float32)
+        for i in np.ndindex(*batch):
+            out[i] = _tiled(None if ob is None else ob[i], ab[i], bb[i], operand_bits, shape[-2:])
+        return out
+    (m, k), n = a.shape, b.shape[1]
+    mb, nb = -(-m // _TILE), -(-n // _TILE)
+    ap = np.zeros((mb * _TILE, k), np.float32)
+    ap[:m] = a
+    bp = np.zeros((k, nb * _TILE), np.float32)
+    bp[:, :n] = b
+    acc = np.zeros((mb, nb, _TILE, _TILE), np.float32)
+    if out0 is not None:
+        full = np.zeros((mb * _TILE, nb * _TILE), np.float32)
+        full[:m, :n] = np.broadcast_to(out0, (m, n))
+        acc[...] = full.reshape(mb, _TILE, nb, _TILE).transpose(0, 2, 1, 3)
+    a_t = ap.reshape(mb, _TILE, k)
+    b_t = bp.reshape(k, nb, _TILE)
+
+    def rows(lo, hi):
+        for k0 in range(0, k, _TILE_K):
+            k1 = min(k, k0 + _TILE_K)
+            a_c = np.ascontiguousarray(a_t[lo:hi, :, k0:k1])[:, None]
+            b_c = np.ascontiguousarray(b_t[k0:k1].transpose(1, 0, 2))[None]
+            acc[lo:hi] = mma_accumulate(acc[lo:hi], a_c, b_c, operand_bits)
+    cores = _cores()
+    if cores > 1 and mb > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        cut = [mb * i // min(cores, mb) for i in range(min(cores, mb) + 1)]
+        with ThreadPoolExecutor(len(cut) - 1) as pool:
+            for f in [pool.submit(rows, cut[i], cut[i + 1]) for i in range(len(cut) - 1)]:
+                f.result()
+    else:
+        rows(0, mb)
+    return acc.transpose(0, 2, 1, 3).reshape(mb * _TILE, nb * _TILE)[:m, :n].copy()
+
+
+def _cores() -> int:
+    import os
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:      # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _plain(out, a, b, step):
