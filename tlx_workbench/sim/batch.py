@@ -998,6 +998,8 @@ class _Replay:
             return
         if name == "create_descriptor_load" and self._desc_load(op):
             return
+        if name == "create_masked_load" and self._masked_load(op):
+            return
         if name in LOADS or charged:
             self._per_member(op, charged)
             return
@@ -1045,6 +1047,62 @@ class _Replay:
         if charged is not None and charged != [nbytes]:
             return False
         self._set_batched(out, ia.TensorHandle(data, desc.base.dtype.element_ty))
+        return True
+
+    def _masked_load(self, op) -> bool:
+        """A pointer load for every member in one call: the access check, the bytes a member charges (its leader's)
+        and the write log's read spans per member, the load itself once. False: not applicable."""
+        _, name, fn, argspec, kwargs, out, (where, lane), charged = op
+        if argspec[0] != "l" or kwargs or _state.ranges is None or (charged is not None and len(charged) != 1):
+            return False
+        specs = argspec[1]
+        if len(specs) != 6 or specs[5][0] != "c" or specs[5][1]:
+            return False                                  # volatile: refused when recorded, but be sure
+        ptrs = self._val(specs[0]) if specs[0][0] == "n" else None
+        if ptrs is None or specs[3][0] != "c" or specs[4][0] != "c":
+            return False
+        C = self.C
+        p = np.asarray(ptrs).reshape(C, -1)
+        ptr_h = specs[0]
+        ety = ptr_h[2].element_ty if hasattr(ptr_h[2], "element_ty") else None
+        if ety is None:
+            return False
+        itemsize = max(1, ety.primitive_bitwidth // 8)
+        mask = specs[1]
+        if mask[0] == "c" and mask[1] is None:
+            m = np.ones(p.shape, bool)
+        elif mask[0] in ("c", "n"):
+            mv = mask[1].data if mask[0] == "c" else self.vals[mask[1]]
+            m = np.broadcast_to(np.asarray(mv, dtype=bool), np.shape(ptrs)).reshape(C, -1)
+        else:
+            return False
+        lo, hi = _state.ranges
+        pu = p.astype(np.uint64)
+        inside = np.zeros(p.shape, bool)
+        for a, b in zip(lo, hi):
+            inside |= (pu >= a) & (pu + np.uint64(itemsize) <= b)
+        bad = (m & ~inside).any(axis=1)
+        counts = m.sum(axis=1) * itemsize
+        if charged is not None:
+            bad |= counts != charged[0]
+        run = _state.run
+        if run is not None and run.writes is not None:
+            sel = m & ~bad[:, None]
+            if sel.any():
+                reads_stored(run.writes.written(p[sel], itemsize))
+            for c in np.flatnonzero(~bad):
+                run.writes.load(p[c][m[c]], itemsize)
+        mm = m & ~bad[:, None]                            # a failing member loads nothing (no wild address)
+        args = [self._batched_arg(s) for s in specs]
+        args[0] = ia.TensorHandle(np.asarray(ptrs), ptr_h[2])
+        args[1] = ia.TensorHandle(mm.reshape(np.shape(ptrs)), tl.int1)
+        other = args[2]
+        if other is not None:
+            args[2] = ia.TensorHandle(np.broadcast_to(np.asarray(other.data), np.shape(ptrs)).copy(), other.dtype)
+        res = type(self.b).create_masked_load(self.b, *args)
+        self._set_batched(out, res)
+        if bad.any():
+            self._fail(bad, ("load", where[1]))
         return True
 
     def _per_member(self, op, charged):

@@ -158,6 +158,7 @@ def _memory_ranges(values):
 def _access_checker(run: LaunchRun, ranges):
     lo = np.array([r[0] for r in ranges], dtype=np.uint64)
     hi = np.array([r[1] for r in ranges], dtype=np.uint64)
+    _state.ranges = (lo, hi)             # for a wave's batched loads (sim/batch.py)
 
     def check(ptrs, mask, itemsize, is_store):
         p = np.asarray(ptrs, dtype=np.uint64).reshape(-1)
@@ -517,7 +518,7 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     finally:
         _state.rec = None
         _state.batching = False
-        _state.hostmem = _state.run = None
+        _state.hostmem = _state.run = _state.ranges = None
         undo_batch()
         undo_blas()
         undo_alu()

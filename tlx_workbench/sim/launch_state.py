@@ -7,4 +7,4 @@ import types
 # (file, line) and lane of the op it replays (what kernel_frame_line and the write log see)
 _state = types.SimpleNamespace(cta=None, run=None, wrapped=None, semantic=None, rec=None, replay=None,
                                replay_where=None, replay_lane=None, batching=False,
-                               hostmem=None)
+                               hostmem=None, ranges=None)

@@ -101,11 +101,21 @@ class WriteLog:
         return lo, view
 
     def written(self, ptrs, itemsize) -> bool:
-        """Whether any byte at ``ptrs`` was stored during the launch so far."""
-        return any(self.code[lo][idx].any() for lo, idx in self._bytes(ptrs, itemsize))
+        """Whether an element at ``ptrs`` was stored during the launch so far (its first or last byte: a store marks
+        every byte of what it writes)."""
+        if not self.sites:
+            return False                     # nothing stored yet
+        p = np.asarray(ptrs, dtype=np.int64).reshape(-1)
+        for lo, hi in self.ranges:
+            sel = p[(p >= lo) & (p + itemsize <= hi)] - lo
+            if sel.size and (self.code[lo][sel].any() or self.code[lo][sel + (itemsize - 1)].any()):
+                return True
+        return False
 
     def written_box(self, region: np.ndarray) -> bool:
         """Whether any byte of a descriptor box (a strided numpy view of global memory) was stored so far."""
+        if not self.sites:
+            return False
         box = self._box(region)
         return box is not None and bool(box[1](self.code[box[0]]).any())
 
