@@ -1077,29 +1077,40 @@ class _Replay:
         else:
             return False
         lo, hi = _state.ranges
-        pu = p.astype(np.uint64)
-        inside = np.zeros(p.shape, bool)
-        for a, b in zip(lo, hi):
-            inside |= (pu >= a) & (pu + np.uint64(itemsize) <= b)
-        bad = (m & ~inside).any(axis=1)
-        counts = m.sum(axis=1) * itemsize
+        # a member's addresses lie in one storage when its lowest and highest do (storages are intervals)
+        p = p.astype(np.int64, copy=False)
+        full = bool(m.all())
+        if full:
+            p_min, p_max = p.min(axis=1), p.max(axis=1)
+        else:
+            p_min = np.where(m, p, np.iinfo(np.int64).max).min(axis=1)
+            p_max = np.where(m, p, np.iinfo(np.int64).min).max(axis=1)
+        touches = m.any(axis=1) if not full else np.ones(C, bool)
+        inside = ~touches
+        for a, b in zip(lo.astype(np.int64), hi.astype(np.int64)):
+            inside |= (p_min >= a) & (p_max + itemsize <= b)
+        bad = ~inside
         if charged is not None:
+            counts = (m.sum(axis=1) if not full else np.full(C, m.shape[1])) * itemsize
             bad |= counts != charged[0]
         run = _state.run
         if run is not None and run.writes is not None:
-            sel = m & ~bad[:, None]
-            if sel.any():
-                reads_stored(run.writes.written(p[sel], itemsize))
-            for c in np.flatnonzero(~bad):
-                run.writes.load(p[c][m[c]], itemsize)
-        mm = m & ~bad[:, None]                            # a failing member loads nothing (no wild address)
+            good = touches & ~bad
+            if good.any():
+                sel = p if full and not bad.any() else p[m & good[:, None]]
+                reads_stored(run.writes.written(sel, itemsize))
+                for a, b in zip(p_min[good].tolist(), p_max[good].tolist()):
+                    run.writes.reads.add((a, b + itemsize))      # what WriteLog.load adds for each member
+        mm = m & ~bad[:, None] if bad.any() else m        # a failing member loads nothing (no wild address)
         args = [self._batched_arg(s) for s in specs]
         args[0] = ia.TensorHandle(np.asarray(ptrs), ptr_h[2])
         args[1] = ia.TensorHandle(mm.reshape(np.shape(ptrs)), tl.int1)
         other = args[2]
         if other is not None:
             args[2] = ia.TensorHandle(np.broadcast_to(np.asarray(other.data), np.shape(ptrs)).copy(), other.dtype)
-        res = type(self.b).create_masked_load(self.b, *args)
+        res = _gather(np.asarray(ptrs), mm.reshape(np.shape(ptrs)), args[2], ety, itemsize)
+        if res is None:
+            res = type(self.b).create_masked_load(self.b, *args)
         self._set_batched(out, res)
         if bad.any():
             self._fail(bad, ("load", where[1]))
@@ -1146,6 +1157,41 @@ class _Replay:
         if restore is not None:
             self.undo[c].append(restore)
         return charged is None or st.bytes == charged
+
+
+def _gather(ptrs, mask, other, ety, itemsize):
+    """A masked pointer load as one numpy gather from the storage every address lies in (the interpreter's own
+    load reads element by element through raw addresses), or None when the addresses span storages or are not
+    aligned to the element."""
+    mem = _state.hostmem
+    p = ptrs.astype(np.int64, copy=False)
+    full = bool(mask.all())
+    sel = p if full else p[mask]
+    if mem is None or sel.size == 0:
+        return None
+    p_lo, p_hi = int(sel.min()), int(sel.max()) + itemsize
+    for lo, hi in mem.ranges:
+        if lo <= p_lo and p_hi <= hi:
+            break
+    else:
+        return None
+    # addresses a typed pointer plus offsets make are its base's residue mod the element size: one check
+    if (p_lo - lo) % itemsize or (p_hi - itemsize - lo) % itemsize:
+        return None
+    dt = ia.np_dtype(ety)
+    if dt.itemsize != itemsize:
+        return None
+    whole = mem.bytes_at(lo, (hi - lo) // itemsize * itemsize).view(dt)
+    idx = p - lo
+    idx //= itemsize
+    if not full:
+        idx[~mask] = 0
+    data = whole[idx]
+    if other is not None:
+        data = np.where(mask, data, np.asarray(other.data))
+    elif not mask.all():
+        data = np.where(mask, data, np.zeros((), dt))
+    return ia.TensorHandle(data, ety)
 
 
 def _cores() -> int:

@@ -106,7 +106,14 @@ class WriteLog:
         if not self.sites:
             return False                     # nothing stored yet
         p = np.asarray(ptrs, dtype=np.int64).reshape(-1)
+        if p.size == 0:
+            return False
+        p_lo, p_hi = int(p.min()), int(p.max()) + itemsize
         for lo, hi in self.ranges:
+            if p_hi <= lo or p_lo >= hi:
+                continue
+            if not self.code[lo][max(p_lo, lo) - lo:min(p_hi, hi) - lo].any():
+                continue                    # nothing stored anywhere in the span these addresses lie in
             sel = p[(p >= lo) & (p + itemsize <= hi)] - lo
             if sel.size and (self.code[lo][sel].any() or self.code[lo][sel + (itemsize - 1)].any()):
                 return True
