@@ -92,15 +92,10 @@ def _matmuls():
                       torch.mm, torch.Tensor.mm, torch.bmm, torch.Tensor.bmm, torch.nn.functional.linear})
 
 
-# a block of the output that stays in cache while every slice of K is added into it (128 x 512: the part is
-# 512 KB of float64, the accumulator 256 KB): an 8192^3 product takes ~1.5 min here instead of ~22 (each slice
-# of a whole-matrix form streams 768 MB through memory for 2 GFLOP)
-_BLOCK_ROWS, _BLOCK_COLS = 128, 512
-
 
 def _tensor_core_matmul(a, b):
     """``a @ b`` of fp16/bf16 tensors (2-D or batched) as :func:`tlx_workbench.sim.mma_numerics.mma_accumulate`
-    adds it, in torch (float64 slices of K): float32, the same bits as the simulator's MMA of the same operands."""
+    adds it (that function, outside autograd): float32, the same bits as the simulator's MMA of the same operands."""
     import torch
     from .sim.mma_numerics import k_slice
     step = k_slice(16)
@@ -125,25 +120,11 @@ def _tensor_core_matmul_autograd(a, b, step):
 
 
 def _tensor_core_matmul_blocked(a, b, step, shape):
+    # the simulator's own MMA (compiled, tile by tile over the cores; the same function, so the same bits)
     import torch
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    batch = tuple(shape[:-2])
-    a64 = a.double().expand(batch + (m, k)).reshape((-1, m, k))
-    b64 = b.double().expand(batch + (k, n)).reshape((-1, k, n))
-    out = torch.zeros((a64.shape[0], m, n), dtype=torch.float32)
-    part = torch.empty(_BLOCK_ROWS * _BLOCK_COLS, dtype=torch.float64)
-    for i in range(out.shape[0]):
-        for c0 in range(0, n, _BLOCK_COLS):
-            bb = b64[i, :, c0:c0 + _BLOCK_COLS].contiguous()
-            for r0 in range(0, m, _BLOCK_ROWS):
-                ob = out[i, r0:r0 + _BLOCK_ROWS, c0:c0 + _BLOCK_COLS]
-                ab = a64[i, r0:r0 + _BLOCK_ROWS]
-                p = part[:ob.numel()].view(ob.shape)
-                for k0 in range(0, k, step):
-                    torch.mm(ab[:, k0:k0 + step], bb[k0:k0 + step], out=p)
-                    # computed in float64, rounded to nearest into the float32 accumulator: one rounding a slice
-                    torch.add(ob, p, out=ob)
-    return out.reshape(shape)
+    from .sim.mma_numerics import mma_accumulate
+    out = mma_accumulate(None, a.float().numpy(), b.float().numpy(), 16)
+    return torch.from_numpy(out).reshape(shape)
 
 
 def _reduced_float_matmul(func, args, kwargs):
