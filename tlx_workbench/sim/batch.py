@@ -1078,13 +1078,12 @@ class _Replay:
             return False
         lo, hi = _state.ranges
         # a member's addresses lie in one storage when its lowest and highest do (storages are intervals)
-        p = p.astype(np.int64, copy=False)
         full = bool(m.all())
         if full:
-            p_min, p_max = p.min(axis=1), p.max(axis=1)
+            p_min, p_max = p.min(axis=1).astype(np.int64), p.max(axis=1).astype(np.int64)
         else:
-            p_min = np.where(m, p, np.iinfo(np.int64).max).min(axis=1)
-            p_max = np.where(m, p, np.iinfo(np.int64).min).max(axis=1)
+            p_min = np.where(m, p, np.iinfo(np.int64).max).min(axis=1).astype(np.int64)
+            p_max = np.where(m, p, 0).max(axis=1).astype(np.int64)
         touches = m.any(axis=1) if not full else np.ones(C, bool)
         inside = ~touches
         for a, b in zip(lo.astype(np.int64), hi.astype(np.int64)):
@@ -1108,7 +1107,9 @@ class _Replay:
         other = args[2]
         if other is not None:
             args[2] = ia.TensorHandle(np.broadcast_to(np.asarray(other.data), np.shape(ptrs)).copy(), other.dtype)
-        res = _gather(np.asarray(ptrs), mm.reshape(np.shape(ptrs)), args[2], ety, itemsize)
+        span = (int(p_min[~bad & touches].min()), int(p_max[~bad & touches].max()) + itemsize) \
+            if (~bad & touches).any() else None
+        res = _gather(np.asarray(ptrs), mm.reshape(np.shape(ptrs)), args[2], ety, itemsize, span)
         if res is None:
             res = type(self.b).create_masked_load(self.b, *args)
         self._set_batched(out, res)
@@ -1159,17 +1160,15 @@ class _Replay:
         return charged is None or st.bytes == charged
 
 
-def _gather(ptrs, mask, other, ety, itemsize):
+def _gather(ptrs, mask, other, ety, itemsize, span):
     """A masked pointer load as one numpy gather from the storage every address lies in (the interpreter's own
     load reads element by element through raw addresses), or None when the addresses span storages or are not
-    aligned to the element."""
+    aligned to the element. ``span``: (lowest, highest + itemsize) of the addresses loaded."""
     mem = _state.hostmem
-    p = ptrs.astype(np.int64, copy=False)
     full = bool(mask.all())
-    sel = p if full else p[mask]
-    if mem is None or sel.size == 0:
+    if mem is None or span is None or ptrs.dtype != np.uint64:
         return None
-    p_lo, p_hi = int(sel.min()), int(sel.max()) + itemsize
+    p_lo, p_hi = span
     for lo, hi in mem.ranges:
         if lo <= p_lo and p_hi <= hi:
             break
@@ -1182,16 +1181,21 @@ def _gather(ptrs, mask, other, ety, itemsize):
     if dt.itemsize != itemsize:
         return None
     whole = mem.bytes_at(lo, (hi - lo) // itemsize * itemsize).view(dt)
-    idx = p - lo
-    idx //= itemsize
-    if not full:
-        idx[~mask] = 0
-    data = whole[idx]
-    if other is not None:
-        data = np.where(mask, data, np.asarray(other.data))
-    elif not mask.all():
-        data = np.where(mask, data, np.zeros((), dt))
-    return ia.TensorHandle(data, ety)
+    n = ptrs.shape[0]
+    out = np.empty(ptrs.shape, dt)
+
+    def part(sl):
+        idx = ptrs[sl] - np.uint64(lo)               # unsigned: the pointers' own type, no copy to int64 first
+        idx //= np.uint64(itemsize)
+        if not full:
+            idx[~mask[sl]] = 0
+        np.take(whole, idx, out=out[sl])
+        if other is not None:
+            np.copyto(out[sl], np.broadcast_to(np.asarray(other.data), ptrs.shape)[sl], where=~mask[sl])
+        elif not full:
+            out[sl][~mask[sl]] = 0
+    _on_every_core(part, n, ptrs.size // max(n, 1))
+    return ia.TensorHandle(out, ety)
 
 
 def _cores() -> int:
