@@ -1183,6 +1183,20 @@ def _gather(ptrs, mask, other, ety, itemsize, span):
     whole = mem.bytes_at(lo, (hi - lo) // itemsize * itemsize).view(dt)
     n = ptrs.shape[0]
     out = np.empty(ptrs.shape, dt)
+    cols = ptrs.shape[-1]
+    if full and ptrs.ndim >= 3 and cols > 1:
+        # rows of consecutive elements (a tile addressed as base + row * stride + col): copy whole rows
+        rows_of = np.lib.stride_tricks.as_strided(whole, (whole.size - cols + 1, cols), (itemsize, itemsize))
+
+        def by_rows(sl):
+            p = ptrs[sl]
+            if not (np.diff(p, axis=-1) == np.uint64(itemsize)).all():
+                return False
+            start = (p[..., 0] - np.uint64(lo)) // np.uint64(itemsize)
+            out[sl] = rows_of[start]
+            return True
+        if all(_on_every_core(by_rows, n, ptrs.size // max(n, 1))):
+            return ia.TensorHandle(out, ety)
 
     def part(sl):
         idx = ptrs[sl] - np.uint64(lo)               # unsigned: the pointers' own type, no copy to int64 first
