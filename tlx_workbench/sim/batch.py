@@ -1380,6 +1380,18 @@ class TracePlan:
         self.trace.defer(lambda trace: self._fill(trace, order))
 
     def _fill(self, trace, order):
+        # hundreds of thousands of new records, none in a cycle: the cyclic collector would walk the growing heap
+        # again and again while they are made (most of the time it took)
+        import gc
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            self._copy(trace, order)
+        finally:
+            if was:
+                gc.enable()
+
+    def _copy(self, trace, order):
         raw = (trace._spans, trace._barrier_events, trace._counters)
         out = ([], [], [])
         new = object.__new__
