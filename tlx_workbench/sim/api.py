@@ -260,8 +260,10 @@ class Simulation:
             return configs[0], bench
         if isinstance(want, int):
             return configs[want], bench
-        # a dict: the pruned configs first (a pruning hook may also fill in heuristic values), then the rest
-        for c in list(configs) + [c for c in tuner.configs if c not in configs]:
+        # a dict: the pruned configs first (a pruning hook may also fill in heuristic values), then the rest (by
+        # identity: Config equality compares every kwarg, and a tuner declares ~100 configs)
+        pruned = {id(c) for c in configs}
+        for c in list(configs) + [c for c in tuner.configs if id(c) not in pruned]:
             allk = c.all_kwargs()
             if all(allk.get(k) == v for k, v in dict(want).items()):
                 return c, bench
