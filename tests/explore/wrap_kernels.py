@@ -10,6 +10,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from explore_kernels import make_inputs, nbytes, reference    # a copy's inputs, reference and bytes, as there
 from tlx_workbench.explore import Problem
 
 
@@ -47,18 +48,6 @@ def launch(x, cfg):
     ring_copy[(x.shape[1] // bk,)](desc, out, x.shape[0] // bm, x.shape[1], BM=bm, BK=bk, STAGES=cfg["STAGES"],
                                    PHASE_MOD=cfg["PHASE_MOD"])
     return out
-
-
-def make_inputs(shape, dtype, device):
-    return (torch.randn(tuple(shape), dtype=getattr(torch, dtype), device=device),)
-
-
-def reference(x):
-    return x.clone()
-
-
-def nbytes(shape):
-    return 4.0 * shape[0] * shape[1]
 
 
 def sim_shape(cfg):
