@@ -37,6 +37,7 @@ import numpy as np
 import triton.language as tl
 
 from . import interp_adapter as ia
+from .blas_threads import on_every_core
 from .launch_state import _state
 from .source_lines import kernel_frame_line
 
@@ -260,10 +261,6 @@ def quiet(fn, *args):
     finally:
         rec.depth[key] = depth
 
-
-#: the builder ops TLX's frontends add (tlx_ops.SimBuilder): recorded by the ops themselves, not generically
-TLX_OWN = frozenset({"create_local_load", "create_local_store", "create_async_TMA_load", "create_async_TMA_store",
-                     "create_async_load", "create_warp_group_dot", "create_warpgroup_mma"})
 
 #: TLX builder ops a wave does not replay: a launch that runs one while a leader records runs one CTA at a time
 REFUSED_TLX = frozenset({
@@ -538,13 +535,6 @@ def _py_concretize(orig):
 
 
 # -- guards on conversions ------------------------------------------------------------------------------------
-def guard_int(h, value):
-    rec = _state.rec
-    if rec is not None:
-        rec.guard(h, value)
-    return value
-
-
 def patch_conversions():
     """Guard ``tl.tensor.__index__`` / ``__bool__`` (a kernel ``if``, ``while`` or ``range`` on a value) and
     refuse ``.T`` on CTA-dependent values; put on after each ``_patch_lang`` of the launch (restored by its scope)."""
@@ -741,7 +731,8 @@ class _Replay:
             ty = s[3]
             if not ty.is_block():
                 raise _NoBatch()
-            return tl.tensor(ia.TensorHandle(v, s[2]), ia.wave_block_type(ty.scalar, [v.shape[0], *ty.shape]))
+            with ia.wave_shapes():
+                return tl.tensor(ia.TensorHandle(v, s[2]), tl.block_type(ty.scalar, [v.shape[0], *ty.shape]))
         if k == "l":
             return [self._batched_arg(x, sl) for x in s[1]]
         if k == "u":
@@ -918,14 +909,7 @@ class _Replay:
 
     def _pyconv(self, op):
         _, spec, ty, node = op
-        v = self._spec_ints(spec)
-        kinds = np.array([_int_kind(int(x)) for x in v]) if v.size else np.zeros(0, int)
-        bad = kinds != _int_kind_of(ty)
-        if bad.any():
-            self._fail(bad, ("dtype", None, ()))
-            v = v[~bad]
-        if self.C:
-            self.vals[node] = v.astype(ia.np_dtype(ty)).reshape(self.C, 1)
+        self._typed(node, ty, self._spec_ints(spec))
 
     def _sr(self, op):
         _, view, spec = op
@@ -954,7 +938,7 @@ class _Replay:
         def part(sl):
             z = acc if not batched_acc else ia.TensorHandle(acc.data[sl], acc.dtype)
             return fn(ia.TensorHandle(aa[sl], a_ty), ia.TensorHandle(bb[sl], b_view.tl_dtype), z)
-        parts = _on_every_core(part, self.C, aa.shape[-2] * bb.shape[-1] * bb.shape[-2])
+        parts = on_every_core(part, self.C, aa.shape[-2] * bb.shape[-1] * bb.shape[-2])
         res = parts[0] if len(parts) == 1 else ia.TensorHandle(np.concatenate([np.asarray(p.data) for p in parts]),
                                                                 parts[0].dtype)
         self._set_batched(out, res)
@@ -971,7 +955,7 @@ class _Replay:
                 acc[sl] = acc[sl] + np.asarray(product(a[sl], b[sl])).astype(acc.dtype, copy=False)
             else:
                 acc[sl] = product(a[sl], b[sl])
-        _on_every_core(part, self.C, a.shape[-2] * b.shape[-1] * b.shape[-2])
+        on_every_core(part, self.C, a.shape[-2] * b.shape[-1] * b.shape[-2])
 
     def _ds(self, op):
         _, desc, offs_spec, view, np_dt, (where, lane) = op
@@ -1010,7 +994,7 @@ class _Replay:
                     # elementwise: big waves split over the cores (numpy's ufuncs release the GIL)
                     size = max((np.size(self.vals[s[1]]) for s in argspec[1] if s[0] == "n"), default=0) \
                         if argspec[0] == "l" else 0
-                    parts = _on_every_core(lambda sl: fn(*self._batched_arg(argspec, sl), **kwargs), self.C,
+                    parts = on_every_core(lambda sl: fn(*self._batched_arg(argspec, sl), **kwargs), self.C,
                                            size // max(self.C, 1))
                     res = parts[0] if len(parts) == 1 else ia.TensorHandle(
                         np.concatenate([np.asarray(p.data) for p in parts]), parts[0].dtype)
@@ -1195,7 +1179,7 @@ def _gather(ptrs, mask, other, ety, itemsize, span):
             start = (p[..., 0] - np.uint64(lo)) // np.uint64(itemsize)
             out[sl] = rows_of[start]
             return True
-        if all(_on_every_core(by_rows, n, ptrs.size // max(n, 1))):
+        if all(on_every_core(by_rows, n, ptrs.size // max(n, 1))):
             return ia.TensorHandle(out, ety)
 
     def part(sl):
@@ -1208,35 +1192,8 @@ def _gather(ptrs, mask, other, ety, itemsize, span):
             np.copyto(out[sl], np.broadcast_to(np.asarray(other.data), ptrs.shape)[sl], where=~mask[sl])
         elif not full:
             out[sl][~mask[sl]] = 0
-    _on_every_core(part, n, ptrs.size // max(n, 1))
+    on_every_core(part, n, ptrs.size // max(n, 1))
     return ia.TensorHandle(out, ety)
-
-
-def _cores() -> int:
-    import os
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:       # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-_POOL = None
-
-
-def _on_every_core(part, n: int, work_per_item: int):
-    """``[part(slice)]`` over the CTA axis ``0..n``, split across the machine's cores when the work is big enough
-    to pay for a thread (the MMA kernel and numpy's big ops release the GIL); results in CTA order."""
-    global _POOL
-    cores = _cores()
-    if cores == 1 or n < 2 or n * work_per_item < (1 << 22):
-        return [part(slice(0, n))]
-    if _POOL is None:
-        from concurrent.futures import ThreadPoolExecutor
-        _POOL = ThreadPoolExecutor(max_workers=cores, thread_name_prefix="tlxwb-wave")
-    k = min(cores, n)
-    bounds = [n * i // k for i in range(k + 1)]
-    futs = [_POOL.submit(part, slice(bounds[i], bounds[i + 1])) for i in range(k)]
-    return [f.result() for f in futs]
 
 
 def _int_kind(v: int) -> int:
@@ -1249,12 +1206,6 @@ def _int_kind_of(ty) -> int:
 
 class _NoBatch(Exception):
     pass
-
-
-def _one(n, c):
-    m = np.zeros(n, bool)
-    m[c] = True
-    return m
 
 
 def _snapshot(b, name, args):

@@ -571,11 +571,12 @@ def _save_memory(ranges):
 
 def _install_batch(semantic):
     """The recording hooks of a launch run in waves (sim/batch.py); returns the undo."""
+    # the interpreter's own ops: the TLX builder's additions record themselves (batch.smem_read, batch.mma, ...)
     names = [n for n in dir(type(ia.interpreter_builder)) if n.startswith(("create_", "binary_op", "unary_op",
                                                                           "ternary_op", "cast_impl"))]
     undos = [batch.patch_semantic(ia.interpreter_semantic), batch.patch_semantic(semantic),
              batch.wrap_builder(ia.interpreter_builder, names),
-             batch.wrap_builder(semantic.builder, [n for n in names if n not in batch.TLX_OWN]),
+             batch.wrap_builder(semantic.builder, names),
              batch.refuse_tlx(semantic.builder), batch.patch_reductions()]
     batch.patch_conversions()
 

@@ -79,16 +79,6 @@ def new_semantic(builder):
     return TritonSemantic(builder)
 
 
-def wave_block_type(element_ty, shape) -> "tl.block_type":
-    """A block type of ``shape`` whose leading axis (a wave's CTAs, sim/batch.py) need not be a power of two, as
-    Triton's checks require of a block."""
-    ty = tl.block_type(element_ty, [1] * len(shape))
-    ty.shape = tuple(int(s) for s in shape)
-    ty.numel = int(np.prod(ty.shape))
-    ty.name = f"<{ty.shape}, {element_ty}>"
-    return ty
-
-
 class wave_shapes:
     """While open, Triton's block types accept any size (a wave's leading CTA axis need not be a power of two)
     where they check their shape (``triton.language.core.validate_block_shape``)."""

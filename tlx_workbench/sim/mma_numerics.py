@@ -46,6 +46,8 @@ import threading
 
 import numpy as np
 
+from .blas_threads import on_every_core
+
 SLICE_BYTES = 32
 
 # a batch chunk of the numpy path: its float64 operands, products and accumulator stay within ~1 MB (in cache)
@@ -112,30 +114,14 @@ def _tiled(out0, a, b, operand_bits, shape):
     a_t = ap.reshape(mb, _TILE, k)
     b_t = bp.reshape(k, nb, _TILE)
 
-    def rows(lo, hi):
+    def rows(sl):
         for k0 in range(0, k, _TILE_K):
             k1 = min(k, k0 + _TILE_K)
-            a_c = np.ascontiguousarray(a_t[lo:hi, :, k0:k1])[:, None]
+            a_c = np.ascontiguousarray(a_t[sl, :, k0:k1])[:, None]
             b_c = np.ascontiguousarray(b_t[k0:k1].transpose(1, 0, 2))[None]
-            acc[lo:hi] = mma_accumulate(acc[lo:hi], a_c, b_c, operand_bits)
-    cores = _cores()
-    if cores > 1 and mb > 1:
-        from concurrent.futures import ThreadPoolExecutor
-        cut = [mb * i // min(cores, mb) for i in range(min(cores, mb) + 1)]
-        with ThreadPoolExecutor(len(cut) - 1) as pool:
-            for f in [pool.submit(rows, cut[i], cut[i + 1]) for i in range(len(cut) - 1)]:
-                f.result()
-    else:
-        rows(0, mb)
+            acc[sl] = mma_accumulate(acc[sl], a_c, b_c, operand_bits)
+    on_every_core(rows, mb, _TILE * nb * _TILE * k)
     return acc.transpose(0, 2, 1, 3).reshape(mb * _TILE, nb * _TILE)[:m, :n].copy()
-
-
-def _cores() -> int:
-    import os
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:      # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
 
 
 def _plain(out, a, b, step):
