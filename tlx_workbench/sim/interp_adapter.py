@@ -231,11 +231,7 @@ def _descriptor_box(desc: TensorDescHandle, offsets, memory):
     """(whole tensor as a strided numpy view, [(src slice, dst slice)] per dim, np dtype) of the block of
     ``desc`` at ``offsets``; None when the fast path does not apply (the interpreter's path then runs,
     with its own checks and errors)."""
-    got = memory.descs.get(id(desc))
-    if got is None or got[0] is not desc:
-        got = (desc, _descriptor_view(desc, memory))
-        memory.descs[id(desc)] = got
-    view = got[1]
+    view = _cached_view(desc, memory)
     if view is None or len(offsets) != len(view[2]):
         return None
     whole, np_dt, shape, block = view
@@ -248,6 +244,15 @@ def _descriptor_box(desc: TensorDescHandle, offsets, memory):
         lo, hi = max(off, 0), min(off + blk, n)
         box.append((slice(lo, hi), slice(lo - off, hi - off)) if hi > lo else None)
     return whole, box, np_dt
+
+
+def _cached_view(desc: TensorDescHandle, memory):
+    """:func:`_descriptor_view` of ``desc``, once per descriptor and launch (kept in ``memory.descs``)."""
+    got = memory.descs.get(id(desc))
+    if got is None or got[0] is not desc:
+        got = (desc, _descriptor_view(desc, memory))
+        memory.descs[id(desc)] = got
+    return got[1]
 
 
 def _descriptor_view(desc: TensorDescHandle, memory):
@@ -286,11 +291,7 @@ def descriptor_boxes(desc: TensorDescHandle, offsets, memory):
     """The blocks of ``desc`` at per-CTA ``offsets`` (one int array per dimension, a value per CTA) stacked on a
     leading CTA axis, and the bytes of one block; None unless every block lies wholly inside the tensor (and the
     fast path applies), where it equals the descriptor load of each CTA."""
-    got = memory.descs.get(id(desc))
-    if got is None or got[0] is not desc:
-        got = (desc, _descriptor_view(desc, memory))
-        memory.descs[id(desc)] = got
-    view = got[1]
+    view = _cached_view(desc, memory)
     if view is None or len(offsets) != len(view[2]) or desc.padding != _interp._ir.PADDING_OPTION.PAD_ZERO:
         return None
     whole, np_dt, shape, block = view
