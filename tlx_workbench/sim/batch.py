@@ -899,8 +899,8 @@ class _Replay:
         if ty == tl.int1:
             self.vals[node] = v.astype(np.bool_).reshape(self.C, 1)
             return
-        kinds = np.array([_int_kind(int(x)) for x in v]) if v.size else np.zeros(0, int)
-        bad = kinds != _int_kind_of(ty)
+        to_type = ia.interpreter_semantic.to_tensor_type
+        bad = np.array([to_type(int(x)) != ty for x in v], dtype=bool)
         if bad.any():
             v = v[~bad]
             self._fail(bad, ("dtype", None, ()))
@@ -1194,14 +1194,6 @@ def _gather(ptrs, mask, other, ety, itemsize, span):
             out[sl][~mask[sl]] = 0
     on_every_core(part, n, ptrs.size // max(n, 1))
     return ia.TensorHandle(out, ety)
-
-
-def _int_kind(v: int) -> int:
-    return 0 if -2**31 <= v < 2**31 else 1 if 2**31 <= v < 2**32 else 2 if -2**63 <= v < 2**63 else 3
-
-
-def _int_kind_of(ty) -> int:
-    return {"int32": 0, "uint32": 1, "int64": 2, "uint64": 3}.get(ty.name, -1) if hasattr(ty, "name") else -1
 
 
 class _NoBatch(Exception):
