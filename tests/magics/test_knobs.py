@@ -64,3 +64,29 @@ def test_a_first_run_that_fails_fails_the_cell_and_keeps_the_panel(run_cell, she
     panel.controls["ARRIVE_COUNT"].value = 1
     assert panel.result.failure() is None and shell.user_ns["r"] is panel.result
     assert "verdict: DeadlockError" in panel.compare.value      # what changed: the verdict
+
+
+def test_a_knob_named_like_a_host_variable_and_a_kernel_argument_overrides_the_argument(run_cell, shell):
+    # the host code's N_TILES is also the kernel's N_TILES, passed by position: the knob sets both
+    by_name = TMA_RELU.replace("(desc, out, N_TILES, 0.5,", "(desc, out, scale=0.5, N_TILES=N_TILES,")
+    for cell, ref in ((TMA_RELU, TMA_REF), (by_name, TMA_REF.replace("d, out, n, scale:", "d, out:").replace("* scale", "* 0.5"))):
+        ran = run_cell(f'%%tlx --sim --check {ref} --knobs "N_TILES=3:9" -o r\n' + cell)
+        assert ran.ok, ran.error
+        assert shell.user_ns["r"].check[0].ok and shell.user_ns["r"].constexprs["N_TILES"] == 4
+        panel = _panel(shell)
+        panel.controls["N_TILES"].value = 7
+        r = shell.user_ns["r"]
+        assert r.failure() is None, r.failure()
+        assert r.check[0].ok and tuple(r.check[0].shape) == (7 * 32, 64)
+
+
+def test_a_knob_on_a_positional_constexpr_replaces_the_argument(run_cell, shell):
+    cell = TMA_RELU.replace("relu_scale[(1,)](desc, out, N_TILES, 0.5, BM=BM, BK=BK, STAGES=2)",
+                            "relu_scale[(1,)](desc, out, N_TILES, 0.5, BM, BK, 2)")
+    ref = TMA_REF.replace("n, scale:", "n, scale, *constexprs:")
+    ran = run_cell(f'%%tlx --sim --check {ref} --knobs "STAGES=1:3" -o r\n' + cell)
+    assert ran.ok, ran.error
+    _panel(shell).controls["STAGES"].value = 3
+    r = shell.user_ns["r"]
+    assert r.failure() is None and r.constexprs["STAGES"] == 3 and r.check[0].ok
+    assert r.sim.cycles != _panel(shell).results[0].sim.cycles

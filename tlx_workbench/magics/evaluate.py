@@ -104,7 +104,9 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
                 raise KnobError(f"{launch.name} takes no keyword {missing[0]!r}, so the knob cannot set it",
                                 hint="end the cell with the kernel launch itself (kernel[grid](...)), or give the "
                                      "host function that keyword")
-        kwargs.update(constexprs)
+        # the knob's value replaces the argument, whether the launch passes it by position or by name
+        launch = launch.with_values(constexprs)
+        kwargs = dict(launch.kwargs)
     missing = launch.unbound() if launch.is_kernel else []
     missing = [m for m in missing if m not in kwargs]
     if missing:
@@ -120,6 +122,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
     from ..sim.engine import LAUNCH_OPTIONS
     res.constexprs = {k: v for k, v in kwargs.items()
                       if not hasattr(v, "shape") and k not in LAUNCH_OPTIONS and k != "grid"}
+    res.constexprs.update(constexprs or {})         # a knob on a positional parameter too
     model = gpu.name
     if mode == "sim" and gpu.arch != 90:
         # the simulator models Hopper; a Blackwell target still compiles for sm_100 above

@@ -46,6 +46,40 @@ class Launch:
             return None
         return [self.arg_texts.index(o) if isinstance(o, str) and o in self.arg_texts else o for o in outputs]
 
+    def parameters(self) -> list[str] | None:
+        """The names the callee's positional parameters have, in order (None: unknown)."""
+        names = getattr(self.fn, "arg_names", None)
+        if names is not None:
+            return list(names)
+        import inspect
+        try:
+            params = inspect.signature(self.fn).parameters.values()
+        except (TypeError, ValueError):
+            return None
+        return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+    def with_values(self, values: dict) -> "Launch":
+        """This launch with ``values`` for some of its parameters, however the launch passes them.
+
+        A parameter the launch passes by position gets its new value in that position (a keyword
+        as well would be "multiple values for argument"); any other goes by name.
+
+        >>> def f(x, n, BLOCK=4): ...
+        >>> l = Launch("f(x, n)", f, (1, 2), {})
+        >>> moved = l.with_values({"n": 5, "BLOCK": 8})
+        >>> moved.args, moved.kwargs
+        ((1, 5), {'BLOCK': 8})
+        """
+        args, kwargs = list(self.args), dict(self.kwargs)
+        names = self.parameters() or []
+        for k, v in values.items():
+            i = names.index(k) if k in names else -1
+            if 0 <= i < len(args):
+                args[i] = v
+            else:
+                kwargs[k] = v
+        return dataclasses.replace(self, args=tuple(args), kwargs=kwargs)
+
     @property
     def name(self) -> str:
         from ..runtime.launch import launch_name
