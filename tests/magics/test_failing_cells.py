@@ -124,3 +124,28 @@ def test_a_kernel_from_an_ordinary_cell_is_located_by_that_cell(run_cell, shell)
     arrive = line_of(HANDSHAKE, "barrier_arrive", magic_line=False)   # a plain cell has no %%tlx line
     assert f"cell [{n}], line {arrive}" in ran.html
     assert "ipython-input" not in ran.html and "ipykernel" not in ran.html
+
+
+def _said(ran, words: str) -> int:
+    """How often ``words`` is in what a notebook saves as the cell's text: its text/plain outputs, and the
+    error output (its value, and its traceback, which IPython prints)."""
+    return sum(s.count(words) for s in (ran.text, ran.stdout, str(ran.error)))
+
+
+def test_a_failing_cell_says_its_diagnosis_once(run_cell):
+    # a deadlock: the headline in the box, not again on the CellFailed line
+    dead = run_cell("%%tlx --sim --check\n" + HANDSHAKE + "handshake[(1,)](z, ARRIVE_COUNT=2)\n", z=torch.zeros(4))
+    assert not dead.ok and _said(dead, "arrives on bars once per phase") == 1
+    assert "DeadlockError" in str(dead.error)
+    # an out-of-bounds store, found by the checker's run and by the cell's own: said once
+    oob = run_cell('%%tlx --sim --check --outputs y --ref "lambda x, y: x + 1"\n' + ADD_ONE
+                   + "add_one[(1,)](x, y, BLOCK=128)\n", x=torch.randn(128), y=torch.empty(64))
+    assert not oob.ok and _said(oob, "out-of-bounds store") == 1
+    # a knob nothing uses
+    knob = run_cell('%%tlx --sim --knobs "NOPE=1,2"\n' + ADD_ONE + "add_one[(1,)](x, y, BLOCK=64)\n",
+                    x=torch.randn(64), y=torch.empty(64))
+    assert not knob.ok and _said(knob, "neither a constexpr") == 1
+    # a knob run that fails: one box, one CellFailed (not a CellFailed about a CellFailed)
+    bad = run_cell('%%tlx --sim --knobs "BLOCK=128,64"\n' + ADD_ONE + "add_one[(1,)](x, y, BLOCK=128)\n",
+                   x=torch.randn(128), y=torch.empty(64))
+    assert not bad.ok and _said(bad, "out-of-bounds store") == 1 and _said(bad, "CellFailed") <= 1

@@ -23,13 +23,27 @@ class CellFailed(CellError):
 
     def __init__(self, reason: str, *, result=None, error=None, where: str = "the cell"):
         self.result, self.error, self.where = result, error, where
-        super().__init__(f"{where} failed: {reason.replace(where + ', ', '')}",
-                         hint="the diagnosis is shown above; fix the cell, or add --no-raise to a cell that "
-                              "fails on purpose (%tlx_config --raise no for the whole notebook)")
+        self.reason = reason
+        super().__init__(f"{where} failed: {_kind_of(reason, error)} (the diagnosis is shown above)",
+                         hint="fix the cell, or add --no-raise to a cell that fails on purpose "
+                              "(%tlx_config --raise no for the whole notebook)")
 
     def _render_traceback_(self) -> list[str]:
         # IPython prints this instead of a Python traceback through the magic's frames
         return [f"\x1b[0;31mCellFailed\x1b[0m: {self.message}", f"  what to do: {self.hint}"]
+
+
+def _kind_of(reason: str, error) -> str:
+    """What failed, in a few words, never the diagnosis itself (it is in the output above, once):
+    ``DeadlockError at line 16``, ``the output is wrong``.
+
+    >>> _kind_of("the output is wrong: out: 3 of 64 elements differ", None)
+    'the output is wrong'
+    """
+    if error is not None:
+        line = getattr(error, "line", None)
+        return type(error).__name__ + (f" at line {line}" if line else "")
+    return reason.split(": ")[0]
 
 
 def cell_error(e: BaseException, filename: str, kind: str = "the cell raised") -> TLXWorkbenchError:

@@ -113,7 +113,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
         # the launch forgot it: say so at the launch, not at the kernel's @triton.jit
         def_line = getattr(launch.fn, "def_file_line_number", None)
         what = ", ".join(missing)
-        res.errors.append(CellError(
+        res.add_error(CellError(
             f"the launch gives no value for {what}, a parameter of {launch.name}"
             + (f" (defined at line {def_line})" if def_line else ""), file=launch.file, line=launch.line,
             hint=f"add {', '.join(m + '=...' for m in missing)} to the launch (constexprs are passed by name)"))
@@ -140,7 +140,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
         except ImportError as e:
             res.notes.append(f"compiler not available ({e}); --report/--memory/--ir skipped")
         except TLXWorkbenchError as e:
-            res.errors.append(e)
+            res.add_error(e)
             return res
     if checker:
         from ..checker import check as _check
@@ -153,7 +153,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
                 # GPU tensors do not go through the simulator: the static rules only
                 res.findings = _check(res.report)
         except TLXWorkbenchError as e:
-            res.errors.append(e)
+            res.add_error(e)
         except Exception as e:  # a checker problem must not hide the run
             res.notes.append(f"barrier-protocol check could not run: {type(e).__name__}: {e}")
     elif check:
@@ -181,7 +181,7 @@ def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90"
             res.trace = wb.profile(launch.fn, *launch.args, grid=launch.grid, timeout=timeout, isolate=isolate,
                                    **kwargs)
     except TLXWorkbenchError as e:
-        res.errors.append(e)
+        res.add_error(e)
         from ..runtime.watchdog import KernelTimeoutError
         if isinstance(e, KernelTimeoutError):
             res.notes.append("the simulator's diagnosis of the same launch follows (on CPU copies of the inputs)")
@@ -216,14 +216,14 @@ def _evaluate_sim(res, launch, kwargs, *, check, reference, outputs, model, seed
             sim = wb.simulate(launch.fn, *launch.args, grid=launch.grid, gpu=model, seed=seed, schedules=schedules,
                               on_deadlock="return", **kwargs)
     except TLXWorkbenchError as e:
-        res.errors.append(e)
+        res.add_error(e)
         return
     res.sim, res.trace, res.value = sim, sim.trace, sim.value
     if sim.deadlock is not None:
         try:
             sim.raise_for_errors()
         except TLXWorkbenchError as e:
-            res.errors.append(e)
+            res.add_error(e)
         return
     if refs is not None:
         outs = outputs_of(launch, outputs, sim.value)

@@ -45,6 +45,8 @@ class TLXMagics(Magics):
     def _fail(self, e: BaseException, filename: str = "<tlx>", *, raise_: bool = False,
               where: str = "the cell") -> None:
         """Show ``e`` as one error box; with ``raise_``, then fail the cell (CellFailed)."""
+        if isinstance(e, CellFailed):
+            raise e               # already shown: the cell fails once, as it said
         err = cell_error(e, filename)
         self.last_error = err
         display({"text/plain": error_text(err), "text/html": error_html(err)}, raw=True)
@@ -156,7 +158,8 @@ class TLXMagics(Magics):
         # the first run is the cell's own: when it fails, the cell fails (the panel stays, to try other values)
         reason = panel.result.failure() if panel.result is not None else None
         if raise_ and reason:
-            raise CellFailed(reason, result=panel.result, where=where)
+            raise CellFailed(reason, result=panel.result, where=where,
+                             error=panel.result.errors[0] if panel.result.errors else None)
         return None
 
     def _store(self, res, args):

@@ -34,6 +34,14 @@ class CellResult:
     errors: list = dataclasses.field(default_factory=list)
     knobs: dict = dataclasses.field(default_factory=dict)     # a --knobs run: the controls' values
 
+    def add_error(self, err) -> None:
+        """Keep ``err``, unless the same error is kept already (the checker's own simulator run and
+        the cell's run meet the same out-of-bounds store: it is said once)."""
+        key = (type(err), getattr(err, "message", str(err)), getattr(err, "file", None), getattr(err, "line", None))
+        if not any((type(e), getattr(e, "message", str(e)), getattr(e, "file", None), getattr(e, "line", None)) == key
+                   for e in self.errors):
+            self.errors.append(err)
+
     @property
     def ok(self) -> bool:
         if self.errors:
