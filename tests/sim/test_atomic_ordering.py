@@ -71,3 +71,23 @@ def test_plain_stores_racing_are_still_a_race():
     res = simulate(last_writer_wins, out, ROUNDS=8, grid=(1,), schedules=4)
     assert [f.kind for f in res.findings] and {f.kind for f in res.findings} == {"schedule-divergence"}
     assert res.atomic_ordering == []
+
+
+@triton.jit
+def ticket_per_cta(counter_ptr, out_ptr):
+    # each CTA of a 2-CTA cluster takes a ticket and stores it with its rank: either CTA may come first
+    pid = tl.program_id(0)
+    ticket = tl.atomic_add(counter_ptr, 1, sem="relaxed")
+    tl.store(out_ptr + pid * 2, ticket)
+    tl.store(out_ptr + pid * 2 + 1, tlx.cluster_cta_rank())
+
+
+def test_tickets_taken_across_a_cluster_in_either_order_are_not_a_race():
+    # before: the atomics' order was logged when a task reached the atomic, not when it ran, and by lane numbers
+    # given in order of arrival; two orders looked alike and the outputs that followed them read as a race
+    counter = torch.zeros(1, dtype=torch.int32)
+    out = torch.full((4,), -1, dtype=torch.int32)
+    res = simulate(ticket_per_cta, counter, out, grid=(2,), ctas_per_cga=(2, 1, 1), schedules=6)
+    assert res.findings == [], res
+    assert res.atomic_ordering and all("atomics ran in a different order" in s for s in res.atomic_ordering)
+    assert counter.item() == 2 and sorted(out[0::2].tolist()) == [0, 1] and sorted(out[1::2].tolist()) == [0, 1]

@@ -206,7 +206,12 @@ def _poller(check):
                 p = np.asarray(ptrs).reshape(-1)
                 if mask is not None:
                     p = p[np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(ptrs)).reshape(-1)]
-                log.atomic_op(p, itemsize, _lane(), kernel_frame_line())
+                lane, where, op = _lane(), kernel_frame_line(), run_op
+
+                def run_op():
+                    # logged when it runs, not when its task reaches it: the poll lets another task go first
+                    log.atomic_op(p, itemsize, lane, where)
+                    return op()
         cta = _state.cta
         if cta is None or cta.task is None:
             return run_op()[0]

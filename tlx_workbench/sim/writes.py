@@ -152,7 +152,9 @@ class WriteLog:
             if self.lanes_kept:
                 self.atomic[lo][idx] = True
         if self.lanes_kept:
-            self.atomic_order.append((np.asarray(ptrs).tobytes(), self._lane(lane)))
+            # the lane itself (CTA, task, replica), not its index in this log: indices follow who came first, so
+            # two orders of the same atomics would number their lanes alike and look the same
+            self.atomic_order.append((np.asarray(ptrs).tobytes(), lane))
 
     def at(self, addrs):
         """(owner, written by an atomic) of each byte address in ``addrs`` (NOBODY, False outside every storage)."""
@@ -231,7 +233,7 @@ def explain_divergence(tensor, before, logs) -> tuple[str, str]:
                                           "the results differ by more than rounding (cancellation?)"))
         return "atomic ordering", "written only by atomics"
     orders = [log.atomic_order for log in logs]
-    if len({tuple(sorted(o)) for o in orders}) == 1 and len({tuple(o) for o in orders}) > 1:
+    if len({tuple(sorted(o, key=repr)) for o in orders}) == 1 and len({tuple(o) for o in orders}) > 1:
         return "atomic ordering", ("stored from values atomics returned, and the atomics ran in a different order: "
                                    "the values they return depend on it, as on a GPU")
     return "race", "plain stores and loads ordered differently"
