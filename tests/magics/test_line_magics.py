@@ -67,3 +67,18 @@ def test_config_with_a_bad_value_or_option_fails_the_cell(run_cell, shell):
     assert shell.run_line_magic("tlx_config", "")["raise"] is True
     assert run_cell("%tlx_config --raise no").ok and run_cell("%tlx_show no_such_trace").ok
     assert run_cell("%tlx_config --raise yes").ok and not run_cell("%tlx_show no_such_trace").ok
+
+
+def test_help_alone_in_a_cell_and_on_a_line_prints_the_usage_of_what_exists(run_cell, shell):
+    for source in ("%%tlx --help\n", "%%tlx --help", "%%tlx -h\n\n", "%tlx --help"):
+        ran = run_cell(source)
+        assert ran.ok, (source, ran.error)
+        usage = ran.stdout.split("\n\n")[1].strip()
+        assert usage.startswith("%%tlx [--target TARGET]"), usage        # the magic as it is typed
+        assert "%tlx_explore" in ran.stdout and "Other magics" in ran.stdout
+    # the line form does nothing else: a kernel needs a cell, and the error says so
+    ran = run_cell("%tlx --sim")
+    assert not ran.ok and "%%tlx (two %)" in ran.html
+    # a %%tlx cell with a body is the cell magic, as before
+    ran = run_cell("%%tlx --sim\nkept = 3\n")
+    assert ran.ok and shell.user_ns["kept"] == 3

@@ -1,7 +1,7 @@
 """The IPython side: the :class:`TLXMagics` class (thin shells over :func:`evaluate`) and the extension hooks."""
 from __future__ import annotations
 
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import magic_arguments
 
 from ..errors import TLXWorkbenchError
@@ -81,10 +81,11 @@ class TLXMagics(Magics):
         return out
 
     # ---- %%tlx
+    @opts.cell_usage
     @magic_arguments()
     @opts.declare(opts.TLX_OPTIONS)
-    @cell_magic
-    def tlx(self, line, cell):
+    @line_cell_magic
+    def tlx(self, line, cell=None):
         """Define TLX kernel(s) and act on the launch in the cell's last line.
 
         The cell runs in the notebook namespace like a normal cell; if its last
@@ -97,6 +98,12 @@ class TLXMagics(Magics):
         if print_help(self.tlx, line, opts.magics_list(type(self), skip="tlx")):
             return None
         n = cell_number(self.shell)
+        if cell is None:
+            # the line form exists for "%tlx --help" alone: a kernel needs a cell
+            return self._fail(CellError("%tlx is the line form of a cell magic: it only answers --help",
+                                        hint="write %%tlx (two %) as the first line of a cell, the kernel and its "
+                                             "launch below it"),
+                              raise_=self._raises(line), where=f"cell [{n}]")
         try:
             args = opts.parse(self.tlx, line)
         except CellError as e:
@@ -292,16 +299,35 @@ class TLXMagics(Magics):
 
 
 
+def help_alone(lines: list[str]) -> list[str]:
+    """``%%tlx --help`` alone in a cell, as the line magic ``%tlx --help``: IPython refuses a cell magic
+    with an empty body before the magic sees it (an input transformer, run before IPython's own).
+
+    >>> help_alone(["%%tlx --help\n", "\n"])
+    ['%tlx --help\n']
+    """
+    if not lines or not lines[0].lstrip().startswith("%%tlx") or any(ln.strip() for ln in lines[1:]):
+        return lines
+    head = lines[0].strip()
+    if head.split()[0] != "%%tlx" or not {"--help", "-h"} & set(head.split()[1:]):
+        return lines
+    return [head[1:] + "\n"]
+
+
 def load_ipython_extension(ipython) -> None:
     """``%load_ext tlx_magic``."""
     ipython.register_magics(TLXMagics)
+    if help_alone not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(help_alone)
 
 
 def unload_ipython_extension(ipython) -> None:
     # IPython has no unregister; drop our names so a reload starts clean
     mm = ipython.magics_manager
-    line_names = ["tlx_bench", "tlx_profile", "tlx_show", "tlx_explore", "tlx_config"]
+    line_names = ["tlx", "tlx_bench", "tlx_profile", "tlx_show", "tlx_explore", "tlx_config"]
     for kind, names in (("cell", ["tlx"]), ("line", line_names)):
         for n in names:
             mm.magics[kind].pop(n, None)
     mm.registry.pop("TLXMagics", None)
+    if help_alone in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(help_alone)

@@ -36,6 +36,16 @@ def print_help(magic, line: str, others: str = "") -> bool:
     return False
 
 
+def cell_usage(func):
+    """A cell magic's usage names it as it is typed, ``%%tlx [...]`` (magic_arguments writes ``%tlx``).
+
+    Goes above ``magic_arguments()``, which writes the usage into the docstring.
+    """
+    name = func.__name__
+    func.__doc__ = (func.__doc__ or "").replace(f"  %{name} ", f"  %%{name} ", 1)
+    return func
+
+
 def magics_list(magics_cls, skip: str = "") -> str:
     """"Other magics:" and one line per magic of ``magics_cls`` (first line of its docstring).
 
