@@ -90,3 +90,28 @@ def test_a_knob_on_a_positional_constexpr_replaces_the_argument(run_cell, shell)
     r = shell.user_ns["r"]
     assert r.failure() is None and r.constexprs["STAGES"] == 3 and r.check[0].ok
     assert r.sim.cycles != _panel(shell).results[0].sim.cycles
+
+
+def test_a_misspelt_knob_says_which_name_was_meant(run_cell, shell):
+    n = shell.execution_count
+    ran = run_cell(f'%%tlx --sim {TMA_REF} --knobs "STAGS=1:3"\n' + TMA_RELU)
+    assert not ran.ok and "did you mean STAGES?" in ran.html
+    assert f"cell [{n}], line 1" in ran.html and "--knobs" in ran.html       # the line with the knob, shown
+    # a host variable is a knob too: its misspelling is caught the same way
+    assert "did you mean N_TILES?" in run_cell(f'%%tlx --sim {TMA_REF} --knobs "N_TILE=2,4"\n' + TMA_RELU).html
+
+
+def test_keep_the_fastest_moves_the_controls_and_the_output_to_the_run_it_keeps(run_cell, shell):
+    ran = run_cell(f'%%tlx --sim --check {TMA_REF} --knobs "STAGES=1:3" -o r\n' + TMA_RELU)
+    assert ran.ok, ran.error
+    panel = _panel(shell)
+    for stages in (3, 1):
+        panel.controls["STAGES"].value = stages
+    by_stages = {r.knobs["STAGES"]: r.sim.cycles for r in panel.results}
+    fastest = min(by_stages, key=by_stages.get)
+    assert fastest != 1 and panel.controls["STAGES"].value == 1            # the last run is not the fastest
+    best = panel.keep()
+    assert best.knobs["STAGES"] == fastest and shell.user_ns["r"] is best
+    assert panel.controls["STAGES"].value == fastest                       # the slider says the kept run
+    assert panel.shown is best and len(panel.results) == 3                 # shown, not run again
+    assert f"STAGES={fastest}" in panel.status.value

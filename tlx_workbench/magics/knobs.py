@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import html
 import shlex
 
@@ -150,9 +151,14 @@ class KnobPanel:
             if as_constexpr:
                 self.constexpr_knobs.add(k.name)
             elif k.name not in host_names:
+                known = sorted((params or set()) | set(launch.kwargs) | host_names)
+                close = difflib.get_close_matches(k.name, known, n=1, cutoff=0.6)
+                hint = (f"did you mean {close[0]}? (--knobs \"{close[0]}=...\")" if close else
+                        f"name a constexpr of the kernel, or use {k.name} in the cell's host code "
+                        f"(e.g. {k.name} = ... and a grid or descriptor built from it)")
                 raise KnobError(f"knob {k.name!r} is neither a constexpr of {launch.name} nor a name the cell uses",
-                                hint=f"name a constexpr of the kernel, or use {k.name} in the cell's host code "
-                                     f"(e.g. {k.name} = ... and a grid or descriptor built from it)")
+                                file=cell.filename if cell is not None else None,
+                                line=1 if cell is not None else None, hint=hint)   # the %%tlx line
         self.host_knobs = {k.name for k in knobs} & host_names
         start = {k.name: launch.kwargs.get(k.name, cell.ns.get(k.name) if cell is not None else None) for k in knobs}
         self._own = {k: v for k, v in start.items()}
@@ -163,6 +169,8 @@ class KnobPanel:
         self.keep_button = w.Button(description="keep the fastest", tooltip="hand the fastest correct run to -o")
         self.keep_button.on_click(lambda _: self.keep())
         self.results: list[CellResult] = []
+        self.shown: CellResult | None = None
+        self._setting = False              # the controls moved by keep(), not by a person: no re-run
         for c in self.controls.values():
             c.observe(self._changed, names="value")
         self.widget = w.VBox([w.HBox(list(self.controls.values()) + [self.keep_button]), self.status, self.output,
@@ -173,7 +181,15 @@ class KnobPanel:
         return {name: c.value for name, c in self.controls.items()}
 
     def _changed(self, change) -> None:
-        self.update()
+        if not self._setting:
+            self.update()
+
+    def _show(self, res: CellResult) -> None:
+        """``res`` in the panel's output: the run its controls now say."""
+        self.shown = res
+        self.output.clear_output(wait=True)
+        with self.output:
+            display_result(res)
 
     def _launch_for(self, values: dict) -> tuple[Launch, dict]:
         if self.cell is None or not self.host_knobs or all(values[k] == self._own.get(k) for k in self.host_knobs):
@@ -197,9 +213,7 @@ class KnobPanel:
             res.errors.append(cell_error(e, self.cell.filename if self.cell else "<knobs>", "this combination raised"))
         res.knobs = values
         self.results.append(res)
-        self.output.clear_output(wait=True)
-        with self.output:
-            display_result(res)
+        self._show(res)
         self.compare.value = compare_html(self.results)
         self.status.value = ""
         if self.on_result is not None:
@@ -223,6 +237,15 @@ class KnobPanel:
             return None
         if self.on_result is not None:
             self.on_result(best)
+        # the controls and the output say the kept run (a run already made: nothing is re-run)
+        self._setting = True
+        try:
+            for name, v in best.knobs.items():
+                if name in self.controls:
+                    self.controls[name].value = v
+        finally:
+            self._setting = False
+        self._show(best)
         vals = ", ".join(f"{k}={v}" for k, v in best.knobs.items())
         self.status.value = (f"<b>kept</b> the fastest run: {html.escape(vals)} ({_cost_text(best)}); "
                              "write these values into the cell to make them its own")
