@@ -115,11 +115,34 @@ def check_gemm_operands(kernel_file: str, a, b, *, need_tma: bool):
         raise TLXWorkbenchError(
             "matmul needs row-major contiguous operands", file=kernel_file, line=line,
             hint="call .contiguous() on the operands first")
+    check_same_device(kernel_file, "matmul", a=a, b=b)
+    check_aligned(kernel_file, "matmul", a=a, b=b)
     if need_tma and (a.shape[1] % 8 or b.shape[1] % 8):
         raise TLXWorkbenchError(
             f"TMA and cp.async need rows 16-byte aligned: K={a.shape[1]} and N={b.shape[1]} must be multiples of 8",
             file=kernel_file, line=line,
             hint="pad K and N to a multiple of 8 (or use torch.matmul for such shapes)")
+
+
+def check_same_device(kernel_file: str, what: str, **tensors):
+    """All ``tensors`` (by name) on one device, as workbench errors: a launch reads every operand from the
+    device it runs on, and a CPU tensor's address handed to a GPU kernel faults it."""
+    devices = {name: t.device for name, t in tensors.items()}
+    if len(set(devices.values())) > 1:
+        raise TLXWorkbenchError(
+            f"{what} needs every operand on one device; got " + ", ".join(f"{n} on {d}" for n, d in devices.items()),
+            file=kernel_file, hint="move them to one GPU first, e.g. .to(a.device)")
+
+
+def check_aligned(kernel_file: str, what: str, **tensors):
+    """Every tensor's first element 16-byte aligned, as workbench errors: TMA and cp.async copy 16-byte units
+    and Triton compiles a kernel for aligned pointers (a view at an odd offset, ``x[1:]``, is not)."""
+    for name, t in tensors.items():
+        if t.data_ptr() % 16:
+            raise TLXWorkbenchError(
+                f"{what}: {name} starts at an address that is not 16-byte aligned (a view at an offset, "
+                f"storage offset {t.storage_offset()})", file=kernel_file,
+                hint=f"pass {name}.clone() (a fresh, aligned copy) instead of the view")
 
 
 def gemm_flops(M, N, K) -> float:

@@ -302,9 +302,9 @@ def cluster_ctas(tiles: int, num_sms: int) -> int:
     return 2 * max(1, persistent_ctas(-(-tiles // 2), num_sms // 2))
 
 
-def launch(a, b, c, cfg, num_sms=None):
-    """Run the kernel once with one explicit config (no tuning). Returns ``c``.
-    ``num_sms``: SMs to spread the clusters over (default: all)."""
+def _launch_call(a, b, c, cfg, num_sms=None):
+    """The launch of one explicit config: (kernel, grid, args, options); the kernel is compiled and made to
+    launch in clusters of 2 first. ``num_sms``: SMs to spread the clusters over (default: all)."""
     num_sms = num_sms or sm_count()
     pairs = triton.cdiv(triton.cdiv(a.shape[0], cfg["BM"]), 2) * triton.cdiv(b.shape[1], cfg["BN"])
     ctas = cluster_ctas(2 * pairs, num_sms)
@@ -312,19 +312,17 @@ def launch(a, b, c, cfg, num_sms=None):
     if cfg["TLX_OPS"]:
         # TLX's cluster ops (the simulator): TLX's launch convention, grid = every CTA
         args, options = _kernel_call(a, b, c, cfg, ctas)
-        gemm_cluster_kernel[(ctas,)](*args, ctas_per_cga=(2, 1, 1), **options)
-        return c
+        return gemm_cluster_kernel, (ctas,), args, dict(options, ctas_per_cga=(2, 1, 1))
     args, options = _kernel_call(a, b, c, cfg, ctas, smem_offsets(cfg))
     clustered(gemm_cluster_kernel.warmup(*args, grid=(ctas // 2,), **options))
-    gemm_cluster_kernel[(ctas // 2,)](*args, **options)
-    return c
+    return gemm_cluster_kernel, (ctas // 2,), args, options
 
 
 def _offline_call(a, b, c, cfg, num_sms=132):
     return _kernel_call(a, b, c, cfg, num_sms, smem_offsets(cfg))
 
 
-matmul, tune, compile_offline = gemm_entry_points(
-    __name__, gemm_cluster_kernel, launch, _offline_call, CONFIGS, "the 2-CTA cluster kernel (B multicast)")
+launch, matmul, tune, compile_offline = gemm_entry_points(
+    __name__, gemm_cluster_kernel, _launch_call, _offline_call, CONFIGS, "the 2-CTA cluster kernel (B multicast)")
 
 SPEC = gemm_spec("gemm_cluster", gemm_cluster_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)

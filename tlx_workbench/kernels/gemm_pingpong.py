@@ -143,17 +143,17 @@ def _kernel_call(a, b, c, cfg, num_sms=132):
     return tma_gemm_call(make_descriptors(a, b, c, cfg), cfg, num_sms)
 
 
-def launch(a, b, c, cfg, num_sms=None):
-    """Run once with one explicit config. Returns ``c``."""
+def _launch_call(a, b, c, cfg, num_sms=None):
+    """The launch of one explicit config: (kernel, grid, args, options); ``num_sms``: the SMs the persistent CTAs
+    take (default: all)."""
     num_sms = num_sms or sm_count()
     tiles = triton.cdiv(a.shape[0], cfg["BM"]) * triton.cdiv(b.shape[1], cfg["BN"])
     triton.set_allocator(torch_alloc)
     args, options = _kernel_call(a, b, c, cfg, num_sms)
-    gemm_pingpong_kernel[(min(num_sms, tiles),)](*args, **options)
-    return c
+    return gemm_pingpong_kernel, (min(num_sms, tiles),), args, options
 
 
-matmul, tune, compile_offline = gemm_entry_points(
-    __name__, gemm_pingpong_kernel, launch, _kernel_call, CONFIGS, "the ping-pong warp-specialized kernel")
+launch, matmul, tune, compile_offline = gemm_entry_points(
+    __name__, gemm_pingpong_kernel, _launch_call, _kernel_call, CONFIGS, "the ping-pong warp-specialized kernel")
 
 SPEC = gemm_spec("gemm_pingpong", gemm_pingpong_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)

@@ -106,17 +106,16 @@ def _kernel_call(a, b, c, cfg):
     return args, dict(num_warps=num_warps, num_stages=0, **meta)
 
 
-def launch(a, b, c, cfg):
-    """Run once with one explicit config. Returns ``c``."""
+def _launch_call(a, b, c, cfg):
+    """The launch of one explicit config: (kernel, grid, args, options)."""
     # the kernel assumes 16-byte rows (see its comment): refuse anything else here, not silently
     check_gemm_operands(__file__, a, b, need_tma=True)
     args, options = _kernel_call(a, b, c, cfg)
     grid = (triton.cdiv(a.shape[0], cfg["BM"]) * triton.cdiv(b.shape[1], cfg["BN"]),)
-    gemm_pipelined_kernel[grid](*args, **options)
-    return c
+    return gemm_pipelined_kernel, grid, args, options
 
 
-matmul, tune, compile_offline = gemm_entry_points(
-    __name__, gemm_pipelined_kernel, launch, _kernel_call, CONFIGS, "the software-pipelined kernel (any M)")
+launch, matmul, tune, compile_offline = gemm_entry_points(
+    __name__, gemm_pipelined_kernel, _launch_call, _kernel_call, CONFIGS, "the software-pipelined kernel (any M)")
 
 SPEC = gemm_spec("gemm_pipelined", gemm_pipelined_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)

@@ -296,9 +296,9 @@ def _kernel_call(a, b, c, cfg, num_sms=132):
     return (*args, ws, flags), options
 
 
-def launch(a, b, c, cfg, num_sms=None):
-    """Run the kernel once with one explicit config (no tuning) on ``num_sms`` CTAs (default: one per
-    SM; never more than the GPU has SMs, as a CTA may wait for a later one). Returns ``c``."""
+def _launch_call(a, b, c, cfg, num_sms=None):
+    """The launch of one explicit config on ``num_sms`` CTAs (default: one per SM; never more than the GPU has
+    SMs, as a CTA may wait for a later one): (kernel, grid, args, options)."""
     num_sms = num_sms or sm_count()
     if a.is_cuda and num_sms > sm_count():
         # an owner CTA spins until later CTAs raise their flags: a CTA that is never resident hangs the GPU
@@ -307,11 +307,10 @@ def launch(a, b, c, cfg, num_sms=None):
                                 hint="every CTA must be resident at once (one per SM): pass num_sms <= the SM count")
     triton.set_allocator(torch_alloc)
     args, options = _kernel_call(a, b, c, cfg, num_sms)
-    gemm_streamk_kernel[(num_sms,)](*args, **options)
-    return c
+    return gemm_streamk_kernel, (num_sms,), args, options
 
 
-matmul, tune, compile_offline = gemm_entry_points(
-    __name__, gemm_streamk_kernel, launch, _kernel_call, CONFIGS, "the stream-K warp-specialized kernel")
+launch, matmul, tune, compile_offline = gemm_entry_points(
+    __name__, gemm_streamk_kernel, _launch_call, _kernel_call, CONFIGS, "the stream-K warp-specialized kernel")
 
 SPEC = gemm_spec("gemm_streamk", gemm_streamk_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)

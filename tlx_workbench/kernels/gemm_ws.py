@@ -251,8 +251,8 @@ def _kernel_call(a, b, c, cfg, num_sms=132):
     return tma_gemm_call(make_descriptors(a, b, c, cfg), cfg, num_sms)
 
 
-def launch(a, b, c, cfg, num_sms=None, balance=True):
-    """Run the kernel once with one explicit config (no tuning). Returns ``c``.
+def _launch_call(a, b, c, cfg, num_sms=None, balance=True):
+    """The launch of one explicit config: (kernel, grid, args, options).
 
     ``num_sms``: SMs to spread the persistent CTAs over (default: all); the CTA count is
     ``persistent_ctas(tiles, num_sms)``, or ``min(num_sms, tiles)`` with ``balance=False``
@@ -265,11 +265,10 @@ def launch(a, b, c, cfg, num_sms=None, balance=True):
     stride = ctas if tiles > num_sms else num_sms
     triton.set_allocator(torch_alloc)
     args, options = _kernel_call(a, b, c, cfg, stride)
-    gemm_ws_coop_kernel[(ctas,)](*args, **options)
-    return c
+    return gemm_ws_coop_kernel, (ctas,), args, options
 
 
-matmul, tune, compile_offline = gemm_entry_points(
-    __name__, gemm_ws_coop_kernel, launch, _kernel_call, CONFIGS, "the cooperative warp-specialized kernel")
+launch, matmul, tune, compile_offline = gemm_entry_points(
+    __name__, gemm_ws_coop_kernel, _launch_call, _kernel_call, CONFIGS, "the cooperative warp-specialized kernel")
 
 SPEC = gemm_spec("gemm_ws", gemm_ws_coop_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)

@@ -66,26 +66,213 @@ def _gemm_output(a, b):
     return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
 
 
-def gemm_entry_points(module: str, kernel, launch: Callable, kernel_call: Callable, configs, what: str):
-    """``matmul``, ``tune`` and ``compile_offline`` of a library GEMM module, built around what
-    the module owns: its ``launch(a, b, c, cfg)`` (grid, CTA count) and ``kernel_call(a, b, c,
-    cfg)``, the kernel's positional arguments and launch options (``num_warps``,
-    ``num_stages=0``, constexprs) that ``compile_offline`` compiles with. ``module`` is the
+# -- launch plans: what a launcher works out once per operand signature ---------------------------------------------
+
+def operand_key(*tensors) -> tuple:
+    """What a launch plan depends on, per tensor: shape, strides, dtype, device and whether its address is 16-byte
+    aligned (Triton specializes a kernel on it; TMA needs it). Raises AttributeError for a non-tensor, which sends
+    the call to the full checks.
+
+    >>> import torch
+    >>> operand_key(torch.empty(4, 8))[0][:3]
+    (torch.Size([4, 8]), (8, 1), torch.float32)
+    """
+    return tuple((t.shape, t.stride(), t.dtype, t.device, not t.data_ptr() & 15) for t in tensors)
+
+
+def config_key(config) -> tuple | None:
+    """A config dict as a hashable key part (None for "the tuned one")."""
+    return None if config is None else tuple(sorted(config.items()))
+
+
+class LaunchPlans:
+    """A launcher's plans by key (``operand_key`` + what else the launch depends on): a plan is what one call
+    works out before it can launch (full operand checks, the tuned config, the output's shape, the grid, the
+    compiled kernel bound to its launcher), made on the first call with a key and reused by later ones, which
+    then check no more than the key itself. ``hits`` and ``misses`` count lookups; past ``max_plans`` the
+    oldest plan is dropped.
+
+    >>> plans = LaunchPlans("demo")
+    >>> plans.lookup(("k",)) is None, plans.add(("k",), "plan"), plans.lookup(("k",))
+    (True, 'plan', 'plan')
+    >>> plans.hits, plans.misses
+    (1, 1)
+    """
+
+    def __init__(self, name: str, max_plans: int = 256):
+        self.name = name
+        self.max_plans = max_plans
+        self.plans: dict = {}
+        self.hits = 0
+        self.misses = 0
+
+    def lookup(self, key):
+        plan = self.plans.get(key)
+        if plan is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return plan
+
+    def add(self, key, plan):
+        if key is not None:
+            if len(self.plans) >= self.max_plans:
+                self.plans.pop(next(iter(self.plans)))
+            self.plans[key] = plan
+        return plan
+
+    def clear(self):
+        self.plans.clear()
+        self.hits = self.misses = 0
+
+    def __len__(self):
+        return len(self.plans)
+
+    def __repr__(self):
+        fast = sum(getattr(p, "bound", None) is not None for p in self.plans.values())
+        return (f"LaunchPlans({self.name}: {len(self)} plans, {fast} bound to their GPU launcher; "
+                f"{self.hits} hits, {self.misses} misses)")
+
+    def _repr_html_(self):
+        import html
+        rows = "".join(f"<tr><td><code>{html.escape(_key_text(k))}</code></td>"
+                       f"<td>{'bound' if getattr(p, 'bound', None) is not None else 'Triton dispatch'}</td></tr>"
+                       for k, p in list(self.plans.items())[:50])
+        return (f"<div><b>{html.escape(self.name)}</b>: {len(self)} launch plans, {self.hits} hits, "
+                f"{self.misses} misses<table><tr><th>key</th><th>launch</th></tr>{rows}</table></div>")
+
+
+def _key_text(key) -> str:
+    def part(x):
+        if isinstance(x, tuple) and len(x) == 5 and hasattr(x[0], "numel"):
+            shape, stride, dtype, device, aligned = x
+            return f"{tuple(shape)}/{stride} {str(dtype).removeprefix('torch.')} {device}{'' if aligned else ' unaligned'}"
+        if isinstance(x, tuple):
+            return "(" + ", ".join(part(y) for y in x) + ")"
+        return repr(x)
+    return part(key)
+
+
+class KernelPlan:
+    """One kernel launch worked out for an operand signature: ``kernel``, ``grid``, the bound GPU launch (None:
+    launch through ``kernel[grid]``, e.g. on the CPU simulator) and the addresses of the extra tensors the
+    module keeps for it (a workspace), which follow the operands' in each call."""
+    __slots__ = ("bound", "extra")
+
+    def __init__(self, bound, extra=()):
+        self.bound = bound
+        self.extra = tuple(extra)
+
+
+def bound_launch(kernel, grid, args, options):
+    """The GPU launch of ``kernel[grid](*args, **options)`` made once (``runtime.triton_launch.bind``), or None
+    where it must go through Triton's dispatch each time (no GPU, the simulator, a launch recorder or hook)."""
+    from ..runtime.triton_launch import bind
+    return bind(kernel, grid, args, options)
+
+
+def kernel_plan(kernel, grid, args, options, operands: int) -> KernelPlan:
+    """A :class:`KernelPlan` of one launch whose first ``operands`` tensor slots (descriptors or tensors, in
+    argument order) are the call's operands; the slots after them (a module's cached workspace) are kept as they
+    are."""
+    import torch
+    bound = bound_launch(kernel, grid, args, options)
+    extra = []
+    if bound is not None:
+        tensors = [getattr(a, "base", a) for a in args if isinstance(getattr(a, "base", a), torch.Tensor)]
+        extra = [t.data_ptr() for t in tensors[operands:]]
+    return KernelPlan(bound, extra)
+
+
+def planned_gemm_launch(plans: LaunchPlans, launch_call: Callable, a, b, c, cfg, launch_kw: tuple):
+    """``launch(a, b, c, cfg, **launch_kw)`` of a library GEMM through its plan: the first call with this key
+    works out ``launch_call(a, b, c, cfg, **launch_kw)`` = (kernel, grid, args, options) and binds it; later
+    calls with the same key launch the bound kernel at once. Without a bound launch (the CPU simulator, a launch
+    recorder), every call launches ``kernel[grid](*args, **options)`` as worked out for it."""
+    try:
+        key = (operand_key(a, b, c), config_key(cfg), launch_kw)
+    except (AttributeError, TypeError):
+        key = None
+    plan = plans.lookup(key) if key is not None else None
+    if plan is None:
+        kernel, grid, args, options = launch_call(a, b, c, cfg, **dict(launch_kw))
+        plan = plans.add(key, kernel_plan(kernel, grid, args, options, 3))
+        if plan.bound is None:
+            kernel[grid](*args, **options)
+            return c
+    bound = plan.bound
+    if bound is not None and bound.ready():
+        bound(a.data_ptr(), b.data_ptr(), c.data_ptr(), *plan.extra)
+        return c
+    kernel, grid, args, options = launch_call(a, b, c, cfg, **dict(launch_kw))
+    kernel[grid](*args, **options)
+    return c
+
+
+class GemmPlan:
+    """What ``matmul(a, b)`` works out once per operand signature: the config and the output's shape, dtype and
+    device (``c``), and the kernel plan of the launch."""
+    __slots__ = ("config", "shape", "dtype", "device", "launch")
+
+    def __init__(self, config, shape, dtype, device, launch):
+        self.config, self.shape, self.dtype, self.device, self.launch = config, shape, dtype, device, launch
+
+    @property
+    def bound(self):
+        return self.launch.bound if self.launch is not None else None
+
+
+def gemm_entry_points(module: str, kernel, launch_call: Callable, kernel_call: Callable, configs, what: str,
+                      op_name: str | None = None):
+    """``launch``, ``matmul``, ``tune`` and ``compile_offline`` of a library GEMM module, built around what
+    the module owns: its ``launch_call(a, b, c, cfg, **launch_kw)`` = (kernel, grid, args, options), the launch
+    worked out (grid, CTA count), and ``kernel_call(a, b, c, cfg)``, the kernel's positional arguments and launch
+    options (``num_warps``, ``num_stages=0``, constexprs) that ``compile_offline`` compiles with. ``module`` is the
     module's ``__name__``: errors and ``help()`` name its file, not this one.
 
-    >>> matmul, tune, compile_offline = gemm_entry_points(                 # doctest: +SKIP
-    ...     __name__, gemm_ws_coop_kernel, launch, _kernel_call, CONFIGS, "the cooperative kernel")
+    ``launch`` and ``matmul`` keep a plan per (operand shapes, strides, dtypes, alignment, device, config): the
+    first call checks the operands in full, tunes, compiles and binds the kernel to its GPU launcher; a later call
+    with the same key checks only the key and launches the bound kernel. ``op_name``: the ``torch.library``
+    custom op ``matmul`` is under ``torch.compile`` (``kernels/torch_ops.py``).
+
+    >>> launch, matmul, tune, compile_offline = gemm_entry_points(                 # doctest: +SKIP
+    ...     __name__, gemm_ws_coop_kernel, _launch_call, _kernel_call, CONFIGS, "the cooperative kernel")
     """
     import sys
     kernel_file = sys.modules[module].__file__
     tuned: dict = {}
+    launch_plans = LaunchPlans(f"{module.rsplit('.', 1)[-1]}.launch")
+    matmul_plans = LaunchPlans(f"{module.rsplit('.', 1)[-1]}.matmul")
+
+    def launch(a, b, c, cfg, **launch_kw):
+        return planned_gemm_launch(launch_plans, launch_call, a, b, c, cfg, tuple(sorted(launch_kw.items())))
 
     def matmul(a, b, config=None):
-        check_gemm_operands(kernel_file, a, b, need_tma=True)
-        c = _gemm_output(a, b)
-        if config is None:
-            config = tuned_config(tuned, (a.shape[0], b.shape[1], a.shape[1], a.dtype), lambda: tune(a, b))
-        return launch(a, b, c, config)
+        import torch
+        if torch.compiler.is_compiling():
+            from .torch_ops import gemm_op
+            return gemm_op(op_name or module.rsplit(".", 1)[-1])(a, b, config)
+        try:
+            key = (operand_key(a, b), config_key(config))
+        except (AttributeError, TypeError):
+            key = None
+        plan = matmul_plans.lookup(key) if key is not None else None
+        if plan is None:
+            check_gemm_operands(kernel_file, a, b, need_tma=True)
+            cfg = config
+            if cfg is None:
+                cfg = tuned_config(tuned, (a.shape[0], b.shape[1], a.shape[1], a.dtype), lambda: tune(a, b))
+            c = _gemm_output(a, b)
+            launch(a, b, c, cfg)
+            key_c = (operand_key(a, b, c), config_key(cfg), ())
+            plan = matmul_plans.add(key, GemmPlan(cfg, c.shape, c.dtype, c.device, launch_plans.plans.get(key_c)))
+            return c
+        c = torch.empty(plan.shape, dtype=plan.dtype, device=plan.device)
+        kp = plan.launch
+        if kp is not None and kp.bound is not None and kp.bound.ready():
+            kp.bound(a.data_ptr(), b.data_ptr(), c.data_ptr(), *kp.extra)
+            return c
+        return launch(a, b, c, plan.config)
 
     def tune(a, b, configs=configs):
         c = _gemm_output(a, b)
@@ -101,14 +288,24 @@ def gemm_entry_points(module: str, kernel, launch: Callable, kernel_call: Callab
             args, options = kernel_call(a, b, c, cfg)
             return kernel.warmup(*args, grid=(1,), **options)
 
+    launch.__doc__ = f"""Run {what} once with one explicit config (no tuning) into ``c``; returns ``c``.
+    Planned: the first call with these operand shapes, strides, dtypes and config works the launch out and binds
+    it to the GPU launcher; later ones launch at once. Keyword arguments: those of the module's launch below.
+
+    {launch_call.__doc__ or ""}"""
     matmul.__doc__ = f"""C = A @ B with {what}: fp16/bf16, row-major, K and N multiples of 8.
 
     ``config``: one dict of ``CONFIGS``; by default the fastest config for this (M, N, K,
-    dtype) is found once with ``tune`` and remembered (in ``matmul.tuned``).
+    dtype) is found once with ``tune`` and remembered (in ``matmul.tuned``). The first call with an operand
+    signature checks the operands in full and plans the launch (``matmul.plans``); a repeated call costs about
+    what ``torch.matmul``'s host side does. Capturable in a CUDA graph once warm (tuned); under
+    ``torch.compile`` it is an opaque custom op.
 
     >>> c = matmul(a, b)     # a: (M, K), b: (K, N) on a Hopper GPU
     """
     matmul.tuned = tuned
+    matmul.plans = matmul_plans
+    launch.plans = launch_plans
     tune.__doc__ = "Time every config on (a, b) with do_bench; returns [(config, ms), ...] fastest first."
     compile_offline.__doc__ = f"""Compile (no launch) for ``target`` on any machine, on empty operands of
     ``shape`` = (M, N, K); returns Triton's CompiledKernel.
@@ -117,9 +314,9 @@ def gemm_entry_points(module: str, kernel, launch: Callable, kernel_call: Callab
     >>> compile_offline(SIM_CONFIGS["tiny"]).metadata.shared > 0
     True
     """
-    for fn in (matmul, tune, compile_offline):
+    for fn in (launch, matmul, tune, compile_offline):
         fn.__module__, fn.__qualname__ = module, fn.__name__
-    return matmul, tune, compile_offline
+    return launch, matmul, tune, compile_offline
 
 
 def gemm_descriptors(a, b, c, a_block, b_block, c_block) -> tuple:

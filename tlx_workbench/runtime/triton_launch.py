@@ -42,3 +42,207 @@ def launch_in_clusters(compiled, num_ctas: int):
         import triton
         compiled._run = triton.runtime.driver.active.launcher_cls(compiled.src, compiled.metadata)
     return compiled
+
+
+# -- the bound launch: a compiled kernel launched without Triton's JIT dispatch ------------------------------------
+#
+# ``kernel[grid](*args, **options)`` costs tens of microseconds of Python before the GPU sees anything:
+# ``JITFunction.run`` binds and specializes every argument, hashes the key, looks the kernel up, builds the launch
+# metadata, and the CUDA launcher then encodes every TMA descriptor (``cuTensorMapEncodeTiled``) again. A library
+# launcher called with the same shapes, strides and dtypes again gets the same compiled kernel, grid, constexprs
+# and descriptor geometry every time; only the operands' addresses change. ``BoundLaunch`` keeps all of that and
+# hands Triton's C launch function (what ``CudaLauncher`` ends in) the argument list Triton itself would have
+# made, with the addresses and the tensor maps of this call put in. The list is made once, at bind time, by
+# Triton's own ``wrap_handle_tensordesc`` (so its layout is Triton's); tensor maps come from Triton's own
+# ``make_tensordesc_arg`` and are kept per (descriptor, address).
+
+def _triton_run():
+    from triton.runtime.jit import JITFunction
+    return JITFunction.__dict__["run"]
+
+
+_TRITON_RUN = _triton_run()
+
+
+def _knob_state():
+    """The knobs that change what JITFunction.run compiles or calls around a launch: a bound launch stands in
+    for it only while they are as they were at bind time (debug, instrumentation, a pass-pipeline hook) or unset
+    (launch hooks: the watchdog's, a profiler's)."""
+    from triton import knobs
+    return (bool(knobs.runtime.debug), knobs.compilation.instrumentation_mode,
+            knobs.runtime.add_stages_inspection_hook)
+
+
+def _hooks_idle() -> bool:
+    from triton import knobs
+    for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return False
+    return True
+
+
+def dispatch_is_triton(jit) -> bool:
+    """True when ``jit[grid](...)`` would reach Triton's own ``JITFunction.run``: nothing (the simulator, a
+    launch recorder, the notebook's launch capture) has put another ``run`` in place, on the class or on this
+    kernel, and no launch hook is set. Only then may a :class:`BoundLaunch` launch in its place."""
+    from triton.runtime.jit import JITFunction
+    return JITFunction.__dict__.get("run") is _TRITON_RUN and "run" not in jit.__dict__ and _hooks_idle()
+
+
+class _Address:
+    """What ``make_tensordesc_arg`` reads a descriptor's base through: ``base.data_ptr()``."""
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+    def data_ptr(self):
+        return self.ptr
+
+
+class _DescriptorSlot:
+    """One TMA descriptor argument: its geometry fixed, its tensor map made once per base address."""
+    __slots__ = ("pos", "proto", "meta", "maps")
+    MAX_MAPS = 16          # addresses remembered per descriptor (the allocator hands out a few, in turn)
+
+    def __init__(self, pos, desc, meta):
+        from types import SimpleNamespace
+        self.pos = pos
+        self.meta = meta
+        self.proto = SimpleNamespace(base=None, shape=list(desc.shape), strides=list(desc.strides),
+                                     padding=desc.padding, round_f32_to_tf32=desc.round_f32_to_tf32,
+                                     block_shape=list(desc.block_shape))
+        self.maps = {}
+
+    def tensor_map(self, ptr):
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+        if len(self.maps) >= self.MAX_MAPS:
+            self.maps.clear()
+        self.proto.base = _Address(ptr)
+        try:
+            m = make_tensordesc_arg(self.proto, self.meta, None)[0]
+        finally:
+            self.proto.base = None
+        self.maps[ptr] = m
+        return m
+
+
+class BoundLaunch:
+    """``kernel[grid](*args, **options)`` made once and kept: calling it with the addresses of this call's
+    operands (ints, one per *slot*: each ``TensorDescriptor`` and each tensor argument of ``args``, in order)
+    launches the same compiled kernel on the current stream of the current device, through Triton's C launch
+    function. Everything else (grid, scalars, constexprs, the descriptors' shapes, strides and blocks) is what
+    it was at bind time, so the caller keys its bound launches by exactly those (shapes, strides, dtypes,
+    alignment, device, config). Tensor maps are made by Triton's ``make_tensordesc_arg`` once per (slot,
+    address) and reused: a map holds only the address and the geometry, and goes to the kernel by value.
+
+    Use :func:`bind`, which returns None where this cannot stand in for Triton's launch.
+
+    >>> run = bind(kernel, (ctas,), args, options)          # doctest: +SKIP
+    >>> run(a.data_ptr(), b.data_ptr(), c.data_ptr())       # doctest: +SKIP
+    """
+
+    def __init__(self, jit, grid, args, options):
+        import inspect
+
+        import torch
+        import triton
+        from triton.backends.nvidia import driver as nv
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        self.jit = jit
+        self.knobs = _knob_state()
+        compiled = jit.warmup(*args, grid=grid, **options)
+        launcher = compiled.run                       # loads the module and makes its CudaLauncher
+        md = compiled.metadata
+        if (getattr(md, "global_scratch_size", 0) or getattr(md, "profile_scratch_size", 0)
+                or getattr(launcher, "gsan_enabled", False)):
+            raise NotImplementedError("the kernel needs per-launch scratch memory or instrumentation")
+        params = inspect.signature(jit.fn).parameters
+        bound = inspect.signature(jit.fn).bind(*args, **{k: v for k, v in options.items() if k in params})
+        bound.apply_defaults()
+        values = list(bound.arguments.values())
+        if any(isinstance(v, (tuple, list)) for v in values):
+            raise NotImplementedError("tuple arguments")
+        # Triton's own flattening of the argument list (descriptors expanded to map, shape, strides)
+        made = []
+        signature = {i: v for i, v in enumerate(compiled.src.signature.values())}
+        flatten = nv.wrap_handle_tensordesc(lambda *a: made.append(a[-1]), signature,
+                                            getattr(md, "tensordesc_meta", None))
+        flatten(values)
+        flat = list(made[0])
+        metas = list(getattr(md, "tensordesc_meta", None) or [])
+        descs = [v for v in values if isinstance(v, TensorDescriptor)]
+        if len(metas) != len(descs) or any(m.get("is_im2col") for m in metas):
+            raise NotImplementedError("descriptors without metadata (lowered to pointers), or im2col ones")
+        slots, d = [], 0
+        for v in values:
+            if isinstance(v, TensorDescriptor):
+                slots.append(("desc", v, metas[d]))
+                d += 1
+            elif isinstance(v, torch.Tensor):
+                slots.append(("ptr", v, None))
+        # each slot's position in the flat list: a descriptor's map (shape and strides follow it), a tensor's
+        self.slots = []
+        tensor_positions = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor)]
+        map_positions = [i for i, x in enumerate(flat) if type(x).__name__ == "PyCUtensorMap"]
+        if len(map_positions) != len(descs) or len(tensor_positions) != sum(k == "ptr" for k, _, _ in slots):
+            raise NotImplementedError("Triton's flattened arguments do not hold one map per descriptor")
+        maps, ptrs = iter(map_positions), iter(tensor_positions)
+        for kind, v, meta in slots:
+            if kind == "desc":
+                pos = next(maps)
+                slot = _DescriptorSlot(pos, v, meta)
+                slot.maps[v.base.data_ptr()] = flat[pos]
+                self.slots.append(slot)
+                flat[pos] = None
+            else:
+                pos = next(ptrs)
+                self.slots.append(pos)
+                flat[pos] = 0             # no reference to the bind-time tensor is kept
+        self.flat = flat
+        self.nslots = len(self.slots)
+        g = tuple(grid) + (1, 1)
+        self.grid = (int(g[0]), int(g[1]), int(g[2]))
+        active = triton.runtime.driver.active
+        self.device = active.get_current_device()
+        self._device = active.get_current_device
+        self._stream = active.get_current_stream
+        self._launch = active.utils.launch
+        self._fixed = (compiled.function, bool(launcher.launch_cooperative_grid), bool(launcher.launch_pdl),
+                       compiled.packed_metadata, launcher.arg_annotations, launcher.kernel_signature)
+        self.compiled = compiled
+
+    def ready(self) -> bool:
+        """Whether this may launch in place of ``kernel[grid](...)`` now (see :func:`dispatch_is_triton`): same
+        device, same knobs, Triton's own dispatch."""
+        return (dispatch_is_triton(self.jit) and self._device() == self.device and _knob_state() == self.knobs)
+
+    def __call__(self, *ptrs):
+        args = self.flat.copy()
+        for slot, p in zip(self.slots, ptrs):
+            if type(slot) is int:
+                args[slot] = p
+            else:
+                m = slot.maps.get(p)
+                args[slot.pos] = m if m is not None else slot.tensor_map(p)
+        function, coop, pdl, packed, annotations, signature = self._fixed
+        gx, gy, gz = self.grid
+        self._launch(gx, gy, gz, self._stream(self.device), function, coop, pdl, packed, None, None, None,
+                     None, None, annotations, signature, args)
+
+
+def bind(jit, grid, args, options):
+    """A :class:`BoundLaunch` of ``jit[grid](*args, **options)``, or None where one cannot stand in for it:
+    no GPU launch here (CPU tensors, the simulator or a launch recorder in place, a launch hook set), a kernel
+    that needs per-launch scratch memory, or Triton launching in a way this adapter does not know. None means:
+    launch through ``jit[grid]`` as usual, which is always right."""
+    import torch
+    if not dispatch_is_triton(jit) or not torch.cuda.is_available():
+        return None
+    if not any(getattr(getattr(a, "base", a), "is_cuda", False) for a in args):
+        return None
+    try:
+        return BoundLaunch(jit, grid, args, options)
+    except NotImplementedError:
+        return None
