@@ -11,8 +11,10 @@ still needed: the plugin is never loaded behind a user's back). Under it:
   events map to the CPU (:mod:`tlx_workbench._torch_cpu`).
 - Every launch is first compiled for the target through Triton's own JIT path
   (``JITFunction.run(..., warmup=True)``: the kernel's own cache, the real ``asm`` and
-  ``metadata``), then simulated by :class:`tlx_workbench.sim.api.Simulation`. A launch the
-  installed compiler refuses is still simulated: the test is then "simulate-only", and the
+  ``metadata``), then simulated by :class:`tlx_workbench.sim.api.Simulation`
+  (:mod:`tlx_workbench.intercept`, shared with ``tlx-workbench run``). A kernel the compiler's front
+  end rejects raises Triton's own ``CompilationError``, as on a GPU machine. A launch whose lowering
+  the installed compiler refuses is still simulated: the test is then "simulate-only", and the
   launch returns a stand-in whose ``asm``/``metadata`` raise with the compiler's message.
 - A deadlock or a race fails the test with the simulator's diagnosis (the wait-for graph in a
   report section); a test past ``--tlx-sim-deadline`` seconds fails with the deadline. The deadline
@@ -33,6 +35,8 @@ import threading
 import time
 
 import pytest
+
+from .intercept import GPUOnCPU, Interceptor, LaunchArgumentError, SimulateOnlyKernel  # noqa: F401 - re-exported
 
 DEFAULT_DEADLINE_S = 300.0
 
@@ -81,45 +85,6 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "tlx_sim_deadline(seconds): this test's deadline under --tlx-sim")
 
 
-class _Launch:
-    def __init__(self, kernel: str, compiled: bool, refused: str | None):
-        self.kernel = kernel
-        self.compiled = compiled
-        self.refused = refused
-        self.cycles = None
-        self.ctas = None
-        self.warnings: list[str] = []     # the simulator's warnings (outputs unwritten, NaN/Inf): the test still runs
-
-    def as_dict(self):
-        return {"kernel": self.kernel, "compiled": self.compiled, "compiler_refused": self.refused,
-                "cycles": self.cycles, "ctas": self.ctas, "warnings": self.warnings}
-
-
-class LaunchArgumentError(TypeError):
-    """The test's launch does not bind to the kernel's parameters (one missing, one given twice): Triton
-    refuses it on a GPU too, before compiling, so it is the test's error, not the compiler's or the simulator's."""
-
-
-class SimulateOnlyKernel:
-    """What a launch returns when the installed compiler refused the kernel: it was simulated,
-    but there is no ``asm``, ``metadata`` or binary to look at."""
-
-    def __init__(self, name: str, reason: str):
-        self.name = name
-        self.reason = reason
-
-    def __getattr__(self, attr):
-        if attr.startswith("__"):
-            raise AttributeError(attr)
-        from .errors import CompileError
-        raise CompileError(f"{self.name}.{attr}: the installed compiler refused this kernel, so the launch was "
-                           f"only simulated: {self.reason}",
-                           hint="read the compiler's message above; the simulated outputs are in the tensors")
-
-    def __repr__(self):
-        return f"SimulateOnlyKernel({self.name}: {self.reason})"
-
-
 def _first_lines(e: BaseException, n: int = 6, width: int = 600) -> str:
     text = f"{type(e).__name__}: {e}".strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -141,21 +106,17 @@ class TLXSimPlugin:
         self.report_path = report_path
         self.seed = seed
         self.records: dict[str, dict] = {}
-        self._offline = None
-        self._torch = None
-        self._launches: list[_Launch] | None = None
-        self._kernel_file = None      # the file of the kernel being simulated, while a launch runs
+        self._session: GPUOnCPU | None = None
+        self._launches: list | None = None   # the current test's LaunchRecords
+        self._icpt: Interceptor | None = None      # while a test runs
         self._t0 = None
         self._is_worker = False
 
     # -- the session -----------------------------------------------------------------------
     def start(self):
-        from . import _torch_cpu
-        from .target import offline
         # before collection: test modules ask driver.active / torch.cuda at import time
-        self._offline = offline(self.model).enable()
-        self._torch = _torch_cpu.CudaOnCpu(self.model).enable()
-        self.aliased = _alias_tlx_tutorials()
+        self._session = GPUOnCPU(self.model).enable()
+        self.aliased = self._session.aliased
 
     def pytest_report_header(self, config):
         return (f"tlx-sim: kernels compiled for {self.gpu} (sm_{self.model.arch}) and simulated on the CPU; "
@@ -163,12 +124,9 @@ class TLXSimPlugin:
                 + (f"; {self.aliased}" if self.aliased else ""))
 
     def pytest_unconfigure(self, config):
-        if self._torch is not None:
-            self._torch.disable()
-            self._torch = None
-        if self._offline is not None:
-            self._offline.disable()
-            self._offline = None
+        if self._session is not None:
+            self._session.disable()
+            self._session = None
 
     # -- one test --------------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
@@ -177,8 +135,12 @@ class TLXSimPlugin:
                                      "seconds": 0.0, "launches": []}
         self._launches = []
         self._t0 = time.perf_counter()
-        with self._simulating():
-            yield
+        with Interceptor(self.gpu, seed=self.seed, raise_findings=True, launches=self._launches) as icpt:
+            self._icpt = icpt
+            try:
+                yield
+            finally:
+                self._icpt = None
         self._finish(item.nodeid)
         self._launches = None
 
@@ -253,68 +215,13 @@ class TLXSimPlugin:
                 text = "\n".join(f"{k}: {w}" for k, w in warned)
                 rec["message"] = f"{rec['message']}\n{text}" if rec["message"] else text
 
-    @contextlib.contextmanager
-    def _simulating(self):
-        from triton.runtime.jit import JITFunction
-        from .sim.api import Simulation
-        plugin = self
-        sim = Simulation(gpu=self.gpu, seed=self.seed, on_deadlock="raise")
-        with sim:
-            # Simulation has put its own JITFunction.run in place; ours compiles first, then hands over
-            orig = sim._saved[0][2]
-
-            def run(jit, *args, grid, warmup, **kwargs):
-                __tracebackhide__ = True
-                return plugin._launch(sim, orig, jit, args, kwargs, grid, warmup)
-
-            sim_run = JITFunction.run
-            JITFunction.run = run
-            try:
-                yield sim
-            finally:
-                JITFunction.run = sim_run
-
-    def _launch(self, sim, orig, jit, args, kwargs, grid, warmup):
-        __tracebackhide__ = True
-        name = getattr(jit, "__name__", None) or jit.fn.__name__
-        unbound = _unbound(jit, args, kwargs)
-        if unbound:
-            raise LaunchArgumentError(f"{name}(): {unbound} (the launch does not give every kernel parameter; "
-                                      f"Triton refuses it on a GPU too)")
-        compiled = None
-        refused = _compile_in_child(lambda: orig(jit, *args, grid=grid, warmup=True, **kwargs), jit, self.model, name)
-        if refused is None:
-            try:
-                compiled = orig(jit, *args, grid=grid, warmup=True, **kwargs)
-            except Exception as e:  # noqa: BLE001 - the compiler's refusal is reported, the launch still simulated
-                from .compiler.diagnose import compile_error
-                refused = str(compile_error(e, jit, self.model))
-        if warmup:
-            if refused is not None:
-                raise RuntimeError(f"{name}: the installed compiler refused the kernel: {refused}")
-            return compiled
-        la = _Launch(name, compiled is not None, refused)
-        if self._launches is not None:
-            self._launches.append(la)
-        self._kernel_file = jit.fn.__code__.co_filename
-        try:
-            sim.launch(jit, grid, args, kwargs)
-        finally:
-            self._kernel_file = None
-        res = sim.result
-        la.cycles = round(float(res.cycles), 1)
-        la.ctas = len(res.ctas)
-        la.warnings = [repr(f) for f in getattr(res, "warnings", [])]
-        res.raise_for_errors()
-        return compiled if compiled is not None else SimulateOnlyKernel(name, refused)
-
     def _may_stop(self, frame) -> bool:
         # a deadline stops a simulated launch only at a line of the kernel itself: from there the
         # exception unwinds as a kernel's own error does, and the simulator restores what it patched
         # (stopped inside the simulator's set-up, it would leave Triton's ops patched)
         # and only inside a simulated task (a greenlet of its own): a grid lambda or pre_hook in the
         # kernel's file runs in the set-up, in the main greenlet, where raising leaves Triton patched
-        kf = self._kernel_file
+        kf = self._icpt.kernel_file if self._icpt is not None else None
         if kf is None:
             return True
         if frame is None or frame.f_code.co_filename != kf:
@@ -331,7 +238,7 @@ class TLXSimPlugin:
         # an op it called, not in the scheduler's hand-over: the others wait there for their turn) gets the
         # deadline raised instead, at its next bytecode check, and unwinds as an op's own error does. Only the
         # top frame would do too, but a kernel spends most of its time inside its ops: that waited seconds.
-        kf = self._kernel_file
+        kf = self._icpt.kernel_file if self._icpt is not None else None
         if kf is None:
             return False
         import ctypes
@@ -386,42 +293,6 @@ class TLXSimPlugin:
             tr.write_line(f"table written to {self.report_path}")
 
 
-def _alias_tlx_tutorials() -> str | None:
-    """TLX's tests import its tutorials as ``triton.language.extra.tlx.tutorials`` (TLX's own tree);
-    the triton-utlx wheel ships them as ``tlx.tutorials``. Alias the one to the other, so the tests
-    run unchanged; said in the report header."""
-    import importlib
-    import importlib.util
-    import sys
-    name = "triton.language.extra.tlx.tutorials"
-    try:
-        if importlib.util.find_spec(name) is not None:
-            return None
-    except (ImportError, ValueError):
-        pass
-    try:
-        mod = importlib.import_module("tlx.tutorials")
-    except ImportError:
-        return None
-    sys.modules[name] = mod
-    return f"{name} aliased to tlx.tutorials (the triton-utlx wheel's layout)"
-
-
-def _unbound(jit, args, kwargs) -> str | None:
-    """Why the launch's arguments (an autotuner's config already merged in) do not bind to the kernel's
-    parameters, or None; keywords that are not parameters are launch options (num_warps, ...)."""
-    import inspect
-    try:
-        sig = inspect.signature(jit.fn)
-    except (TypeError, ValueError):
-        return None
-    try:
-        sig.bind(*args, **{k: v for k, v in kwargs.items() if k in sig.parameters})
-    except TypeError as e:
-        return str(e)
-    return None
-
-
 def _short(nodeid: str) -> str:
     # a suite outside the rootdir has node ids with its whole path: keep the file's name
     path, sep, rest = nodeid.partition("::")
@@ -444,6 +315,10 @@ def _failure(exc, refused) -> dict:
         return {"status": UNSUPPORTED, "why": f"tlx.{m.group(1)} is not modelled", "message": msg}
     if isinstance(exc, LaunchArgumentError):
         return {"status": FAILED, "why": "launch arguments (fails on a GPU too)", "message": msg}
+    from triton.compiler.errors import CompilationError
+    if isinstance(exc, CompilationError):
+        return {"status": FAILED, "why": "the compiler's front end rejected the kernel (fails on a GPU too)",
+                "message": msg}
     if isinstance(exc, SimDeadline) or "SimDeadline:" in text:      # the simulator wraps a task's exception
         return {"status": FAILED, "why": "deadline", "message": msg}
     if isinstance(exc, DeadlockError):
@@ -456,64 +331,6 @@ def _failure(exc, refused) -> dict:
     if isinstance(exc, AssertionError):
         return {"status": FAILED, "why": "assertion", "message": msg}
     return {"status": FAILED, "why": "error" if exc is not None else None, "message": msg}
-
-
-def _compile_in_child(compile_once, jit, model, name: str) -> str | None:
-    """Compile first in a forked child: some kernels crash the installed compiler (an MLIR assertion,
-    a segfault), which would take the whole pytest run down. Returns why the compiler refused or
-    crashed (its own message, as ``tlx_workbench.compile`` words it), or None when it compiled; the
-    compile in this process then hits Triton's disk cache instead of compiling twice."""
-    import os
-    import tempfile
-    if not hasattr(os, "fork"):
-        return None
-    with tempfile.TemporaryDirectory(prefix="tlxsim-") as tmp:
-        log, msg = os.path.join(tmp, "stderr"), os.path.join(tmp, "message")
-        for stream in (__import__("sys").stdout, __import__("sys").stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        pid = os.fork()
-        if pid == 0:                               # the child: compile, and leave without cleanup
-            code = 0
-            try:
-                import faulthandler
-                faulthandler.disable()      # pytest's points at the terminal; a crash is said by the parent
-                fd = os.open(log, os.O_WRONLY | os.O_CREAT, 0o600)
-                os.dup2(fd, 1)
-                os.dup2(fd, 2)
-                try:
-                    compile_once()
-                except Exception as e:  # noqa: BLE001 - worded for the parent
-                    code = 3
-                    from .compiler.diagnose import compile_error
-                    with open(log, errors="replace") as f:
-                        printed = f.read()
-                    with open(msg, "w") as f:
-                        f.write(str(compile_error(e, jit, model, printed)))
-            except BaseException:  # noqa: BLE001 - never return into the parent's pytest
-                code = 4
-            os._exit(code)
-        try:
-            _, status = os.waitpid(pid, 0)
-        except BaseException:
-            # the deadline fired while the child compiled
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            raise
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-            return None
-        if os.path.exists(msg):
-            with open(msg, errors="replace") as f:
-                return f.read().strip() or f"the installed compiler refused {name}"
-        printed = ""
-        if os.path.exists(log):
-            with open(log, errors="replace") as f:
-                printed = f.read()
-        said = [ln.strip() for ln in printed.splitlines() if "error" in ln.lower()][:3]
-        how = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
-               else f"exit status {os.WEXITSTATUS(status)}")
-        return (f"the installed compiler crashed compiling {name} ({how})" + (": " + " / ".join(said) if said else ""))
 
 
 @contextlib.contextmanager

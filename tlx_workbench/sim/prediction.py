@@ -131,11 +131,15 @@ def compiled_facts(result, gpu) -> tuple:
     why) if it cannot."""
     if result.launch is None:
         return None, 0, False, "not compiled (no launch recorded)"
+    return launch_facts(*result.launch, gpu)
+
+
+def launch_facts(jit, args, kwargs, gpu) -> tuple:
+    """:func:`compiled_facts` of the launch ``jit[grid](*args, **kwargs)`` before it is simulated."""
     from ..compiler import compile as wb_compile
     from ..compiler.launch_options import compile_kwargs
     from ..compiler.occupancy import occupancy, serializes_wgmma, spill_loads
     from ..target import gpu_model
-    jit, args, kwargs = result.launch
     try:
         report = wb_compile(jit, *args, target=gpu, sass="lazy", **compile_kwargs(kwargs))
         res = report.resources
@@ -146,6 +150,31 @@ def compiled_facts(result, gpu) -> tuple:
                                      f"{spills} B/thread spill loads" + (", wgmma serialized" if serial else ""))
     except Exception as e:  # noqa: BLE001 - a prediction without the compiler's facts is still one
         return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+
+
+def prediction_from(result, gpu, *, occupancy: int = 1, spills: int = 0, compiled: str = "",
+                    sim_seconds: float = 0.0) -> Prediction:
+    """The Prediction of a launch already simulated whole (every CTA; ``result`` a SimResult, simulated with
+    this ``occupancy`` and ``spills``): what :func:`predict` says of it, without simulating it again (numerics
+    do not change the cycles)."""
+    from ..target import gpu_model
+    from .cost import cost_model
+    model = gpu_model(gpu)
+    grid = tuple(result.grid)
+    total = int(grid[0]) * int(grid[1]) * int(grid[2])
+    slots = model.sm_count * max(1, int(occupancy))
+    sampled = {c: result.cta_cycles.get(c, 0.0) for c in range(total)}
+    cta_cycles = schedule_ctas([sampled[c] for c in range(total)], slots)
+    cm = cost_model(model.name)
+    nbytes = int(getattr(result, "kernel_bytes", 0) or 0)
+    floor = cm.hbm_floor_cycles(nbytes) if nbytes else 0.0
+    cal = cm.calibration
+    return Prediction(kernel=result.kernel, gpu=model.name, grid=grid, cycles=max(cta_cycles, floor),
+                      clock_ghz=cm.time_clock_ghz, sampled=sampled, slots=slots, waves=total / slots,
+                      cta_cycles=cta_cycles, hbm_floor_cycles=floor, kernel_bytes=nbytes, sim_seconds=sim_seconds,
+                      calibration=getattr(cal, "date", None), result=result, occupancy=max(1, int(occupancy)),
+                      spill_bytes=int(spills), compiled=compiled,
+                      launch_us=float(getattr(cal, "launch_us", None) or 0.0))
 
 
 def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, seed=0, numerics=False, compile=True,
@@ -183,17 +212,16 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     total = int(grid[0]) * int(grid[1]) * int(grid[2])
     if samples is None:
         res = sim(None, occ, sp, serial) if total > 1 else first
-        sampled = {c: res.cta_cycles.get(c, 0.0) for c in range(total)}
-        cta_cycles = schedule_ctas([sampled[c] for c in range(total)], slots)
-    else:
-        sampled = {0: first.cycles}
-        res = first
-        rest = [c for c in sample_ctas(grid, samples) if c != 0]
-        if rest:
-            res = sim(rest, occ, sp, serial)
-            for c in rest:
-                sampled[c] = res.cta_cycles.get(c, 0.0)
-        cta_cycles = schedule(grid, sampled, slots)
+        return prediction_from(res, gpu, occupancy=occ, spills=sp, compiled=note,
+                               sim_seconds=time.perf_counter() - t0)
+    sampled = {0: first.cycles}
+    res = first
+    rest = [c for c in sample_ctas(grid, samples) if c != 0]
+    if rest:
+        res = sim(rest, occ, sp, serial)
+        for c in rest:
+            sampled[c] = res.cta_cycles.get(c, 0.0)
+    cta_cycles = schedule(grid, sampled, slots)
     from .cost import cost_model
     cm = cost_model(gpu)
     nbytes = int(getattr(first, "kernel_bytes", 0) or 0)
