@@ -1,5 +1,6 @@
 """Clusters on the simulator: the wheel's 2-CTA and CLC tutorials unchanged, multicast TMA, remote stores,
 cluster barriers, and seeded 2-CTA protocol bugs diagnosed with their lines."""
+import dataclasses
 import pathlib
 import sys
 
@@ -8,6 +9,7 @@ import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from tlx_workbench.sim import simulate
+from tlx_workbench.target import GPU_MODELS
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import sim_cluster_kernels as ck  # noqa: E402
@@ -57,22 +59,38 @@ def test_gemm_clc_tutorial_steals_tiles_dynamically(tutorial):
     mod = tutorial("blackwell_gemm_clc")
     a = torch.randn(512, 128, dtype=torch.float16)
     b = torch.randn(128, 512, dtype=torch.float16)             # 16 tiles of 128 x 128
-    res = simulate(mod.matmul, a, b, gpu="B200", schedules=10, config=0)
+    # two CTAs resident; every other CTA's tile is taken through clc_try_cancel, then "none left" (-1)
+    res = simulate(mod.matmul, a, b, gpu="B200", schedules=10, config=0, resident=2)
     _close(res.value, a, b)
     assert res.ok, res
-    # two CTAs resident; every other CTA's tile is taken through clc_try_cancel, then "none left" (-1)
     assert sorted(res.ctas) == [0, 1]
     stolen = [v for _, v in res.clc_steals if v is not None]
     assert sorted(stolen) == list(range(2, 16))
     assert [v for _, v in res.clc_steals[-2:]] == [None, None]
-    # which CTA gets which tile is decided by the interleaving: over a few seeds, both steal
-    takers = set()
-    for seed in range(4):
-        r = simulate(mod.matmul, a, b, gpu="B200", seed=seed, config=0)
-        takers |= {s for s, v in r.clc_steals if v is not None}
-        if takers == {0, 1}:
-            break
-    assert takers == {0, 1}
+    # CTAs that run in step take turns: CTA 0 takes 2, 4, ..., CTA 1 takes 3, 5, ...
+    assert {s for s, v in res.clc_steals if v is not None} == {0, 1}
+    assert all(v % 2 == s for s, v in res.clc_steals if v is not None)
+
+
+def test_gemm_clc_tutorial_starts_what_fits_and_steals_the_rest(tutorial):
+    mod = tutorial("blackwell_gemm_clc")
+    a = torch.randn(512, 64, dtype=torch.float16)
+    b = torch.randn(64, 512, dtype=torch.float16)              # 16 tiles
+    # a B200 holds all 16 CTAs at once: each finds nothing left to take
+    res = simulate(mod.matmul, a, b, gpu="B200", config=0)
+    _close(res.value, a, b)
+    assert sorted(res.ctas) == list(range(16)) and all(v is None for _, v in res.clc_steals)
+    # on 6 SMs, 6 CTAs start and take the other 10 by turns; each CTA's answers are its own under every
+    # interleaving, so the CTAs run in waves (two classes: four CTAs walk 3 tiles, two walk 2)
+    six = dataclasses.replace(GPU_MODELS["B200"], sm_count=6)
+    for seed in range(2):
+        res = simulate(mod.matmul, a, b, gpu=six, config=0, seed=seed)
+        _close(res.value, a, b)
+        assert res.ok, res
+        assert sorted(res.ctas) == list(range(6))
+        taken = {s: sorted(v for c, v in res.clc_steals if c == s and v is not None) for s in range(6)}
+        assert taken == {s: [t for t in range(6, 16) if t % 6 == s] for s in range(6)}, taken
+        assert "waves" not in res.trace.meta and res.trace.meta["wave_leaders"] == 2
 
 
 def test_hopper_gemm_ws_multicast_between_two_ctas(tutorial):
@@ -154,7 +172,8 @@ def test_peer_waiting_on_its_own_copy_of_the_leaders_barrier():
 
 def test_clc_multi_cta_clusters_take_whole_cluster_tiles():
     out = torch.zeros(16, dtype=torch.int32)             # 8 clusters of 2 CTAs
-    res = simulate(ck.clc_pairs, out, NUM_CTAS=2, grid=(16,), ctas_per_cga=(2, 1, 1), gpu="B200", schedules=5)
+    res = simulate(ck.clc_pairs, out, NUM_CTAS=2, grid=(16,), ctas_per_cga=(2, 1, 1), gpu="B200", schedules=5,
+                   resident=2)
     assert torch.equal(out, torch.ones(16, dtype=torch.int32)), out      # every CTA slot exactly once
     assert res.ok, res
     assert sorted(res.ctas) == [0, 1, 2, 3]              # two resident clusters did all the work

@@ -267,7 +267,11 @@ TUTORIALS = [
                                                            EPILOGUE_SUBTILE=4, NUM_CTAS=2)), "one",
          id="blackwell-grouped-gemm-2cta"),
     _tut("blackwell_gemm_2cta", _gemm_case("matmul", 512, 256, 128, gpu="B200"), "one"),
-    _tut("blackwell_gemm_clc", _gemm_case("matmul", 256, 512, 128, gpu="B200", config=0), "one"),
+    _tut("blackwell_gemm_clc", _gemm_case("matmul", 256, 512, 128, gpu="B200", config=0), "waves"),
+    # more tiles than SMs: 16 tiles on 6 SMs, 6 CTAs start and their try_cancels take the other 10 (sim/clc.py);
+    # four CTAs walk 3 tiles, two walk 2
+    _tut("blackwell_gemm_clc", _gemm_case("matmul", 512, 512, 64, gpu=_sms("B200", 6), config=0), "waves",
+         id="blackwell_gemm_clc-steals"),
     _tut("blackwell-multi-cta-layernorm_test", _layernorm, "one"),
 ]
 # not here: blackwell_fa_ws_pipelined_persistent_mxfp8 (its inputs need torchao, not installed)

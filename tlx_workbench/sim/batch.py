@@ -21,7 +21,7 @@ findings are the same up to the CTA id, and only their *data* differs. So a laun
 
 What this keeps exact: a replaying CTA computes every value with the same numpy code the leader's op ran (the
 builder's own method, per CTA where no batched form is known), and it only skips what the guards proved the same.
-Anything the tape does not model (clusters, CLC, atomics and spin-waits, TMEM, tcgen05, aliased buffers,
+Anything the tape does not model (clusters, atomics and spin-waits, aliased buffers,
 inline assembly or libdevice on CTA-dependent values) raises :class:`Unsupported`, and the launch runs again one
 CTA at a time (``engine.run_launch`` restores the memory it wrote first). A leader that deadlocks, races or
 reports any finding does the same, so diagnoses come from the one-CTA-at-a-time path.
@@ -227,6 +227,18 @@ def _recording(name, orig):
     return op
 
 
+def clc_answer(resp, out):
+    """A CLC query's answer ``out`` (a scalar handle) read from response ``resp``: while a leader records, a source
+    like ``tl.program_id``: each CTA of a wave reads its own try_cancel's answer (sim/clc.py)."""
+    rec = _state.rec
+    if rec is None or rec.depth.get(_task_key()):
+        return out
+    if resp.steal is None:
+        raise Unsupported("a CLC answer to a cluster that started late")
+    rec.add(("clc", resp.steal, rec.out_spec(out)))
+    return out
+
+
 def recorded_call(what, fn, args, out_fn=None):
     """Run ``fn(*args)`` (a TLX op's inner builder call, or a reduction) and record it as one op when an argument
     depends on the CTA; nested builder calls are not recorded."""
@@ -266,7 +278,7 @@ def quiet(fn, *args):
 REFUSED_TLX = frozenset({
     "create_tcgen05_mma_scaled", "create_tmem_copy", "utlx_local_alias",
     "utlx_storage_alias_spec", "utlx_storage_alias_local_alloc", "utlx_reuse_group", "utlx_set_buffer_overlap",
-    "utlx_alloc_clc_responses", "utlx_async_clc_try_cancel", "utlx_clc_query", "utlx_map_to_remote_buffer",
+    "utlx_map_to_remote_buffer",
     "utlx_remote_shmem_store", "utlx_async_remote_shmem_store", "create_async_TMA_reduce", "create_async_tma_reduce",
     "create_async_store", "utlx_async_store", "_bulk_load", "_tma_reduce", "create_cvt_rs",
     "utlx_fp_to_fp_with_rbits", "create_global_scratch_alloc", "utlx_global_scratch_alloc", "create_cluster_barrier"})
@@ -853,6 +865,11 @@ class _Replay:
         _, axis, spec = op
         self.vals[spec[1]] = np.array([[idx[axis]] for _, idx in self.members], dtype=np.int32)
 
+    def _clc(self, op):
+        _, k, spec = op
+        queue = self.tape.run.clc
+        self.vals[spec[1]] = np.array([[queue.value(queue.slot_of[p], k)] for p, _ in self.members], dtype=np.int32)
+
     def _g(self, op):
         _, n, value, line = op
         v = self.vals[n]
@@ -1305,6 +1322,7 @@ class TracePlan:
         self.trace = trace
         self.runs: list = []        # (marks before, marks after, leader pid)
         self.source: dict = {}      # pid -> index in runs
+        self.clc_value = None       # (pid, k) -> what the k-th CLC try_cancel of CTA pid took (sim/clc.py)
 
     @staticmethod
     def marks(trace):
@@ -1348,10 +1366,15 @@ class TracePlan:
                     continue
                 append = dst.append
                 # a copy per record with the member's id (a span's args dict is shared: records are read-only)
+                asks = 0
                 for r in src:
                     x = new(type(r))
                     d = r.__dict__
                     x.__dict__ = ({**d, "cta": pid, "src_cta": pid} if k == 1 and d["src_cta"] == leader
                                   else {**d, "cta": pid})
+                    if k == 0 and d["args"] and "stole" in d["args"]:
+                        # a CLC try_cancel: what this CTA's own took
+                        x.args = {**d["args"], "stole": self.clc_value(pid, asks), "cluster_ctas": [pid]}
+                        asks += 1
                     append(x)
         trace._spans, trace._barrier_events, trace._counters = out

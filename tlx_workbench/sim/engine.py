@@ -1,7 +1,6 @@
 """One simulated launch: bind arguments, patch the builtins, run every CTA under its scheduler."""
 from __future__ import annotations
 
-import collections
 import dataclasses
 import gc
 import inspect
@@ -18,6 +17,7 @@ from . import recorder as recording
 from . import batch, rewrite, threads, tl_extras
 from .blas_threads import one_blas_thread
 from .cost import cost_model, record_cycles
+from .clc import LaunchQueue
 from .cta import CTA, SimGroup
 from .hostmem import HostMemory
 from .diagnose import deadlock_report
@@ -97,21 +97,15 @@ class LaunchRun:
         self.stats: dict = {}
         self.partial = False
         self.cluster_dims = (1, 1, 1)
-        self.clc_queue = collections.deque()
-        self.clc_log: list = []       # (stealing CTA, first CTA of the stolen cluster)
+        self.clc = LaunchQueue([], 1)   # the launch's clusters: started, taken by CLC (sim/clc.py)
         self.numerics = True          # False: timing only (no data moved or computed by TMA and wgmma)
         self.writes = None            # a writes.WriteLog when schedules are compared
         self.cta_end: dict = {}       # CTA id -> the cycle its last span ends
 
-    def clc_steal(self, cta):
-        """CLC try_cancel: take the next cluster that has not started; its first CTA's x id, or None."""
-        if not self.clc_queue:
-            self.clc_log.append((cta.pid, None))
-            return None
-        cl = self.clc_queue.popleft()
-        idx, pid, _ = cl[0]
-        self.clc_log.append((cta.pid, pid))
-        return idx[0]
+    @property
+    def clc_log(self) -> list:
+        """(stealing CTA, first CTA of the stolen cluster or None) of every CLC try_cancel."""
+        return self.clc.log
 
     def finding(self, kind, message, line=None, lane=None, other_line=None, severity="error", hint=""):
         self.findings.append(Finding(kind, message, line, lane, other_line, self.file, hint, severity))
@@ -440,18 +434,17 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
         if check_outputs:
             from .outputs import OutputCheck
             out_check = OutputCheck(bound, memory, arg_ranges)
-    # clusters run one after another; a kernel that steals work with CLC gets `resident` clusters at once,
-    # so tiles spread over the simulated CTAs as the seeded interleaving decides
-    if resident is None:
-        resident = 2 if "clc_" in (getattr(jitfn, "src", "") or "") else 1
-    run.clc_queue = collections.deque(clusters)
-    run.clc_log = []
-    run.resident = max(1, int(resident))
+    # clusters run one after another (``resident``: that many at once, under one scheduler). A kernel that steals
+    # work with CLC starts as many clusters as fit on the GPU (or ``resident``); try_cancel answers in sim/clc.py
+    clc = "clc_" in (getattr(jitfn, "src", "") or "")
+    fit = max(1, run.gpu.sm_count * max(1, int(occupancy or 1)) // (cga[0] * cga[1] * cga[2]))
+    run.clc = LaunchQueue(clusters, int(resident) if resident else fit if clc else len(clusters))
+    run.resident = max(1, int(resident or 1))
     run.num_clusters = len(clusters)
     # waves (sim/batch.py): CTAs of one, the launch's own CTAs only; the memory the launch may write is saved first
     if waves:
         why_not = ("one CTA at a time: clusters of CTAs run together under one scheduler" if cga != (1, 1, 1) else
-                   "one CTA at a time: several CTAs resident at once (work stealing)" if run.resident != 1 else
+                   "one CTA at a time: several CTAs resident at once" if run.resident != 1 else
                    "one CTA at a time: the recorder's kernel" if recorder is not None else
                    "one CTA: nothing to run together" if len(clusters) <= 1 else None)
         if why_not is not None:
@@ -504,8 +497,10 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
                 _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_resume)
             except batch.Unsupported as e:
                 raise _OneAtATime(str(e) or type(e).__name__, saved) from None
-        while run.clc_queue and run.deadlock is None and not waves:
-            together = [run.clc_queue.popleft() for _ in range(min(max(1, int(resident)), len(run.clc_queue)))]
+        while run.deadlock is None and not waves:
+            together = run.clc.start(run.resident)
+            if not together:
+                break
             first = together[0][0][1]
             group = SimGroup(run, first, group_seed(seed), on_resume)
             for cl in together:
@@ -595,7 +590,8 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
     """Run the launch's CTAs in waves: the first CTA not yet run leads (simulated, its data flow recorded), the
     CTAs that failed the same guard as it (all of them, at first) replay the record together (sim/batch.py)."""
     order = {cl[0][1]: i for i, cl in enumerate(clusters)}
-    pending = [cl[0] for cl in clusters]           # (grid index, pid, rank)
+    queue = run.clc
+    pending = [cl[0] for cl in queue.start(queue.slots)]     # (grid index, pid, rank): what starts at once
     why: dict = {}                                  # pid -> how it left its last wave
     plan = batch.TracePlan(run.trace)
     by_cta: dict = {}                               # pid -> the scheduler whose tasks' stats it has
@@ -631,6 +627,10 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
             continue
         wave = batch.replay(tape, [(m[1], m[0]) for m in members], ia.interpreter_builder)
         passed = set(wave.passed)
+        for m in members:                           # the clusters their try_cancels took (sim/clc.py)
+            if m[1] in passed:
+                for _ in range(queue.asked.get(queue.slot_of.get(pid), 0)):
+                    queue.steal(m[1])
         pending = [m for m in pending if m[1] not in passed]
         why.update(wave.failed)
         done = [m[1] for m in members if m[1] in passed]
@@ -638,9 +638,12 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
         run.cta_end.update(dict.fromkeys(done, end))
         by_cta.update(dict.fromkeys(done, group.sched))
         run.ctas_run.extend(done)
+    if queue.left():
+        raise batch.Unsupported("a cluster no try_cancel took starts late (its try_cancels take what is left)")
     run.ctas_run.sort(key=lambda p: order.get(p, 1 << 40))
     for p in run.ctas_run:                          # summed in launch order, as one CTA at a time sums them
         _add_stats(run, by_cta[p])
+    plan.clc_value = lambda pid, k: queue.value(queue.slot_of[pid], k)
     plan.install(order)
     # how the waves went: leaders simulated, and why the others left the wave they were in (a guard's line)
     run.trace.meta["wave_leaders"] = len(plan.runs)

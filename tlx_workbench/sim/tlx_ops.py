@@ -396,7 +396,7 @@ class _TLXBuilder(ia.InterpreterBuilder):
         return None
 
     def utlx_clc_query(self, args):
-        return _scalar(self.cta.clc_query(args[0]))
+        return batch.clc_answer(args[0], _scalar(self.cta.clc_query(args[0])))
 
 
 class UTLXBuilderOps:
