@@ -135,7 +135,8 @@ def _said(ran, words: str) -> int:
 def test_a_failing_cell_says_its_diagnosis_once(run_cell):
     # a deadlock: the headline in the box, not again on the CellFailed line
     dead = run_cell("%%tlx --sim --check\n" + HANDSHAKE + "handshake[(1,)](z, ARRIVE_COUNT=2)\n", z=torch.zeros(4))
-    assert not dead.ok and _said(dead, "arrives on bars once per phase") == 1
+    headline = dead.error.error.message.splitlines()[0]
+    assert not dead.ok and len(headline) > 30 and _said(dead, headline) == 1
     assert "DeadlockError" in str(dead.error)
     # an out-of-bounds store, found by the checker's run and by the cell's own: said once
     oob = run_cell('%%tlx --sim --check --outputs y --ref "lambda x, y: x + 1"\n' + ADD_ONE
@@ -149,3 +150,20 @@ def test_a_failing_cell_says_its_diagnosis_once(run_cell):
     bad = run_cell('%%tlx --sim --knobs "BLOCK=128,64"\n' + ADD_ONE + "add_one[(1,)](x, y, BLOCK=128)\n",
                    x=torch.randn(128), y=torch.empty(64))
     assert not bad.ok and _said(bad, "out-of-bounds store") == 1 and _said(bad, "CellFailed") <= 1
+
+
+def test_a_tma_block_shape_mismatch_names_the_host_line_that_made_the_descriptor(run_cell, shell):
+    from magic_cells import TMA_RELU
+    cell_body = TMA_RELU.replace("block_shape=[BM, BK]", "block_shape=[BM // 2, BK]")
+    for flags in ("--sim", "--sim --report"):            # the simulator's finding, and the compiler's
+        n = shell.execution_count
+        cell = f"%%tlx {flags} -o r\n" + cell_body
+        ran = run_cell(cell)
+        assert not ran.ok
+        err = shell.user_ns["r"].errors[0]
+        made, copied = line_of(cell, "desc = TensorDescriptor", False), line_of(cell, "async_descriptor_load", False)
+        assert err.line == made, (flags, err.message)
+        assert err.message.startswith("desc's block_shape [16, 64] (set here)"), err.message
+        assert f"cell [{n}], line {copied}" in err.message and "ttng" not in err.message
+        assert f"cell [{n}], line {made}" in ran.html and "block_shape=[BM // 2, BK]" in ran.html
+        assert "block_shape" in err.hint

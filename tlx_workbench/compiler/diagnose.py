@@ -156,11 +156,33 @@ def compile_error(e: BaseException, jit, model, output: "dict | str" = "") -> Co
     diag = _mlir_diagnostic(text, jit)
     if diag is not None:
         file, line, message = diag
+        block = _block_mismatch(message)
+        if block is not None:
+            # the MLIR wording stays in .detail; the sentence says what is wrong and where to change it
+            err = CompileError(f"the TMA copy at this line moves the descriptor's block of {block['block']} elements "
+                               f"into a buffer of {block['buffer']} elements: the TensorDescriptor's block_shape "
+                               "is not the buffer's shape", file=file, line=line,
+                               hint="make the TensorDescriptor's block_shape the SMEM buffer's shape, where the host "
+                                    "code (or the config's pre_hook) makes the descriptor",
+                               detail=stderr_text or str(e))
+            err.block_shape_mismatch = block
+            return err
         return _blame_tmem_alloc(CompileError(message, file=file, line=line, hint=_hint_for(message, model),
                                               detail=stderr_text or str(e)), jit, model)
     message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     return CompileError(f"the compiler failed: {message}", file=jit.file_name, line=jit.def_file_line_number,
                         hint=_hint_for(message, model), detail=(stderr_text + "\n" + str(e)).strip())
+
+
+def _block_mismatch(message: str) -> dict | None:
+    """The element counts of MLIR's "descriptor block and tensor must have the same number of elements".
+
+    >>> _block_mismatch("op descriptor block and tensor must have the same number of elements, but got "
+    ...                 "descriptor block with 1024 elements tensor with 2048 elements")
+    {'block': 1024, 'buffer': 2048}
+    """
+    m = re.search(r"descriptor block with (\d+) elements,? tensor with (\d+) elements", message)
+    return {"block": int(m.group(1)), "buffer": int(m.group(2))} if m else None
 
 
 def _front_end_error(errs, jit, model) -> CompileError:

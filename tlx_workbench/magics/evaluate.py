@@ -10,7 +10,7 @@ import inspect
 
 from ..errors import TLXWorkbenchError
 from .errors import CellError, KnobError
-from .launch import Launch, capture_kernel_launch, outputs_of
+from .launch import Launch, blame_host_line, capture_kernel_launch, outputs_of
 from .result import CellResult
 
 
@@ -77,15 +77,25 @@ def offline_context(mode: str, target: str):
     return contextlib.nullcontext()
 
 
-def evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90", check: bool = False,
-             reference=None, outputs=None, bench: bool = False, flops=None, nbytes=None, baselines=None,
-             profile: bool = False, show: tuple = (), constexprs: dict | None = None, timeout: float = 20.0,
-             seed: int = 0, schedules: int = 1, isolate: bool = True) -> CellResult:
+def evaluate(launch: Launch | None, **options) -> CellResult:
     """Do what ``%%tlx`` options ask for one launch (the magic's engine; plain Python).
+
+    Options: mode, target, check, reference, outputs, bench, flops, nbytes, baselines, profile, show,
+    constexprs, timeout, seed, schedules, isolate (as :func:`_evaluate` declares them). An error whose
+    fix is in the cell's host code (a descriptor's block_shape) names that line.
 
     >>> res = evaluate(parse_launch("add_kernel[(4,)](x, y, out, n, BLOCK=256)", ns), mode="sim",
     ...                check=True, reference=lambda x, y, out, n: x + y)          # doctest: +SKIP
     """
+    res = _evaluate(launch, **options)
+    res.errors = [blame_host_line(e, launch) for e in res.errors]
+    return res
+
+
+def _evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90", check: bool = False,
+              reference=None, outputs=None, bench: bool = False, flops=None, nbytes=None, baselines=None,
+              profile: bool = False, show: tuple = (), constexprs: dict | None = None, timeout: float = 20.0,
+              seed: int = 0, schedules: int = 1, isolate: bool = True) -> CellResult:
     import tlx_workbench as wb
     mode = resolve_mode(mode)
     if launch is not None:

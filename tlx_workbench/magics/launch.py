@@ -193,3 +193,76 @@ def capture_kernel_launch(launch: Launch, kwargs: dict):
         raise CellError(f"{launch.name} launched no kernel", hint="call the kernel inside the function")
     return captured[0]
 
+
+
+def _is_descriptor(a) -> bool:
+    return type(a).__name__ == "TensorDescriptor" and hasattr(a, "block_shape")
+
+
+def descriptor_origin(launch: Launch, kernel_file: str | None, kernel_line: int | None):
+    """(line, name) of the cell's host statement that made the descriptor the kernel line copies with, or None.
+
+    The kernel line's TMA call names a kernel parameter (``in_desc``); the launch passes a variable
+    there (``desc``); the cell's last top-level assignment to it is the line that set its block_shape.
+    """
+    import linecache
+    import textwrap
+    if launch.file is None or not launch.is_kernel:
+        return None
+    descs = [i for i, a in enumerate(launch.args) if _is_descriptor(a)]
+    names = launch.parameters() or []
+    chosen = None
+    source = linecache.getline(kernel_file, kernel_line).strip() if kernel_file and kernel_line else ""
+    try:
+        call = ast.parse(textwrap.dedent(source)).body[0]
+        firsts = [c.args[0].id for c in ast.walk(call) if isinstance(c, ast.Call) and c.args
+                  and isinstance(c.args[0], ast.Name)]
+    except (SyntaxError, IndexError):
+        firsts = []
+    for name in firsts:
+        if name in names and names.index(name) in descs:
+            chosen = names.index(name)
+            break
+    if chosen is None and len(descs) == 1:
+        chosen = descs[0]
+    if chosen is None or chosen >= len(launch.arg_texts):
+        return None
+    var = launch.arg_texts[chosen]
+    try:
+        tree = ast.parse("".join(linecache.getlines(launch.file)))
+    except SyntaxError:
+        return None
+    found = None
+    for node in tree.body:                 # the host code: top-level statements, not the @jit functions
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(n, ast.Name) and n.id == var for t in targets for n in ast.walk(t)):
+                found = node.lineno
+    if found is None and launch.line is not None and not var.isidentifier():
+        found = launch.line                # made inside the launch itself: TensorDescriptor(...) as an argument
+    return (found, var) if found is not None else None
+
+
+def blame_host_line(err, launch: Launch | None):
+    """An error whose fix is a descriptor's block_shape, moved to the cell's line that made the descriptor
+    (the kernel line that failed is named in the message); any other error as it is."""
+    facts = getattr(err, "block_shape_mismatch", None)
+    if facts is None or launch is None:
+        return err
+    origin = descriptor_origin(launch, err.file, err.line)
+    if origin is None or origin[0] == err.line and err.file == launch.file:
+        return err
+    line, var = origin
+    from .cells import where
+    block = facts.get("block_shape") or next((list(a.block_shape) for a in launch.args if _is_descriptor(a)), "")
+    copy = f"the TMA copy at {where(err.file, err.line)}"
+    if "buffer_shape" in facts:
+        what = (f"{var}'s block_shape {block} (set here) is not the shape of {facts['buffer']}, "
+                f"{facts['buffer_shape']}, which {copy} loads it into")
+    else:
+        what = (f"{var}'s block_shape {block} (set here) gives {facts['block']} elements per copy, but {copy} "
+                f"loads them into a buffer of {facts['buffer']} elements")
+    new = type(err)(what, file=launch.file, line=line, hint=err.hint, detail=err.detail or err.message)
+    new.__dict__.update({k: v for k, v in err.__dict__.items() if k not in new.__dict__})
+    new.kernel_line = (err.file, err.line)
+    return new

@@ -46,9 +46,14 @@ class MemoryOps:
         land_time = self.tma_free + self.cost.tma_latency
         dst0 = view.array
         if dst0.size != data.size:
-            raise self.error(f"async_descriptor_load: the descriptor's block has {data.shape} elements but the "
-                             f"destination buffer {view.slot_name} is {list(dst0.shape)}", line,
-                             hint="set the TensorDescriptor block_shape to the SMEM buffer's shape")
+            block, buf = list(np.shape(data)), list(dst0.shape)
+            err = self.error(f"the TMA load copies the descriptor's block_shape {block} ({int(np.prod(block))} "
+                             f"elements) into {view.slot_name}, a buffer of {buf} ({dst0.size} elements)", line,
+                             hint=f"make the TensorDescriptor's block_shape the buffer's shape, {buf}, where the "
+                                  "host code makes the descriptor")
+            # the value to change is the host's: a notebook cell names the line that made the descriptor
+            err.block_shape_mismatch = {"block_shape": block, "buffer_shape": buf, "buffer": view.slot_name}
+            raise err
         for dview, bslot in targets:
             agent = ("tma", bslot.array.id, bslot.index)
             epoch = self.tma_agents.get(agent, 0) + 1
