@@ -71,7 +71,7 @@ import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
-from ._common import KernelSpec, persistent_ctas, sm_count, torch_alloc
+from ._common import KernelSpec, check_aligned, check_same_device, persistent_ctas, sm_count, torch_alloc
 from .attention_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, TAIL_BN, _PERSISTENT, _PERSISTENT_TAIL,  # noqa: F401
                                 _THREE_GROUPS, _ZIGZAG, _ZIGZAG_PINNED, _config, configs_for, persistent_schedule,
                                 smem_bytes, suits, tail_plan)
@@ -79,7 +79,7 @@ from .attention_kernel import (LOG2E, TURN_0, TURN_1, TURN_2, _attend, _kv_step,
                                _pass_turn, _persistent_consumer, _persistent_loader, _release_barriers, _tile_at,
                                _tile_coords, _wait_turn, _walk, attention_fwd_kernel, attention_fwd_persistent_kernel,
                                attention_tail_merge_kernel, attention_tail_split_kernel)
-from .host import fastest_first, tuned_config
+from .host import LaunchPlans, TunedConfigs, config_key, fastest_first, kernel_plan, operand_key, tuned_config
 
 
 def _descriptors(q, k, v, o, cfg):
@@ -107,6 +107,8 @@ def _check(q, k, v):
     if not (q.is_contiguous() and k.is_contiguous() and v.is_contiguous()):
         raise TLXWorkbenchError("attention needs contiguous q, k, v", file=__file__,
                                 hint="call .contiguous() first (e.g. after a transpose)")
+    check_same_device(__file__, "attention", q=q, k=k, v=v)
+    check_aligned(__file__, "attention", q=q, k=k, v=v)
 
 
 def _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms, lse=None, main_tiles=None):
@@ -130,83 +132,204 @@ def _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms, lse=None, main_tile
         HEAD_DIM=D, CAUSAL=causal, EVEN_M=(N % cfg["BM"] == 0), num_warps=4, num_stages=0, **kw)
 
 
+def _schedule(q, causal, cfg, num_sms=None):
+    """How one config runs on q's shape: (grid, NUM_SMS, tail) with tail = SPLIT_TAIL's (main tiles, leftover
+    tiles, splits, chunk, first leftover row) or None."""
+    Z, H, N, D = q.shape
+    tiles_m = triton.cdiv(N, cfg["BM"])
+    if not cfg.get("PERSISTENT"):
+        return (tiles_m, Z * H), num_sms, None
+    num_sms = num_sms or sm_count()
+    pairs = -(-tiles_m * Z * H // 2)
+    if cfg.get("ZIGZAG") and pairs > num_sms:
+        # the fewest CTAs for as many waves; NUM_SMS, the walk's stride, is then the grid (within one wave it
+        # stays the SM count, so every small problem shares one compiled kernel), as for the GEMMs
+        num_sms = persistent_ctas(pairs, num_sms)
+    grid = (min(num_sms, tiles_m * Z * H),)
+    if cfg.get("SPLIT_TAIL") and not causal:
+        main_tiles, left, splits, chunk = tail_plan(tiles_m * Z * H, grid[0], N)
+        if left:
+            # the leftover tiles are the last ones, so their rows are the last rows of (Z*H*N, D): the persistent
+            # kernel gets the rows before them, the merge the rest (each launch writes the whole of what it is given)
+            row0 = (main_tiles // tiles_m) * N + (main_tiles % tiles_m) * cfg["BM"]
+            return grid, num_sms, (main_tiles, left, splits, chunk, row0)
+    return grid, num_sms, None
+
+
+def _scratch(q, cfg, tail):
+    """SPLIT_TAIL's per-launch fp32 partials (part_o, part_ml) for ``tail``, or (None, None)."""
+    import torch
+    if tail is None:
+        return None, None
+    _, left, splits, _, _ = tail
+    BM, D = cfg["BM"], q.shape[-1]
+    return (torch.empty((left * splits, BM, D), dtype=torch.float32, device=q.device),
+            torch.empty((left * splits, 2, BM), dtype=torch.float32, device=q.device))
+
+
+def _launches(q, k, v, o, causal, sm_scale, cfg, num_sms=None, lse=None, part_o=None, part_ml=None):
+    """Every kernel launch of one config, in order: [(kernel, grid, args, options, roles), ...]. ``roles``: per
+    tensor argument, (index into (q, k, v, o, lse, part_o, part_ml), byte offset), what a launch plan rebinds."""
+    Z, H, N, D = q.shape
+    triton.set_allocator(torch_alloc)
+    grid, num_sms, tail = _schedule(q, causal, cfg, num_sms)
+    o_main, lse_main = o, lse
+    if tail is not None:
+        main_tiles, left, splits, chunk, row0 = tail
+        o_main = o.view(-1, D)[:row0]
+        lse_main = None if lse is None else lse.view(-1)[:row0]
+    kernel, args, options = _kernel_call(q, k, v, o_main, causal, sm_scale, cfg, num_sms, lse_main,
+                                         main_tiles if tail is not None else None)
+    # desc_q, desc_k, desc_v, desc_o, o_ptr[, lse_ptr]
+    roles = [(0, 0), (1, 0), (2, 0), (3, 0), (3, 0)] + ([(4, 0)] if lse is not None else [])
+    out = [(kernel, grid, args, options, roles)]
+    if tail is not None:
+        tiles_m = triton.cdiv(N, cfg["BM"])
+        out.append((attention_tail_split_kernel, (left, splits),
+                    (sm_scale, q, k, v, part_o, part_ml, N, tiles_m, main_tiles, chunk),
+                    dict(HEAD_DIM=D, BM=cfg["BM"], BN=TAIL_BN, num_warps=8),
+                    [(0, 0), (1, 0), (2, 0), (5, 0), (6, 0)]))
+        o_tail = o.view(-1, D)[row0:]
+        lse_tail = None if lse is None else lse.view(-1)[row0:]
+        rows = 2       # rows a merge program: (splits, 2, D) fp32 partials in flight at once, 256 programs at 4 x 32
+        out.append((attention_tail_merge_kernel, (left, cfg["BM"] // rows),
+                    (o_tail, part_o, part_ml, lse_tail, N, tiles_m, main_tiles, splits, row0),
+                    dict(HEAD_DIM=D, BM=cfg["BM"], ROWS=rows, SPLITS=triton.next_power_of_2(splits),
+                         STORE_LSE=lse is not None, num_warps=4),
+                    [(3, row0 * D * o.element_size()), (5, 0), (6, 0)]
+                    + ([(4, row0 * lse.element_size())] if lse is not None else [])))
+    return out
+
+
+class AttentionLaunchPlan:
+    """One config's launches on an operand signature, each bound to its GPU launcher where it can be, and the
+    shapes of SPLIT_TAIL's partials (allocated per call)."""
+    __slots__ = ("kernels", "scratch", "bound")
+
+    def __init__(self, kernels, scratch):
+        self.kernels = kernels
+        self.scratch = scratch
+        self.bound = kernels[0].bound if all(kp.bound is not None for kp in kernels) else None
+
+    def ready(self) -> bool:
+        return self.bound is not None and all(kp.bound.ready() for kp in self.kernels)
+
+    def launch(self, q, k, v, o, lse):
+        import torch
+        ptrs = [q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), 0 if lse is None else lse.data_ptr()]
+        parts = [torch.empty(shape, dtype=torch.float32, device=q.device) for shape in self.scratch]
+        ptrs += [p.data_ptr() for p in parts]
+        for kp in self.kernels:
+            kp.launch(*ptrs)
+
+
+_launch_plans = LaunchPlans("attention.launch")
+
+
+def _launch_key(q, k, v, o, lse, causal, sm_scale, cfg, num_sms):
+    return (operand_key(q, k, v, o) + (() if lse is None else operand_key(lse)), bool(causal), sm_scale,
+            config_key(cfg), num_sms)
+
+
 def launch(q, k, v, o, causal, sm_scale, cfg, num_sms=None, lse=None):
     """Run once with one explicit config; writes and returns ``o``. ``num_sms``: the SMs a PERSISTENT
     config's CTAs may take (default: all; one CTA per SM); a ZIGZAG walk starts the fewest that need no
     more waves (``persistent_ctas``). ``lse``: an fp32 (Z, H, N) tensor that also receives each query
-    row's log-sum-exp (natural log), for the backward pass."""
-    Z, H, N, D = q.shape
-    triton.set_allocator(torch_alloc)
-    tiles_m = triton.cdiv(N, cfg["BM"])
-    main_tiles = left = 0
-    if cfg.get("PERSISTENT"):
-        num_sms = num_sms or sm_count()
-        pairs = -(-tiles_m * Z * H // 2)
-        if cfg.get("ZIGZAG") and pairs > num_sms:
-            # the fewest CTAs for as many waves; NUM_SMS, the walk's stride, is then the grid (within one wave it
-            # stays the SM count, so every small problem shares one compiled kernel), as for the GEMMs
-            num_sms = persistent_ctas(pairs, num_sms)
-        grid = (min(num_sms, tiles_m * Z * H),)
-        if cfg.get("SPLIT_TAIL") and not causal:
-            main_tiles, left, splits, chunk = tail_plan(tiles_m * Z * H, grid[0], N)
-    else:
-        grid = (tiles_m, Z * H)
-    o_main, lse_main = o, lse
-    if left:
-        # the leftover tiles are the last ones, so their rows are the last rows of (Z*H*N, D): the persistent
-        # kernel gets the rows before them, the merge the rest (each launch writes the whole of what it is given)
-        row0 = (main_tiles // tiles_m) * N + (main_tiles % tiles_m) * cfg["BM"]
-        o_main = o.view(-1, D)[:row0]
-        lse_main = None if lse is None else lse.view(-1)[:row0]
-    kernel, args, options = _kernel_call(q, k, v, o_main, causal, sm_scale, cfg, num_sms, lse_main,
-                                         main_tiles if left else None)
-    kernel[grid](*args, **options)
-    if left:
-        _split_tail(q, k, v, o, sm_scale, cfg["BM"], tiles_m, main_tiles, left, splits, chunk, lse, row0)
+    row's log-sum-exp (natural log), for the backward pass. Planned: the first call with these operand shapes,
+    strides, dtypes and config works the launches out and binds them; later ones launch at once."""
+    try:
+        key = _launch_key(q, k, v, o, lse, causal, sm_scale, cfg, num_sms)
+    except (AttributeError, TypeError):
+        key = None
+    plan = _launch_plans.lookup(key) if key is not None else None
+    if plan is None:
+        _, _, tail = _schedule(q, causal, cfg, num_sms)
+        part_o, part_ml = _scratch(q, cfg, tail)
+        steps = _launches(q, k, v, o, causal, sm_scale, cfg, num_sms, lse, part_o, part_ml)
+        operands = (q, k, v, o, lse, part_o, part_ml)
+        kernels = [kernel_plan(kern, grid, args, options, operands, roles)
+                   for kern, grid, args, options, roles in steps]
+        scratch = [] if part_o is None else [tuple(part_o.shape), tuple(part_ml.shape)]
+        plan = _launch_plans.add(key, AttentionLaunchPlan(kernels, scratch))
+        if plan.bound is None:
+            for kern, grid, args, options, _ in steps:
+                kern[grid](*args, **options)
+            return o
+    if plan.ready():
+        plan.launch(q, k, v, o, lse)
+        return o
+    _, _, tail = _schedule(q, causal, cfg, num_sms)
+    part_o, part_ml = _scratch(q, cfg, tail)
+    for kern, grid, args, options, _ in _launches(q, k, v, o, causal, sm_scale, cfg, num_sms, lse, part_o, part_ml):
+        kern[grid](*args, **options)
     return o
 
 
-def _split_tail(q, k, v, o, sm_scale, BM, tiles_m, first, left, splits, chunk, lse, row0):
-    """SPLIT_TAIL's second part: tiles ``first`` .. ``first + left - 1``, each split over ``splits`` K/V
-    chunks of ``chunk`` columns (one CTA a split, all SMs), then merged (a CTA per two rows) into the rows of
-    ``o`` (and ``lse``) from ``row0`` on."""
-    import torch
-    Z, H, N, D = q.shape
-    part_o = torch.empty((left * splits, BM, D), dtype=torch.float32, device=q.device)
-    part_ml = torch.empty((left * splits, 2, BM), dtype=torch.float32, device=q.device)
-    attention_tail_split_kernel[(left, splits)](sm_scale, q, k, v, part_o, part_ml, N, tiles_m, first, chunk,
-                                                HEAD_DIM=D, BM=BM, BN=TAIL_BN, num_warps=8)
-    o_tail = o.view(-1, D)[row0:]
-    lse_tail = None if lse is None else lse.view(-1)[row0:]
-    rows = 2       # rows a merge program: (splits, 2, D) fp32 partials in flight at once, 256 programs at 4 x 32
-    attention_tail_merge_kernel[(left, BM // rows)](o_tail, part_o, part_ml, lse_tail, N, tiles_m, first, splits,
-                                                    row0, HEAD_DIM=D, BM=BM, ROWS=rows,
-                                                    SPLITS=triton.next_power_of_2(splits),
-                                                    STORE_LSE=lse is not None, num_warps=4)
+launch.plans = _launch_plans
 
 
-_TUNED: dict = {}
+class AttentionPlan:
+    """What ``attention(q, k, v)`` works out once per operand signature: the softmax scale, the config, the
+    output's shape, dtype and device, and the launch plan."""
+    __slots__ = ("sm_scale", "config", "shape", "dtype", "device", "launch")
+
+    def __init__(self, sm_scale, config, shape, dtype, device, launch):
+        self.sm_scale, self.config, self.shape, self.dtype, self.device = sm_scale, config, shape, dtype, device
+        self.launch = launch
+
+    @property
+    def bound(self):
+        return self.launch.bound if self.launch is not None else None
+
+
+_PLANS = LaunchPlans("attention.attention")
+_TUNED = TunedConfigs(_PLANS)
 
 
 def attention(q, k, v, causal=False, sm_scale=None, config=None, return_lse=False):
     """softmax(q k^T * sm_scale [+ causal mask]) v for q, k, v of shape (Z, H, N, D).
     ``return_lse``: also return each query row's log-sum-exp of the scaled scores, (Z, H, N) fp32,
-    natural log (what ``attention_bwd.attention_backward`` takes).
+    natural log (what ``attention_bwd.attention_backward`` takes). The first call with an operand signature
+    checks in full, tunes and plans the launch (``attention.plans``); a repeated call costs about what SDPA's
+    host side does. Capturable in a CUDA graph once warm; under ``torch.compile`` an opaque custom op.
 
     >>> o = attention(q, k, v, causal=True)        # fp16/bf16 on a Hopper GPU, D in {64, 128}
     >>> o, lse = attention(q, k, v, return_lse=True)
     """
     import torch
-    _check(q, k, v)
-    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
-    o = torch.empty_like(q)
-    if config is None:
-        config = tuned_config(_TUNED, (tuple(q.shape), q.dtype, bool(causal)),
-                              lambda: tune(q, k, v, causal, sm_scale, configs_for(q.shape[-1], causal, q.shape[2])))
-    if return_lse:
-        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-        return launch(q, k, v, o, causal, sm_scale, config, lse=lse), lse
-    return launch(q, k, v, o, causal, sm_scale, config)
+    if torch.compiler.is_compiling():
+        from .torch_ops import attention_op
+        return attention_op(q, k, v, causal, sm_scale, config, return_lse)
+    try:
+        key = (operand_key(q, k, v), bool(causal), sm_scale, config_key(config), bool(return_lse))
+    except (AttributeError, TypeError):
+        key = None
+    plan = _PLANS.lookup(key) if key is not None else None
+    if plan is None:
+        _check(q, k, v)
+        scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+        cfg = config
+        if cfg is None:
+            cfg = tuned_config(_TUNED, (tuple(q.shape), q.dtype, bool(causal)),
+                               lambda: tune(q, k, v, causal, scale, configs_for(q.shape[-1], causal, q.shape[2])))
+        o = torch.empty_like(q)
+        lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device) if return_lse else None
+        launch(q, k, v, o, causal, scale, cfg, lse=lse)
+        lp = _launch_plans.plans.get(_launch_key(q, k, v, o, lse, causal, scale, cfg, None))
+        _PLANS.add(key, AttentionPlan(scale, cfg, o.shape, o.dtype, o.device, lp))
+        return (o, lse) if return_lse else o
+    o = torch.empty(plan.shape, dtype=plan.dtype, device=plan.device)
+    lse = torch.empty(plan.shape[:3], dtype=torch.float32, device=plan.device) if return_lse else None
+    lp = plan.launch
+    if lp is not None and lp.ready():
+        lp.launch(q, k, v, o, lse)
+    else:
+        launch(q, k, v, o, causal, plan.sm_scale, plan.config, lse=lse)
+    return (o, lse) if return_lse else o
+
+
+attention.tuned = _TUNED
+attention.plans = _PLANS
 
 
 def tune(q, k, v, causal, sm_scale, configs=CONFIGS):

@@ -43,10 +43,11 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
-from ._common import SMEM_LIMIT, KernelSpec, grouped_tile, persistent_ctas, ring_slot, sm_count, torch_alloc
+from ._common import (SMEM_LIMIT, KernelSpec, check_aligned, check_same_device, grouped_tile, persistent_ctas,
+                      ring_slot, sm_count, torch_alloc)
 from .gemm_pingpong import TURN_0, TURN_1
 from .gemm_ws import _store_strips
-from .host import fastest_first, tuned_config
+from .host import LaunchPlans, TunedConfigs, config_key, fastest_first, kernel_plan, operand_key, tuned_config
 
 
 @triton.jit
@@ -380,7 +381,12 @@ def check_operands(a, b, scale_a, scale_b, out_dtype):
     if K % 16 or N % 8:
         _fail(f"TMA needs 16-byte aligned rows: K={K} must be a multiple of 16 (fp8 rows of A and B^T) and "
               f"N={N} of 8 (16-bit rows of C)", "pad K to a multiple of 16 and N to a multiple of 8")
-    return _scale_kind(scale_a, M, "scale_a", "per row of a"), _scale_kind(scale_b, N, "scale_b", "per column of b")
+    kinds = _scale_kind(scale_a, M, "scale_a", "per row of a"), _scale_kind(scale_b, N, "scale_b", "per column of b")
+    import sys
+    here = sys.modules[__name__].__file__
+    check_same_device(here, "matmul_fp8", a=a, b=b, scale_a=scale_a, scale_b=scale_b)
+    check_aligned(here, "matmul_fp8", a=a, b=b)
+    return kinds
 
 
 def make_descriptors(a, bt, c, cfg):
@@ -414,10 +420,9 @@ def _kernel_call(a, bt, c, scale_a, scale_b, cfg, a_rowwise, b_colwise, num_sms=
                       **constexprs)
 
 
-def launcher(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
-    """A function of no arguments that launches the kernel on these tensors, with its TMA descriptors and
-    grid worked out once (a repeated launch then costs only Triton's own dispatch). ``bt``: B^T, (N, K)
-    row-major. Per-tensor or row-wise scales are read off the scale tensors' sizes."""
+def _launch_call(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
+    """The launch of one config: (kernel, grid, args, options). Per-tensor or row-wise scales are read off the
+    scale tensors' sizes."""
     import torch
     num_sms = num_sms or sm_count()
     a_rowwise = scale_a.numel() != 1
@@ -430,20 +435,65 @@ def launcher(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
     sa = scale_a.reshape(-1).to(torch.float32)
     sb = scale_b.reshape(-1).to(torch.float32)
     args, options = _kernel_call(a, bt, c, sa, sb, cfg, a_rowwise, b_colwise, stride)
-    kernel = kernel_for(cfg)[(ctas,)]
+    return kernel_for(cfg), (ctas,), args, options
 
-    def run():
-        kernel(*args, **options)
-        return c
-    return run
+
+_launch_plans = LaunchPlans("gemm_fp8.launch")
 
 
 def launch(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
-    """Run the kernel once with one config, on B^T ``bt`` (N, K) row-major. Returns ``c``."""
-    return launcher(a, bt, c, scale_a, scale_b, cfg, num_sms)()
+    """Run the kernel once with one config, on B^T ``bt`` (N, K) row-major. Returns ``c``. Planned: the first call
+    with these operand shapes, strides, dtypes and config works the launch out and binds it to the GPU launcher;
+    later ones launch at once."""
+    try:
+        key = (operand_key(a, bt, c, scale_a, scale_b), config_key(cfg), num_sms)
+    except (AttributeError, TypeError):
+        key = None
+    plan = _launch_plans.lookup(key) if key is not None else None
+    if plan is None:
+        kernel, grid, args, options = _launch_call(a, bt, c, scale_a, scale_b, cfg, num_sms)
+        plan = kernel_plan(kernel, grid, args, options, (a, bt, c, scale_a, scale_b))
+        if scale_a.dtype != scale_b.dtype or str(scale_a.dtype) != "torch.float32":
+            plan.bound = None          # the kernel reads float32 copies, not the tensors' own memory
+        _launch_plans.add(key, plan)
+        if plan.bound is None:
+            kernel[grid](*args, **options)
+            return c
+    if plan.bound is not None and plan.bound.ready():
+        plan.launch(a.data_ptr(), bt.data_ptr(), c.data_ptr(), scale_a.data_ptr(), scale_b.data_ptr())
+        return c
+    kernel, grid, args, options = _launch_call(a, bt, c, scale_a, scale_b, cfg, num_sms)
+    kernel[grid](*args, **options)
+    return c
 
 
-_tuned: dict = {}
+launch.plans = _launch_plans
+
+
+def launcher(a, bt, c, scale_a, scale_b, cfg, num_sms=None):
+    """A function of no arguments that launches the kernel on these tensors (``launch``, whose plan keeps the
+    TMA descriptors, grid and bound kernel). ``bt``: B^T, (N, K) row-major."""
+    def run():
+        return launch(a, bt, c, scale_a, scale_b, cfg, num_sms)
+    return run
+
+
+class Fp8Plan:
+    """What ``matmul_fp8`` works out once per operand signature: the config, the output, whether B is read as it
+    is (column-major) or transposed first, and the kernel plan."""
+    __slots__ = ("config", "shape", "dtype", "device", "b_as_is", "launch")
+
+    def __init__(self, config, shape, dtype, device, b_as_is, launch):
+        self.config, self.shape, self.dtype, self.device = config, shape, dtype, device
+        self.b_as_is, self.launch = b_as_is, launch
+
+    @property
+    def bound(self):
+        return self.launch.bound if self.launch is not None else None
+
+
+_plans = LaunchPlans("gemm_fp8.matmul_fp8")
+_tuned = TunedConfigs(_plans)
 
 
 def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, config=None):
@@ -455,23 +505,47 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, config=None):
     copy per call; transpose a weight once with ``k_major_b`` and pass ``bt.t()``).
     ``scale_a``: float32, one value or (M, 1); ``scale_b``: one value or (1, N).
     ``config``: one dict of ``CONFIGS``; by default the fastest for (M, N, K, dtypes, scale kinds)
-    is found once with ``tune`` and remembered (in ``matmul_fp8.tuned``).
+    is found once with ``tune`` and remembered (in ``matmul_fp8.tuned``). The first call with an operand
+    signature checks in full and plans the launch (``matmul_fp8.plans``); a repeated call costs about what
+    ``torch._scaled_mm``'s host side does. Capturable in a CUDA graph once warm; under ``torch.compile`` an
+    opaque custom op.
 
     >>> c = matmul_fp8(a, b.t().contiguous().t(), sa, sb)     # doctest: +SKIP
     """
     import torch
+    if torch.compiler.is_compiling():
+        from .torch_ops import matmul_fp8_op
+        return matmul_fp8_op(a, b, scale_a, scale_b, out_dtype, config)
     out_dtype = out_dtype or torch.bfloat16
-    check_operands(a, b, scale_a, scale_b, out_dtype)
-    bt = k_major_b(b)
-    c = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype, device=a.device)
-    if config is None:
-        key = (a.shape[0], b.shape[1], a.shape[1], a.dtype, b.dtype, out_dtype, scale_a.numel() != 1,
-               scale_b.numel() != 1)
-        config = tuned_config(_tuned, key, lambda: tune(a, bt, scale_a, scale_b, c))
-    return launch(a, bt, c, scale_a, scale_b, config)
+    try:
+        key = (operand_key(a, b, scale_a, scale_b), out_dtype, config_key(config))
+    except (AttributeError, TypeError):
+        key = None
+    plan = _plans.lookup(key) if key is not None else None
+    if plan is None:
+        check_operands(a, b, scale_a, scale_b, out_dtype)
+        bt = k_major_b(b)
+        c = torch.empty((a.shape[0], b.shape[1]), dtype=out_dtype, device=a.device)
+        cfg = config
+        if cfg is None:
+            tkey = (a.shape[0], b.shape[1], a.shape[1], a.dtype, b.dtype, out_dtype, scale_a.numel() != 1,
+                    scale_b.numel() != 1)
+            cfg = tuned_config(_tuned, tkey, lambda: tune(a, bt, scale_a, scale_b, c))
+        launch(a, bt, c, scale_a, scale_b, cfg)
+        kp = _launch_plans.plans.get((operand_key(a, bt, c, scale_a, scale_b), config_key(cfg), None))
+        _plans.add(key, Fp8Plan(cfg, c.shape, out_dtype, c.device, bt.data_ptr() == b.data_ptr(), kp))
+        return c
+    c = torch.empty(plan.shape, dtype=plan.dtype, device=plan.device)
+    bt = b.t() if plan.b_as_is else b.t().contiguous()
+    kp = plan.launch
+    if kp is not None and kp.bound is not None and kp.bound.ready():
+        kp.launch(a.data_ptr(), bt.data_ptr(), c.data_ptr(), scale_a.data_ptr(), scale_b.data_ptr())
+        return c
+    return launch(a, bt, c, scale_a, scale_b, plan.config)
 
 
 matmul_fp8.tuned = _tuned
+matmul_fp8.plans = _plans
 matmul = matmul_fp8          # the name every library module's launcher has
 
 

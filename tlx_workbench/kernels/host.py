@@ -48,6 +48,20 @@ def fastest_first(configs, run: Callable) -> list:
     return sorted(results, key=lambda r: r[1])
 
 
+class TunedConfigs(dict):
+    """A launcher's tuned configs by problem key (``tuned_config``'s cache), whose ``clear()`` also clears the
+    launch plans made from them (``plans``), so the next call tunes again."""
+
+    def __init__(self, *plans):
+        super().__init__()
+        self.plans = list(plans)
+
+    def clear(self):
+        super().clear()
+        for p in self.plans:
+            p.clear()
+
+
 def tuned_config(cache: dict, key, tune: Callable):
     """The fastest config of ``tune()`` (a ``fastest_first`` list) for ``key``; tunes only the
     first time a key is seen, as a full tune costs seconds.
@@ -154,14 +168,22 @@ def _key_text(key) -> str:
 
 
 class KernelPlan:
-    """One kernel launch worked out for an operand signature: ``kernel``, ``grid``, the bound GPU launch (None:
-    launch through ``kernel[grid]``, e.g. on the CPU simulator) and the addresses of the extra tensors the
-    module keeps for it (a workspace), which follow the operands' in each call."""
-    __slots__ = ("bound", "extra")
+    """One kernel launch worked out for an operand signature and bound to its GPU launcher (``bound``; None:
+    launch through ``kernel[grid]`` each time, e.g. on the CPU simulator). ``slots``: per tensor argument of the
+    kernel (descriptor or pointer, in argument order), (i, offset): the address of the call's ``i``-th operand plus
+    ``offset`` bytes, or (-1, address): a tensor the module keeps (a workspace), at its bind-time address."""
+    __slots__ = ("bound", "slots")
 
-    def __init__(self, bound, extra=()):
+    def __init__(self, bound, slots=()):
         self.bound = bound
-        self.extra = tuple(extra)
+        self.slots = tuple(slots)
+
+    def ready(self) -> bool:
+        return self.bound is not None and self.bound.ready()
+
+    def launch(self, *ptrs):
+        """Launch on the operands at these addresses (in the order the plan was made with)."""
+        self.bound(*[ptrs[i] + off if i >= 0 else off for i, off in self.slots])
 
 
 def bound_launch(kernel, grid, args, options):
@@ -171,17 +193,34 @@ def bound_launch(kernel, grid, args, options):
     return bind(kernel, grid, args, options)
 
 
-def kernel_plan(kernel, grid, args, options, operands: int) -> KernelPlan:
-    """A :class:`KernelPlan` of one launch whose first ``operands`` tensor slots (descriptors or tensors, in
-    argument order) are the call's operands; the slots after them (a module's cached workspace) are kept as they
-    are."""
-    import torch
+def kernel_plan(kernel, grid, args, options, operands, roles=None) -> KernelPlan:
+    """A :class:`KernelPlan` of ``kernel[grid](*args, **options)``, a launch on ``operands`` (the call's tensors,
+    in the order later calls pass their addresses; None for one this launch lacks). ``roles``: per tensor slot of
+    the kernel, in argument order, (operand index, byte offset) or None for a tensor the module keeps; by default
+    the first slots are the operands, in order, and the rest kept. The roles are checked against the bind-time
+    addresses: where they disagree the plan launches through Triton's dispatch, with a warning (a module's roles
+    out of step with its kernel's arguments)."""
     bound = bound_launch(kernel, grid, args, options)
-    extra = []
-    if bound is not None:
-        tensors = [getattr(a, "base", a) for a in args if isinstance(getattr(a, "base", a), torch.Tensor)]
-        extra = [t.data_ptr() for t in tensors[operands:]]
-    return KernelPlan(bound, extra)
+    if bound is None:
+        return KernelPlan(None)
+    ptrs = [0 if t is None else t.data_ptr() for t in operands]
+    if roles is None:
+        roles = [(i, 0) for i in range(len(operands))] + [None] * (bound.nslots - len(operands))
+    slots = []
+    for role, at_bind in zip(roles, bound.bind_ptrs):
+        if role is None:
+            slots.append((-1, at_bind))
+        elif ptrs[role[0]] + role[1] == at_bind:
+            slots.append(role)
+        else:
+            break
+    if len(slots) != bound.nslots or len(roles) != bound.nslots:
+        import warnings
+        warnings.warn(f"{kernel.fn.__name__}: the launch plan's operand roles do not match the kernel's tensor "
+                      f"arguments ({len(roles)} roles, {bound.nslots} slots); launching through Triton's dispatch",
+                      stacklevel=3)
+        return KernelPlan(None)
+    return KernelPlan(bound, slots)
 
 
 def planned_gemm_launch(plans: LaunchPlans, launch_call: Callable, a, b, c, cfg, launch_kw: tuple):
@@ -196,13 +235,12 @@ def planned_gemm_launch(plans: LaunchPlans, launch_call: Callable, a, b, c, cfg,
     plan = plans.lookup(key) if key is not None else None
     if plan is None:
         kernel, grid, args, options = launch_call(a, b, c, cfg, **dict(launch_kw))
-        plan = plans.add(key, kernel_plan(kernel, grid, args, options, 3))
+        plan = plans.add(key, kernel_plan(kernel, grid, args, options, (a, b, c)))
         if plan.bound is None:
             kernel[grid](*args, **options)
             return c
-    bound = plan.bound
-    if bound is not None and bound.ready():
-        bound(a.data_ptr(), b.data_ptr(), c.data_ptr(), *plan.extra)
+    if plan.bound is not None and plan.bound.ready():
+        plan.launch(a.data_ptr(), b.data_ptr(), c.data_ptr())
         return c
     kernel, grid, args, options = launch_call(a, b, c, cfg, **dict(launch_kw))
     kernel[grid](*args, **options)
@@ -240,9 +278,9 @@ def gemm_entry_points(module: str, kernel, launch_call: Callable, kernel_call: C
     """
     import sys
     kernel_file = sys.modules[module].__file__
-    tuned: dict = {}
     launch_plans = LaunchPlans(f"{module.rsplit('.', 1)[-1]}.launch")
     matmul_plans = LaunchPlans(f"{module.rsplit('.', 1)[-1]}.matmul")
+    tuned = TunedConfigs(matmul_plans)
 
     def launch(a, b, c, cfg, **launch_kw):
         return planned_gemm_launch(launch_plans, launch_call, a, b, c, cfg, tuple(sorted(launch_kw.items())))
@@ -270,7 +308,7 @@ def gemm_entry_points(module: str, kernel, launch_call: Callable, kernel_call: C
         c = torch.empty(plan.shape, dtype=plan.dtype, device=plan.device)
         kp = plan.launch
         if kp is not None and kp.bound is not None and kp.bound.ready():
-            kp.bound(a.data_ptr(), b.data_ptr(), c.data_ptr(), *kp.extra)
+            kp.launch(a.data_ptr(), b.data_ptr(), c.data_ptr())
             return c
         return launch(a, b, c, plan.config)
 

@@ -184,6 +184,7 @@ class BoundLaunch:
                 slots.append(("ptr", v, None))
         # each slot's position in the flat list: a descriptor's map (shape and strides follow it), a tensor's
         self.slots = []
+        self.bind_ptrs = []               # each slot's address at bind time (what a plan checks its roles by)
         tensor_positions = [i for i, x in enumerate(flat) if isinstance(x, torch.Tensor)]
         map_positions = [i for i, x in enumerate(flat) if type(x).__name__ == "PyCUtensorMap"]
         if len(map_positions) != len(descs) or len(tensor_positions) != sum(k == "ptr" for k, _, _ in slots):
@@ -195,10 +196,12 @@ class BoundLaunch:
                 slot = _DescriptorSlot(pos, v, meta)
                 slot.maps[v.base.data_ptr()] = flat[pos]
                 self.slots.append(slot)
+                self.bind_ptrs.append(v.base.data_ptr())
                 flat[pos] = None
             else:
                 pos = next(ptrs)
                 self.slots.append(pos)
+                self.bind_ptrs.append(v.data_ptr())
                 flat[pos] = 0             # no reference to the bind-time tensor is kept
         self.flat = flat
         self.nslots = len(self.slots)
