@@ -238,3 +238,53 @@ def cp_async_stream_kernel(x_ptr, rec_ptr, ITERS, REGION, BOX_M: tl.constexpr, B
 def empty_kernel(x_ptr):
     """Nothing: what a launch costs before and after any work (timed from the host, with events)."""
     pass
+
+
+@triton.jit
+def mma_copy_kernel(a_ptr, b_ptr, desc, out_ptr, rec_ptr, ITERS, LOADS, REGION,
+                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CONSUMERS: tl.constexpr,
+                    BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr):
+    """The tensor-core loop of ``mma_loop_kernel`` while the CTA's default warp group streams LOADS TMA box
+    loads into a SMEM ring of its own (STAGES in flight; box i of CTA p is rows ``((p * LOADS + i) % REGION) *
+    BOX_M``: a large REGION streams from HBM, a small one from L2): the wgmma rate, the copy rate and the clock
+    under the load a GEMM's pipeline puts on an SM (wgmma operand reads and TMA writes share its SMEM).
+    Records: ``CONSUMERS`` wgmma groups, then the copy, per CTA."""
+    dtype: tl.constexpr = a_ptr.dtype.element_ty
+    ring_dtype: tl.constexpr = tlx.dtype_of(desc)
+    BOX_BYTES: tl.constexpr = BOX_M * BOX_K * tlx.size_of(ring_dtype)
+    a_buf = tlx.local_alloc((BM, BK), dtype, CONSUMERS)
+    b_buf = tlx.local_alloc((BN, BK), dtype, CONSUMERS)
+    ring = tlx.local_alloc((BOX_M, BOX_K), ring_dtype, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            first = tl.program_id(0) * LOADS
+            for j in tl.static_range(STAGES):
+                tlx.barrier_expect_bytes(full[j], BOX_BYTES)
+                tlx.async_descriptor_load(desc, ring[j], [((first + j) % REGION) * BOX_M, 0], full[j])
+            c0, n0 = _start(TIMED)
+            for i in range(LOADS):
+                s = i % STAGES
+                tlx.barrier_wait(full[s], (i // STAGES) & 1)
+                nxt = i + STAGES
+                if nxt < LOADS:
+                    tlx.barrier_expect_bytes(full[s], BOX_BYTES)
+                    tlx.async_descriptor_load(desc, ring[s], [((first + nxt) % REGION) * BOX_M, 0], full[s])
+            _record(rec_ptr, tl.program_id(0) * (CONSUMERS + 1) + CONSUMERS, c0, n0, TIMED)
+        with tlx.async_task(num_warps=4, replicate=CONSUMERS):
+            wg = tlx.async_task_replica_id()
+            rm = tl.arange(0, BM)[:, None]
+            rn = tl.arange(0, BN)[:, None]
+            rk = tl.arange(0, BK)[None, :]
+            tlx.local_store(a_buf[wg], tl.load(a_ptr + rm * BK + rk))
+            tlx.local_store(b_buf[wg], tl.load(b_ptr + rn * BK + rk))
+            tlx.fence("async_shared")
+            c0, n0 = _start(TIMED)
+            acc = tl.zeros((BM, BN), tl.float32)
+            for _ in range(ITERS):
+                acc = tlx.async_dot(a_buf[wg], tlx.local_trans(b_buf[wg]), acc)
+                acc = tlx.async_dot_wait(1, acc)
+            acc = tlx.async_dot_wait(0, acc)
+            _record(rec_ptr, tl.program_id(0) * (CONSUMERS + 1) + wg, c0, n0, TIMED)
+            # row sums only: the whole accumulator's layout conversion would need the SMEM the ring holds
+            tl.store(out_ptr + (tl.program_id(0) * CONSUMERS + wg) * BM + tl.arange(0, BM), tl.sum(acc, axis=1))

@@ -96,6 +96,32 @@ def launch_tma_store(box_m=64, box_n=64, stages=2, ctas=132, iters=256, region=N
     return rec, box_m * box_n * x.element_size() * iters, x
 
 
+def launch_mma_copy(dtype="float16", BN=256, consumers=2, iters=1000, loads=None, where="l2", ctas=132,
+                    box_m=128, box_k=64, stages=4, timed=True, device="cuda", tensor=None):
+    """The tensor-core loop with a TMA copy streaming beside it (``kernels.mma_copy_kernel``); ``loads``
+    defaults to enough boxes to outlast the wgmmas (at the L2 / HBM rates of the calibration). Returns
+    (records, flops per timed warp group, bytes each CTA copies)."""
+    torch = _torch()
+    BM, BK = 64, _bk(dtype)
+    dt = getattr(torch, dtype)
+    a = torch.randn(BM, BK, device=device).to(dt)
+    b = torch.randn(BN, BK, device=device).to(dt)
+    if tensor is None:
+        rows = ((8 << 20) if where == "l2" else (2 << 30)) // (box_m * box_k * 2)
+        tensor = tma_descriptor(rows, box_m, box_k, device)
+    x, desc = tensor
+    region = x.shape[0] // box_m if where == "hbm" else max(1, min(x.shape[0] // box_m, (8 << 20) // (box_m * box_k * 2)))
+    box_bytes = box_m * box_k * x.element_size()
+    if loads is None:       # cycles of the wgmmas at 4096 flop/cycle/SM over cycles per box at the copy's rate, + 30 %
+        mma_cycles = consumers * 2.0 * BM * BN * BK * iters / 4096 / (2 if "8" in dtype else 1)
+        loads = int(1.3 * mma_cycles / (box_bytes / (45.0 if where == "l2" else 17.0))) + stages
+    out = torch.empty(ctas * consumers * BM, dtype=torch.float32, device=device)
+    rec = torch.zeros(ctas * (consumers + 1) * K.REC, dtype=torch.int64, device=device)
+    K.mma_copy_kernel[(ctas,)](a, b, desc, out, rec, iters, loads, region, BM=BM, BN=BN, BK=BK, CONSUMERS=consumers,
+                               BOX_M=box_m, BOX_K=box_k, STAGES=stages, TIMED=timed, num_warps=4)
+    return rec, 2.0 * BM * BN * BK * iters, box_bytes * loads
+
+
 def launch_barrier(kind="pingpong", warp_barrier=False, rounds=10000, timed=True, device="cuda"):
     torch = _torch()
     rec = torch.zeros(K.REC, dtype=torch.int64, device=device)
@@ -289,6 +315,117 @@ def measure_cp_async(log):
     return out
 
 
+def _mma_copy_case(dtype, bn, cons, where, seconds, tensor, log=None):
+    """One mma_copy launch of about ``seconds`` at a sustained clock: the wgmma groups' and the copy's rates."""
+    flops_one = 2.0 * 64 * bn * _bk(dtype)
+    iters = max(16, int(seconds * 1.6e9 * 4096 * (2 if "8" in dtype else 1) / (cons * flops_one)))
+    (rec, flops, nbytes), ms = _event_ms(lambda: launch_mma_copy(dtype, bn, cons, iters=iters, where=where,
+                                                                 tensor=tensor))
+    recs = _records(rec, 132 * (cons + 1))
+    mma = [r for i, r in enumerate(recs) if i % (cons + 1) != cons]
+    copy = [r for i, r in enumerate(recs) if i % (cons + 1) == cons]
+    mrows, _ = _per_cta(mma)
+    crows, _ = _per_cta(copy)
+    cyc = _median([r["cycles"] for r in mrows])
+    # the copy must outlast the wgmmas for their rate to be one under copy load
+    covered = sum(c[3] >= max(m[3] for m in mma[i * cons:(i + 1) * cons]) for i, c in enumerate(copy)) / len(copy)
+    return dict(dtype=dtype, BM=64, BN=bn, BK=_bk(dtype), consumers=cons, where=where, iters=iters, ms=ms,
+                cycles=cyc, flops_per_cycle_per_sm=cons * flops / cyc,
+                copy_bytes_per_cycle_per_cta=nbytes / _median([r["cycles"] for r in crows]),
+                copy_covers_mma=covered, box=[128, 64],
+                clock_ghz=_median([r["cycles"] / r["ns"] for r in mrows if r["ns"] > 0]),
+                tflops=132 * cons * flops / (ms * 1e-3) / 1e12)
+
+
+def measure_mma_copy(log):
+    """The tensor core's rate while TMA streams into the same SMs (the load a GEMM pipeline adds to the
+    wgmma loop): wgmma operand reads and TMA writes share each SM's SMEM, and the copy adds to the board's
+    power. ~100 ms per case, every SM busy; from L2 (an 8 MiB region read again and again) and from HBM."""
+    torch = _torch()
+    out = []
+    hbm = tma_descriptor((2 << 30) // (128 * 64 * 2), 128, 64)
+    l2 = tma_descriptor((8 << 20) // (128 * 64 * 2), 128, 64)
+    for dtype, bn, cons, where in (("float16", 256, 2, "l2"), ("float16", 256, 2, "hbm"), ("float16", 128, 2, "l2"),
+                                   ("float16", 256, 1, "l2"), ("float8_e4m3fn", 256, 2, "l2")):
+        tensor = l2 if where == "l2" else hbm
+        launch_mma_copy(dtype, bn, cons, iters=16, where=where, tensor=tensor)          # compile
+        out.append(_mma_copy_case(dtype, bn, cons, where, 0.1, tensor))
+        r = out[-1]
+        log(f"mma+copy {dtype} n{bn} x{cons} from {where}: {r['flops_per_cycle_per_sm']:.0f} flop/clk/SM, "
+            f"copy {r['copy_bytes_per_cycle_per_cta']:.1f} B/clk/CTA, {r['clock_ghz']:.3f} GHz, "
+            f"covered {r['copy_covers_mma']:.2f}")
+    del hbm
+    torch.cuda.empty_cache()
+    return out
+
+
+def _clock_of(rec, n):
+    rows, _ = _per_cta(_records(rec, n))
+    return _median([r["cycles"] / r["ns"] for r in rows if r["ns"] > 0]), _median([r["cycles"] for r in rows])
+
+
+def measure_power(log, idle_s=2.0, ramp_s=1.5):
+    """The clock the board holds against load and time (what turns a launch's cycles into its time):
+    - ``ramp``: after ``idle_s`` idle, ~2 ms launches back to back for ``ramp_s``, each launch's clock (per-CTA
+      ``clock64`` over ``globaltimer``) against the time since the load began: the wgmma loop alone, the wgmma
+      loop with a TMA copy from L2, and a TMA copy from HBM alone;
+    - ``do_bench``: the wgmma loop at launch lengths from 10 us to 3 ms under ``triton.testing.do_bench`` (L2
+      flushed between launches, as every measured kernel time of the project): do_bench's time and the clock
+      of the window's last launch;
+    - ``flush_us``: what do_bench's L2 flush between two launches takes."""
+    import triton
+    torch = _torch()
+    out = dict(idle_s=idle_s, ramp_s=ramp_s, ramp={}, do_bench=[])
+    l2 = tma_descriptor((8 << 20) // (128 * 64 * 2), 128, 64)
+    hbm = tma_descriptor((2 << 30) // (128 * 64 * 2), 128, 64)
+    per_ms = 1.6e6 / 1024                       # wgmma-loop iterations per ms (n256, 2 groups, ~1.6 GHz)
+    loads_ms = int(1.6e6 / (128 * 64 * 2 / 17.0))   # HBM box loads per CTA per ms
+    kinds = {
+        "mma": (lambda: launch_mma("float16", 256, 2, iters=int(2 * per_ms)), 264),
+        "mma_copy_l2": (lambda: launch_mma_copy("float16", 256, 2, iters=int(2 * per_ms), where="l2", tensor=l2)[0],
+                        396),
+        "copy_hbm": (lambda: launch_tma(128, 64, 4, ctas=132, iters=2 * loads_ms, region=hbm[0].shape[0] // 128,
+                                        tensor=hbm)[0], 132),
+    }
+    for name, (fn, nrec) in kinds.items():
+        fn()
+        torch.cuda.synchronize()
+        time.sleep(idle_s)
+        t0, rows = time.time(), []
+        while time.time() - t0 < ramp_s:
+            t = time.time() - t0
+            r = fn() if name != "mma" else fn()[0]
+            ghz, cyc = _clock_of(r, nrec)
+            rows.append(dict(t=t, clock_ghz=ghz, cycles=cyc))
+        out["ramp"][name] = rows
+        log(f"ramp {name}: {rows[0]['clock_ghz']:.3f} GHz first, {rows[len(rows) // 2]['clock_ghz']:.3f} at "
+            f"{rows[len(rows) // 2]['t']:.2f} s, {rows[-1]['clock_ghz']:.3f} at {rows[-1]['t']:.2f} s")
+    for us in (10, 30, 100, 300, 1000, 3000):
+        iters = max(16, int(us * 1e-3 * per_ms * 1.98 / 1.6))
+        holder = {}
+
+        def fn():
+            holder["rec"] = launch_mma("float16", 256, 2, iters=iters)[0]
+        fn()
+        torch.cuda.synchronize()
+        time.sleep(1.0)
+        ms = float(triton.testing.do_bench(fn, warmup=30, rep=120, return_mode="median"))
+        ghz, cyc = _clock_of(holder["rec"], 264)
+        out["do_bench"].append(dict(iters=iters, ms=ms, clock_ghz=ghz, cycles=cyc,
+                                    flops_per_cycle_per_sm=2 * 2.0 * 64 * 256 * 64 * iters / cyc))
+        log(f"do_bench wgmma loop {ms * 1e3:.1f} us: last launch at {ghz:.3f} GHz")
+    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    cache.zero_()
+    torch.cuda.synchronize()
+    (_, ms) = _event_ms(lambda: [cache.zero_() for _ in range(100)])
+    out["flush_us"] = ms * 10.0
+    out["flush_bytes"] = cache.numel() * cache.element_size()
+    log(f"do_bench's L2 flush: {out['flush_us']:.1f} us ({out['flush_bytes'] / 2**20:.0f} MiB)")
+    del hbm
+    torch.cuda.empty_cache()
+    return out
+
+
 def measure_launch(log):
     """What do_bench sees of a launch that does nothing: the fixed cost under every kernel's time (CUDA
     events around the launch, L2 flushed between runs as do_bench does), for 1 and 132 CTAs."""
@@ -429,7 +566,8 @@ def run(log=print, only=()) -> dict:
 
 
 FAMILIES = {"launch": measure_launch, "mma_latency": measure_mma_latency, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
-            "tma_store": measure_tma_store, "cp_async": measure_cp_async, "clock": measure_clock}
+            "tma_store": measure_tma_store, "cp_async": measure_cp_async, "clock": measure_clock,
+            "mma_copy": measure_mma_copy, "power": measure_power}
 
 
 def rederive(path):
