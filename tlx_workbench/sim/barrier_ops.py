@@ -29,9 +29,10 @@ class BarrierOps:
         start = t.clock
         t.clock += ((self.cost.barrier_arrive_warp if per_thread else self.cost.barrier_op)
                     + (self.cost.remote_extra if remote else 0.0))
+        phase = slot.completed           # the phase this arrival counts toward (numbered from 0), as the flip says
         self._record_arrival(slot, t, line, n, "barrier_arrive")
         self.span(t, "arrive", start, t.clock, "barrier_arrive", line, barrier=slot.array.name, slot=slot.index,
-                  phase=slot.completed, args={"count": n, **self._remote_args(slot)})
+                  phase=phase, args={"count": n, **self._remote_args(slot)})
 
     def _remote_args(self, slot) -> dict:
         owner = slot.array.cta
@@ -75,15 +76,16 @@ class BarrierOps:
         slot.expect_line = line
         # barrier_expect_bytes lowers to mbarrier.arrive.expect_tx: one arrival plus the byte count
         self.bevent(slot, "expect", t.clock, t, bytes=nbytes, line=line, phase=slot.completed)
+        phase = slot.completed
         flipped, excess = slot.arrive(1, t.lane, line, t.clock, t.vc)
         t.tick()
         if excess:
             self.run.finding("arrive-overflow", f"barrier_expect_bytes on {slot.name} (line {line}) arrives past "
-                             f"its count {slot.array.arrive_count} in phase {slot.completed}", line, t.lane)
+                             f"its count {slot.array.arrive_count} in phase {phase}", line, t.lane)
         if flipped:
             self._flip(slot, t.clock, t, line)
         self.span(t, "arrive", start, t.clock, "barrier_expect_bytes", line, barrier=slot.array.name,
-                  slot=slot.index, phase=slot.completed, args={"bytes": nbytes, **self._remote_args(slot)})
+                  slot=slot.index, phase=phase, args={"bytes": nbytes, **self._remote_args(slot)})
 
     # -- transaction bytes: TMA loads, async remote stores, CLC responses -------------------------
     @staticmethod

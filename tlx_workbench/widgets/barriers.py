@@ -232,7 +232,7 @@ def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | N
             if key in seen:
                 continue
             seen.add(key)
-        title = (f"<title>{esc(_who(*s.lane))} waits phase {s.phase}: {_fmt(s.duration)} {esc(trace.time_unit)}"
+        title = (f"<title>{esc(_who(*s.lane))} waits for parity {s.phase}: {_fmt(s.duration)} {esc(trace.time_unit)}"
                  f"</title>") if titled else ""
         out.append(f"<rect class='tlxwb-wait' x='{x0:.1f}' y='{row_y[i] + band + k * sub + 3}' "
                    f"width='{max(x1 - x0, 1.5):.1f}' height='{sub - 6}' fill='#e74c3c' fill-opacity='0.75'>"
@@ -249,7 +249,7 @@ def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | N
         seen.add(key)
         tip = "" if not titled else f"<title>{e.kind} {esc(e.barrier)}[{e.slot}] at {_fmt(e.time)}" + (
             f" by {esc(_who(*e.lane))}" if e.task else "") + (
-            f", {e.bytes} bytes" if e.bytes else "") + (f", phase {e.phase}" if e.phase is not None else "") + "</title>"
+            f", {e.bytes} bytes" if e.bytes else "") + _phase_words(e) + "</title>"
         if e.kind == "flip":
             out.append(f"<g class='tlxwb-flip'><line x1='{x:.1f}' y1='{row_y[i]}' x2='{x:.1f}' y2='{row_y[i] + band - 4}' "
                        f"stroke='#111' stroke-width='2'>{tip}</line></g>")
@@ -286,3 +286,13 @@ def barrier_svg(trace: Trace, width: int = 960, gutter: int = 230, t0: float | N
 
 
 views.register("Trace", barrier_svg, view="barrier_svg")
+
+
+def _phase_words(e) -> str:
+    """An event's phase as every view says it (docs/phases.md): an arrive or expect counts toward phase k
+    (numbered from 0), a flip completes phase k, a wait names the parity it waits for."""
+    if e.phase is None:
+        return ""
+    if e.kind.startswith("wait"):
+        return f", parity {e.phase}"
+    return f", phase {e.phase}" + (" completed" if e.kind == "flip" else "")

@@ -397,7 +397,8 @@ def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: 
             col = end
     for s, x0, x1 in wide:
         title = (f"{s.name or s.kind} ({s.kind}) {_fmt(s.start)}-{_fmt(s.end)} {trace.time_unit}"
-                 + (f" {s.barrier}[{s.slot}] phase {s.phase}" if s.barrier else "")
+                 + (f" {s.barrier}[{s.slot}]" if s.barrier else "")
+                 + ((" parity " if s.kind == "wait" else " phase ") + str(s.phase) if s.phase is not None else "")
                  + (f" line {s.line}" if s.line else ""))
         out.append(_rect([s.kind, gutter + x0, gutter + x1, title], ys[where[s.lane]], lane_height))
     # stuck here: a hatched bar from where the task stopped to the end, its barrier, phase and line on it

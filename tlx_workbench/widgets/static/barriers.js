@@ -177,13 +177,15 @@ function render({ model, el }) {
       else if (kind === "tx" || kind === "flip") out.push(["by", kind === "tx" ? "TMA (bytes landed)" : "the last arrival / TMA bytes"]);
       if (kind === "arrive" || kind === "init") out.push(["count", eCount[i]]);
       if (eBytes[i] > 0) out.push(["bytes", eBytes[i]]);
-      if (ePhase[i] >= 0) out.push(["phase", kind === "flip" ? ePhase[i] + " completed" : ePhase[i]]);
+      // phases are numbered from 0 (an arrive counts toward phase k, the flip completes it); a wait names a parity
+      if (ePhase[i] >= 0) out.push(kind.startsWith("wait") ? ["parity", ePhase[i]]
+        : ["phase", kind === "flip" ? ePhase[i] + " completed" : ePhase[i]]);
       if (ePA[i] >= 0 || ePB[i] >= 0) out.push(["pending", Math.max(ePA[i], 0) + " arrivals, " + Math.max(ePB[i], 0) + " bytes"]);
       if (srcText(eSrc[i])) out.push(["line", srcText(eSrc[i])]);
       return out;
     }
     const i = h.wait, r = rows[wRow[i]];
-    const out = [["wait", who[wWho[i]] + " on " + r.barrier + "[" + r.slot + "]"], ["phase", wPhase[i]],
+    const out = [["wait", who[wWho[i]] + " on " + r.barrier + "[" + r.slot + "]"], ["parity", wPhase[i]],
       ["waited", tlxFmt(wE[i] - wS[i]) + " " + unit + " (" + tlxFmt(wS[i]) + " \u2192 " + tlxFmt(wE[i]) + ")"]];
     for (let k = 0; k < F; k++)
       if (fl[5 * k] === wRow[i] && fl[5 * k + 1] === wSub[i] && Math.abs(fl[5 * k + 3] - wE[i]) < 1e-6 * Math.max(1, Math.abs(wE[i])))

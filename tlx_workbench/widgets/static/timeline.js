@@ -218,7 +218,8 @@ function render({ model, el }) {
     rows.push(["duration", tlxFmt(ends[i] - starts[i]) + " " + unit]);
     if (barOf[i] >= 0) rows.push(["barrier", strings[barOf[i]] + (slotOf[i] >= 0 ? "[" + slotOf[i] + "]" : "")]);
     else if (slotOf[i] >= 0) rows.push(["slot", slotOf[i]]);
-    if (phaseOf[i] >= 0) rows.push(["phase", phaseOf[i]]);
+    // a wait names the parity it waits for; an arrive, the phase it counts toward (docs/phases.md)
+    if (phaseOf[i] >= 0) rows.push(kindOf[i] === waitKind ? ["parity", phaseOf[i]] : ["phase", phaseOf[i]]);
     if (srcOf[i] >= 0) {
       const s = sources[srcOf[i]];
       rows.push(["line", s.line + (s.text ? ": " + s.text.trim() : "")]);
