@@ -92,6 +92,7 @@ class LaunchRecord:
         self.prediction = None
         self.error: BaseException | None = None     # what the launch raised (deadlock, finding, simulator error)
         self.seconds = 0.0
+        self.launch = None               # (JITFunction, args, kwargs) as the program made the launch
 
     @property
     def cycles(self) -> float | None:
@@ -180,16 +181,20 @@ class Interceptor:
     kernel's occupancy and spills, simulate with them, and turn the simulated CTAs into the launch's predicted
     time (what :func:`tlx_workbench.predict` says of the same launch). ``on_start(record)`` / ``on_end(record)``:
     called around each launch (progress). ``launches`` (a list to append to; default a new one) keeps every
-    :class:`LaunchRecord`; ``kernel_file`` is the file of the kernel being simulated while a launch runs."""
+    :class:`LaunchRecord`; ``kernel_file`` is the file of the kernel being simulated while a launch runs.
+    ``capture_only``: record each launch (``LaunchRecord.launch``) and return, compiling and running nothing (the
+    program's outputs are then not computed): how the command line's ``check``/``compile``/``predict`` find a
+    script's launches."""
 
     def __init__(self, gpu, *, seed: int = 0, raise_findings: bool = True, predict: bool = False,
-                 on_start=None, on_end=None, launches: list | None = None):
+                 on_start=None, on_end=None, launches: list | None = None, capture_only: bool = False):
         from .target import gpu_model
         self.model = gpu_model(gpu)
         self.gpu = self.model.name
         self.seed = int(seed)
         self.raise_findings = raise_findings
         self.predict = predict
+        self.capture_only = capture_only
         self.on_start, self.on_end = on_start, on_end
         self.launches: list[LaunchRecord] = launches if launches is not None else []
         self.kernel_file: str | None = None
@@ -229,6 +234,15 @@ class Interceptor:
         __tracebackhide__ = True
         orig, sim = self._orig, self._sim
         name = getattr(jit, "__name__", None) or jit.fn.__name__
+        fn = getattr(jit, "fn", None)
+        code = getattr(fn, "__code__", None)
+        if self.capture_only:
+            if not warmup:
+                la = LaunchRecord(name, code.co_filename if code else None, code.co_firstlineno if code else None,
+                                  grid)
+                la.launch = (jit, tuple(args), dict(kwargs))
+                self.launches.append(la)
+            return None
         unbound = unbound_arguments(jit, args, kwargs)
         if unbound:
             raise LaunchArgumentError(f"{name}(): {unbound} (the launch does not give every kernel parameter; "
@@ -254,10 +268,9 @@ class Interceptor:
             if refused is not None:
                 raise RuntimeError(f"{name}: the installed compiler refused the kernel: {refused}")
             return compiled
-        fn = getattr(jit, "fn", None)
-        code = getattr(fn, "__code__", None)
         la = LaunchRecord(name, code.co_filename if code else None, code.co_firstlineno if code else None, grid)
         la.compiled, la.refused = compiled is not None, refused
+        la.launch = (jit, tuple(args), dict(kwargs))
         self.launches.append(la)
         if self.on_start is not None:
             self.on_start(la)
@@ -272,6 +285,11 @@ class Interceptor:
         before = len(sim.results)
         try:
             sim.launch(jit, grid, args, kwargs)
+            if facts is not None:
+                from .sim.prediction import prediction_from
+                la.prediction = prediction_from(sim.results[before], self.gpu, occupancy=facts[0] or 1,
+                                                spills=facts[1], compiled=facts[3],
+                                                sim_seconds=time.perf_counter() - t0)
         except BaseException as e:
             la.error = e
             raise
@@ -282,13 +300,8 @@ class Interceptor:
             la.result = sim.results[before] if len(sim.results) > before else None
             if self.on_end is not None:
                 self.on_end(la)
-        res = la.result
-        if facts is not None:
-            from .sim.prediction import prediction_from
-            la.prediction = prediction_from(res, self.gpu, occupancy=facts[0] or 1, spills=facts[1],
-                                            compiled=facts[3], sim_seconds=la.seconds)
         if self.raise_findings:
-            res.raise_for_errors()
+            la.result.raise_for_errors()
         return compiled if compiled is not None else SimulateOnlyKernel(name, refused)
 
 

@@ -1,22 +1,70 @@
-"""The ``tlx-workbench`` command."""
+"""The ``tlx-workbench`` command: the workbench from a shell, a CI job or a coding agent.
+
+    tlx-workbench run [--sim GPU] [--json FILE] SCRIPT [args...]     a program, unchanged, simulated
+    tlx-workbench check FILE[::kernel] [--json FILE]                  barrier-protocol findings of its launches
+    tlx-workbench compile FILE::kernel --target sm_90 [--config K=V]  the CompileReport as text
+    tlx-workbench predict FILE[::kernel] [--sim GPU]                  each launch's predicted time
+    tlx-workbench explore KERNEL --shapes MxNxK [...]                 a config sweep into the results store
+    tlx-workbench schema                                              the JSON schema every --json follows
+    tlx-workbench demo [-o FILE]                                      a self-contained HTML report
+
+Results on stdout, progress on stderr; ``--json FILE`` (``-``: stdout) writes one document of the versioned
+schema in :mod:`tlx_workbench.json_schema`. Exit codes: 0 clean, 1 a finding (a deadlock, a race, a broken
+rule, a failed program), 2 a usage error. Each verb calls the Python API (``wb.simulate``, ``wb.check``,
+``wb.compile``, ``wb.predict``, ``wb.explore``) and adds nothing a Python caller cannot do.
+"""
 from __future__ import annotations
 
 import argparse
 import sys
 
+from .common import USAGE, UsageError
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import explore, kernels, run
+    p = argparse.ArgumentParser(prog="tlx-workbench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    run.add_parser(sub)
+    kernels.add_parsers(sub)
+    explore.add_parser(sub)
+    s = sub.add_parser("schema", help="print the JSON schema every --json document follows")
+    s.set_defaults(func=_schema)
+    d = sub.add_parser("demo", help="compile a Hopper and a Blackwell GEMM offline and write one self-contained "
+                                    "HTML report")
+    d.add_argument("-o", "--output", default="tlx_workbench_report.html")
+    d.set_defaults(func=_demo)
+    return p
+
+
+def _demo(args) -> int:
+    from ..demo import run_demo
+    print(run_demo(args.output))
+    return 0
+
+
+def _schema(args) -> int:
+    import json
+    from ..json_schema import SCHEMA
+    print(json.dumps(SCHEMA, indent=1))
+    return 0
+
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="tlx-workbench", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    d = sub.add_parser("demo", help="compile a Hopper and a Blackwell GEMM offline and write one self-contained HTML report")
-    d.add_argument("-o", "--output", default="tlx_workbench_report.html")
-    args = p.parse_args(argv)
-    if args.cmd == "demo":
-        from .demo import run_demo
-        path = run_demo(args.output)
-        print(path)
-        return 0
-    return 2
+    """Run one verb; returns its exit code (0 clean, 1 finding, 2 usage error)."""
+    p = _parser()
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:           # argparse's own usage errors and --help
+        return int(e.code or 0) if isinstance(e.code, int) else USAGE
+    try:
+        return args.func(args)
+    except UsageError as e:
+        sys.stderr.write(f"tlx-workbench {args.cmd}: {e.message}\n")
+        if e.hint:
+            sys.stderr.write(f"  what to do: {e.hint}\n")
+        return USAGE
 
 
 if __name__ == "__main__":
