@@ -42,7 +42,22 @@ class TLXWorkbenchError(Exception):
             text += f"\n    {self.line:>5} | {src.strip()}"
         if self.hint:
             text += f"\n  what to do: {self.hint}"
+        fix = self.verified_fix
+        if fix is not None and fix.diff() not in self.message:
+            text += f"\n  the fix, verified by simulation (%tlx_fix applies it in a notebook):\n{fix.diff()}"
         return text
+
+    #: the verified repair (sim/repair.py: Repair) a simulator error leads with, set after the error is made
+    fix = None
+
+    @property
+    def verified_fix(self):
+        """The verified repair of this error, its own or its deadlock report's, or None."""
+        return self.fix if self.fix is not None else getattr(getattr(self, "report", None), "fix", None)
+
+    def __str__(self) -> str:
+        # formatted when shown, not when raised: a verified fix may be attached after the error is made
+        return self._format()
 
     def _repr_html_(self) -> str:
         import html
@@ -57,6 +72,8 @@ class TLXWorkbenchError(Exception):
             out.append(f"<pre style='margin:4px 0'>{self.line:>5} | {html.escape(src.strip())}</pre>")
         if self.hint:
             out.append(f"<i>what to do:</i> {html.escape(self.hint)}")
+        if self.verified_fix is not None:
+            out.append(self.verified_fix._repr_html_())
         out.append("</div>")
         return "".join(out)
 

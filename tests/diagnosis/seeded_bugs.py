@@ -38,6 +38,8 @@ class Bug:
     pair: tuple = ()       # anchors of lines the fix may be made at instead (the other side of a count)
     nth: int = 0
     what: str = ""
+    move_after: str = ""   # a move: the anchor's statement (a wait) goes after the first line holding this below it
+    cls: str = ""          # the class of mistake (the table's rows)
 
 
 @dataclasses.dataclass
@@ -66,7 +68,7 @@ def _fa_inputs():
 
 def _tut_gemm_run(mod, **kw):
     a, b = _tut_gemm_inputs()
-    res = wb.simulate(mod.matmul, a, b, gpu="H200", on_deadlock="return", **kw)
+    res = wb.simulate(mod.matmul, a, b, gpu="H200", on_deadlock="return", **_with_reference(kw, a.float() @ b.float()))
     return res, (res.value, a.float() @ b.float()) if res.deadlock is None else None
 
 
@@ -80,7 +82,7 @@ def _fa_ref(q, k, v):
 
 def _tut_fa_run(mod, **kw):
     q, k, v = _fa_inputs()
-    res = wb.simulate(mod.attention, q, k, v, 0.5, on_deadlock="return", **kw)
+    res = wb.simulate(mod.attention, q, k, v, 0.5, on_deadlock="return", **_with_reference(kw, _fa_ref(q, k, v)))
     return res, (res.value, _fa_ref(q, k, v)) if res.deadlock is None else None
 
 
@@ -102,12 +104,29 @@ def _ours_cfg(mod, warp_barrier=False):
 def _ours_run(mod, warp_barrier=False, **kw):
     a, b = _gemm_inputs()
     res = wb.simulate(_ours_host(mod, _ours_cfg(mod, warp_barrier)), a, b, gpu="H200", on_deadlock="return",
-                      **kw)
+                      **_with_reference(kw, a.float() @ b.float()))
     return res, (res.value, a.float() @ b.float()) if res.deadlock is None else None
 
 
 def _ours_check(mod, warp_barrier=False):
     return wb.check(_ours_host(mod, _ours_cfg(mod, warp_barrier)), *_gemm_inputs())
+
+
+def _persistent_gemm_run(mod, **kw):
+    a, b = _gemm_inputs(256, 256, 256)
+    res = wb.simulate(mod.matmul_tlx_ws_persistent, a, b, gpu="H200", on_deadlock="return",
+                      **_with_reference(kw, a.float() @ b.float()))
+    return res, (res.value, a.float() @ b.float()) if res.deadlock is None else None
+
+
+def _persistent_gemm_check(mod):
+    return wb.check(mod.matmul_tlx_ws_persistent, *_gemm_inputs(256, 256, 256))
+
+
+def _with_reference(kw, ref):
+    """The run's reference for the repair search (candidates must reproduce it), unless the caller says otherwise."""
+    from tlx_workbench.sim.repair import matches
+    return {"repair": matches(ref), **kw}
 
 
 KERNELS = {
@@ -117,9 +136,20 @@ KERNELS = {
     "gemm_ws": Subject(OURS / "gemm_ws.py", "tlx_workbench.kernels", _ours_run, _ours_check),
     "gemm_ws[warp_barrier]": Subject(OURS / "gemm_ws.py", "tlx_workbench.kernels",
                                      lambda m, **kw: _ours_run(m, True, **kw), lambda m: _ours_check(m, True)),
+    # kernels the suite grew into: two more FA tutorials (K and V rings), the cooperative persistent GEMM tutorial (an A/B
+    # barrier pair), our ping-pong GEMM (named barriers TURN_0 / TURN_1)
+    "hopper_fa_ws": Subject(TUTORIALS / "hopper_fa_ws.py", None, _tut_fa_run, _tut_fa_check),
+    "hopper_fa_ws_pipelined": Subject(TUTORIALS / "hopper_fa_ws_pipelined.py", None, _tut_fa_run, _tut_fa_check),
+    "gemm_coop": Subject(TUTORIALS / "hopper-persistent-gemm-ws-cooperative.py", None, _persistent_gemm_run,
+                         _persistent_gemm_check),
+    "gemm_pingpong": Subject(OURS / "gemm_pingpong.py", "tlx_workbench.kernels", _ours_run, _ours_check),
 }
 
 G, FA, OW, OWB = "hopper_gemm_ws", "hopper_fa_ws_pipelined_pingpong", "gemm_ws", "gemm_ws[warp_barrier]"
+FW, FP, GC, OP = "hopper_fa_ws", "hopper_fa_ws_pipelined", "gemm_coop", "gemm_pingpong"
+EXTRA, PAIR_PHASE, EARLY_READ, NAMED_ID, REUSED_FULL = (
+    "extra barrier_arrive", "phase not flipped on one barrier of a pair", "read moved before its full-barrier wait",
+    "named-barrier id used by two different pairs", "full barrier reused for the other operand's load")
 
 BUGS = [
     # --- TLX's hopper_gemm_ws -------------------------------------------------------------------------------
@@ -194,6 +224,42 @@ BUGS = [
         "num_warps=1)", what="the TMA full barrier is a warp barrier"),
     Bug("o-warp-count", OWB, "num_warps=4, num_arrivals=2)", "num_arrivals=2", "num_arrivals=1",
         pair=("tlx.barrier_arrive(empty[prev])",), what="the warp barrier counts one group's threads; two arrive"),
+    # --- the five classes an outside check found hardest, in kernels the suite did not use before ----------------
+    Bug("fw-extra-k-release", FW, "tlx.barrier_arrive(k_empty, 1)", "tlx.barrier_arrive(k_empty, 1)",
+        "tlx.barrier_arrive(k_empty, 1); tlx.barrier_arrive(k_empty, 1)", cls=EXTRA,
+        what="the consumer releases K twice: k_empties completes before the other consumer is done"),
+    Bug("gc-extra-empty-a", GC, "tlx.barrier_arrive(empty_b)", "tlx.barrier_arrive(empty_b)",
+        "tlx.barrier_arrive(empty_b); tlx.barrier_arrive(empty_a)", nth=0, cls=EXTRA,
+        pair=("tlx.barrier_arrive(empty_a)",),     # the round's other arrive on empty_a: either one goes
+        what="the loop arrives on empty_a a second time, after empty_b"),
+    Bug("op-extra-release", OP, "tlx.barrier_arrive(empty[prev])", "tlx.barrier_arrive(empty[prev])",
+        "tlx.barrier_arrive(empty[prev]); tlx.barrier_arrive(empty[prev])", nth=0, cls=EXTRA,
+        what="the loop's release of the previous slot arrives twice"),
+    Bug("fw-v-empty-phase", FW, "tlx.barrier_wait(v_empty, kv_phase)", "kv_phase)", "kv_phase ^ 1)", cls=PAIR_PHASE,
+        what="the producer's wait on v_empties has the flipped phase; k_empties' is right"),
+    Bug("fw-v-full-phase", FW, "tlx.barrier_wait(v_full, kv_phase)", "kv_phase)", "kv_phase ^ 1)", cls=PAIR_PHASE,
+        what="the consumer's wait on v_fulls has the flipped phase; k_fulls' is right"),
+    Bug("fp-v-empty-phase", FP, "tlx.barrier_wait(v_empty, kv_phase)", "kv_phase)", "kv_phase ^ 1)",
+        cls=PAIR_PHASE, what="the producer's V ring waits with the flipped phase"),
+    Bug("gc-full-b-phase", GC, "tlx.barrier_wait(bar=full_b, phase=p)", "phase=p)", "phase=p ^ 1)", nth=1,
+        cls=PAIR_PHASE, what="the loop's wait on full_b has the flipped phase; full_a's is right"),
+    Bug("fw-v-read-early", FW, "tlx.barrier_wait(v_full, kv_phase)", "", "",
+        move_after="acc = tlx.async_dot(p, v_tile, acc)", cls=EARLY_READ,
+        what="the P V wgmma reads V before the wait on v_full"),
+    Bug("gc-b-read-early", GC, "tlx.barrier_wait(bar=full_b, phase=p)", "", "", nth=1,
+        move_after="acc = tlx.async_dot(data_a, data_b, acc)", cls=EARLY_READ,
+        what="the loop's wgmma reads B before the wait on full_b"),
+    Bug("op-read-early", OP, "tlx.barrier_wait(full[s], parity)", "", "", nth=1,
+        move_after="acc = tlx.async_dot(a_ring[s], b_ring[s], acc)", cls=EARLY_READ,
+        what="the loop's wgmma reads the ring slot before the wait on full"),
+    Bug("op-named-id", OP, "tlx.named_barrier_arrive(TURN_1, 256)", "TURN_1", "TURN_0", cls=NAMED_ID,
+        what="the first group hands over on TURN_0, the id it waits on itself"),
+    Bug("gc-b-signals-full-a", GC, "full_b)", "full_b)", "full_a_1st)", cls=REUSED_FULL,
+        what="B's TMA load signals A's full barrier"),
+    Bug("fw-v-signals-k-full", FW, "v_full)", "v_full)", "k_full)", cls=REUSED_FULL,
+        what="V's TMA load signals K's full barrier"),
+    Bug("fp-v-signals-k-full", FP, "v_full)", "v_full)", "k_full)", cls=REUSED_FULL,
+        what="V's TMA load signals K's full barrier"),
 ]
 
 
@@ -239,11 +305,21 @@ def seeded_copy(bug: Bug) -> Seeded:
     text = subj.path.read_text()
     lines = text.splitlines(keepends=True)
     i = _anchor_line(lines, bug.anchor, bug.nth)
-    if bug.old not in lines[i]:
-        raise LookupError(f"{bug.id}: {bug.old!r} not in line {i + 1}: {lines[i]!r}")
-    lines[i] = lines[i].replace(bug.old, bug.new, 1)
-    new_text = "".join(lines)
     fix = _statement_lines(text, i + 1)
+    if bug.move_after:
+        # a move: the anchor's statement (one line: a wait) goes below the read it should guard; the read, now
+        # before its wait, is the seeded line
+        j = next(j for j in range(i + 1, len(lines)) if bug.move_after in lines[j])
+        moved = lines.pop(i)
+        lines.insert(j, moved)
+        # after the pop the read sits at j - 1 (0-based) and the wait right below it, at j
+        fix = {j, j + 1}              # the read and the wait (1-based), where they are in the copy
+        i = j - 1
+    elif bug.old not in lines[i]:
+        raise LookupError(f"{bug.id}: {bug.old!r} not in line {i + 1}: {lines[i]!r}")
+    else:
+        lines[i] = lines[i].replace(bug.old, bug.new, 1)
+    new_text = "".join(lines)
     for a in bug.pair:
         for j, ln in enumerate(text.splitlines()):
             if a in ln:

@@ -1,6 +1,8 @@
 """``tlx_workbench.simulate``: run TLX kernels, unchanged, on the CPU."""
 from __future__ import annotations
 
+import time
+
 from ..errors import DeadlockError, SimulationError
 from ..target import offline
 from .engine import raise_deadlock, run_launch
@@ -49,6 +51,10 @@ class SimResult:
         self.clc_steals = list(run.clc_log)
         self.value = None
         self.launches: list[SimResult] = [self]
+        #: the verified repair the diagnosis leads with (sim/repair.py: Repair; ``fix.diff()``, ``fix.apply()``)
+        self.fix = None
+        #: what the repair search tried (sim/repair.py: RepairSearch), None when the launch ran clean
+        self.repair_search = None
 
     @property
     def races(self):
@@ -81,6 +87,7 @@ class SimResult:
             err = DeadlockError(d.message, file=self.file, line=d.line, hint=d.hint, detail=d.text())
             err.report = d
             err.result = self
+            err.fix = self.fix
             raise err
         errors = self.errors
         if errors:
@@ -89,6 +96,13 @@ class SimResult:
             hint = f.hint or ("see result.findings; announce with barrier_expect_bytes the bytes of every TMA load that "
                     "signals the barrier" if f.kind == "tx-overflow" else
                     "see result.findings; order the accesses through a barrier")
+            if self.fix is not None:
+                # the verified repair leads: its line, then the finding it removes
+                err = SimulationError(f"{self.fix.headline}\n{f.kind}: {f.message}{more}", file=self.file,
+                                      line=self.fix.line, hint=f"make the change shown ({self.fix.what}) — {hint}")
+                err.fix = self.fix
+                err.result = self
+                raise err
             raise SimulationError(f"{f.kind}: {f.message}{more}", file=self.file, line=f.line, hint=hint)
         return self
 
@@ -101,6 +115,10 @@ class SimResult:
                + f", seed={self.seed}, schedules={len(self.schedules)}, {self.cycles:.0f} cycles)"]
         if self.deadlock is not None:
             out.append("  DEADLOCK: " + self.deadlock.text().replace("\n", "\n  "))
+        elif self.fix is not None:
+            out.append(f"  FIX: {self.fix.headline}\n{self.fix.diff()}")
+        elif self.repair_search is not None and not self.ok:
+            out.append(f"  ({self.repair_search.summary()})")
         for f in self.findings:
             out.append(f"  {f!r}")
         for (task, rep), st in sorted(self.stats.items()):
@@ -120,7 +138,9 @@ class SimResult:
     def _repr_html_(self):
         # drawn by widgets/sim_result.py, registered in tlx_workbench.views (a result never imports a view)
         from .. import views
-        return views.html_or_text(self)
+        body = views.html_or_text(self)
+        # the verified fix, as a diff of the kernel's own lines, above the result's own view
+        return (self.fix._repr_html_() + body) if self.fix is not None and self.deadlock is None else body
 
 
 def _snapshot(args, kwargs):
@@ -146,7 +166,7 @@ class Simulation:
 
     def __init__(self, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
                  on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-                 spills=0, serialized_wgmma=False, recorder=None, waves=None):
+                 spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
         self.gpu = gpu
@@ -164,6 +184,10 @@ class Simulation:
         self.spills = spills
         self.serialized_wgmma = serialized_wgmma
         self.recorder = check_recorder(recorder)
+        from .repair import enabled_default
+        #: search a verified repair when a launch fails: True, False, a check ``ok(args, kwargs) -> bool`` of a
+        #: candidate's outputs (the launch's arguments after it ran), or the expected outputs (sim/repair.matches)
+        self.repair = enabled_default() if repair is None else repair
         self.results: list[SimResult] = []
         self._offline = None
         self._saved = []
@@ -279,10 +303,12 @@ class Simulation:
         divergent = []
         ordering = []           # outputs that differ only as atomics' free ordering makes them differ
         seeds = [self.seed + i for i in range(self.schedules)]
+        first_s = 0.0
         for i, seed in enumerate(seeds):
             if i > 0:
                 for t, saved in snap:
                     t.copy_(saved)
+            t0 = time.perf_counter()
             run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
                              max_steps=self.max_steps, resident=self.resident, memory=taken,
                              occupancy=self.occupancy, in_flight=self.in_flight,
@@ -290,6 +316,7 @@ class Simulation:
                              serialized_wgmma=self.serialized_wgmma, track_writes=len(seeds) > 1,
                              recorder=self.recorder, waves=self.waves)
             if i == 0:
+                first_s = time.perf_counter() - t0
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
             else:
@@ -319,6 +346,14 @@ class Simulation:
         # not findings: a GPU orders atomics freely too; said, so that a test comparing bits knows why
         res.atomic_ordering = [f"under schedule seed {seed} a {dt} output of shape {list(shape)} differs from seed "
                                f"{self.seed}: {why}" for seed, shape, dt, why in ordering]
+        if self.repair and (res.deadlock is not None or res.errors):
+            from . import repair
+            check = repair.as_check(self.repair)
+            opts = dict(gpu=self.gpu, seed=self.seed, ctas=self.ctas, max_steps=self.max_steps,
+                        resident=self.resident, memory=taken, occupancy=self.occupancy, in_flight=self.in_flight,
+                        spills=self.spills, serialized_wgmma=self.serialized_wgmma, recorder=self.recorder,
+                        waves=self.waves)
+            repair.diagnose(res, repair.Launch(jitfn, first.grid, args, kwargs, opts, first_s, check))
         self.results.append(res)
         if res.deadlock is not None and self.on_deadlock == "raise":
             raise_deadlock(first, res)
@@ -359,7 +394,7 @@ def _same(a, b) -> bool:
 
 def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
              config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-             spills=0, serialized_wgmma=False, recorder=None, waves=None, **kwargs):
+             spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None, **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -394,7 +429,11 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     kernel a measured trace comes from; ``sim/recorder.py``), ``waves`` (None or True: the CTAs of a launch run
     in waves — one simulated, the others replaying its data flow together, with the same values, findings and
     trace — wherever the launch allows it; False: one CTA at a time; ``sim/batch.py``; the environment variable
-    ``TLXWB_SIM_WAVES=0`` makes False the default).
+    ``TLXWB_SIM_WAVES=0`` makes False the default), ``repair`` (None or True: when a launch deadlocks or races,
+    try the small source edits its evidence suggests, each re-run on the same launch, and lead the diagnosis with
+    the first that runs clean — ``result.fix``, its ``diff()`` and ``apply()``; sim/repair.py; False: not;
+    a function ``ok(args, kwargs) -> bool`` of the launch's arguments after a candidate ran, or the expected
+    output tensor(s), also checks a candidate's values; ``TLXWB_SIM_REPAIR=0`` makes False the default).
 
     Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a
     cluster run together under one scheduler, with remote arrivals, multicast TMA, 2-CTA
@@ -404,7 +443,7 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
                      on_deadlock=on_deadlock, resident=resident, occupancy=occupancy,
                      in_flight=in_flight, numerics=numerics, spills=spills,
-                     serialized_wgmma=serialized_wgmma, recorder=recorder, waves=waves)
+                     serialized_wgmma=serialized_wgmma, recorder=recorder, waves=waves, repair=repair)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",

@@ -9,7 +9,7 @@ import dataclasses
 import html
 import linecache
 
-from .releases import Releases, loop_of, slot_line
+from .releases import Releases, loop_of, slot_line, statement_end as _statement_end
 
 
 def _bytes_text(n) -> str:
@@ -85,24 +85,59 @@ class DeadlockReport:
 
     ctas: list = dataclasses.field(default_factory=list)   # every CTA simulated together (a cluster)
     cause: "Cause | None" = None   # the line to change, when the ledgers name it (then the waits are its consequences)
+    fix: object = None             # the verified repair (sim/repair.py: Repair) the report leads with, or None
+    repair_search: object = None   # what the repair search tried (sim/repair.py: RepairSearch), or None
+
+    def _where(self) -> str:
+        return f"CTA {self.cta}" if len(self.ctas) <= 1 else f"the cluster of CTAs {self.ctas}"
+
+    def _at_cause(self, b) -> bool:
+        """Whether blocked wait ``b`` is the wait the cause names (a flipped phase): the line to change, not one
+        of its consequences."""
+        c = self.cause
+        return (c is not None and bool(c.line) and b.kind == "mbarrier" and c.rule == "phase" and
+                b.line is not None and c.line <= b.line <= _statement_end(self.file, c.line))
+
+    def compose(self, fix_line: bool = True) -> str:
+        """The report's text: the lead (the verified fix and its diff, else the cause, else the graph), then the
+        wait the cause names, if blocked, then the blocked waits as consequences."""
+        where = self._where()
+        parts = []
+        search = self.repair_search
+        if self.fix is not None:
+            parts += [f"deadlock in {where}: {self.fix.headline}",
+                      "  the fix (verified by simulation; %tlx_fix applies it in a notebook):", self.fix.diff()]
+            if self.cause is not None and self.cause.line:
+                parts.append(f"  why: {self.cause.text}")
+        elif self.cause is not None and self.cause.line:
+            parts.append(f"deadlock in {where}: {self.cause.text}")
+            if fix_line:
+                parts.append(f"  fix: {self.cause.fix}")
+        else:
+            parts.append(f"deadlock in {where}: every live task is blocked")
+        if self.fix is None and search is not None:
+            parts.append(f"  ({search.summary()})")
+        at = [b for b in self.blocked if self._at_cause(b)]
+        rest = [b for b in self.blocked if b not in at]
+        if at:
+            parts.append("  the wait to change (it is blocked too):")
+            parts += ["  - " + b.describe(self.file) for b in at]
+        if (self.cause is not None and self.cause.line) or self.fix is not None:
+            parts.append("  consequences (every live task is blocked):")
+        parts += ["  - " + b.describe(self.file) for b in rest]
+        return "\n".join(parts)
 
     def text(self) -> str:
-        where = f"CTA {self.cta}" if len(self.ctas) <= 1 else f"the cluster of CTAs {self.ctas}"
-        if self.cause is not None and self.cause.line:
-            parts = [f"deadlock in {where}: {self.cause.text}", f"  fix: {self.cause.fix}",
-                     "  consequences: every live task is blocked"]
-        else:
-            parts = [f"deadlock in {where}: every live task is blocked"]
-        for b in self.blocked:
-            parts.append("  - " + b.describe(self.file))
-        return "\n".join(parts)
+        return self.compose(True)
 
     def __str__(self):
         return self.text()
 
     def _repr_html_(self):
+        fix = self.fix._repr_html_() if self.fix is not None else ""
         return ("<div class='tlxwb-deadlock' style='border-left:4px solid #c0392b;padding:4px 8px'>"
-                f"<b>Deadlock</b> in CTA {self.cta if len(self.ctas) <= 1 else self.ctas}<pre>{html.escape(self.text())}</pre>"
+                f"<b>Deadlock</b> in CTA {self.cta if len(self.ctas) <= 1 else self.ctas}{fix}"
+                f"<pre>{html.escape(self.text())}</pre>"
                 f"<i>what to do:</i> {html.escape(self.hint)}</div>")
 
 
@@ -238,11 +273,18 @@ def deadlock_report(run, group) -> DeadlockReport:
         msg = f"deadlock in {where}: {cause.text}"
         hint, line = cause.fix, cause.line
     graph = "\n".join("  - " + b.describe(run.file) for b in real)
-    if cause is not None and cause.line:
-        graph = "  consequences (every live task is blocked):\n" + graph
     rep = DeadlockReport(first.lane[0], real if real is not blocked else blocked, msg + "\n" + graph, line, hint,
                          run.file, time, pids)
     rep.cause = cause
+    for b in rep.blocked:
+        if rep._at_cause(b) and "consequence" in b.reason:
+            # the faulty wait is blocked too (its flipped phase let it pass once, now it waits a phase ahead): it
+            # is the line to change, not a consequence of another task's wait
+            b.reason = (f"this is the wait to change (line {cause.line}, above): its phase is flipped, so it "
+                        f"returned before its data landed and now waits for a phase no task completes")
+            b.priority = CONCRETE
+    if cause is not None and cause.line:
+        rep.message = rep.compose(fix_line=False)
     return rep
 
 
@@ -400,6 +442,7 @@ class Cause:
     fix: str                   # what to do, in the kernel's terms
     rule: str = ""             # which evidence named it (count, bytes, phase, skipped-arrive, ...)
     other_line: int | None = None
+    data: dict = dataclasses.field(default_factory=dict)   # what a repair needs (sim/repair.py): the barrier, lines
 
 
 class _SlotLedger:
@@ -887,5 +930,6 @@ def _release_cause(run, group, led, mb, file, multi):
             f"guards {them}{elsewhere}: {wait}, "
             f"before the refill at {_lines(refill)}, never returns"),
             f"add the release after line {after}: tlx.barrier_arrive on {s.name} (the slot {_lane(b.lane, multi)} "
-            f"waits on at line {b.line}) once the read is retired", "missing-release", b.line)
+            f"waits on at line {b.line}) once the read is retired", "missing-release", b.line,
+            {"array": s.array.name, "after": after})
     return None
