@@ -137,8 +137,9 @@ def check_same_device(kernel_file: str, what: str, **tensors):
 def check_aligned(kernel_file: str, what: str, **tensors):
     """Every tensor's first element 16-byte aligned, as workbench errors: TMA and cp.async copy 16-byte units
     and Triton compiles a kernel for aligned pointers (a view at an odd offset, ``x[1:]``, is not)."""
+    from .host import address
     for name, t in tensors.items():
-        if t.data_ptr() % 16:
+        if address(t) % 16:
             raise TLXWorkbenchError(
                 f"{what}: {name} starts at an address that is not 16-byte aligned (a view at an offset, "
                 f"storage offset {t.storage_offset()})", file=kernel_file,

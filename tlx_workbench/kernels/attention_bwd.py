@@ -54,7 +54,7 @@ from .attention_bwd_configs import (CONFIGS, DEFAULTS, DQ_TMA_CONFIGS, SIM_CONFI
                                     smem_bytes, suits)
 from .attention_bwd_kernel import attention_bwd_delta_kernel, attention_bwd_kernel, attention_bwd_tail_cast_kernel
 from .attention_configs import tail_plan
-from .host import fastest_first, tuned_config
+from .host import LaunchPlans, TunedConfigs, config_key, fastest_first, kernel_plan, operand_key, tuned_config
 
 DELTA_BLOCK = 64
 
@@ -74,6 +74,9 @@ def _check(q, k, v, o, do, lse):
         raise TLXWorkbenchError(f"lse must be the forward's log-sum-exp, fp32 of shape {tuple(q.shape[:3])}; got "
                                 f"{lse.dtype} {tuple(lse.shape)}", file=__file__,
                                 hint="get it from attention(q, k, v, return_lse=True)")
+    from ._common import check_aligned, check_same_device
+    check_same_device(__file__, "attention_backward", q=q, o=o, do=do, lse=lse)
+    check_aligned(__file__, "attention_backward", o=o, do=do, lse=lse)
 
 
 def _n_pad(N):
@@ -153,78 +156,172 @@ def tail_split(Z, H, N, cfg, causal, num_sms):
     return (heads - left_heads) * n_kv, left_heads * n_kv, splits, per
 
 
-def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None, stats=None, num_sms=None):
-    """Run once with one explicit config; returns (dq, dk, dv). ``dq32``: the fp32 dQ accumulator
-    (zeroed here; pass one to reuse its memory); ``dk``, ``dv``: where to write those (default: new);
-    ``stats``: (delta, lse2) already computed (``row_statistics``): the delta kernel is then skipped.
-    ``num_sms``: the SMs a SPLIT_TAIL config plans its last wave for (default: the GPU's)."""
+def _buffers(q, cfg, plan, dq32=None, dk=None, dv=None, stats=None):
+    """The launch's fp32 row statistics (delta, lse2), dQ accumulator, dK, dV and SPLIT_TAIL's partials: the
+    caller's where given (``dq32`` zeroed here), new ones otherwise."""
     import torch
     Z, H, N, D = q.shape
-    triton.set_allocator(torch_alloc)
     if stats is None:
-        rows = Z * H * N
         NP = _n_pad(N)
         # zeros, not empty: the pad columns (N..NP) are read by the TMA loads of the last query block, and
         # garbage there (NaN in reused memory) reaches dK/dQ through 0 * NaN
         delta = torch.zeros((Z * H, NP), dtype=torch.float32, device=q.device)
         lse2 = torch.zeros((Z * H, NP), dtype=torch.float32, device=q.device)
-        attention_bwd_delta_kernel[(triton.cdiv(rows, DELTA_BLOCK),)](o, do, lse, delta, lse2, rows, N, NP,
-                                                                       HEAD_DIM=D, BLOCK=DELTA_BLOCK)
     else:
         delta, lse2 = stats
     dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32.zero_()
-    dk = torch.empty_like(k) if dk is None else dk
-    dv = torch.empty_like(v) if dv is None else dv
-    plan = tail_split(Z, H, N, cfg, causal, num_sms or sm_count()) if cfg.get("SPLIT_TAIL") else None
+    dk = torch.empty(q.shape, dtype=q.dtype, device=q.device) if dk is None else dk
+    dv = torch.empty(q.shape, dtype=q.dtype, device=q.device) if dv is None else dv
+    part = None
+    if plan is not None:
+        part = torch.zeros((2, plan[1] * cfg["BN"], D), dtype=torch.float32, device=q.device)
+    return delta, lse2, dq32, dk, dv, part
+
+
+def _launches(q, k, v, o, do, lse, causal, sm_scale, cfg, plan, delta, lse2, dq32, dk, dv, part, stats_given):
+    """Every kernel launch of one config, in order: [(kernel, grid, args, options, roles), ...]. ``roles``: per
+    tensor argument, (index into (q, k, v, o, do, lse, delta, lse2, dq32, dk, dv, part), byte offset)."""
+    Z, H, N, D = q.shape
+    triton.set_allocator(torch_alloc)
+    out = []
+    if not stats_given:
+        rows = Z * H * N
+        out.append((attention_bwd_delta_kernel, (triton.cdiv(rows, DELTA_BLOCK),),
+                    (o, do, lse, delta, lse2, rows, N, _n_pad(N)), dict(HEAD_DIM=D, BLOCK=DELTA_BLOCK),
+                    [(3, 0), (4, 0), (5, 0), (6, 0), (7, 0)]))
+    # desc_q, desc_k, desc_v, desc_do, desc_kc (K), desc_lse (lse2), desc_delta, dq_ptr, dk_ptr, dv_ptr[, desc_dq]
+    roles = [(0, 0), (1, 0), (2, 0), (4, 0), (1, 0), (7, 0), (6, 0), (8, 0), (9, 0), (10, 0)] + \
+        ([(8, 0)] if cfg.get("DQ_TMA") else [])
     if plan is None:
         args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg)
-        attention_bwd_kernel[(triton.cdiv(N, cfg["BN"]), Z * H)](*args, **options)
+        out.append((attention_bwd_kernel, (triton.cdiv(N, cfg["BN"]), Z * H), args, options, roles))
+        return out
+    # the plain kernel on the first heads, then the leftover heads' parts, then their cast: each launch is
+    # given only the rows of dK, dV it writes (the main kernel the first heads', the cast the rest)
+    main, left, splits, blocks = plan
+    n_kv = triton.cdiv(N, cfg["BN"])
+    row0 = (main // n_kv) * N
+    dk_flat, dv_flat = dk.view(-1, D), dv.view(-1, D)
+    args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:row0], dv_flat[:row0], causal, sm_scale,
+                                 cfg)
+    out.append((attention_bwd_kernel, (n_kv, main // n_kv), args, options, roles))
+    args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:0], dv_flat[:0], causal, sm_scale,
+                                 cfg, tail=(part, main, splits, blocks))
+    out.append((attention_bwd_kernel, (left * splits,), args, options, roles + [(11, 0)]))
+    rows = 32
+    at = row0 * D * dk.element_size()
+    out.append((attention_bwd_tail_cast_kernel, (left, cfg["BN"] // rows),
+                (part, dk_flat[row0:], dv_flat[row0:], N, main, left, row0),
+                dict(HEAD_DIM=D, BN=cfg["BN"], ROWS=rows), [(11, 0), (9, at), (10, at)]))
+    return out
+
+
+class BackwardLaunchPlan:
+    """One config's launches on an operand signature, each bound to its GPU launcher where it can be."""
+    __slots__ = ("kernels", "tail", "cfg", "bound")
+
+    def __init__(self, kernels, tail, cfg):
+        self.kernels, self.tail, self.cfg = kernels, tail, cfg
+        self.bound = kernels[0].bound if all(kp.bound is not None for kp in kernels) else None
+
+    def ready(self) -> bool:
+        return self.bound is not None and all(kp.bound.ready() for kp in self.kernels)
+
+    def launch(self, q, k, v, o, do, lse, bufs):
+        ptrs = [t.data_ptr() if t is not None else 0 for t in (q, k, v, o, do, lse, *bufs)]
+        for kp in self.kernels:
+            kp.launch(*ptrs)
+
+
+_launch_plans = LaunchPlans("attention_bwd.launch")
+
+
+def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None, stats=None, num_sms=None):
+    """Run once with one explicit config; returns (dq, dk, dv). ``dq32``: the fp32 dQ accumulator
+    (zeroed here; pass one to reuse its memory); ``dk``, ``dv``: where to write those (default: new);
+    ``stats``: (delta, lse2) already computed (``row_statistics``): the delta kernel is then skipped.
+    ``num_sms``: the SMs a SPLIT_TAIL config plans its last wave for (default: the GPU's). Planned: the first call
+    with these operand shapes, strides, dtypes and config works the launches out and binds them; later ones
+    launch at once."""
+    Z, H, N, D = q.shape
+    given = tuple(t for t in (dq32, dk, dv, *(stats or ())) if t is not None)
+    try:
+        key = (operand_key(q, k, v, o, do, lse), (dq32 is None, dk is None, dv is None, stats is None),
+               operand_key(*given), bool(causal), sm_scale, config_key(cfg), num_sms)
+    except (AttributeError, TypeError):
+        key = None
+    plan = _launch_plans.lookup(key) if key is not None else None
+    if plan is None:
+        tail = tail_split(Z, H, N, cfg, causal, num_sms or sm_count()) if cfg.get("SPLIT_TAIL") else None
+        bufs = _buffers(q, cfg, tail, dq32, dk, dv, stats)
+        steps = _launches(q, k, v, o, do, lse, causal, sm_scale, cfg, tail, *bufs, stats is not None)
+        operands = (q, k, v, o, do, lse, *bufs)
+        kernels = [kernel_plan(kern, grid, args, options, operands, roles)
+                   for kern, grid, args, options, roles in steps]
+        plan = _launch_plans.add(key, BackwardLaunchPlan(kernels, tail, cfg))
+        if plan.bound is None:
+            for kern, grid, args, options, _ in steps:
+                kern[grid](*args, **options)
+        else:
+            plan.launch(q, k, v, o, do, lse, bufs)
     else:
-        # the plain kernel on the first heads, then the leftover heads' parts, then their cast: each launch is
-        # given only the rows of dK, dV it writes (the main kernel the first heads', the cast the rest)
-        main, left, splits, blocks = plan
-        n_kv = triton.cdiv(N, cfg["BN"])
-        row0 = (main // n_kv) * N
-        dk_flat, dv_flat = dk.view(-1, D), dv.view(-1, D)
-        args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:row0], dv_flat[:row0], causal,
-                                     sm_scale, cfg)
-        attention_bwd_kernel[(n_kv, main // n_kv)](*args, **options)
-        part = torch.zeros((2, left * cfg["BN"], D), dtype=torch.float32, device=q.device)
-        args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:0], dv_flat[:0], causal, sm_scale,
-                                     cfg, tail=(part, main, splits, blocks))
-        attention_bwd_kernel[(left * splits,)](*args, **options)
-        rows = 32
-        attention_bwd_tail_cast_kernel[(left, cfg["BN"] // rows)](part, dk_flat[row0:], dv_flat[row0:], N, main,
-                                                                  left, row0, HEAD_DIM=D, BN=cfg["BN"], ROWS=rows)
+        bufs = _buffers(q, cfg, plan.tail, dq32, dk, dv, stats)
+        if plan.ready():
+            plan.launch(q, k, v, o, do, lse, bufs)
+        else:
+            for kern, grid, args, options, _ in _launches(q, k, v, o, do, lse, causal, sm_scale, cfg, plan.tail,
+                                                          *bufs, stats is not None):
+                kern[grid](*args, **options)
+    _, _, dq32, dk, dv, _ = bufs
     return dq32.to(q.dtype), dk, dv      # the kernel adds dQ already scaled: one cast here
 
 
-_TUNED: dict = {}
+launch.plans = _launch_plans
+
+
+class BackwardPlan:
+    """What ``attention_backward`` works out once per operand signature: the softmax scale and the config."""
+    __slots__ = ("sm_scale", "config")
+
+    def __init__(self, sm_scale, config):
+        self.sm_scale, self.config = sm_scale, config
+
+
+_PLANS = LaunchPlans("attention_bwd.attention_backward")
+_TUNED = TunedConfigs(_PLANS)
 
 
 def attention_backward(q, k, v, o, do, lse, causal=False, sm_scale=None, config=None):
     """(dq, dk, dv) of attention's output o = softmax(q k^T * sm_scale [+ causal mask]) v, given the
-    output gradient ``do`` and the forward's ``lse`` ((Z, H, N) fp32, natural log).
+    output gradient ``do`` and the forward's ``lse`` ((Z, H, N) fp32, natural log). The first call with an
+    operand signature checks in full, tunes and plans (``attention_backward.plans``); later ones launch at once.
+    Capturable in a CUDA graph once warm; under ``torch.compile`` an opaque custom op.
 
     >>> o, lse = attention(q, k, v, causal=True, return_lse=True)     # on a Hopper GPU
     >>> dq, dk, dv = attention_backward(q, k, v, o, do, lse, causal=True)
     """
-    _check(q, k, v, o, do, lse)
-    sm_scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
-    if config is None:
-        config = tuned_config(_TUNED, (tuple(q.shape), q.dtype, bool(causal)),
-                              lambda: tune(q, k, v, o, do, lse, causal, sm_scale, configs_for(q.shape[-1], causal)))
-    return launch(q, k, v, o, do, lse, causal, sm_scale, config)
+    import torch
+    if torch.compiler.is_compiling():
+        from .torch_ops import attention_backward_op
+        return attention_backward_op(q, k, v, o, do, lse, causal, sm_scale, config)
+    try:
+        key = (operand_key(q, k, v, o, do, lse), bool(causal), sm_scale, config_key(config))
+    except (AttributeError, TypeError):
+        key = None
+    plan = _PLANS.lookup(key) if key is not None else None
+    if plan is None:
+        _check(q, k, v, o, do, lse)
+        scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+        cfg = config
+        if cfg is None:
+            cfg = tuned_config(_TUNED, (tuple(q.shape), q.dtype, bool(causal)),
+                               lambda: tune(q, k, v, o, do, lse, causal, scale, configs_for(q.shape[-1], causal)))
+        plan = _PLANS.add(key, BackwardPlan(scale, cfg))
+    return launch(q, k, v, o, do, lse, causal, plan.sm_scale, plan.config)
 
 
-def attention_with_grad(q, k, v, do, causal=False, sm_scale=None, config=None, fwd_config=None):
-    """The library's forward, then its backward: returns (o, (dq, dk, dv)).
-
-    >>> o, (dq, dk, dv) = attention_with_grad(q, k, v, torch.randn_like(q))      # on a Hopper GPU
-    """
-    from .attention import attention
-    o, lse = attention(q, k, v, causal=causal, sm_scale=sm_scale, config=fwd_config, return_lse=True)
-    return o, attention_backward(q, k, v, o, do, lse, causal=causal, sm_scale=sm_scale, config=config)
+attention_backward.tuned = _TUNED
+attention_backward.plans = _PLANS
 
 
 def tune(q, k, v, o, do, lse, causal, sm_scale, configs=CONFIGS):

@@ -82,6 +82,19 @@ def _gemm_output(a, b):
 
 # -- launch plans: what a launcher works out once per operand signature ---------------------------------------------
 
+def address(t) -> int:
+    """``t.data_ptr()`` as torch itself answers it: looking at an address on the host is not handing it to a
+    kernel, so the simulator's record of addresses the host took (``sim/hostmem.AddressTaken``) is left out."""
+    global _DATA_PTR
+    if _DATA_PTR is None:
+        import torch
+        _DATA_PTR = torch._C.TensorBase.data_ptr
+    return _DATA_PTR(t)
+
+
+_DATA_PTR = None
+
+
 def operand_key(*tensors) -> tuple:
     """What a launch plan depends on, per tensor: shape, strides, dtype, device and whether its address is 16-byte
     aligned (Triton specializes a kernel on it; TMA needs it). Raises AttributeError for a non-tensor, which sends
@@ -91,7 +104,9 @@ def operand_key(*tensors) -> tuple:
     >>> operand_key(torch.empty(4, 8))[0][:3]
     (torch.Size([4, 8]), (8, 1), torch.float32)
     """
-    return tuple((t.shape, t.stride(), t.dtype, t.device, not t.data_ptr() & 15) for t in tensors)
+    if _DATA_PTR is None and tensors:
+        address(tensors[0])
+    return tuple((t.shape, t.stride(), t.dtype, t.device, not _DATA_PTR(t) & 15) for t in tensors)
 
 
 def config_key(config) -> tuple | None:
