@@ -46,7 +46,7 @@ def rel_error(out, ref) -> float:
 
 
 # do_bench windows (warm-up ms, measured ms): Triton's defaults (the goal script's), the probes', and a long one whose
-# rounds spread 3-10x less on the power-capped H200 at the same medians (benchmarks/timing_window_h200.py, 2026-12-04)
+# rounds spread 3-10x less on the power-capped H200 at the same medians (2026-12-04; RESULTS.md)
 WINDOWS = {"goal": (25, 100), "probe": (100, 300), "long": (500, 2000)}
 
 
@@ -167,7 +167,7 @@ def attn_ref64(q, k, v, causal, sm_scale):
 def check_gemm(label, launch, M, N, K, dt, log, cast_ref=True):
     """Relative error of ``launch(a, b, c)`` vs float64 on fresh inputs, ``c`` NaN-poisoned so an
     unwritten element shows; inf when the launch fails. ``cast_ref`` rounds the reference to ``dt``
-    first (as gemm.py and round 2 did; round 3 compares to the float64 product itself)."""
+    first (as gemm.py and the ws_switches experiment do; the persistent one compares to the float64 product itself)."""
     import torch
     a, b = gemm_inputs(M, N, K, dt)
     c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
@@ -180,7 +180,7 @@ def check_gemm(label, launch, M, N, K, dt, log, cast_ref=True):
 
 def check_attn(label, launch, shape, causal, dt, log, sync=False):
     """Relative error of ``launch(q, k, v, o, scale)`` vs float64 attention, ``o`` NaN-poisoned;
-    inf when the launch fails. ``sync`` waits for the GPU before the check (round 3 did)."""
+    inf when the launch fails. ``sync`` waits for the GPU before the check (the persistent experiment did)."""
     import torch
     q, k, v, scale = attn_inputs(shape, dt)
     o = torch.full_like(q, float("nan"))

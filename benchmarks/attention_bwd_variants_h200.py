@@ -1,5 +1,5 @@
 """Attention backward at D=128 on the H200: the default (DQ_SPLIT + DQ_TMA=1) against its register and schedule
-variants (``attention_bwd.VARIANT_CONFIGS``, issue 22) and torch SDPA's backward, lean (under 4 minutes).
+variants (``attention_bwd.VARIANT_CONFIGS``) and torch SDPA's backward, lean (under 4 minutes).
 
 The variants: ``lean`` (DP_DELTA + P_ROUND: dP^T's accumulator starts at -delta, dS^T from the rounded P^T; the
 hot loop about spill-free at sm_90), ``handoff`` (DQ_HANDOFF: dS^T handed between the consumer groups by
@@ -60,7 +60,7 @@ CHECK_SHAPES = [((2, 16, 1024), "float16"), ((2, 3, 1000), "float16"), ((1, 2, 2
 # SPLIT_TAIL configs also at shapes whose last heads are split on 132 SMs: 136 K/V blocks (the last head's 8, 16
 # parts of one query block each) and 144 (the last two heads' 16, 8 parts of two), both ragged
 TAIL_CHECK_SHAPES = [((1, 17, 1000), "float16"), ((2, 9, 1000), "bfloat16")]
-TOL = {"float16": 5e-3, "bfloat16": 2e-2}     # relative Frobenius error vs float64 (attention_bwd_h200.py's)
+TOL = {"float16": 5e-3, "bfloat16": 2e-2}     # relative Frobenius error vs float64
 D = 128
 TIME_SHAPES = [(4, 32, 4096, D), (2, 32, 8192, D)]
 CHECK_DEADLINE_S = 150

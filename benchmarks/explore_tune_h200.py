@@ -1,4 +1,4 @@
-"""Tune FP8 GEMM and attention backward with the explorer on the H200 (issue 22: "tuned with the explorer").
+"""Tune FP8 GEMM and attention backward with the explorer on the H200.
 
     source .gpu/env.sh && python3 benchmarks/explore_tune_h200.py fp8 bwd bwd_causal     # writes under $OUT
 
@@ -8,7 +8,7 @@ within ``--measure-seconds`` of GPU time), into one SQLite store (``$OUT/explore
 rounds (``do_bench`` medians, median over rounds) of the best found, the library's default and, for FP8, the
 vendor on the same inputs (``torch._scaled_mm``, fast accumulation: the same accumulation as ours). The explorer's
 attention-backward problem launches the main kernel alone (the row statistics precomputed), so its rounds compare
-configs, not the whole backward against SDPA's (``benchmarks/attention_bwd_tma_h200.py`` does that).
+configs, not the whole backward against SDPA's (``benchmarks/attention_bwd_variants_h200.py`` does that).
 
 Parts: ``fp8`` gemm_fp8 per-tensor scales, bf16 out, 4096^3; ``fp8_rowwise`` the same with row-wise scales;
 ``bwd`` / ``bwd_causal`` attention backward (4, 32, 4096, 128) fp16. ``--workers`` static/simulated processes

@@ -1,13 +1,13 @@
-"""The TMA loader's own costs on the H200, derived from the stored gemm_ws 4096^3 traces (issue 17), CPU only.
+"""The TMA loader's own costs on the H200, derived from the stored gemm_ws 4096^3 traces, CPU only.
 
 What ``cost.MEASURED_LOADER`` holds, recomputed from the measured traces on disk, so the figures are reproducible:
 
 * ``tma_issue``: a warp group issuing one ``async_descriptor_load``, the median span of the loader's 3 x 256 TMA
-  loads per lane in the every-op trace (``benchmarks/timeline/gemm_ws_4096_timeline.json.gz``: ``profile()`` of
+  loads per lane in the every-op trace (``benchmarks/results/gemm_ws_4096_every_op_trace_h200_2026-12-02.json.gz``: ``profile()`` of
   gemm_ws CONFIGS[0], CTAs 0, 1, 126, 127, 2026-12-02 01:56 UTC, ``benchmarks/timeline_h200.py``), in cycles of
   each CTA's measured clock;
 * ``expect_bytes``: the same for ``barrier_expect_bytes``;
-* ``scalar_op``: the loader's k-step in the waits trace (``benchmarks/shares/gemm_ws_4096_waits.json.gz``, the
+* ``scalar_op``: the loader's k-step in the waits trace (``benchmarks/results/gemm_ws_4096_waits_trace_h200_2026-12-02.json.gz``, the
   lightest recorder, 2026-12-02 05:44 UTC, ``benchmarks/shares_h200.py``) is one wait and, between two waits, its own
   work plus one record: the median gap between two waits less the record (the consumers' gap between their two
   adjacent waits, ``cost.MEASURED_RECORD["H200"]["waits"]``) less 3 TMA issues and 3 expects leaves the loop's
@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from shares_kstep import steps  # noqa: E402
 
-EVERY_OP = ROOT / "benchmarks" / "timeline" / "gemm_ws_4096_timeline.json.gz"
-WAITS = ROOT / "benchmarks" / "shares" / "gemm_ws_4096_waits.json.gz"
+EVERY_OP = ROOT / "benchmarks" / "results" / "gemm_ws_4096_every_op_trace_h200_2026-12-02.json.gz"
+WAITS = ROOT / "benchmarks" / "results" / "gemm_ws_4096_waits_trace_h200_2026-12-02.json.gz"
 WAIT_LINE = 103                     # _load_steps' barrier_wait(empty)
 FULL_WAITS = ("barrier_wait@68", "barrier_wait@69")      # _wait_full's two adjacent waits
 LOADS_PER_STEP = 3                  # SPLIT_FULL: A half, B, A half, each after its expect

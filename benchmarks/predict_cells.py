@@ -6,7 +6,7 @@ on fresh random inputs: timed by do_bench on the GPU, simulated on the CPU.
 
 The library's kernels run their default config (``CONFIGS[0]``, attention's ``configs_for`` first),
 plus the warp-barrier A/B pair of ``gemm_ws``; the TLX tutorials run unchanged through their own
-launchers (``hopper_gemm_ws`` with round 2's config ``c0``, ``hopper_gemm_pipelined``'s one config,
+launchers (``hopper_gemm_ws`` with the config ``c0`` the ws_switches experiment used, ``hopper_gemm_pipelined``'s one config,
 ``hopper_fa_ws``'s first config).
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The measured side of the cost model's check (issue 17): kernel times on the GPU, and the calibration.
+"""The measured side of the cost model's check: kernel times on the GPU, and the calibration.
 
 1. the calibration suite (``tlx_workbench.calibration.suite``) -> ``$OUT/H200.json``;
 2. every (kernel, shape) of :data:`CELLS` timed with do_bench (median, L2 flushed), interleaved in

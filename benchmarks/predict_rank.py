@@ -1,4 +1,4 @@
-"""Does the cost model rank gemm_ws configs as the H200 does? (issue 17: Spearman >= 0.8 over >= 30 configs)
+"""Does the cost model rank gemm_ws configs as the H200 does? (goal: Spearman >= 0.8 over >= 30 configs)
 
     .venv/bin/python benchmarks/predict_rank.py     # -> benchmarks/predict/rank_gemm_ws.json
 

@@ -1,8 +1,8 @@
-"""The cost model's check (issue 17): predicted (CPU, ``wb.predict``) against measured (H200) per cell.
+"""The cost model's check: predicted (CPU, ``wb.predict``) against measured (H200) per cell.
 
-    .venv/bin/python benchmarks/predict_table.py [--only SUBSTRING ...]   # -> benchmarks/predict/table.{json,md}
+    .venv/bin/python benchmarks/predict_table.py [--only SUBSTRING ...]   # -> benchmarks/results/predict_table_<date>.{json,md}
 
-Reads the GPU run's ``benchmarks/predict/measured_h200.json`` (``benchmarks/predict_h200.py``) and predicts
+Reads the GPU run's ``benchmarks/results/predict_measured_h200_2026-12-02.json`` (``benchmarks/predict_h200.py``) and predicts
 every cell of ``predict_cells.CELLS`` on this machine; the table gives kernel, shape, predicted, measured,
 the error and the simulator's wall time.
 """
@@ -27,9 +27,9 @@ def main(argv=None):
     import tlx_workbench as wb
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", default=[])
-    ap.add_argument("--out", default=str(HERE / "predict" / "table"))
+    ap.add_argument("--out", default=str(HERE / "results" / f"predict_table_{time.strftime('%Y-%m-%d', time.gmtime())}"))
     args = ap.parse_args(argv)
-    measured = json.loads((HERE / "predict" / "measured_h200.json").read_text())
+    measured = json.loads((HERE / "results" / "predict_measured_h200_2026-12-02.json").read_text())
     meas = {json.dumps(r["cell"]): r for r in measured["rows"]}
     rows = []
     for cell in CELLS:

@@ -1,14 +1,14 @@
-"""Re-run a GPU round of the kernel work as an explorer run (the rounds are in ``benchmarks/suite.py``).
+"""Re-run a GPU experiment of the kernel work as an explorer run (the experiments are in ``benchmarks/suite.py``).
 
-    python3 benchmarks/rounds.py --list                          # every round: parts, cells, configs, checks
-    python3 benchmarks/rounds.py round2 --stages static,simulated --shape 256x256x256   # CPU: compile + simulate
-    source .gpu/env.sh && python3 benchmarks/rounds.py round2    # GPU: writes round2.json/.md (+ stores) under $OUT
+    python3 benchmarks/rounds.py --list                          # every experiment: parts, cells, configs, checks
+    python3 benchmarks/rounds.py ws_switches --stages static,simulated --shape 256x256x256   # CPU: compile + simulate
+    source .gpu/env.sh && python3 benchmarks/rounds.py ws_switches    # GPU: writes ws_switches.json/.md (+ stores) under $OUT
 
-On a GPU a round is (1) the explorer over each part's configs at its shapes, static -> simulated ->
-measured (one sweep per dtype, stores ``$OUT/<round>_<dtype>.sqlite``); (2) the float64 checks of every config
-at the round's check shapes, ragged ones included, outputs NaN-poisoned (``benchmarks/validate.py``
+On a GPU an experiment is (1) the explorer over each part's configs at its shapes, static -> simulated ->
+measured (one sweep per dtype, stores ``$OUT/<experiment>_<dtype>.sqlite``); (2) the float64 checks of every config
+at the experiment's check shapes, ragged ones included, outputs NaN-poisoned (``benchmarks/validate.py``
 runs the same checks); (3) interleaved rounds over every cell: the configs that passed both, the
-vendor (cuBLAS / SDPA) and the round's TLX tutorials, best round shown, every round listed. Without a
+vendor (cuBLAS / SDPA) and the experiment's TLX tutorials, best round shown, every round listed. Without a
 GPU only the explorer's CPU stages run. ``--shape`` replaces the cells' shapes of the parts whose
 shapes have as many dimensions (``256x256x256``: the GEMM parts; ``1x2x256x128``: attention), and
 leaves the other parts out. Results are written after every section, so a call cut short still

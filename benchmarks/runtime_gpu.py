@@ -1,4 +1,4 @@
-"""GPU measurements of the runtime (issue 5): verified runs, watchdog, bench vs cuBLAS/SDPA, measured timeline.
+"""GPU measurements of the runtime: verified runs, watchdog, bench vs cuBLAS/SDPA, measured timeline.
 
 Run on the H200 (after `source .gpu/env.sh`):  python3 benchmarks/runtime_gpu.py
 Writes $OUT/runtime_gpu.json and $OUT/runtime_timeline.png (or ./ when $OUT is unset).

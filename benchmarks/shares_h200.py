@@ -1,4 +1,4 @@
-"""Per-task busy and wait shares, simulated vs measured, of a kernel the recorder barely changes (issue 17).
+"""Per-task busy and wait shares, simulated vs measured, of a kernel the recorder barely changes.
 
 gemm_ws at 4096^3, CONFIGS[0] (the timeline run's kernel and config). The simulator runs the plain source;
 the GPU runs it under three recorders, from lightest to heaviest, each timed against the plain kernel:
@@ -17,7 +17,7 @@ FAILED and the script exits 1 (the other steps still run and are written).
   GPU (the H200):  source .gpu/env.sh && python3 benchmarks/shares_h200.py [--only totals,waits,all]
   CPU half here:   .venv/bin/python benchmarks/shares_h200.py --cpu [--measured PATH]
                    (the simulation, and the comparison with a measured trace already on disk: by default
-                   benchmarks/timeline/gemm_ws_4096_timeline.json.gz, the 2026-12-02 run)
+                   benchmarks/results/gemm_ws_4096_every_op_trace_h200_2026-12-02.json.gz, the 2026-12-02 run)
 
 Writes under $OUT (./out when unset): shares_summary.json (every step's figures, errors), and per GPU
 recorder gemm_ws_4096_<recorder>.json (the Trace; totals: spans-free, its meta holds the totals).
@@ -253,7 +253,7 @@ def verdict():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cpu", action="store_true", help="the CPU half only: simulate, compare with --measured")
-    ap.add_argument("--measured", default=str(ROOT / "benchmarks/timeline/gemm_ws_4096_timeline.json.gz"),
+    ap.add_argument("--measured", default=str(ROOT / "benchmarks/results/gemm_ws_4096_every_op_trace_h200_2026-12-02.json.gz"),
                     help="with --cpu: a measured trace (Chrome JSON) of the same kernel, config and shape")
     ap.add_argument("--only", default=",".join(RECORDERS), help="GPU recorders to run, comma-separated")
     args = ap.parse_args()

@@ -8,7 +8,7 @@ between them (the two ``barrier_wait``s of ``_wait_full``) is the recorder alone
 that holds one untimed op gives that op's cost (the waits trace: the ``async_dot`` issue, the arrive and
 the loop).
 
-  .venv/bin/python benchmarks/shares_kstep.py [TRACE ...]   (default: benchmarks/shares/gemm_ws_4096_waits.json.gz)
+  .venv/bin/python benchmarks/shares_kstep.py [TRACE ...]   (default: benchmarks/results/gemm_ws_4096_waits_trace_h200_2026-12-02.json.gz)
 """
 import ast
 import gzip
@@ -66,4 +66,4 @@ def main(paths):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or [str(pathlib.Path(__file__).parent / "shares" / "gemm_ws_4096_waits.json.gz")])
+    main(sys.argv[1:] or [str(pathlib.Path(__file__).parent / "results" / "gemm_ws_4096_waits_trace_h200_2026-12-02.json.gz")])

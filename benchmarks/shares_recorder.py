@@ -1,13 +1,13 @@
-"""Per-task shares of the *instrumented* kernel, simulated against measured (issue 17), CPU only.
+"""Per-task shares of the *instrumented* kernel, simulated against measured, CPU only.
 
 A measured trace of gemm_ws 4096^3 (CONFIGS[0]) is a trace of the kernel its recorder made (+26 % to +50 % slower
 than the plain one: benchmarks/shares_h200.py, 2026-12-02 05:44 UTC on the H200). This script simulates CTA 0 of
 the plain kernel and of each instrumented one (``wb.simulate(..., recorder=...)``: the recorder's measured cost
 after every op it records, ``sim/recorder.py``) and compares each with the measured CTA 0 of that recorder, task by
 task (``trace_compare``: busy, barrier wait, async wait, in points of the lane's extent). The measurements are the
-ones on disk: the waits and totals traces in benchmarks/shares/, and for the every-op recorder (its 4 MB trace was
+ones on disk: the waits and totals traces in benchmarks/results/, and for the every-op recorder (its 4 MB trace was
 not kept) the CTA 0 lanes that shares_summary.json kept, and also the every-op trace of an earlier run of the same
-config that was kept (benchmarks/timeline/gemm_ws_4096_timeline.json.gz, 01:56 UTC; its consumers' TMA store waits
+config that was kept (benchmarks/results/gemm_ws_4096_every_op_trace_h200_2026-12-02.json.gz, 01:56 UTC; its consumers' TMA store waits
 were not timed yet). It also derives the totals recorder's cost per record
 (``cost.MEASURED_RECORD``) from the two traces, and predicts each recorder's overhead against the plain kernel.
 
@@ -38,8 +38,13 @@ from tlx_workbench.trace_compare import WAITS, compare, shares  # noqa: E402
 
 M = N = K = 4096
 CFG = gemm_ws.CONFIGS[0]
-SHARES = ROOT / "benchmarks" / "shares"
-TIMELINE = ROOT / "benchmarks" / "timeline" / "gemm_ws_4096_timeline.json.gz"
+RESULTS = ROOT / "benchmarks" / "results"
+#: the H200's measured traces of gemm_ws 4096^3 CONFIGS[0] (benchmarks/shares_h200.py, 2026-12-02 05:44 UTC: the
+#: waits and totals recorders, and the summary of all three; benchmarks/timeline_h200.py, 01:56 UTC: every op)
+SUMMARY = RESULTS / "shares_summary_h200_2026-12-02.json"
+MEASURED = {"waits": RESULTS / "gemm_ws_4096_waits_trace_h200_2026-12-02.json.gz",
+            "totals": RESULTS / "gemm_ws_4096_totals_trace_h200_2026-12-02.json"}
+TIMELINE = RESULTS / "gemm_ws_4096_every_op_trace_h200_2026-12-02.json.gz"
 OUT = pathlib.Path(os.environ.get("OUT", "out"))
 TASKS = {"default": "loader", "task1": "consumers"}
 
@@ -117,9 +122,8 @@ def main():
         from tlx_workbench.sim import cost
         cost.APPLIED_LOADER = ()
     OUT.mkdir(parents=True, exist_ok=True)
-    summary = json.loads((SHARES / "shares_summary.json").read_text())
-    measured = {"waits": Trace.load(str(SHARES / "gemm_ws_4096_waits.json.gz")),
-                "totals": Trace.load(str(SHARES / "gemm_ws_4096_totals.json"))}
+    summary = json.loads(SUMMARY.read_text())
+    measured = {name: Trace.load(str(path)) for name, path in MEASURED.items()}
     res = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
            "machine": "CPU only", "measured_on": summary.get("date"), "device": summary.get("device"),
            "loader_costs": {k: v for k, v in cost_model("H200").__dict__.items()

@@ -1,31 +1,31 @@
-"""The GPU rounds and the correctness suite over one harness: a round is an explorer run.
+"""The GPU experiments of the kernel work and the correctness suite, over one harness: an experiment is an
+explorer run.
 
-What the per-round scripts of rounds 2-4 (``gpu_round2.py``, ``gpu_round3.py``,
-``gpu_round4.py --set ...``, ``round4_gemm.py``, ``gpu_validate.py``; gone since, their figures
-stay in ``RESULTS.md`` with the commit each ran at) really were: named configs of library kernels
-at given cells (shape, dtype, causal or not), compared side by side with the vendor (cuBLAS /
-SDPA) and, in round 2, a TLX tutorial loaded unchanged. Here each is a :class:`Round` of
-:class:`Part` s, and running one (``benchmarks/rounds.py ROUND``) is:
+The GPU scripts that compared the library's kernels with the vendors on 2026-11-30 (deleted since; their figures stay
+in ``RESULTS.md`` with the commit each ran at) were named configs of library kernels at given cells (shape, dtype,
+causal or not), compared side by side with the vendor (cuBLAS / SDPA) and, in ``ws_switches``, a TLX tutorial loaded
+unchanged. Here each is a :class:`Round` (one experiment) of :class:`Part` s, and running one
+(``benchmarks/rounds.py NAME``) is:
 
 1. the explorer over each part's configs (a :class:`tlx_workbench.explore.Space`) at its shapes,
    one sweep per dtype: static -> simulated -> measured (the last only where a GPU is);
-2. on a GPU, the float64 check of every config at the round's check shapes (ragged ones
+2. on a GPU, the float64 check of every config at the experiment's check shapes (ragged ones
    included, outputs NaN-poisoned), the same checks ``benchmarks/validate.py`` runs: a config that
    fails, or that a gate stage dropped, is not timed;
 3. on a GPU, interleaved rounds over every cell (do_bench median, L2 flushed, warmup 100 ms, rep
-   300 ms, each round over all cells before the next, as rounds 3 and 4 did; round 2 finished one
-   cell's rounds before the next), best round shown, every round listed.
+   300 ms, each round over all cells before the next; ``ws_switches`` finished one cell's rounds before
+   the next), best round shown, every round listed.
 
 A config is a flat dict of the kernel's constexprs; ``num_sms`` and ``balance`` (lower case) are
-GEMM launch options (rounds 3-4 and the final check varied the persistent CTA count), taken out of
+GEMM launch options (``persistent`` and ``validate`` varied the persistent CTA count), taken out of
 the config before the kernel's own ``launch``.
 
-"Ran at" in each round is the last commit to ``benchmarks/`` or ``tlx_workbench/kernels/`` at
+"Ran at" in each experiment is the last commit to ``benchmarks/`` or ``tlx_workbench/kernels/`` at
 or before the time its JSON's ``device`` line gives (the scripts ran in a copy of the working
-tree, so that is the code they ran).
+tree, so that is the code they ran); its raw JSON is in ``benchmarks/results/``.
 
 >>> import suite
->>> r = suite.ROUNDS["round2"]()
+>>> r = suite.ROUNDS["ws_switches"]()
 >>> [p.name for p in r.parts], sorted(r.parts[0].configs)[:2]
 (['gemm', 'attention D=128', 'attention D=64'], ['default', 'epi128'])
 """
@@ -79,16 +79,16 @@ class Part:
 
 @dataclasses.dataclass
 class Round:
-    """One old round: its parts, the check shapes per kind, and how it ran then.
+    """One GPU experiment: its parts, the check shapes per kind, and how it ran then.
 
-    ``ran_as``: [(old command, commit, raw JSON)] of each call that produced the round's figures."""
+    ``ran_as``: [(how it ran, commit, raw JSON)] of each call that produced the experiment's figures."""
     name: str
     title: str
     parts: list
     checks: dict
     ran_as: list
     rounds: int = 3
-    cast_ref: bool = False                   # round 2 rounded the float64 reference to the dtype first
+    cast_ref: bool = False                   # ws_switches rounded the float64 reference to the dtype first
 
     def configs(self) -> dict:
         """name -> config over every part (a name names one config throughout a round)."""
@@ -144,7 +144,7 @@ def launch_into(kernel, cfg, causal=False):
 
 # ---- tutorial baselines (loaded unchanged from the installed wheel) ---------------------------
 
-#: the config ``c0`` of TLX's ``hopper_gemm_ws`` tutorial, as round 2 launched it
+#: the config ``c0`` of TLX's ``hopper_gemm_ws`` tutorial, as ws_switches launched it
 TUT_GEMM_WS_C0 = dict(BM=128, BN=256, BK=64, GROUP_SIZE_M=8, NUM_STAGES=4, NUM_MMA_WARPS=8, NUM_MMA_GROUPS=2,
                       EPILOGUE_SUBTILE=True, NUM_CTAS=1, USE_WARP_BARRIER=False)
 
@@ -158,18 +158,18 @@ def _tut_gemm_ws_c0(mod, inputs):
 TUTORIALS = {"tlx_tut_gemm_ws[c0]": ("hopper_gemm_ws", _tut_gemm_ws_c0)}
 
 
-# ---- the rounds -------------------------------------------------------------------------------
+# ---- the experiments ----------------------------------------------------------------------------
 
 FP = ("float16",)
 BOTH = ("float16", "bfloat16")
 G4096, G8192 = (4096, 4096, 4096), (8192, 8192, 8192)
 A4096, A8192, A4096_64, A8192_64 = (4, 32, 4096, 128), (2, 32, 8192, 128), (4, 32, 4096, 64), (2, 32, 8192, 64)
-GEMM_CHECK_R2 = [(1000, 1032, 520), (64, 264, 40), (4104, 136, 1024)]
-GEMM_CHECK_R3 = [(1000, 1032, 520), (4104, 136, 1024)]
-GEMM_CHECK_R4 = [(1000, 1032, 520), (4104, 136, 1024), (4096, 4096, 4096)]
-ATTN_CHECK_R2 = [(1, 2, 200, 64), (2, 2, 1000, 128), (1, 4, 1024, 64), (1, 2, 130, 128)]
+GEMM_CHECK_FIRST = [(1000, 1032, 520), (64, 264, 40), (4104, 136, 1024)]
+GEMM_CHECK_PERSISTENT = [(1000, 1032, 520), (4104, 136, 1024)]
+GEMM_CHECK_LATER = [(1000, 1032, 520), (4104, 136, 1024), (4096, 4096, 4096)]
+ATTN_CHECK_FIRST = [(1, 2, 200, 64), (2, 2, 1000, 128), (1, 4, 1024, 64), (1, 2, 130, 128)]
 # ragged N, N < one tile, and several tiles per persistent CTA (2x16x2048: 8 each)
-ATTN_CHECK_R3 = [(1, 2, 200, 64), (2, 2, 1000, 128), (1, 2, 130, 128), (1, 1, 77, 128), (2, 16, 2048, 128),
+ATTN_CHECK_PERSISTENT = [(1, 2, 200, 64), (2, 2, 1000, 128), (1, 2, 130, 128), (1, 1, 77, 128), (2, 16, 2048, 128),
                  (1, 8, 1024, 64)]
 
 
@@ -177,11 +177,11 @@ def cells(shapes, dtypes):
     return tuple((s, d) for s in shapes for d in dtypes)
 
 
-def round2():
+def ws_switches():
     from tlx_workbench.kernels.attention import _config as A
     from tlx_workbench.kernels.gemm_ws import _config as G
     gemm = {
-        "default": G(128, 256, 64, 4, 64),      # round 1's default
+        "default": G(128, 256, 64, 4, 64),      # the first default
         "epi128": G(128, 256, 64, 4, 128, EPI_BUFS=1),
         "split": G(128, 256, 64, 4, 64, SPLIT_FULL=True),
         "wait0": G(128, 256, 64, 4, 64, DOT_WAIT0=True),
@@ -195,16 +195,16 @@ def round2():
     attn = {"ours_cfg0": A(128, 2), "ours_cfg1": A(128, 3), "ours_cfg2": A(64, 3),
             "ours_cfg3": A(128, 2, LOADER_REGS=40, MMA_REGS=232)}
     return Round(
-        "round2", "round 2: gemm_ws switches vs cuBLAS and the tutorial; attention configs vs SDPA",
+        "ws_switches", "gemm_ws switches vs cuBLAS and the tutorial; attention configs vs SDPA",
         [Part("gemm", "gemm_ws", gemm, cells([G4096, G8192], BOTH), tutorials=(("tlx_tut_gemm_ws[c0]", FP),)),
          Part("attention D=128", "attention", attn, cells([A4096, A8192], BOTH), rounds=2),
          Part("attention D=64", "attention", dict(attn, ours_cfg4=A(64, 2, BM=256)), cells([A4096_64], BOTH),
               rounds=2)],
-        {"gemm": GEMM_CHECK_R2, "attention": ATTN_CHECK_R2},
-        [("source .gpu/env.sh && python3 benchmarks/gpu_round2.py", "c21212b", "round2.json")], cast_ref=True)
+        {"gemm": GEMM_CHECK_FIRST, "attention": ATTN_CHECK_FIRST},
+        [("the GPU script of its commit", "c21212b", "ws_switches_h200_2026-11-30.json")], cast_ref=True)
 
 
-def round3():
+def persistent():
     from tlx_workbench.kernels import gemm_ws
     from tlx_workbench.kernels.attention import _config as A
     attn = {"plain_bn128_b2": A(128, 2), "plain_bn128_b3": A(128, 3),
@@ -213,33 +213,33 @@ def round3():
             "pers_bn64_b3_q2": A(64, 3, PERSISTENT=True, Q_BUFS=2)}
     ws = gemm_ws.CONFIGS[0]
     return Round(
-        "round3", "round 3: persistent attention; 132 vs 128 persistent GEMM CTAs",
+        "persistent", "persistent attention; 132 vs 128 persistent GEMM CTAs",
         [Part("attention D=128", "attention", attn, cells([A4096, A8192], BOTH)),
          Part("attention causal", "attention", attn, cells([A4096], FP), causal=True),
          Part("attention D=64", "attention", attn, cells([A4096_64], FP)),
          Part("gemm", "gemm_ws", {"ws_132ctas": dict(ws, num_sms=132, balance=False),
                                   "ws_128ctas": dict(ws, num_sms=128, balance=False)}, cells([G4096], BOTH))],
-        {"gemm": GEMM_CHECK_R3, "attention": ATTN_CHECK_R3},
-        [("source .gpu/env.sh && ROUND3_DEADLINE_S=160 python3 benchmarks/gpu_round3.py", "2a99098",
-          "round3.json")])
+        {"gemm": GEMM_CHECK_PERSISTENT, "attention": ATTN_CHECK_PERSISTENT},
+        [("the GPU script of its commit", "2a99098",
+          "persistent_h200_2026-11-30.json")])
 
 
 def _gemm_parts(streamk=True):
     from tlx_workbench.kernels import gemm_streamk, gemm_ws
     parts = [Part("gemm", "gemm_ws", {"ws_default": gemm_ws.CONFIGS[0]}, cells([G4096, G8192], BOTH))]
-    if streamk:     # round4_gemm.py's stream-K subject: 132 CTAs, one per H200 SM
+    if streamk:     # the stream-K subject as first timed: 132 CTAs, one per H200 SM
         parts.append(Part("gemm stream-K", "gemm_streamk", {"streamk_g132": dict(gemm_streamk.CONFIGS[0], num_sms=132)},
                           cells([G4096, G8192], BOTH)))
     return parts
 
 
-def _r4(name, title, parts, command, commit, raw):
-    return Round(name, title, parts, {"gemm": GEMM_CHECK_R4, "attention": ATTN_CHECK_R3},
-                 [(f"source .gpu/env.sh && {command}", commit, raw)])
+def _experiment(name, title, parts, command, commit, raw):
+    return Round(name, title, parts, {"gemm": GEMM_CHECK_LATER, "attention": ATTN_CHECK_PERSISTENT},
+                 [(command, commit, raw)])
 
 
 def _noncausal(configs, d64_extra=None, dtypes=None):
-    """The non-causal cells of round 4: D=128 at N=4096 and 8192 (fp16, bf16), D=64 at N=4096 (fp16)."""
+    """The non-causal cells of the attention switch experiments: D=128 at N=4096 and 8192 (fp16, bf16), D=64 at N=4096 (fp16)."""
     d64 = dict(configs, **(d64_extra or {}))
     return [Part("attention D=128", "attention", configs, cells([A4096, A8192], BOTH), dtypes=dtypes or {}),
             Part("attention D=64", "attention", d64, cells([A4096_64], FP), dtypes=dtypes or {})]
@@ -256,9 +256,9 @@ def _switches():
     return A, P, Z, W, G3, PIN, QR
 
 
-def round4():
+def softmax_steps():
     A, P, *_ = _switches()
-    return _r4("round4", "round 4, call A: P_EARLY / WARP_BAR / EX2_F16; the GEMM default vs cuBLAS",
+    return _experiment("softmax_steps", "P_EARLY / WARP_BAR / EX2_F16; the GEMM default vs cuBLAS",
                _noncausal({"pers": A(128, 2, **P), "pers_pe": A(128, 2, P_EARLY=True, **P),
                            "pers_wb": A(128, 2, WARP_BAR=True, **P),
                            "pers_pe_wb": A(128, 2, P_EARLY=True, WARP_BAR=True, **P),
@@ -268,66 +268,66 @@ def round4():
                                                                                               WARP_BAR=True)},
                        cells([A4096], FP), causal=True)]
                + _gemm_parts(streamk=False),
-               "python3 benchmarks/gpu_round4.py", "a665bcf", "round4.json")
+               "the GPU script of its commit", "a665bcf", "softmax_steps_h200_2026-11-30.json")
 
 
-def round4_lazy():
+def lazy_rescale():
     A, P, *_ = _switches()
-    return _r4("round4_lazy", "round 4, call B: LAZY rescale; stream-K GEMM",
+    return _experiment("lazy_rescale", "LAZY rescale; stream-K GEMM",
                _noncausal({"pers": A(128, 2, **P), "pers_lazy": A(128, 2, LAZY=True, **P)})
                + [Part("attention causal", "attention", {"plain": A(128, 2), "plain_lazy": A(128, 2, LAZY=True)},
                        cells([A4096], FP), causal=True)] + _gemm_parts(),
-               "python3 benchmarks/gpu_round4.py --set lazy", "3f829d2", "round4_lazy.json")
+               "the GPU script of its commit", "3f829d2", "lazy_rescale_h200_2026-11-30.json")
 
 
-def round4_plate():
+def late_p():
     A, P, *_ = _switches()
-    return _r4("round4_plate", "round 4, call C: P_LATE (and with LAZY); stream-K GEMM",
+    return _experiment("late_p", "P_LATE (and with LAZY); stream-K GEMM",
                _noncausal({"pers": A(128, 2, **P), "pers_plate": A(128, 2, P_LATE=True, **P),
                            "pers_plate_lazy": A(128, 2, P_LATE=True, LAZY=True, **P)})
                + [Part("attention causal", "attention", {"plain": A(128, 2), "plain_plate": A(128, 2, P_LATE=True)},
                        cells([A4096], FP), causal=True)] + _gemm_parts(),
-               "python3 benchmarks/gpu_round4.py --set plate", "2b29725", "round4_plate.json")
+               "the GPU script of its commit", "2b29725", "late_p_h200_2026-11-30.json")
 
 
-def round4_g3():
+def three_groups():
     A, P, _, _, G3, *_ = _switches()
-    return _r4("round4_g3", "round 4, D=64: three consumer groups",
+    return _experiment("three_groups", "D=64: three consumer groups",
                [Part("attention D=64", "attention",
                      {"pers": A(128, 2, **P), "g3_pers_bn128": A(128, 2, **P, **G3),
                       "g3_pers_bn64": A(64, 2, **P, **G3), "g3_plain_bn64": A(64, 3, **G3)},
                      cells([A4096_64], BOTH) + cells([A8192_64], FP)),
                 Part("attention causal D=64", "attention", {"plain": A(128, 2), "g3_plain_bn64": A(64, 3, **G3)},
                      cells([A4096_64], BOTH), causal=True)],
-               "python3 benchmarks/gpu_round4.py --set g3", "29bc49e", "round4_g3.json")
+               "the GPU script of its commit", "29bc49e", "three_groups_h200_2026-11-30.json")
 
 
-def round4_zigzag():
+def zigzag():
     A, _, Z, _, G3, *_ = _switches()
     zz = {"plain": A(128, 2), "pers_zigzag": A(128, 2, **Z)}
-    return _r4("round4_zigzag", "round 4, causal: zig-zag pairs of query tiles",
+    return _experiment("zigzag", "causal: zig-zag pairs of query tiles",
                [Part("attention causal D=128", "attention", zz, cells([A4096], BOTH) + cells([A8192], FP),
                      causal=True),
                 Part("attention causal D=64", "attention", dict(zz, g3_pers_zigzag=A(128, 2, **G3, **Z)),
                      cells([A4096_64], FP), causal=True)],
-               "ROUND4_DEADLINE_S=90 python3 benchmarks/gpu_round4.py --set zigzag", "35a2282", "round4_zigzag.json")
+               "the GPU script of its commit", "35a2282", "zigzag_h200_2026-11-30.json")
 
 
-def round4_warp1():
+def one_warp_loader():
     A, P, Z, W, *_ = _switches()
-    return _r4("round4_warp1", "round 5: the one-warp loader (its variants were timed in round4_pin)",
+    return _experiment("one_warp_loader", "the one-warp loader (its variants were timed in pinned_softmax)",
                [Part("attention D=128", "attention", {"pers": A(128, 2, **P), "pers_warp1": A(128, 2, **W)},
                      cells([A4096, A8192], BOTH)),
                 Part("attention causal", "attention", {"pers_zigzag": A(128, 2, **Z),
                                                        "pers_zigzag_warp1": A(128, 2, ZIGZAG=True, **W)},
                      cells([A4096], FP), causal=True)],
-               "python3 benchmarks/gpu_round4.py --set warp1", None, None)
+               "the GPU script of its commit", None, None)
 
 
-def round4_pin():
+def pinned_softmax():
     A, P, Z, W, G3, PIN, _ = _switches()
     G3P = dict(G3, **P)
-    return _r4("round4_pin", "round 5: the softmax pinned under P V, the one-warp loader",
+    return _experiment("pinned_softmax", "the softmax pinned under P V, the one-warp loader",
                _noncausal({"pers": A(128, 2, **P), "pers_plate": A(128, 2, P_LATE=True, **P),
                            "pers_pin": A(128, 2, PIN_SOFTMAX=True, **P), "pers_pin_plate": A(128, 2, **PIN, **P),
                            "pers_warp1": A(128, 2, **W), "pers_warp1_pin_plate": A(128, 2, **PIN, **W)},
@@ -340,47 +340,47 @@ def round4_pin():
                         "g3_zigzag": A(128, 2, ZIGZAG=True, **G3P),
                         "g3_zigzag_pin_plate": A(128, 2, ZIGZAG=True, **PIN, **G3P)},
                        cells([A4096_64], FP), causal=True)],
-               "python3 benchmarks/gpu_round4.py --set pin", "0b4fb36", "round4_pin.json")
+               "the GPU script of its commit", "0b4fb36", "pinned_softmax_h200_2026-11-30.json")
 
 
-def round4_qregs():
+def q_in_registers():
     A, P, Z, _, G3, PIN, QR = _switches()
     G3P = dict(G3, **P)
     zz = {"pers_zigzag": A(128, 2, **Z), "pers_zigzag_qregs": A(128, 2, **QR, **Z),
           "pers_zigzag_pin": A(128, 2, **PIN, **Z), "pers_zigzag_qregs_pin": A(128, 2, PIN_SOFTMAX=True, **QR, **Z)}
-    return _r4("round4_qregs", "round 5: Q in registers",
+    return _experiment("q_in_registers", "Q in registers",
                _noncausal({"pers": A(128, 2, **P), "pers_plate": A(128, 2, P_LATE=True, **P),
                            "pers_qregs": A(128, 2, **QR, **P), "pers_qregs_pin": A(128, 2, PIN_SOFTMAX=True, **QR, **P)},
                           d64_extra={"g3": A(128, 2, **G3P)})
                + [Part("attention causal D=128", "attention", zz, cells([A4096], BOTH), causal=True),
                   Part("attention causal D=64", "attention", dict(zz, g3_zigzag=A(128, 2, ZIGZAG=True, **G3P)),
                        cells([A4096_64], BOTH), causal=True)],
-               "python3 benchmarks/gpu_round4.py --set qregs", "ee4e936", "round4_qregs.json")
+               "the GPU script of its commit", "ee4e936", "q_in_registers_h200_2026-11-30.json")
 
 
 def validate():
     from tlx_workbench.kernels import gemm_ws
     ws = gemm_ws.CONFIGS[0]
-    return Round("validate", "final check: gemm_ws at 8192^3, 128 balanced CTAs vs 132 vs cuBLAS",
+    return Round("validate", "gemm_ws at 8192^3, 128 balanced CTAs vs 132 vs cuBLAS",
                  [Part("gemm", "gemm_ws", {"ws_128ctas_balanced": ws, "ws_132ctas": dict(ws, num_sms=132, balance=False)},
                        cells([G8192], BOTH))],
                  {"gemm": [G8192], "attention": []},
-                 [("source .gpu/env.sh && python3 benchmarks/gpu_validate.py", "299929c", "validate.json")])
+                 [("the GPU script of its commit", "299929c", "validate_h200_2026-11-30.json")])
 
 
-#: round name -> its builder (a builder imports the kernels, so listing the names costs nothing)
-ROUNDS = {f.__name__: f for f in (round2, round3, round4, round4_lazy, round4_plate, round4_g3, round4_zigzag,
-                                  round4_warp1, round4_pin, round4_qregs, validate)}
+#: experiment name -> its builder (a builder imports the kernels, so listing the names costs nothing)
+ROUNDS = {f.__name__: f for f in (ws_switches, persistent, softmax_steps, lazy_rescale, late_p, three_groups, zigzag,
+                                  one_warp_loader, pinned_softmax, q_in_registers, validate)}
 
 
 def get(name) -> Round:
     if name not in ROUNDS:
-        raise SystemExit(f"no round named {name!r}; the rounds are: {', '.join(ROUNDS)}")
+        raise SystemExit(f"no experiment named {name!r}; the experiments are: {', '.join(ROUNDS)}")
     return ROUNDS[name]()
 
 
 def describe(rnd: Round) -> str:
-    """What a round compares, as text: its parts, cells, configs (canonical JSON) and checks."""
+    """What an experiment compares, as text: its parts, cells, configs (canonical JSON) and checks."""
     from tlx_workbench.explore.space import config_json
     lines = [f"{rnd.name}: {rnd.title}"]
     for cmd, commit, raw in rnd.ran_as:

@@ -1,4 +1,4 @@
-"""Whole-kernel measured timeline of gemm_ws at 4096^3 on the H200 (issue 17, items 1 and 5).
+"""Whole-kernel measured timeline of gemm_ws at 4096^3 on the H200.
 
 Run on the H200 (after `source .gpu/env.sh`):  python3 benchmarks/timeline_h200.py
 Writes under $OUT (./ when unset), each file as soon as its step ends:

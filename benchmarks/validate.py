@@ -4,16 +4,16 @@ Every check draws fresh random inputs, fills the output with NaN (an element the
 writes shows as an infinite error), launches the config once and compares with the float64
 result (``||out - ref|| / ||ref||``; tolerance 2e-3 fp16 / 1.2e-2 bf16 for GEMMs, 3e-3 / 2e-2 for
 attention). The checks are ``benchmarks/suite.py``'s, the same that ``benchmarks/rounds.py`` runs
-before it times a round.
+before it times an experiment.
 
     python3 benchmarks/validate.py --list                  # CPU: the checks, run nothing
     source .gpu/env.sh && python3 benchmarks/validate.py   # the library's defaults; $OUT/validate_suite.json
-    source .gpu/env.sh && python3 benchmarks/validate.py --round round4_pin   # one round's configs and checks
+    source .gpu/env.sh && python3 benchmarks/validate.py --round pinned_softmax   # one experiment's configs and checks
 
 The default suite: ``gemm_ws``'s default config (balanced persistent CTA count, and one CTA per SM as
-before round 3), at the check shapes of rounds 2-4 and 8192^3, ``gemm_streamk``'s on 132 CTAs at round 4's and 8192^3; and
-attention's default for each head dim and masking (``attention.DEFAULTS``) at the ragged check shapes
-of rounds 2-3, fp16 and bf16.
+it was first launched), at the experiments' GEMM check shapes and 8192^3, ``gemm_streamk``'s on 132 CTAs at the
+later experiments' and 8192^3; and attention's default for each head dim and masking (``attention.DEFAULTS``) at the
+experiments' ragged check shapes, fp16 and bf16.
 """
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ sys.path.insert(0, str(HERE))
 import suite  # noqa: E402
 from _harness import md_table, write_json, errors_md  # noqa: E402
 
-GEMM_SHAPES = list(dict.fromkeys(suite.GEMM_CHECK_R2 + suite.GEMM_CHECK_R4 + [suite.G8192]))
-STREAMK_SHAPES = suite.GEMM_CHECK_R4 + [suite.G8192]
-ATTN_SHAPES = list(dict.fromkeys(suite.ATTN_CHECK_R3 + suite.ATTN_CHECK_R2))
+GEMM_SHAPES = list(dict.fromkeys(suite.GEMM_CHECK_FIRST + suite.GEMM_CHECK_LATER + [suite.G8192]))
+STREAMK_SHAPES = suite.GEMM_CHECK_LATER + [suite.G8192]
+ATTN_SHAPES = list(dict.fromkeys(suite.ATTN_CHECK_PERSISTENT + suite.ATTN_CHECK_FIRST))
 
 
 def library_suite():
@@ -41,7 +41,7 @@ def library_suite():
     ws = gemm_ws.CONFIGS[0]
     out = [(suite.Part("gemm_ws default", "gemm_ws", {"ws_default": ws, "ws_132ctas": dict(ws, num_sms=132, balance=False)},
                        suite.cells(GEMM_SHAPES, suite.BOTH)), GEMM_SHAPES),
-           # stream-K at the shapes round 4 checked it at (and 8192^3), not below one tile per CTA
+           # stream-K at the shapes the experiments checked it at (and 8192^3), not below one tile per CTA
            (suite.Part("gemm_streamk default", "gemm_streamk", {"streamk_g132": dict(gemm_streamk.CONFIGS[0], num_sms=132)},
                        suite.cells(STREAMK_SHAPES, suite.BOTH)), STREAMK_SHAPES)]
     for (d64, causal), cfg in attention.DEFAULTS.items():

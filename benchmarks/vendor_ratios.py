@@ -1,6 +1,6 @@
-"""Issue 22's restated forward goals, measured side by side in one run on the H200 (lean: ~2-3 min).
+"""The library's kernels against the vendors, side by side in one run on the H200 (~2-3 min): the goals' table.
 
-    source .gpu/env.sh && python3 benchmarks/restated_goals_h200.py          # $OUT/restated_goals_h200.{json,md}
+    source .gpu/env.sh && python3 benchmarks/vendor_ratios.py          # $OUT/vendor_ratios.{json,md}
 
 Attention forward, D=128, N=4096 (4 x 32 heads) and 8192 (2 x 32), causal and not, fp16 and bf16: the library's
 default config for the cell (``attention_configs.DEFAULTS``) against torch SDPA (its default backend choice) on the
@@ -118,7 +118,7 @@ def _f(x, p=3):
 
 
 def markdown(res) -> str:
-    out = [f"# Restated goals on {res['device']} ({res['date']})", "", "Attention forward, D=128 (medians of "
+    out = [f"# The library against the vendors on {res['device']} ({res['date']})", "", "Attention forward, D=128 (medians of "
            f"{res['rounds']} interleaved rounds):", "",
            "| shape | causal | dtype | SDPA ms | ours ms | ours / SDPA | goal | TFLOP/s |", "|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
@@ -145,12 +145,12 @@ def main(argv=None):
     ap.add_argument("parts", nargs="*", default=["attention", "gemm"])
     a = ap.parse_args(argv)
     from _harness import run_record, write_json, write_outputs
-    out = os.environ.get("OUT", "/tmp/restated_goals")
+    out = os.environ.get("OUT", "/tmp/vendor_ratios")
     res = run_record(rounds=a.rounds, window=WINDOWS[a.window], rows=[], errors=[])
 
     def log(row):
         res["rows"].append(row)
-        write_json(out, "restated_goals_h200", res)
+        write_json(out, "vendor_ratios", res)
         print(json.dumps({k: row.get(k) for k in ("part", "shape", "causal", "dtype", "kernel", "vs_sdpa",
                                                   "vs_cublas", "tflops")}), flush=True)
 
@@ -160,7 +160,7 @@ def main(argv=None):
         except Exception:  # noqa: BLE001
             res["errors"].append(f"{part}: {traceback.format_exc()[-1500:]}")
     text = markdown(res)
-    write_outputs(out, "restated_goals_h200", res, text)
+    write_outputs(out, "vendor_ratios", res, text)
     print(text)
     return 0
 

@@ -1,9 +1,9 @@
-"""The benchmark entry scripts import, and each old GPU round's space is the one that ran.
+"""The benchmark entry scripts import, and each old GPU experiment's space is the one that ran.
 
-``benchmarks/suite.py`` rebuilds every round of rounds 2-5 from the kernels' own config helpers
-(``gemm_ws._config``, ``attention._config``, ``CONFIGS[0]``). The raw JSON each round wrote on the
-H200 records what it compared (the configs, and the subjects timed in every cell); these tests hold
-the rebuilt rounds to it, so a change to a kernel's configs or defaults that would make a re-run
+``benchmarks/suite.py`` rebuilds every GPU experiment of the kernel work from the kernels' own config helpers
+(``gemm_ws._config``, ``attention._config``, ``CONFIGS[0]``). The raw JSON each experiment wrote on the
+H200 (``benchmarks/results/``) records what it compared (the configs, and the subjects timed in every cell); these
+tests hold the rebuilt experiments to it, so a change to a kernel's configs or defaults that would make a re-run
 measure something else fails here (pin the old config in ``suite.py`` then). CPU only, no compile.
 """
 from __future__ import annotations
@@ -52,7 +52,7 @@ def validate():
 
 
 def _raw(name):
-    return json.loads((BENCH / name).read_text())
+    return json.loads((BENCH / "results" / name).read_text())
 
 
 def _cfg(text):
@@ -74,13 +74,13 @@ def _expected_cells(suite, rnd):
 
 
 def _timed_cells(raw):
-    """cell label -> the subjects an old round's JSON has timing rows for."""
+    """cell label -> the subjects an old experiment's JSON has timing rows for."""
     out = {}
     if "timing" in raw:
         for r in raw["timing"]:
             out.setdefault(r["cell"], set()).add(r["subject"])
         return out
-    for r in raw.get("gemm_compare", []) + raw.get("attn_compare", []):     # round 2's layout
+    for r in raw.get("gemm_compare", []) + raw.get("attn_compare", []):     # ws_switches' layout
         shape = r["shape"] if "x" in r["shape"] else "x".join(str(x) for x in ast.literal_eval(r["shape"]))
         out.setdefault(f"{shape}{' causal' if r.get('causal') else ''} {r['dtype']}", set()).add(r["kernel"])
     return out
@@ -93,12 +93,12 @@ def test_entry_scripts_import_and_list(suite, rounds, validate, capsys):
         assert f"{name}: " in listed
     assert validate.main(["--list"]) is None
     assert "checks" in capsys.readouterr().out
-    assert set(suite.ROUNDS) >= {"round2", "round3", "round4", "round4_lazy", "round4_plate", "round4_g3",
-                                 "round4_zigzag", "round4_pin", "round4_qregs", "validate"}
+    assert set(suite.ROUNDS) >= {"ws_switches", "persistent", "softmax_steps", "lazy_rescale", "late_p", "three_groups",
+                                 "zigzag", "pinned_softmax", "q_in_registers", "validate"}
 
 
-@pytest.mark.parametrize("name", ["round2", "round3", "round4", "round4_lazy", "round4_plate", "round4_g3",
-                                  "round4_zigzag", "round4_warp1", "round4_pin", "round4_qregs", "validate"])
+@pytest.mark.parametrize("name", ["ws_switches", "persistent", "softmax_steps", "lazy_rescale", "late_p", "three_groups",
+                                  "zigzag", "one_warp_loader", "pinned_softmax", "q_in_registers", "validate"])
 def test_round_space_is_non_empty_and_one_config_per_name(suite, name):
     from tlx_workbench.explore.space import config_json
     rnd = suite.get(name)
@@ -109,17 +109,17 @@ def test_round_space_is_non_empty_and_one_config_per_name(suite, name):
         assert {config_json(c) for c in space} == {config_json(c) for c in p.configs.values()}
         assert p.cells and all(d in ("float16", "bfloat16") for _, d in p.cells)
         assert rnd.checks.get(p.kind), f"{name} {p.name}: no float64 check shapes"
-    # a name means one config throughout a round (parts repeat the controls)
+    # a name means one config throughout an experiment (parts repeat the controls)
     seen = {}
     for p in rnd.parts:
         for n, c in p.configs.items():
             assert seen.setdefault(n, c) == c, f"{name}: {n!r} names two configs"
 
 
-@pytest.mark.parametrize("name,raw", [("round2", "round2.json"), ("round3", "round3.json"), ("round4", "round4.json"),
-                                      ("round4_lazy", "round4_lazy.json"), ("round4_plate", "round4_plate.json"),
-                                      ("round4_g3", "round4_g3.json"), ("round4_zigzag", "round4_zigzag.json"),
-                                      ("round4_pin", "round4_pin.json"), ("round4_qregs", "round4_qregs.json")])
+@pytest.mark.parametrize("name,raw", [("ws_switches", "ws_switches_h200_2026-11-30.json"), ("persistent", "persistent_h200_2026-11-30.json"), ("softmax_steps", "softmax_steps_h200_2026-11-30.json"),
+                                      ("lazy_rescale", "lazy_rescale_h200_2026-11-30.json"), ("late_p", "late_p_h200_2026-11-30.json"),
+                                      ("three_groups", "three_groups_h200_2026-11-30.json"), ("zigzag", "zigzag_h200_2026-11-30.json"),
+                                      ("pinned_softmax", "pinned_softmax_h200_2026-11-30.json"), ("q_in_registers", "q_in_registers_h200_2026-11-30.json")])
 def test_round_is_what_ran(suite, name, raw):
     rnd = suite.get(name)
     data = _raw(raw)
@@ -135,25 +135,25 @@ def test_round_is_what_ran(suite, name, raw):
     assert _expected_cells(suite, rnd) == _timed_cells(data)
 
 
-def test_round2_attention_is_the_config_list_of_its_commit(suite):
-    # attention.CONFIGS at c21212b (round 2 timed them as ours_cfg0..4; BM=256 at D=64 only)
+def test_ws_switches_attention_is_the_config_list_of_its_commit(suite):
+    # attention.CONFIGS at c21212b (ws_switches timed them as ours_cfg0..4; BM=256 at D=64 only)
     then = [dict(BM=128, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240),
             dict(BM=128, BN=128, NUM_BUFS=3, LOADER_REGS=24, MMA_REGS=240),
             dict(BM=128, BN=64, NUM_BUFS=3, LOADER_REGS=24, MMA_REGS=240),
             dict(BM=128, BN=128, NUM_BUFS=2, LOADER_REGS=40, MMA_REGS=232),
             dict(BM=256, BN=64, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240)]
-    d128, d64 = suite.get("round2").parts[1:]
+    d128, d64 = suite.get("ws_switches").parts[1:]
     assert list(d128.configs.values()) == then[:4]
     assert list(d64.configs.values()) == then
 
 
 def test_stream_k_and_validate_subjects(suite):
     from tlx_workbench.kernels import gemm_streamk, gemm_ws
-    r4 = suite.get("round4_lazy").configs()
+    r4 = suite.get("lazy_rescale").configs()
     assert r4["ws_default"] == gemm_ws.CONFIGS[0]
-    assert r4["streamk_g132"] == dict(gemm_streamk.CONFIGS[0], num_sms=132)     # round4_gemm.py's subject
+    assert r4["streamk_g132"] == dict(gemm_streamk.CONFIGS[0], num_sms=132)     # the stream-K subject as first timed
     v = suite.get("validate")
-    rows = _raw("validate.json")["rows"]
+    rows = _raw("validate_h200_2026-11-30.json")["rows"]
     assert [d for _, d in v.parts[0].cells] == [r["dtype"] for r in rows]
     assert v.parts[0].configs == {"ws_128ctas_balanced": gemm_ws.CONFIGS[0],
                                   "ws_132ctas": dict(gemm_ws.CONFIGS[0], num_sms=132, balance=False)}
@@ -161,13 +161,13 @@ def test_stream_k_and_validate_subjects(suite):
 
 
 def test_selected_parts_and_checks(suite, rounds):
-    rnd = suite.get("round2")
+    rnd = suite.get("ws_switches")
     parts = rounds.selected_parts(rnd, shape=(256, 256, 256))
     assert [p.name for p in parts] == ["gemm"]
     assert parts[0].cells == (((256, 256, 256), "float16"), ((256, 256, 256), "bfloat16"))
     assert rounds.selected_parts(rnd, part="D=64", dtype="bfloat16")[0].cells == (((4, 32, 4096, 64), "bfloat16"),)
     # attention checks only at the head dims the part times; every config in each of its dtypes
-    r4 = suite.get("round4")
+    r4 = suite.get("softmax_steps")
     d64 = next(p for p in r4.parts if p.name == "attention D=64")
     jobs = suite.check_jobs(d64, r4.checks["attention"])
     assert {s[-1] for _, s, _ in jobs} == {64}
@@ -201,7 +201,7 @@ def test_side_by_side_binds_each_cell_to_its_own_inputs(suite, monkeypatch):
 
     monkeypatch.setattr(suite, "launch_into", fake_launch_into)
     monkeypatch.setattr(suite, "bench_ms", lambda fn: (fn(), 1.0)[1])
-    rnd = suite.get("round4_lazy")
+    rnd = suite.get("lazy_rescale")
     small = []
     for p in rnd.parts:
         shape = (64, 48, 32) if p.kind == "gemm" else (1, 2, 16, p.cells[0][0][-1])

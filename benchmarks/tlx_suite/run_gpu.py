@@ -1,6 +1,6 @@
 """TLX's own GPU test suite (the `tutorials/testing/test_correctness.py` that ships in triton-utlx), on a real GPU.
 
-The ground truth for the pytest plugin's CPU run (issue 20): the same file, unchanged, run by plain pytest on the
+The ground truth for the pytest plugin's CPU run: the same file, unchanged, run by plain pytest on the
 H200, each test's outcome and duration written to $OUT/tlx_suite_gpu.json. The one thing added is the alias the
 plugin also makes: the file imports TLX's tutorials as `triton.language.extra.tlx.tutorials` (TLX's own tree), the
 wheel ships them as `tlx.tutorials`; without it no test would be collected on any machine.

@@ -1,5 +1,5 @@
 """simulate(recorder=...) runs the kernel a measured trace comes from: the clock recorder's measured cost after
-every op that ``runtime/instrument.py`` records, at the same sites (issue 17). And the tensor core is claimed by
+every op that ``runtime/instrument.py`` records, at the same sites. And the tensor core is claimed by
 time, not in the order the seeded scheduler runs the warp groups."""
 import warnings
 
@@ -161,7 +161,7 @@ def _shares_recorder():
 @pytest.mark.parametrize("recorder", ["waits", "totals", "all"])
 def test_recorded_gemm_ws_4096_shares_are_within_10_points_of_the_h200s(recorder):
     """gemm_ws 4096^3 CONFIGS[0], CTA 0, simulated with each recorder against the H200's measurement of that
-    recorder (benchmarks/shares/, 2026-12-02 05:44 UTC), with the H200 model's loader costs (cost.MEASURED_LOADER,
+    recorder (benchmarks/results/, 2026-12-02 05:44 UTC), with the H200 model's loader costs (cost.MEASURED_LOADER,
     charged by default: TMA issue 47 cycles, not the generic 8; expect 20, not an arrive's 40; index arithmetic,
     free otherwise): every task's busy, barrier-wait and async-wait shares within 10 points. Without them
     (cost.APPLIED_LOADER = ()) the every-op recorder's loader is 12.9 points off (its busy share too low)."""
@@ -173,12 +173,11 @@ def test_recorded_gemm_ws_4096_shares_are_within_10_points_of_the_h200s(recorder
     sr = _shares_recorder()
     sim, _ = sr.simulate(recorder)
     if recorder == "all":           # its trace was not kept: the CTA 0 lanes the summary kept
-        summary = json.loads((sr.SHARES / "shares_summary.json").read_text())
+        summary = json.loads(sr.SUMMARY.read_text())
         rows = sr.rows_from_summary(sim.trace, summary["measured"]["all"]["lanes"],
                                     summary["compare"]["all"]["timed_ops"])
     else:
-        name = {"waits": "gemm_ws_4096_waits.json.gz", "totals": "gemm_ws_4096_totals.json"}[recorder]
-        rows = sr.rows_of(compare(sim.trace, Trace.load(str(sr.SHARES / name)), measured_cta=0))
+        rows = sr.rows_of(compare(sim.trace, Trace.load(str(sr.MEASURED[recorder])), measured_cta=0))
     assert set(rows) == {"default", "task1"}
     worst = {task: max(map(abs, r["errors_pts"])) for task, r in rows.items()}
     assert all(w < 10.0 for w in worst.values()), worst
