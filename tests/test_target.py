@@ -42,7 +42,7 @@ def _scale(x_ptr, out_ptr, BLOCK: tl.constexpr):
 
 
 def test_hopper_means_the_calibrated_h200_wherever_a_default_is_taken():
-    # one GPU name throughout (issue 18): the verbs say what %%tlx says, "sm_90 (H200)"
+    # one GPU name throughout: the verbs say what %%tlx says, "sm_90 (H200)"
     for name in ("sm_90", "sm90", "90", 90, "hopper", "sm_90a", None):
         assert gpu_model(name).name == "H200", name
     with offline("sm_90"):

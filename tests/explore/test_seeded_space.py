@@ -36,7 +36,7 @@ def test_every_seeded_bug_is_dropped_at_the_simulated_stage_with_its_diagnosis(s
             assert "waits on" in e["diagnosis"] and "missing" in e["diagnosis"]
         else:
             assert "line 35" in e["diagnosis"] and "line 45" in e["diagnosis"]   # both sides of the race
-    # the early release's race leads with the line to change (issue 19): the release before the read it pays for
+    # the early release's race leads with the line to change: the release before the read it pays for
     assert entries[("early_release", 2)]["line"] == 44
 
 

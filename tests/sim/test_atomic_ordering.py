@@ -1,4 +1,4 @@
-"""Outputs that differ between schedules: a race, or atomics' free ordering (issue 20)."""
+"""Outputs that differ between schedules: a race, or atomics' free ordering."""
 import torch
 import triton
 import triton.language as tl

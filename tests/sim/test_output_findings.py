@@ -1,4 +1,4 @@
-"""Outputs left partly unwritten, or written with NaN/Inf from finite inputs, are reported (issue 20)."""
+"""Outputs left partly unwritten, or written with NaN/Inf from finite inputs, are reported."""
 import torch
 import triton
 import triton.language as tl

@@ -1,4 +1,4 @@
-"""After a launch: outputs left partly unwritten, or written with NaN/Inf the inputs do not hold (issue 20).
+"""After a launch: outputs left partly unwritten, or written with NaN/Inf the inputs do not hold.
 
 A GPU leaves whatever memory held where no CTA stored, and a NaN the kernel computed looks like any other value:
 both passed the simulator with a clean bill (TLX's split-K GEMM through its autotuner returned NaN). Read off the

@@ -128,7 +128,7 @@ class RaceTracker:
         s.reads = {}
 
 
-# ---- the line to change for a race (issue 19) -------------------------------------------------------------------
+# ---- the line to change for a race ---------------------------------------------------------------------------
 _CTA = re.compile(r"^CTA (\d+): ")
 _READER = re.compile(r"while the (async_dot) read of (\S+) \(line (\d+)\) may still read it")
 

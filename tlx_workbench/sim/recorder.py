@@ -2,7 +2,7 @@
 
 A measured trace (``wb.profile``) is a trace of the instrumented kernel, not of the plain one: after every
 timed op its warp group reads the clock and writes a record (``_wb_rec``), which on the H200 costs about as
-much as a satisfied barrier wait, several times per k-step of a GEMM (issue 17: +26 % to +50 % on gemm_ws
+much as a satisfied barrier wait, several times per k-step of a GEMM (+26 % to +50 % on gemm_ws
 4096^3). ``simulate(..., recorder="waits")`` predicts the kernel that was measured: the same op sites as
 ``instrument(kernel, ops=...)`` times (found by the same source rewrite, :func:`sites`: statements of their
 own, in the kernel and in the ``@triton.jit`` helpers it calls as statements), each followed by the
