@@ -358,6 +358,9 @@ class Outcome:
     first_text: str
     fix_lines: set
     seeded_line: int
+    fix: object = None       # the verified repair offered (sim/repair.py: Repair), or None
+    fix_passes: bool | None = None   # applied to the copy, the kernel's test passes (clean, equal to the reference)
+    seconds: float = 0.0     # the simulation, repair search included
 
     @property
     def names_fix(self) -> bool:
@@ -372,10 +375,14 @@ def _wrong(pair) -> bool:
     return not torch.allclose(got.float(), ref, atol=5e-2, rtol=5e-2)
 
 
-def simulated(bug: Bug, schedules: int = 2) -> Outcome:
-    """The simulator's first message: the DeadlockError, else the first finding (raise_for_errors)."""
+def simulated(bug: Bug, schedules: int = 2, apply_fix: bool = False) -> Outcome:
+    """The simulator's first message: the DeadlockError, else the first finding (raise_for_errors); with
+    ``apply_fix``, whether the verified fix it offers makes the kernel's test pass."""
+    import time
     s = seeded_copy(bug)
+    t0 = time.perf_counter()
     res, pair = KERNELS[bug.kernel].run(s.module, schedules=schedules)
+    took = time.perf_counter() - t0
     wrong = _wrong(pair)
     try:
         res.raise_for_errors()
@@ -385,8 +392,31 @@ def simulated(bug: Bug, schedules: int = 2) -> Outcome:
     if err is not None:
         how = "deadlock" if res.deadlock is not None else res.findings[0].kind
         text = err.message.splitlines()[0]
-        return Outcome(bug, True, how, err.line, text, s.fix_lines, s.line)
-    return Outcome(bug, wrong, "wrong output" if wrong else "", None, "", s.fix_lines, s.line)
+        o = Outcome(bug, True, how, err.line, text, s.fix_lines, s.line, res.fix, seconds=took)
+        if apply_fix and res.fix is not None:
+            o.fix_passes = test_passes(bug, res.fix.apply())
+        return o
+    return Outcome(bug, wrong, "wrong output" if wrong else "", None, "", s.fix_lines, s.line, seconds=took)
+
+
+def test_passes(bug: Bug, text: str, schedules: int = 3) -> bool:
+    """The kernel's test on ``text`` (a repaired copy): clean over ``schedules`` schedules and equal to torch."""
+    subj = KERNELS[bug.kernel]
+    s = seeded_copy(bug)
+    path = pathlib.Path(s.file)
+    seeded = path.read_text()
+    # the repaired text in the seeded copy's own file and module name (our kernels register themselves by it),
+    # the seeded text put back afterwards
+    path.write_text(text)
+    try:
+        mod = _import(path, subj.package)
+        res, pair = subj.run(mod, schedules=schedules, repair=False)
+        return res.ok and pair is not None and not _wrong(pair)
+    finally:
+        path.write_text(seeded)
+        import linecache
+        linecache.checkcache(str(path))
+        _import(path, subj.package)
 
 
 def checked(bug: Bug) -> Outcome:
@@ -402,11 +432,17 @@ def checked(bug: Bug) -> Outcome:
 
 def main(argv=None):
     import argparse
+    import time
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim-only", action="store_true")
     ap.add_argument("--only", nargs="*", help="bug ids")
+    ap.add_argument("--fixes", action="store_true",
+                    help="the simulator's first line and its verified fix: offered, and whether applying it makes "
+                         "the kernel's test pass; the clean kernels too; a table by class")
     ns = ap.parse_args(argv)
     bugs = [b for b in BUGS if not ns.only or b.id in ns.only]
+    if ns.fixes:
+        return fixes_table(bugs)
     stages = [("simulate", simulated)] + ([] if ns.sim_only else [("check", checked)])
     totals = {name: [0, 0] for name, _ in stages}
     for b in bugs:
@@ -423,6 +459,43 @@ def main(argv=None):
                   f"[{o.how}] {o.first_text[:150]}")
     for name, (det, fix) in totals.items():
         print(f"{name}: detected {det}/{len(bugs)}, first line names the fix {fix}/{len(bugs)}")
+
+
+def fixes_table(bugs):
+    import time
+    t0 = time.perf_counter()
+    rows: dict = {}
+    for b in bugs:
+        o = simulated(b, apply_fix=True)
+        cls = b.cls or "the suite's first 32 (issue 19)"
+        r = rows.setdefault(cls, [0, 0, 0, 0, 0])
+        r[0] += 1
+        r[1] += o.detected
+        r[2] += o.names_fix
+        r[3] += o.fix is not None
+        r[4] += bool(o.fix_passes)
+        mark = "ok " if o.names_fix else ("-- " if o.detected else "!! ")
+        fx = ("fix passes" if o.fix_passes else "FIX FAILS") if o.fix is not None else "no fix"
+        print(f"{b.id:24} {mark} seeded {o.seeded_line:>4} first {str(o.first_line):>4} {fx:10} {o.seconds:5.1f} s "
+              f"{o.first_text[:110]}", flush=True)
+    clean = []
+    for k in sorted({b.kernel for b in bugs}):
+        res, pair = KERNELS[k].run(clean_copy(k), schedules=2)
+        clean.append((k, res.ok and not _wrong(pair)))
+    print()
+    print("| class (bugs) | detected | first line is the seeded line (or its pair) | verified fix offered | "
+          "applying it makes the test pass |")
+    print("|---|---|---|---|---|")
+    tot = [0] * 5
+    for cls, r in rows.items():
+        tot = [a + b for a, b in zip(tot, r)]
+        print(f"| {cls} ({r[0]}) | {r[1]} | {r[2]} | {r[3]} | {r[4]} |")
+    n = tot[0]
+    print(f"| **all ({n})** | {tot[1]} | {tot[2]} ({100 * tot[2] / n:.0f} %) | {tot[3]} ({100 * tot[3] / n:.0f} %) | "
+          f"{tot[4]} ({100 * tot[4] / n:.0f} %) |")
+    print(f"clean kernels clean: {sum(ok for _, ok in clean)}/{len(clean)} "
+          f"{[k for k, ok in clean if not ok] or ''}")
+    print(f"time: {time.perf_counter() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -156,7 +156,16 @@ def rank(findings: list, sim) -> list:
     """The findings with the line to change first, as the simulator ranks it (the cause of its deadlock, or a
     race it traced to its cause): every view of a diagnosis leads with the same line. Stable otherwise."""
     lead = None
-    if sim is not None:
+    fix = getattr(sim, "fix", None) if sim is not None else None
+    if fix is not None:
+        # a repair the simulator verified leads (sim/repair.py); said as a finding when none is at its line
+        lead = fix.line
+        if not any(f.line == lead for f in findings):
+            from .findings import Finding
+            findings = [Finding("verified-fix", "error", f"{fix.headline}\n{fix.diff()}", [(fix.file, fix.line)],
+                                f"make the change shown at line {fix.line} ({fix.what}); %tlx_fix applies it in "
+                                f"a notebook")] + list(findings)
+    elif sim is not None:
         d = sim.deadlock
         if d is not None and getattr(d, "cause", None) is not None:
             lead = d.line

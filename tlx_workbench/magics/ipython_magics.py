@@ -317,6 +317,8 @@ def help_alone(lines: list[str]) -> list[str]:
 def load_ipython_extension(ipython) -> None:
     """``%load_ext tlx_magic``."""
     ipython.register_magics(TLXMagics)
+    from .fix import register as register_fix     # %tlx_fix (magics/fix.py)
+    register_fix(ipython)
     if help_alone not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(help_alone)
 
@@ -324,7 +326,7 @@ def load_ipython_extension(ipython) -> None:
 def unload_ipython_extension(ipython) -> None:
     # IPython has no unregister; drop our names so a reload starts clean
     mm = ipython.magics_manager
-    line_names = ["tlx", "tlx_bench", "tlx_profile", "tlx_show", "tlx_explore", "tlx_config"]
+    line_names = ["tlx", "tlx_bench", "tlx_profile", "tlx_show", "tlx_explore", "tlx_config", "tlx_fix"]
     for kind, names in (("cell", ["tlx"]), ("line", line_names)):
         for n in names:
             mm.magics[kind].pop(n, None)

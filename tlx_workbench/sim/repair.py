@@ -36,6 +36,8 @@ MAX_CANDIDATES = 16         # tried at most, per failing launch
 BUDGET = 10.0               # the whole search <= BUDGET x one simulation of the failing launch
 SCHEDULES = 3               # timing-only schedules a candidate must run clean (then one run with values)
 MIN_BUDGET_S = 2.0          # a tiny kernel's launch is too short to measure against: never less than this
+#: the last verified repair any search found (what ``%tlx_fix`` applies when not told which)
+last = None
 _seq = itertools.count(1)
 
 
@@ -96,6 +98,17 @@ class Repair:
         for e in sorted(self.edits, key=lambda e: e.start, reverse=True):
             lines[e.start - 1:e.end] = list(e.new)
         return "".join(lines)
+
+    jitfn = None               # the kernel it repairs (set by the search)
+
+    def kernel(self):
+        """The repaired kernel: a JITFunction built from the edited source (nothing is written anywhere).
+
+        >>> fixed = res.fix.kernel(); wb.simulate(fixed, *args, grid=grid)     # doctest: +SKIP
+        """
+        if self.jitfn is None:
+            raise LookupError("this repair was not made by a search (no kernel to rebuild)")
+        return rebuild(self.jitfn, self.apply(), self.file)
 
     def verified_text(self) -> str:
         if not self.verified:
@@ -197,6 +210,7 @@ class _Source:
         self.lines = self.text.splitlines(keepends=True)
         self.tree = ast.parse(self.text)
         self.parent: dict = {}
+        self.owner: dict = {}           # statement -> the node whose body holds it
         for node in ast.walk(self.tree):
             for field in ("body", "orelse", "finalbody"):
                 body = getattr(node, field, None)
@@ -204,6 +218,7 @@ class _Source:
                     for i, st in enumerate(body):
                         if isinstance(st, ast.stmt):
                             self.parent[st] = (body, i)
+                            self.owner[st] = node
 
     def stmt(self, line):
         """The innermost simple statement that spans ``line``."""
@@ -515,6 +530,15 @@ def _arrive_edits(src, st, call):
         yield ("arrive-count", f"arrive once: barrier_arrive({bar}, {src.src(cnt)}) -> barrier_arrive({bar})",
                [_replace_node(src, st, call, f"{src.src(call.func)}({bar})")], call.lineno)
     body, i = src.parent[st]
+    own = src.owner.get(st)
+    if isinstance(own, ast.If) and own.body == [st] and not own.orelse:
+        # an arrive under a condition that skips it in some rounds: make it unconditional
+        ind = _indent(src.lines[own.lineno - 1])
+        seg = [ind + src.lines[n - 1].strip() + "\n" if n == st.lineno else
+               ind + "    " + src.lines[n - 1].lstrip() for n in range(st.lineno, st.end_lineno + 1)] \
+            if st.lineno > own.lineno else [ind + src.src(st) + "\n"]
+        yield ("unconditional", f"arrive in every round: drop `if {src.src(own.test)}:` at line {own.lineno}",
+               [Edit(own.lineno, own.end_lineno, tuple(seg))], own.lineno)
     keep = "pass" if len(body) == 1 else None
     ind = _indent(src.lines[st.lineno - 1])
     shared = [o for o in body if o is not st and o.lineno <= st.end_lineno and (o.end_lineno or o.lineno) >= st.lineno]
@@ -909,6 +933,10 @@ def diagnose(res, launch: Launch) -> RepairSearch | None:
     found = search(cands, launch)
     res.repair_search = found
     res.fix = found.best
+    if found.best is not None:
+        global last
+        last = found.best
+        found.best.jitfn = launch.jitfn
     d = res.deadlock
     if d is not None:
         d.repair_search = found
