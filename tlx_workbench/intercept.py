@@ -238,8 +238,7 @@ class Interceptor:
         code = getattr(fn, "__code__", None)
         if self.capture_only:
             if not warmup:
-                la = LaunchRecord(name, code.co_filename if code else None, code.co_firstlineno if code else None,
-                                  grid)
+                la = LaunchRecord(name, code.co_filename if code else None, _def_line(jit), grid)
                 la.launch = (jit, tuple(args), dict(kwargs))
                 self.launches.append(la)
             return None
@@ -268,7 +267,7 @@ class Interceptor:
             if refused is not None:
                 raise RuntimeError(f"{name}: the installed compiler refused the kernel: {refused}")
             return compiled
-        la = LaunchRecord(name, code.co_filename if code else None, code.co_firstlineno if code else None, grid)
+        la = LaunchRecord(name, code.co_filename if code else None, _def_line(jit), grid)
         la.compiled, la.refused = compiled is not None, refused
         la.launch = (jit, tuple(args), dict(kwargs))
         self.launches.append(la)
@@ -303,6 +302,13 @@ class Interceptor:
         if self.raise_findings:
             la.result.raise_for_errors()
         return compiled if compiled is not None else SimulateOnlyKernel(name, refused)
+
+
+def _def_line(jit) -> int | None:
+    # the kernel's `def` line (the code object's first line is its decorator's)
+    line = getattr(jit, "def_file_line_number", None)
+    code = getattr(getattr(jit, "fn", None), "__code__", None)
+    return line if line is not None else (code.co_firstlineno if code else None)
 
 
 def alias_tlx_tutorials() -> str | None:

@@ -54,10 +54,18 @@ def _schema(args) -> int:
 def main(argv=None) -> int:
     """Run one verb; returns its exit code (0 clean, 1 finding, 2 usage error)."""
     p = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest = []
+    if argv and argv[0] != "run" and "--" in argv:
+        # the script's own arguments, after --: argparse's subcommands do not pass them on
+        i = argv.index("--")
+        argv, rest = argv[:i], argv[i + 1:]
     try:
         args = p.parse_args(argv)
     except SystemExit as e:           # argparse's own usage errors and --help
         return int(e.code or 0) if isinstance(e.code, int) else USAGE
+    if rest:
+        args.args = list(getattr(args, "args", None) or []) + rest
     try:
         return args.func(args)
     except UsageError as e:
