@@ -37,11 +37,16 @@ def test_the_first_line_is_the_line_to_change_in_nine_of_ten():
     outs = [_sim(b) for b in sb.BUGS]
     hit = [o.bug.id for o in outs if o.names_fix]
     missed = [(o.bug.id, o.seeded_line, o.first_line, o.first_text[:120]) for o in outs if not o.names_fix]
-    assert len(outs) >= 20 and len({b.kernel.split("[")[0] for b in sb.BUGS}) >= 3
+    assert len(outs) >= 44 and len({b.kernel.split("[")[0] for b in sb.BUGS}) >= 3
     # the issue's goal is 9 of 10; measured all 32 (benchmarks/RESULTS.md, issue 19). A removed or misplaced
     # release is named from what each release barrier guards (sim/releases.py). The floor allows one miss.
     assert len(hit) >= len(outs) - 1, missed
-    assert len(hit) >= math.ceil(0.9 * len(outs)), missed
+    assert len(hit) >= math.ceil(0.95 * len(outs)), missed
+    # a verified fix is offered for at least 80 % of them
+    offered = [o for o in outs if o.fix is not None and o.fix.verified]
+    assert len(offered) >= math.ceil(0.8 * len(outs)), [o.bug.id for o in outs if o.fix is None]
+    # the five classes an outside check found hardest, in kernels the suite did not use before
+    assert len([b for b in sb.BUGS if b.cls]) >= 12 and len({b.cls for b in sb.BUGS if b.cls}) == 5
 
 
 def test_a_wrong_count_says_the_fix_in_the_kernels_terms():
@@ -53,10 +58,15 @@ def test_a_wrong_count_says_the_fix_in_the_kernels_terms():
     with pytest.raises(wb.DeadlockError) as ei:
         res.raise_for_errors()
     e = ei.value
-    assert e.line == arrive
+    # both lines could be the fix; the simulator tried them and leads with the count, which runs clean
+    assert e.line == s.line and e.fix is not None and e.fix.verified
     head = e.message.splitlines()[0]
-    assert f"line {arrive}: task1[0] arrives on bars_empty_a once per phase but the barrier counts 2 (line {alloc})" \
-        in head, head
+    assert head.endswith(f"line {s.line}: arrive_count=2 -> arrive_count=1 — " + e.fix.verified_text()), head
+    assert "verified: with this change the kernel runs clean over 3 schedules" in head
+    assert "-   136 |" in e.message and "arrive_count=1)" in e.fix.diff()
+    # the ledgers' evidence follows: the arrive against the count
+    assert f"why: line {arrive}: task1[0] arrives on bars_empty_a once per phase but the barrier counts 2 (line " \
+           f"{alloc})" in e.message
     assert "arrive_count=1" in e.hint
     # the waits that starve are listed after it, as consequences, and the %%tlx text leads with the same line
     assert "consequences" in e.message
@@ -67,8 +77,8 @@ def test_a_wrong_count_says_the_fix_in_the_kernels_terms():
 def test_bytes_are_said_as_sentences_not_negative_counts():
     s = sb.seeded_copy(next(b for b in sb.BUGS if b.id == "g-expect-b-bytes"))
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
-    head = res.deadlock.message.splitlines()[0]
-    assert "bytes more landed on bars_full_b[0] than line 192 expects" in head and "-" not in head.split(":")[2]
+    why = next(ln for ln in res.deadlock.message.splitlines() if ln.startswith("  why:"))
+    assert "bytes more landed on bars_full_b[0] than line 192 expects" in why and "-" not in why.split(":")[3]
 
 
 def test_a_weak_wgmma_wait_leads_the_race_at_its_line():
@@ -107,7 +117,8 @@ def test_a_removed_release_is_named_where_it_belongs():
         res.raise_for_errors()
     e = ei.value
     assert e.line == s.line and _src(s, s.line).strip() == "pass"
-    head = e.message.splitlines()[0]
+    head = e.message
+    assert "pass -> tlx.barrier_arrive(empty_b)" in head.splitlines()[0]
     assert "a release is missing here" in head and "never release bars_empty_b[0]" in head, head
     assert "b[0] (line 283, retired by the async_dot_wait at line 289)" in head, head
     assert "add the release after line 296" in e.hint and "barrier_arrive on bars_empty_b[0]" in e.hint
@@ -115,7 +126,7 @@ def test_a_removed_release_is_named_where_it_belongs():
     s = sb.seeded_copy(_bug("fa-drop-k-release-first"))
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
     assert res.deadlock.line == s.line
-    assert "they release k_empties at line 240, but not for this read" in res.deadlock.message.splitlines()[0]
+    assert "they release k_empties at line 240, but not for this read" in res.deadlock.message
 
 
 def test_a_release_on_the_wrong_slot_leads_with_its_slot_index():
@@ -124,7 +135,7 @@ def test_a_release_on_the_wrong_slot_leads_with_its_slot_index():
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
     d = res.deadlock
     assert d.line == s.line and "empty[s]" in _src(s, s.line)
-    head = d.message.splitlines()[0]
+    head = d.message
     assert "releases empty[1] while its read of" in head and "is still in flight" in head, head
     assert "never releases empty[0]" in head and "the release names the wrong slot" in head, head
     # the slot is computed in a local_view a few lines above the arrive: that line leads, the arrive is said
@@ -133,7 +144,7 @@ def test_a_release_on_the_wrong_slot_leads_with_its_slot_index():
     assert res.deadlock.line in s.fix_lines and res.races
     arrive = next(n for n in range(s.line, s.line + 5) if "barrier_arrive(empty_a)" in _src(s, n))
     race = res.races[0]
-    assert race.line == res.deadlock.line and f"(line {arrive}, the slot written at line {race.line})" in race.message
+    assert race.line in s.fix_lines and f"(line {arrive}, the slot written at line {race.line})" in race.message
     assert "names another lane's slot" in race.message
 
 

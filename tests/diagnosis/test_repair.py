@@ -1,0 +1,130 @@
+"""Repairs the simulator proves (sim/repair.py): a failing launch's diagnosis leads with the smallest edit that
+runs clean on the same launch; applying it makes the kernel's test pass; %tlx_fix puts it in a new cell."""
+import pytest
+import torch
+
+import tlx_workbench as wb
+
+import seeded_bugs as sb
+
+
+def _bug(bug_id):
+    return next(b for b in sb.BUGS if b.id == bug_id)
+
+
+@pytest.mark.parametrize("bug_id", ["fw-extra-k-release", "gc-full-b-phase", "op-read-early", "op-named-id",
+                                    "fw-v-signals-k-full"])
+def test_the_verified_fix_of_each_hard_class_makes_the_test_pass(bug_id):
+    o = sb.simulated(_bug(bug_id), apply_fix=True)
+    assert o.detected and o.names_fix, (o.first_line, o.first_text)
+    assert o.fix is not None and o.fix.verified and o.first_line == o.fix.line
+    assert "verified: with this change the kernel runs clean over 3 schedules" in o.first_text
+    assert "matches the reference" in o.first_text
+    assert o.fix_passes
+
+
+def test_the_flipped_wait_is_the_wait_to_change_not_a_consequence():
+    s = sb.seeded_copy(_bug("g-full-a-phase"))
+    res, _ = sb.KERNELS[s.bug.kernel].run(s.module, repair=False)
+    d = res.deadlock
+    text = d.text()
+    at, _, rest = text.partition("  consequences")
+    assert "the wait to change (it is blocked too):" in at and f"line {s.line}: tlx.barrier_wait(bar=full_a" in at
+    # the faulty wait is never told to fix another task's wait first; the consequences do not list it
+    faulty = [b for b in d.blocked if b.line == s.line]
+    assert faulty and all("consequence" not in b.reason for b in faulty)
+    assert f"line {s.line}:" not in rest
+    # no repair searched: the ranking's own line leads, and nothing claims to be verified
+    assert d.fix is None and "verified" not in text.splitlines()[0]
+
+
+def test_no_verified_repair_falls_back_to_the_ranking_and_says_so(monkeypatch):
+    from tlx_workbench.sim import repair
+    monkeypatch.setattr(repair, "MAX_CANDIDATES", 0)
+    s = sb.seeded_copy(_bug("g-empty-b-phase"))
+    res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
+    assert res.fix is None and res.repair_search is not None and res.deadlock.line == s.line
+    assert "no candidate repair verified" in res.deadlock.message.splitlines()[1]
+    assert "the line below is the ledgers' ranking, unverified" in res.deadlock.message
+
+
+def test_the_fix_shows_as_a_diff_in_every_view():
+    s = sb.seeded_copy(_bug("op-read-early"))
+    res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
+    fix = res.fix
+    assert fix is not None and fix.kind == "move-read" and fix.line == s.line
+    diff = fix.diff()
+    assert f"-   {s.line:>3} |" in diff.replace("-  ", "-  ", 1) or f"- {s.line:>5} |" in diff
+    with pytest.raises(wb.SimulationError) as ei:
+        res.raise_for_errors()
+    e = ei.value
+    assert e.line == fix.line and e.fix is fix and diff in str(e)
+    assert "tlxwb-fix" in e._repr_html_() and "tlxwb-fix" in res._repr_html_()
+    assert "FIX: " + fix.headline in repr(res)
+    found = sb.KERNELS[s.bug.kernel].check(s.module)
+    first = [f for f in found if f.severity == "error"][0]
+    assert first.line == fix.line
+    # the text the fix makes is the kernel with only those lines changed
+    before, after = open(s.file).read().splitlines(), fix.apply().splitlines()
+    assert len(before) == len(after) and sum(a != b for a, b in zip(before, after)) == 2
+
+
+def test_tlx_fix_puts_the_fixed_cell_below_and_changes_nothing_else():
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "tlx_magic")
+    shell.run_cell("import torch, triton, triton.language as tl, triton.language.extra.tlx as tlx\n"
+                   "import tlx_workbench as wb\n"
+                   "from triton.tools.tensor_descriptor import TensorDescriptor")
+    cell = '''@triton.jit
+def copy2(in_desc, out_ptr, N_TILES, BM: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr):
+    bufs = tlx.local_alloc((BM, BK), tl.float16, STAGES)
+    empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=2)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(empty[s], p ^ 1)
+                tlx.barrier_expect_bytes(full[s], BM * BK * 2)
+                tlx.async_descriptor_load(in_desc, bufs[s], [i * BM, 0], full[s])
+        with tlx.async_task(num_warps=4):
+            rows = tl.arange(0, BM)
+            cols = tl.arange(0, BK)
+            for i in range(N_TILES):
+                s = i % STAGES
+                p = (i // STAGES) & 1
+                tlx.barrier_wait(full[s], p)
+                x = tlx.local_load(bufs[s])
+                tlx.barrier_arrive(empty[s])
+                tl.store(out_ptr + (i * BM + rows)[:, None] * BK + cols[None, :], x)
+'''
+    r = shell.run_cell(cell)
+    assert r.success
+    x = torch.randn(6 * 32, 32, dtype=torch.float16)
+    shell.user_ns.update(x=x)
+    r = shell.run_cell("desc = TensorDescriptor(x, shape=list(x.shape), strides=[32, 1], block_shape=[32, 32])\n"
+                       "out = torch.zeros_like(x)\n"
+                       "res = wb.simulate(copy2, desc, out, 6, BM=32, BK=32, STAGES=2, grid=(1,), "
+                       "on_deadlock='return')")
+    assert r.success
+    res = shell.user_ns["res"]
+    assert res.deadlock is not None and res.fix is not None and res.fix.line == 4
+    payloads = []
+    shell.payload_manager.clear_payload()
+    shell.run_line_magic("tlx_fix", "res")
+    payloads = shell.payload_manager.read_payload()
+    nxt = [p for p in payloads if p.get("source") == "set_next_input"]
+    assert nxt and nxt[0]["replace"] is False
+    new = nxt[0]["text"]
+    assert new.splitlines()[3].strip() == "empty = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)"
+    assert [a for a, b in zip(cell.splitlines(), new.splitlines()) if a != b] == [cell.splitlines()[3]]
+    # the person runs the new cell: the kernel is clean and copies x
+    assert shell.run_cell(new).success
+    r = shell.run_cell("out = torch.zeros_like(x)\n"
+                       "res2 = wb.simulate(copy2, desc, out, 6, BM=32, BK=32, STAGES=2, grid=(1,), schedules=3)")
+    assert r.success and shell.user_ns["res2"].ok and torch.equal(shell.user_ns["out"], x)
+    shell.payload_manager.clear_payload()
+    shell.run_line_magic("tlx_fix", "res --replace")
+    assert [p for p in shell.payload_manager.read_payload() if p.get("source") == "set_next_input"][0]["replace"]
