@@ -1,4 +1,5 @@
-"""Shared helpers of the GPU benchmarks: tutorial loading, timing, error metric, tables.
+"""The benchmark suites' harness: the record every result starts with (date, machine, command), tutorial loading,
+inputs, float64 checks, timing windows and interleaved rounds, tables and JSON.
 
 The TLX tutorials are test subjects: they are imported by path from the installed
 wheel and run unchanged, through their own launchers.
@@ -296,16 +297,43 @@ def device_line() -> str:
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
 
 
-def run_record(**fields) -> dict:
-    """The head of a GPU script's result: UTC date, device (GPU, torch, triton), the command line, then ``fields``."""
-    import datetime
+def machine() -> str:
+    """What ran the suite: the GPU (name, SMs) when there is one, else the CPU (model, cores)."""
+    import os
+    import platform
+    try:
+        import torch
+        if torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(0)
+            return f"{p.name}, {p.multi_processor_count} SMs"
+    except ImportError:
+        pass
+    model = platform.processor() or platform.machine()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, no GPU"
 
-    import torch
-    import triton
-    p = torch.cuda.get_device_properties(0)
+
+def run_record(**fields) -> dict:
+    """The head of a suite's result: UTC date, device (the machine, torch, triton), the command line, then ``fields``.
+
+    >>> sorted(run_record(x=1))
+    ['command', 'date', 'device', 'x']
+    """
+    import datetime
+    versions = []
+    for name in ("torch", "triton"):
+        try:
+            versions.append(f"{name} {importlib.import_module(name).__version__}")
+        except ImportError:
+            pass
     return dict(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                device=f"{p.name}, torch {torch.__version__}, triton {triton.__version__}",
-                command=" ".join(["python3"] + sys.argv), **fields)
+                device=", ".join([machine()] + versions), command=" ".join(["python3"] + sys.argv), **fields)
 
 
 def median(xs):

@@ -72,7 +72,8 @@ def main(part):
     seeds = library.seeded(name)
     hang = seeds["deadlock"][0]
     space = tx.Space(library.space(name).configs, seeds=[problem.default, hang])
-    summary = dict(part=part, kernel=name, shape=list(shape), configs=len(space), date=time.strftime("%Y-%m-%d %H:%M"))
+    from _harness import run_record
+    summary = run_record(part=part, kernel=name, shape=list(shape), configs=len(space))
     t0 = time.perf_counter()
     ex = tx.explore(problem, space, shapes=[shape], store=store_path, backend="process",
                     workers=min(16, os.cpu_count() or 1), timeout=15.0, progress=False,

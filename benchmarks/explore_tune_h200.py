@@ -79,8 +79,8 @@ def run_part(key, args, out):
     problem = library.problem(part["kernel"], dtype=part["dtype"], causal=part["causal"])
     space = library.space(part["kernel"], head_dim=shape[-1] if len(shape) == 4 else 128, causal=part["causal"],
                           seeds=[problem.default])
-    summary = dict(part=key, kernel=problem.name, shape=list(shape), configs=len(space),
-                   date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), search="model",
+    from _harness import run_record
+    summary = run_record(part=key, kernel=problem.name, shape=list(shape), configs=len(space), search="model",
                    measure_seconds=args.measure_seconds, store=str(out / "explore_tune.sqlite"))
     t0 = time.perf_counter()
     ex = tx.explore(problem, space, shapes=[shape], store=out / "explore_tune.sqlite", backend="process",

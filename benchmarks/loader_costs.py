@@ -25,7 +25,6 @@ import os
 import pathlib
 import statistics
 import sys
-import time
 import warnings
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -111,8 +110,8 @@ def main():
     out = pathlib.Path(os.environ.get("OUT", "out"))
     out.mkdir(parents=True, exist_ok=True)
     d = derive()
-    d.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=" ".join(sys.argv),
-             machine="CPU only (the traces: NVIDIA H200, 2026-12-02)")
+    from _harness import run_record
+    d.update(run_record(traces="NVIDIA H200, 2026-12-02"))
     (out / "loader_costs.json").write_text(json.dumps(d, indent=1))
     i = d["inputs"]
     print(f"TMA issue {d['tma_issue']:.1f} cycles (by site {i['every_op']['tma_issue_by_site']}); "

@@ -101,10 +101,8 @@ def main():
         rows.append(dict(cell=cell, ms=ms, us=ms * 1e3, tflops=flops / ms / 1e9, rounds=rs,
                          sm_mhz=statistics.median(mhz) if mhz else None))
         print(f"{cell}: {ms * 1e3:.1f} us, {rows[-1]['tflops']:.0f} TFLOP/s, {rows[-1]['sm_mhz']} MHz", flush=True)
-    dev = torch.cuda.get_device_properties(0)
-    payload = dict(device=f"{dev.name}, {dev.multi_processor_count} SMs, torch {torch.__version__}, "
-                          f"triton {triton.__version__}", date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                   command="source .gpu/env.sh && python3 benchmarks/predict_h200.py", rows=rows, errors=log)
+    from _harness import run_record
+    payload = run_record(rows=rows, errors=log)
     (out / "predict_measured.json").write_text(json.dumps(payload, indent=1))
     print(f"done in {time.time() - t_start:.0f} s", flush=True)
 

@@ -72,7 +72,8 @@ def main():
     summary = dict(configs=len(ok), spearman=rho, ratio_min=ratios[0], ratio_median=ratios[len(ratios) // 2],
                    ratio_max=ratios[-1], seconds=time.time() - t0)
     (HERE / "predict").mkdir(exist_ok=True)
-    (HERE / "predict" / "rank_gemm_ws.json").write_text(json.dumps(dict(summary=summary, rows=out), indent=1))
+    from _harness import run_record
+    (HERE / "predict" / "rank_gemm_ws.json").write_text(json.dumps(run_record(summary=summary, rows=out), indent=1))
     print(json.dumps(summary))
 
 

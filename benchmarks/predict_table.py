@@ -57,9 +57,10 @@ def main(argv=None):
                    within_20=sum(e <= 0.2 for e in errs), within_35=sum(e <= 0.35 for e in errs))
     out = pathlib.Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(dict(measured=dict(device=measured["device"], date=measured["date"],
-                                                                      command=measured["command"]),
-                                                        rows=rows, summary=summary), indent=1))
+    from _harness import run_record
+    out.with_suffix(".json").write_text(json.dumps(run_record(measured=dict(device=measured["device"], date=measured["date"],
+                                                                            command=measured["command"]),
+                                                              rows=rows, summary=summary), indent=1))
     lines = ["| kernel | config | shape | causal | predicted µs | measured µs | error | sim s |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c = r["cell"]

@@ -17,7 +17,9 @@ from tlx_workbench.runtime import KernelTimeoutError, cublas_matmul, torch_sdpa
 from tlx_workbench.runtime.profiling import timeline_png
 
 OUT = pathlib.Path(os.environ.get("OUT", "."))
-res = {"device": torch.cuda.get_device_name()}
+from _harness import run_record  # noqa: E402
+
+res = run_record()
 
 
 def rand(*shape, dtype=torch.float16, seed=0):

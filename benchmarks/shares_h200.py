@@ -57,8 +57,10 @@ KSTEPS = triton.cdiv(K, CFG["BK"])
 STRIPS = CFG["BN"] // CFG["EPI_N"]
 
 OUT = pathlib.Path(os.environ.get("OUT", "out"))
-res = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "shape": [M, N, K],
-       "config": {k: v for k, v in CFG.items() if not callable(v)}, "command": " ".join(sys.argv)}
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _harness import run_record  # noqa: E402
+
+res = run_record(shape=[M, N, K], config={k: v for k, v in CFG.items() if not callable(v)})
 failed = []
 state = {}
 

@@ -35,9 +35,10 @@ OUT = pathlib.Path(os.environ.get("OUT", "."))
 OUT.mkdir(parents=True, exist_ok=True)
 M = N = K = 4096
 CFG = gemm_ws.CONFIGS[0]
-res = {"device": torch.cuda.get_device_name(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-       "shape": [M, N, K], "config": {k: v for k, v in CFG.items() if not callable(v)},
-       "command": "python3 benchmarks/timeline_h200.py"}
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _harness import run_record  # noqa: E402
+
+res = run_record(shape=[M, N, K], config={k: v for k, v in CFG.items() if not callable(v)})
 
 
 def save():
