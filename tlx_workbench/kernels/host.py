@@ -293,6 +293,8 @@ def gemm_entry_points(module: str, kernel, launch_call: Callable, kernel_call: C
     """
     import sys
     kernel_file = sys.modules[module].__file__
+    from .torch_ops import gemm_op
+    compiled_op = gemm_op(op_name or module.rsplit(".", 1)[-1])
     launch_plans = LaunchPlans(f"{module.rsplit('.', 1)[-1]}.launch")
     matmul_plans = LaunchPlans(f"{module.rsplit('.', 1)[-1]}.matmul")
     tuned = TunedConfigs(matmul_plans)
@@ -303,8 +305,7 @@ def gemm_entry_points(module: str, kernel, launch_call: Callable, kernel_call: C
     def matmul(a, b, config=None):
         import torch
         if torch.compiler.is_compiling():
-            from .torch_ops import gemm_op
-            return gemm_op(op_name or module.rsplit(".", 1)[-1])(a, b, config)
+            return compiled_op(a, b, config)
         try:
             key = (operand_key(a, b), config_key(config))
         except (AttributeError, TypeError):

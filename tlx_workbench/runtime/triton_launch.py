@@ -1,7 +1,9 @@
 """Every touch of Triton's non-public launcher and CompiledKernel internals, in one place
 (tests/runtime/test_triton_launch.py fails loudly when Triton changes them; pinned to triton 3.8).
 
-What it is for: a kernel compiled as *one* CTA, launched in clusters of ``n`` CTAs
+What it is for: (1) the library launchers' bound launches (``BoundLaunch``, below): a compiled kernel launched
+through its own CUDA launcher, without Triton's JIT dispatch, once a launch plan has worked the launch out;
+(2) a kernel compiled as *one* CTA, launched in clusters of ``n`` CTAs
 (``kernels/gemm_cluster.py``: uTLX cannot arrive at a peer CTA's barrier, and compiling with
 ``num_ctas=2`` splits every layout over the pair). Triton's CUDA launcher already launches
 clusters: it starts ``gridX * num_ctas`` CTAs in clusters of ``num_ctas`` (``driver.c``) and
@@ -21,6 +23,9 @@ per Triton subsystem, each in the package that uses it.
 >>> kernel[(g,)](*args, **opts)                     # 2 * g CTAs, in clusters of 2
 """
 from __future__ import annotations
+
+from triton import knobs as _knobs
+from triton.runtime.jit import JITFunction as _JITFunction
 
 
 def cluster_size(compiled) -> int:
@@ -56,37 +61,62 @@ def launch_in_clusters(compiled, num_ctas: int):
 # Triton's own ``wrap_handle_tensordesc`` (so its layout is Triton's); tensor maps come from Triton's own
 # ``make_tensordesc_arg`` and are kept per (descriptor, address).
 
-def _triton_run():
-    from triton.runtime.jit import JITFunction
-    return JITFunction.__dict__["run"]
+_TRITON_RUN = [None]       # Triton's own JITFunction.run, once seen
 
 
-_TRITON_RUN = _triton_run()
+def _is_tritons(run) -> bool:
+    """Whether ``run`` is Triton's own ``JITFunction.run`` (not the simulator's or a recorder's, which replace it
+    on the class for a while: what was in place when this module was imported need not be Triton's)."""
+    if getattr(run, "__module__", None) == "triton.runtime.jit" and getattr(run, "__qualname__", "") == "JITFunction.run":
+        _TRITON_RUN[0] = run
+        return True
+    return False
 
 
 def _knob_state():
     """The knobs that change what JITFunction.run compiles or calls around a launch: a bound launch stands in
     for it only while they are as they were at bind time (debug, instrumentation, a pass-pipeline hook) or unset
     (launch hooks: the watchdog's, a profiler's)."""
-    from triton import knobs
-    return (bool(knobs.runtime.debug), knobs.compilation.instrumentation_mode,
-            knobs.runtime.add_stages_inspection_hook)
+    return (bool(_knobs.runtime.debug), _knobs.compilation.instrumentation_mode,
+            _knobs.runtime.add_stages_inspection_hook)
 
 
 def _hooks_idle() -> bool:
-    from triton import knobs
+    knobs = _knobs
     for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook):
         if hook is not None and getattr(hook, "calls", True):
             return False
     return True
 
 
+_DISPATCH_ONLY = [0]       # > 0 inside ``through_dispatch()``
+
+
 def dispatch_is_triton(jit) -> bool:
     """True when ``jit[grid](...)`` would reach Triton's own ``JITFunction.run``: nothing (the simulator, a
     launch recorder, the notebook's launch capture) has put another ``run`` in place, on the class or on this
-    kernel, and no launch hook is set. Only then may a :class:`BoundLaunch` launch in its place."""
-    from triton.runtime.jit import JITFunction
-    return JITFunction.__dict__.get("run") is _TRITON_RUN and "run" not in jit.__dict__ and _hooks_idle()
+    kernel, and no launch hook is set. Only then may a :class:`BoundLaunch` launch in its place (and not inside
+    ``through_dispatch()``)."""
+    run = _JITFunction.__dict__.get("run")
+    return (not _DISPATCH_ONLY[0] and (run is _TRITON_RUN[0] or _is_tritons(run)) and "run" not in jit.__dict__
+            and _hooks_idle())
+
+
+class through_dispatch:
+    """Within this block every launch goes through ``kernel[grid](...)`` (Triton's JIT dispatch), none through a
+    bound launch: to compare the two, or to time what the dispatch costs.
+
+    >>> with through_dispatch():                 # doctest: +SKIP
+    ...     c = gemm_ws.matmul(a, b)
+    """
+
+    def __enter__(self):
+        _DISPATCH_ONLY[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        _DISPATCH_ONLY[0] -= 1
+        return False
 
 
 class _Address:
@@ -153,6 +183,8 @@ class BoundLaunch:
         self.jit = jit
         self.knobs = _knob_state()
         compiled = jit.warmup(*args, grid=grid, **options)
+        if compiled is None:
+            raise NotImplementedError("Triton compiled nothing to bind (an asynchronous compile)")
         launcher = compiled.run                       # loads the module and makes its CudaLauncher
         md = compiled.metadata
         if (getattr(md, "global_scratch_size", 0) or getattr(md, "profile_scratch_size", 0)
@@ -245,7 +277,16 @@ def bind(jit, grid, args, options):
         return None
     if not any(getattr(getattr(a, "base", a), "is_cuda", False) for a in args):
         return None
+    from triton.runtime.errors import OutOfResources
     try:
         return BoundLaunch(jit, grid, args, options)
     except NotImplementedError:
+        return None
+    except OutOfResources:
+        raise           # the launch itself would raise it too: the autotuner leaves such a config out
+    except Exception as e:      # an adapter out of step with Triton must not stop the launch: dispatch it
+        import warnings
+        warnings.warn(f"{getattr(jit, '__name__', jit)}: no bound launch ({type(e).__name__}: {e}); launching "
+                      "through Triton's dispatch (runtime/triton_launch.py may need updating for this Triton)",
+                      stacklevel=3)
         return None

@@ -1,0 +1,309 @@
+"""What a call of each library launcher costs on the host and on the GPU, next to its vendor op, in one run.
+
+Per launcher and shape, warm (tuned and planned first) and in one process:
+
+* host: microseconds of Python per call, 300 calls without a sync (``--calls``), the median of 5 such runs: what
+  a caller's thread spends before the next line runs. For the library launchers also through Triton's JIT
+  dispatch (``through_dispatch()``: the launch before launch plans) for comparison.
+* do_bench: ``triton.testing.do_bench`` median (25 ms warm-up, 100 ms measured, L2 flushed between runs): the
+  GPU time as a caller sees it, host time included where the host is the slower side.
+* graph: CUDA-graph replay of 20 calls captured together, per call (the GPU's time alone).
+* the ratios: host time over the vendor op's (goal <= 1.5), vendor do_bench over ours (goal >= 0.97).
+
+Vendor ops: ``torch.matmul`` (fp16 GEMMs), ``torch._scaled_mm`` (FP8, per-tensor scales, B column-major, bf16
+out), ``F.scaled_dot_product_attention`` (forward), ``aten._scaled_dot_product_flash_attention_backward`` (the
+backward, on the flash forward's outputs).
+
+    python3 benchmarks/launch_overhead.py --out $OUT/launch.json       # ~5 minutes on an H100, fresh caches
+
+Writes the JSON (every row, the command, the device) to ``--out`` (a .json path, or a folder for
+launch_overhead.json) after every section, the markdown table beside it (.md), and prints the table. Tuning: each
+tuned launcher tunes over the first ``--tune-top`` configs of its space (the spaces are ordered best-first;
+0: all), as ``matmul(..., config=None)`` then does with what it found; ``--budget`` seconds after which no new
+section starts (a cut-short run still writes what it measured).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import pathlib
+import statistics
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from _harness import md_table, run_record, try_call, write_json  # noqa: E402
+
+GEMM_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (8192, 8192, 8192)]
+FP8_SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096)]
+ATTN_SHAPES = [(1, 8, 1024, 128), (4, 8, 1024, 128)]
+OTHER_GEMMS = ("gemm_pipelined", "gemm_pingpong", "gemm_streamk", "gemm_cluster")
+
+
+# -- measurements --------------------------------------------------------------------------------------------
+
+def host_us(fn, calls: int, runs: int = 5) -> float:
+    """Median over ``runs`` of the host microseconds per call of ``calls`` calls without a sync (warm)."""
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        per.append((t1 - t0) / calls * 1e6)
+    return statistics.median(per)
+
+
+def bench_us(fn) -> float:
+    import triton
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")) * 1e3
+
+
+def graph_us(fn, per_graph: int = 20, replays: int = 10) -> float:
+    """Microseconds per call of a CUDA graph of ``per_graph`` calls, replayed (median of ``replays``)."""
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):        # warm on the capture stream (allocator pools), as torch's docs do
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(per_graph):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(replays):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        g.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / per_graph)
+    del g
+    return statistics.median(times)
+
+
+def measure(fn, calls, log, label, graph=True, dispatch_fn=None) -> dict:
+    """host / do_bench / graph of ``fn`` (and host through Triton's dispatch, ``dispatch_fn``)."""
+    row = {}
+    row["host_us"] = try_call(f"{label} host", lambda: host_us(fn, calls), log)
+    if dispatch_fn is not None:
+        row["host_dispatch_us"] = try_call(f"{label} host (dispatch)", lambda: host_us(dispatch_fn, calls), log)
+    row["bench_us"] = try_call(f"{label} do_bench", lambda: bench_us(fn), log)
+    if graph:
+        row["graph_us"] = try_call(f"{label} graph", lambda: graph_us(fn), log)
+    return row
+
+
+def through_dispatch(fn):
+    from tlx_workbench.runtime.triton_launch import through_dispatch as ctx
+
+    def run():
+        with ctx():
+            return fn()
+    return run
+
+
+def close(out, ref, tol) -> str:
+    import torch
+    o, r = out.double(), ref.double()
+    if not torch.isfinite(o).all():
+        return "nan"
+    err = float((o - r).norm() / r.norm().clamp_min(1e-30))
+    return "ok" if err <= tol else f"err {err:.2g}"
+
+
+def bound(plans) -> bool:
+    return any(getattr(p, "bound", None) is not None for p in plans.plans.values())
+
+
+# -- sections ------------------------------------------------------------------------------------------------
+
+def gemm_section(rows, log, args):
+    import importlib
+
+    import torch
+    from tlx_workbench.kernels import gemm_ws
+    for M, N, K in GEMM_SHAPES:
+        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+        shape = f"{M}x{N}x{K} fp16"
+        vendor = measure(lambda: torch.matmul(a, b), args.calls, log, f"torch.matmul {shape}")
+        rows.append(dict(call="torch.matmul", shape=shape, **vendor))
+        subjects = [("gemm_ws", gemm_ws, None)]
+        if M <= 2048:
+            subjects += [(n, importlib.import_module(f"tlx_workbench.kernels.{n}"), "default") for n in OTHER_GEMMS]
+        for name, mod, how in subjects:
+            label = f"{name}.matmul {shape}"
+            if how is None:
+                try_call(f"{label} tune", lambda: tune_gemm(mod, a, b, args.tune_top), log)
+                cfg = None
+            else:
+                cfg = mod.CONFIGS[0]
+            out = try_call(f"{label} first call", lambda: mod.matmul(a, b, cfg), log)
+            if out is None:
+                continue
+            ok = close(out, a.float() @ b.float(), 1e-2)
+            fn = (lambda mod=mod, cfg=cfg: mod.matmul(a, b, cfg))
+            row = measure(fn, args.calls, log, label, dispatch_fn=through_dispatch(fn))
+            rows.append(dict(call=f"{name}.matmul" + ("" if how is None else " (CONFIGS[0])"), shape=shape,
+                             check=ok, bound=bound(mod.matmul.plans), **row, **ratios(row, vendor)))
+        yield
+
+
+def tune_gemm(mod, a, b, top):
+    """Seed ``matmul``'s tuned config for (a, b) by tuning over the first ``top`` configs (0: all)."""
+    configs = mod.CONFIGS if not top else mod.CONFIGS[:top]
+    key = (a.shape[0], b.shape[1], a.shape[1], a.dtype)
+    if key not in mod.matmul.tuned:
+        mod.matmul.tuned[key] = mod.tune(a, b, configs)[0][0]
+
+
+def fp8_section(rows, log, args):
+    import torch
+    from tlx_workbench.kernels import gemm_fp8
+    for M, N, K in FP8_SHAPES:
+        shape = f"{M}x{N}x{K} e4m3"
+        a, b, sa, sb = gemm_fp8.make_inputs((M, N, K), "float8_e4m3fn", "cuda")      # b column-major
+        vendor = measure(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16), args.calls, log,
+                         f"_scaled_mm {shape}")
+        rows.append(dict(call="torch._scaled_mm", shape=shape, **vendor))
+        bt = gemm_fp8.k_major_b(b)
+        c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
+        key = (M, N, K, a.dtype, b.dtype, torch.bfloat16, False, False)
+        configs = gemm_fp8.CONFIGS if not args.tune_top else gemm_fp8.CONFIGS[:args.tune_top]
+        if key not in gemm_fp8.matmul_fp8.tuned:
+            try_call(f"matmul_fp8 {shape} tune", lambda: gemm_fp8.matmul_fp8.tuned.__setitem__(
+                key, gemm_fp8.tune(a, bt, sa, sb, c, configs)[0][0]), log)
+        out = try_call(f"matmul_fp8 {shape} first call", lambda: gemm_fp8.matmul_fp8(a, b, sa, sb), log)
+        if out is None:
+            continue
+        ok = close(out, (a.float() @ b.float()) * sa * sb, 1e-2)
+        fn = lambda: gemm_fp8.matmul_fp8(a, b, sa, sb)  # noqa: E731
+        row = measure(fn, args.calls, log, f"matmul_fp8 {shape}", dispatch_fn=through_dispatch(fn))
+        rows.append(dict(call="gemm_fp8.matmul_fp8", shape=shape, check=ok, bound=bound(gemm_fp8.matmul_fp8.plans),
+                         **row, **ratios(row, vendor)))
+        yield
+
+
+def attention_section(rows, log, args):
+    import torch
+    import torch.nn.functional as F
+    from tlx_workbench.kernels import attention as A
+    from tlx_workbench.kernels import attention_bwd as B
+    for shape in ATTN_SHAPES:
+        q, k, v, do = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(4))
+        name = "x".join(map(str, shape)) + " fp16"
+        vendor = measure(lambda: F.scaled_dot_product_attention(q, k, v), args.calls, log, f"sdpa {name}")
+        rows.append(dict(call="sdpa", shape=name, **vendor))
+        configs = A.configs_for(128, False, shape[2])
+        configs = configs if not args.tune_top else configs[:args.tune_top]
+        tkey = (tuple(q.shape), q.dtype, False)
+        if tkey not in A.attention.tuned:
+            try_call(f"attention {name} tune", lambda: A.attention.tuned.__setitem__(
+                tkey, A.tune(q, k, v, False, 1 / math.sqrt(shape[-1]), configs)[0][0]), log)
+        out = try_call(f"attention {name} first call", lambda: A.attention(q, k, v), log)
+        if out is not None:
+            ok = close(out, F.scaled_dot_product_attention(q, k, v), 2e-2)
+            fn = lambda: A.attention(q, k, v)  # noqa: E731
+            row = measure(fn, args.calls, log, f"attention {name}", dispatch_fn=through_dispatch(fn))
+            rows.append(dict(call="attention.attention", shape=name, check=ok, bound=bound(A.attention.plans), **row,
+                             **ratios(row, vendor)))
+        yield
+        if shape != ATTN_SHAPES[0]:
+            continue
+        # the backward: the flash backward op on the flash forward's outputs, vs attention_backward on ours
+        scale = 1 / math.sqrt(shape[-1])
+        fwd = try_call("flash forward", lambda: torch.ops.aten._scaled_dot_product_flash_attention(
+            q, k, v, 0.0, False, return_debug_mask=False, scale=scale), log)
+        if fwd is not None:
+            o_f, lse_f, cq, ck, mq, mk, seed, off, _ = fwd
+
+            def flash_bwd():
+                return torch.ops.aten._scaled_dot_product_flash_attention_backward(
+                    do, q, k, v, o_f, lse_f, cq, ck, mq, mk, 0.0, False, seed, off, scale=scale)
+            vb = measure(flash_bwd, args.bwd_calls, log, f"flash backward {name}")
+            rows.append(dict(call="aten flash backward", shape=name, **vb))
+            o, lse = A.attention(q, k, v, return_lse=True)
+            got = try_call(f"attention_backward {name} first call",
+                           lambda: B.attention_backward(q, k, v, o, do, lse), log)
+            if got is not None:
+                ref = flash_bwd()
+                ok = ", ".join(close(g, r, 3e-2) for g, r in zip(got, ref))
+                fn = lambda: B.attention_backward(q, k, v, o, do, lse)  # noqa: E731
+                row = measure(fn, args.bwd_calls, log, f"attention_backward {name}", dispatch_fn=through_dispatch(fn))
+                rows.append(dict(call="attention_bwd.attention_backward", shape=name, check=ok,
+                                 bound=bound(B.launch.plans), **row, **ratios(row, vb)))
+        yield
+
+
+def ratios(row, vendor) -> dict:
+    out = {}
+    if row.get("host_us") and vendor.get("host_us"):
+        out["host_vs_vendor"] = row["host_us"] / vendor["host_us"]
+    if row.get("bench_us") and vendor.get("bench_us"):
+        out["vendor_over_ours"] = vendor["bench_us"] / row["bench_us"]
+    if row.get("graph_us") and vendor.get("graph_us"):
+        out["graph_vendor_over_ours"] = vendor["graph_us"] / row["graph_us"]
+    return out
+
+
+COLS = ["call", "shape", "host_us", "host_dispatch_us", "bench_us", "graph_us", "host_vs_vendor", "vendor_over_ours",
+        "graph_vendor_over_ours", "check", "bound"]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, help="a .json path, or a folder (launch_overhead.json in it)")
+    p.add_argument("--calls", type=int, default=300, help="calls per host-time run (no sync between)")
+    p.add_argument("--bwd-calls", type=int, default=100, help="the same for the backward (several kernels a call)")
+    p.add_argument("--tune-top", type=int, default=4, help="tune over the first N configs of each space (0: all)")
+    p.add_argument("--budget", type=float, default=330.0, help="seconds after which no new section starts")
+    p.add_argument("--only", choices=["gemm", "fp8", "attention"], action="append", help="these sections only")
+    args = p.parse_args(argv)
+    out = pathlib.Path(args.out)
+    json_path = out if out.suffix == ".json" else out / "launch_overhead.json"
+    import torch
+    import triton
+    from tlx_workbench.kernels._common import torch_alloc
+    torch.manual_seed(0)
+    triton.set_allocator(torch_alloc)
+    t0 = time.time()
+    rows, log = [], []
+    payload = run_record(rows=rows, errors=log, calls=args.calls, tune_top=args.tune_top)
+    sections = {"gemm": gemm_section, "fp8": fp8_section, "attention": attention_section}
+    skipped = []
+    for name, section in sections.items():
+        if args.only and name not in args.only:
+            continue
+        for _ in section(rows, log, args):
+            write_json(json_path.parent, json_path.stem, payload)
+            print(md_table(rows[-3:], COLS), flush=True)
+            if time.time() - t0 > args.budget:
+                skipped.append(f"{name} (the rest: budget of {args.budget:.0f} s spent)")
+                break
+    payload["skipped"] = skipped
+    payload["seconds"] = time.time() - t0
+    write_json(json_path.parent, json_path.stem, payload)
+    md = (f"# Launch overhead: host time per call, do_bench and CUDA-graph replay (us)\n\n{payload['device']}, "
+          f"{payload['date']}\n\n`{payload['command']}`\n\n" + md_table(rows, COLS))
+    if skipped:
+        md += "\nskipped: " + "; ".join(skipped) + "\n"
+    if log:
+        md += "\n## errors\n" + "\n".join(f"- {e['what']}: {e['error']}" for e in log) + "\n"
+    json_path.with_suffix(".md").write_text(md)
+    print(md)
+    return payload
+
+
+if __name__ == "__main__":
+    main()
