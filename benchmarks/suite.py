@@ -173,13 +173,43 @@ ATTN_CHECK_PERSISTENT = [(1, 2, 200, 64), (2, 2, 1000, 128), (1, 2, 130, 128), (
                  (1, 8, 1024, 64)]
 
 
+#: the kernels' config builders as the experiments called them (``gemm_ws._config``, ``attention._config`` of those
+#: commits), pinned here so that an experiment names the configs that ran even after a kernel drops a switch: a
+#: switch appears in an attention config only when it is not at its default, as then
+_ATTN_DEFAULTS = dict(P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2,
+                      WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False, ZIGZAG=False)
+
+
+def attention_config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1, **switches):
+    """An attention config as the experiments wrote it.
+
+    >>> attention_config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)["ZIGZAG"]
+    True
+    """
+    unknown = set(switches) - set(_ATTN_DEFAULTS)
+    if unknown:
+        raise TypeError(f"no such switch in the experiments: {sorted(unknown)}")
+    cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
+    if PERSISTENT:
+        cfg.update(PERSISTENT=True, Q_BUFS=Q_BUFS)
+    cfg.update({k: v for k, v in switches.items() if v != _ATTN_DEFAULTS[k]})
+    return cfg
+
+
+def gemm_ws_config(BM, BN, BK, STAGES, EPI_N, GROUP_M=8, EPI_BUFS=2, WARP_BARRIER=False, MMA_REGS=232,
+                   LOADER_REGS=40, SPLIT_FULL=False, DOT_WAIT0=False):
+    """A gemm_ws config as the experiments wrote it (``MMA_REGS``/``LOADER_REGS`` None: no setmaxnreg)."""
+    return dict(BM=BM, BN=BN, BK=BK, STAGES=STAGES, EPI_N=EPI_N, GROUP_M=GROUP_M, EPI_BUFS=EPI_BUFS,
+                WARP_BARRIER=WARP_BARRIER, MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS,
+                SPLIT_FULL=SPLIT_FULL, DOT_WAIT0=DOT_WAIT0)
+
+
 def cells(shapes, dtypes):
     return tuple((s, d) for s in shapes for d in dtypes)
 
 
 def ws_switches():
-    from tlx_workbench.kernels.attention import _config as A
-    from tlx_workbench.kernels.gemm_ws import _config as G
+    A, G = attention_config, gemm_ws_config
     gemm = {
         "default": G(128, 256, 64, 4, 64),      # the first default
         "epi128": G(128, 256, 64, 4, 128, EPI_BUFS=1),
@@ -206,7 +236,7 @@ def ws_switches():
 
 def persistent():
     from tlx_workbench.kernels import gemm_ws
-    from tlx_workbench.kernels.attention import _config as A
+    A = attention_config
     attn = {"plain_bn128_b2": A(128, 2), "plain_bn128_b3": A(128, 3),
             "pers_bn128_b2_q2": A(128, 2, PERSISTENT=True, Q_BUFS=2),
             "pers_bn128_b2_q1": A(128, 2, PERSISTENT=True, Q_BUFS=1),
@@ -246,7 +276,7 @@ def _noncausal(configs, d64_extra=None, dtypes=None):
 
 
 def _switches():
-    from tlx_workbench.kernels.attention import _config as A
+    A = attention_config
     P = dict(PERSISTENT=True, Q_BUFS=2)
     Z = dict(P, ZIGZAG=True)
     W = dict(P, WARP1_LOADER=True)

@@ -1,7 +1,7 @@
 """The benchmark entry scripts import, and each old GPU experiment's space is the one that ran.
 
-``benchmarks/suite.py`` rebuilds every GPU experiment of the kernel work from the kernels' own config helpers
-(``gemm_ws._config``, ``attention._config``, ``CONFIGS[0]``). The raw JSON each experiment wrote on the
+``benchmarks/suite.py`` rebuilds every GPU experiment of the kernel work from the config builders as the
+experiments called them (``suite.gemm_ws_config``, ``suite.attention_config``) and the kernels' ``CONFIGS[0]``. The raw JSON each experiment wrote on the
 H200 (``benchmarks/results/``) records what it compared (the configs, and the subjects timed in every cell); these
 tests hold the rebuilt experiments to it, so a change to a kernel's configs or defaults that would make a re-run
 measure something else fails here (pin the old config in ``suite.py`` then). CPU only, no compile.
