@@ -336,10 +336,22 @@ def clean_copy(kernel: str):
     return _import(subj.path, subj.package, fresh=True)
 
 
+def _register_gemm_op(package, name):
+    """Our GEMM modules look their torch custom op up by module name (kernels/torch_ops.py): a copy gets its own."""
+    try:
+        torch_ops = importlib.import_module(f"{package}.torch_ops")
+    except ImportError:
+        return
+    ops = getattr(torch_ops, "GEMM_OPS", None)
+    if ops is not None and name not in ops and hasattr(torch_ops, "_gemm_op"):
+        ops[name] = torch_ops._gemm_op(name)
+
+
 def _import(path: pathlib.Path, package: str | None, fresh=False):
     name = f"tlxwb_seeded_{path.stem}"
     if package:
         name = f"{package}._seeded_{path.stem}"
+        _register_gemm_op(package, name.rsplit(".", 1)[1])
     with wb.offline("H100"):
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)

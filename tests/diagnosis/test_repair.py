@@ -13,7 +13,7 @@ def _bug(bug_id):
 
 
 @pytest.mark.parametrize("bug_id", ["fw-extra-k-release", "gc-full-b-phase", "op-read-early", "op-named-id",
-                                    "fw-v-signals-k-full"])
+                                    "gc-b-signals-full-a"])
 def test_the_verified_fix_of_each_hard_class_makes_the_test_pass(bug_id):
     o = sb.simulated(_bug(bug_id), apply_fix=True)
     assert o.detected and o.names_fix, (o.first_line, o.first_text)
