@@ -1,4 +1,6 @@
 """`tlx-workbench run SCRIPT`: a program unchanged, its launches simulated, a summary, exit codes and JSON."""
+import json
+
 import torch
 
 import tlx_workbench as wb
@@ -102,3 +104,29 @@ def test_usage_errors_exit_2(cli):
     assert ran.code == 2 and "no_such_script.py: no such file" in ran.err, ran
     ran = cli("run", "--sim", "V100", str(SCRIPTS / "add_clean.py"), json_doc=False)
     assert ran.code == 2 and "V100" in ran.err, ran
+
+
+def test_the_environment_switches_a_plain_python_on(cli, tmp_path):
+    # eval "$(tlx-workbench env --sim H200 --json F)"; python SCRIPT: as TRITON_INTERPRET=1 switches Triton's on
+    import os
+    import subprocess
+    import sys
+    ran = cli("env", "--sim", "H200", "--json", str(tmp_path / "env.json"), json_doc=False)
+    assert ran.code == 0, ran
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    for line in ran.out.splitlines():
+        name, _, value = line.removeprefix("export ").partition("=")
+        env[name] = value.strip("'")
+    assert env["TLXWB_SIM"] == "H200" and env["TLXWB_JSON"] == str(tmp_path / "env.json")
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "ring_deadlock.py"), "--forget-release"], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 1 and "DeadlockError" in proc.stderr, proc.stderr[-3000:]
+    assert "scale_ring  (1, 1, 1)      deadlock" in proc.stderr and "scaled 5 tiles" not in proc.stdout
+    (la,) = valid(json.loads((tmp_path / "env.json").read_text()), "run")["launches"]
+    assert la["verdict"] == "deadlock"
+    env["TLXWB_PREDICT"] = "0"
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "smem_race.py")], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path)
+    # a race: the program ends normally, as on a GPU, but the process exits 1 with the summary on stderr
+    assert proc.returncode == 1 and "copied" in proc.stdout and "copy_tile  (1, 1, 1)      race" in proc.stderr

@@ -6,6 +6,7 @@
     tlx-workbench predict FILE[::kernel] [--sim GPU]                  each launch's predicted time
     tlx-workbench explore KERNEL --shapes MxNxK [...]                 a config sweep into the results store
     tlx-workbench schema                                              the JSON schema every --json follows
+    eval "$(tlx-workbench env --sim H200)"; python SCRIPT             the same as run, by the environment
     tlx-workbench demo [-o FILE]                                      a self-contained HTML report
 
 Results on stdout, progress on stderr; ``--json FILE`` (``-``: stdout) writes one document of the versioned
@@ -29,6 +30,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     kernels.add_parsers(sub)
     explore.add_parser(sub)
+    e = sub.add_parser("env", help="print the shell lines that make a plain `python` run simulated "
+                                   "(eval \"$(tlx-workbench env)\")")
+    e.add_argument("--sim", metavar="GPU", default=None, help="H200 (default, or $TLXWB_SIM), H100, B200")
+    e.add_argument("--json", metavar="FILE", default=None, help="each process writes its JSON document to FILE")
+    e.set_defaults(func=_env)
     s = sub.add_parser("schema", help="print the JSON schema every --json document follows")
     s.set_defaults(func=_schema)
     d = sub.add_parser("demo", help="compile a Hopper and a Blackwell GEMM offline and write one self-contained "
@@ -41,6 +47,24 @@ def _parser() -> argparse.ArgumentParser:
 def _demo(args) -> int:
     from ..demo import run_demo
     print(run_demo(args.output))
+    return 0
+
+
+def _env(args) -> int:
+    import os
+    import shlex
+    from ..target import gpu_model
+    from .common import default_gpu
+    from .run import startup_path
+    try:
+        gpu = gpu_model(args.sim or default_gpu()).name
+    except Exception as e:  # noqa: BLE001 - an unknown GPU name
+        raise UsageError(str(e).splitlines()[0]) from None
+    path = os.pathsep.join(p for p in (startup_path(), os.environ.get("PYTHONPATH", "")) if p)
+    print(f"export TLXWB_SIM={shlex.quote(gpu)}")
+    print(f"export PYTHONPATH={shlex.quote(path)}")
+    if args.json:
+        print(f"export TLXWB_JSON={shlex.quote(os.path.abspath(args.json))}")
     return 0
 
 

@@ -59,6 +59,41 @@ class Outcome:
         return FINDING if (self.failed_launches or self.error is not None or self.program_exit_code) else CLEAN
 
 
+class Simulated:
+    """For a program's whole run (``start``/``stop``, or ``with``): its host code answers as on a machine with
+    ``gpu``, its launches are compiled offline and simulated into ``launches``, and ``triton.testing.do_bench``
+    returns the launches' predicted time."""
+
+    def __init__(self, gpu: str = "H200", *, seed: int = 0, predict: bool = True, on_start=None, on_end=None):
+        self.gpu, self.seed, self.predict = gpu, seed, predict
+        self.on_start, self.on_end = on_start, on_end
+        self.launches: list = []
+        self._stack = None
+
+    def start(self) -> "Simulated":
+        from ..intercept import GPUOnCPU, Interceptor
+        stack = contextlib.ExitStack()
+        session = stack.enter_context(GPUOnCPU(self.gpu))
+        self.gpu = session.gpu
+        icpt = stack.enter_context(Interceptor(session.gpu, seed=self.seed, raise_findings=False,
+                                               predict=self.predict, on_start=self.on_start, on_end=self.on_end,
+                                               launches=self.launches))
+        stack.enter_context(_benchmarks_predicted(icpt))
+        self._stack = stack
+        return self
+
+    def stop(self) -> None:
+        if self._stack is not None:
+            self._stack.close()
+            self._stack = None
+
+    __enter__ = start
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
 def run_script(script: str, argv=(), *, gpu: str = "H200", seed: int = 0, predict: bool = True, on_start=None,
                on_end=None) -> Outcome:
     """Run ``script`` as ``python script argv...`` would, every launch compiled offline for ``gpu`` and simulated.
@@ -67,17 +102,16 @@ def run_script(script: str, argv=(), *, gpu: str = "H200", seed: int = 0, predic
     >>> [(la.kernel, la.verdict) for la in out.launches], out.exit_code    # doctest: +SKIP
     ([('add_kernel', 'clean')], 0)
     """
-    from ..intercept import GPUOnCPU, Interceptor
     path = os.path.abspath(script)
     if not os.path.isfile(path):
         raise UsageError(f"{script}: no such file", hint="give the path of a Python script")
     out = Outcome(script, argv, gpu)
-    session = GPUOnCPU(gpu).enable()
-    out.gpu = session.gpu
     saved_argv, saved_path = sys.argv[:], sys.path[:]
+    sim = Simulated(gpu, seed=seed, predict=predict, on_start=on_start, on_end=on_end)
+    sim.launches = out.launches
     try:
-        with Interceptor(session.gpu, seed=seed, raise_findings=False, predict=predict, on_start=on_start,
-                         on_end=on_end, launches=out.launches) as icpt, _benchmarks_predicted(icpt):
+        with sim:
+            out.gpu = sim.gpu
             sys.argv = [script, *argv]
             sys.path.insert(0, os.path.dirname(path))
             try:
@@ -89,8 +123,45 @@ def run_script(script: str, argv=(), *, gpu: str = "H200", seed: int = 0, predic
                 out.traceback = _program_traceback(e, path)
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
-        session.disable()
     return out
+
+
+def simulate_this_process(gpu: str) -> Simulated:
+    """What ``TLXWB_SIM=GPU`` does to a plain ``python`` started with the workbench's start-up folder on
+    ``PYTHONPATH`` (``eval "$(tlx-workbench env)"``): this whole process runs simulated, as under ``run``; at exit
+    the summary goes to stderr (the program owns stdout), ``TLXWB_JSON`` names a file for the JSON document,
+    and a launch with a finding makes a clean exit status 1."""
+    import atexit
+    from .. import json_schema as js
+    sim = Simulated(gpu, predict=os.environ.get("TLXWB_PREDICT", "1") != "0").start()
+    script = sys.argv[0] if sys.argv and sys.argv[0] else "<python>"
+
+    def report():
+        out = Outcome(script, sys.argv[1:], sim.gpu)
+        out.launches = sim.launches
+        err = getattr(sys, "last_value", None)
+        if err is not None:
+            out.error = err
+        for line in summary_lines(out):
+            sys.stderr.write(line + "\n")
+        path = os.environ.get("TLXWB_JSON")
+        code = out.exit_code
+        if path:
+            write_json(path, js.document("run", gpu=out.gpu, exit_code=code, script=script, args=out.argv,
+                                         launches=[js.launch(la) for la in out.launches],
+                                         program_error=js.error(out.error), program_exit_code=0))
+        sim.stop()
+        if out.failed_launches:
+            sys.stderr.flush()
+            sys.stdout.flush()
+            os._exit(FINDING)          # the last exit handler to run (registered first): a finding fails
+    atexit.register(report)
+    return sim
+
+
+def startup_path() -> str:
+    """The folder whose ``sitecustomize`` switches a ``python`` on when ``TLXWB_SIM`` is set."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "startup")
 
 
 def _exit_status(e: SystemExit) -> int:
