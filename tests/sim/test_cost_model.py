@@ -145,7 +145,9 @@ def test_prediction_from_sampled_ctas_equals_the_full_simulation_of_one_wave():
     for c, cyc in p.sampled.items():
         assert cyc == pytest.approx(per_cta[c], rel=1e-9)
     assert p.cta_cycles == pytest.approx(max(per_cta.values()), rel=0.05)
-    assert p.us == pytest.approx(p.cycles / (load("H200").clock_ghz * 1e3) + (load("H200").launch_us or 0.0))
+    # cycles at the clock the board holds for this launch (a short one: boost), plus the launch's fixed cost
+    assert p.clock_ghz == pytest.approx(cost_model("H200").launch_clock(p.cycles, p.clock.tensor_util).ghz)
+    assert p.us == pytest.approx(p.cycles / (p.clock_ghz * 1e3) + (load("H200").launch_us or 0.0))
     assert "Prediction(" in repr(p) and "<table>" in p._repr_html_()
 
 

@@ -40,6 +40,7 @@ class Calibration:
     mma_serial_cycles: dict                  # N (str) -> cycles of one m64nNk16 wgmma issued and waited for alone
     barrier: dict                         # see suite.derive
     smem_bytes_per_cycle: dict
+    power: dict = dataclasses.field(default_factory=dict)   # what the clock model reads (suite._power_figures)
     path: str = ""
 
     def mma_flops_per_cycle(self, in_bits: int) -> float:
@@ -98,4 +99,5 @@ def load(gpu: str) -> Calibration | None:
                        cp_async_bytes_per_cycle_per_sm=d.get("cp_async") or {},
                        launch_us=d.get("launch_us"),
                        mma_serial_cycles=d.get("mma_serial_cycles") or {},
-                       barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"], path=str(path))
+                       barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"],
+                       power=d.get("power") or {}, path=str(path))

@@ -482,6 +482,65 @@ def _cp_async_figures(rows):
     return out
 
 
+def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
+    """What the clock model (``sim/cost.PowerModel``) reads: the boost clock, the clock the wgmma loop holds at
+    the power cap, a real kernel's draw per unit of tensor work over the loop's, how long a launch from idle keeps
+    the boost, do_bench's L2 flush, and the tensor-core rate sustained under a pipeline's copy load. Each figure
+    says where it came from (``*_from``)."""
+    mma = raw.get("mma") if isinstance(raw.get("mma"), list) else []
+    peak16 = max((m["flops_per_cycle_per_sm"] for m in mma if m["dtype"] == "float16"), default=4096.0)
+    tma = raw.get("tma") if isinstance(raw.get("tma"), list) else []
+    short = [t["clock_ghz"] for t in tma if t.get("clock_ghz")]
+    boost = statistics.median(short) if short else None
+    clock = raw.get("clock") if isinstance(raw.get("clock"), dict) else {}
+    capped = clock.get("sustained_ghz")
+    if not boost or not capped:
+        return {}
+    cap_demand = (capped / boost) ** 3
+    out = dict(boost_ghz=boost, boost_from="median clock of the TMA loops (short launches, every SM streaming)",
+               mma_capped_ghz=capped, mma_capped_from="clock family: the fp16 wgmma loop on every SM, 3 s",
+               cap_demand=cap_demand, peak_fp16_flops_per_cycle_per_sm=peak16)
+    # a real kernel's draw per unit of tensor work, from kernels run back to back for seconds: at the cap, the
+    # demand is cap_demand (boost / clock)^3 (dynamic power ~ f V^2, V ~ f across the DVFS range), over its
+    # tensor-core utilisation
+    rows = ((raw.get("sustained_kernels") or {}).get("rows") or []) if isinstance(raw.get("sustained_kernels"),
+                                                                                  dict) else []
+    ratios = [cap_demand * (boost / (r["sm_mhz"] / 1e3)) ** 3 / (r["flop_per_clk_sm"] / peak16) for r in rows
+              if r.get("sm_mhz") and r.get("flop_per_clk_sm")]
+    out["data_factor"] = statistics.median(ratios) if ratios else 1.0
+    out["data_factor_from"] = (f"median over the {len(ratios)} sustained kernels (sustained_kernels): "
+                               f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "not measured: the wgmma loop's")
+    power = raw.get("power") if isinstance(raw.get("power"), dict) and "error" not in raw.get("power") else {}
+    readings = clock.get("readings") or []
+    ramp = (power.get("ramp") or {}).get("mma") or []
+    if ramp:
+        half = (boost + capped) / 2
+        out["boost_s"] = next((r["t"] for r in ramp if r["clock_ghz"] < half), ramp[-1]["t"])
+        out["boost_s_from"] = "power family: the wgmma loop's ramp after idle, first launch below the midpoint"
+    elif readings:
+        r0 = readings[0]
+        # the first 0.26 s launch's mean clock: boost for boost_s, then the capped clock
+        out["boost_s"] = max(0.0, r0["ms"] * 1e-3 * (r0["clock_ghz"] - capped) / (boost - capped))
+        out["boost_s_from"] = "clock family: the first launch's mean clock between boost and the capped clock"
+    if power.get("flush_us"):
+        out["flush_us"], out["flush_from"] = power["flush_us"], "power family: do_bench's L2 flush, timed"
+    elif hbm_bytes_per_cycle_132:
+        out["flush_us"] = 256e6 / (132 * hbm_bytes_per_cycle_132 * boost * 1e3)
+        out["flush_from"] = "do_bench's 256 MB flush at the calibrated HBM rate (132 CTAs)"
+    copy = raw.get("mma_copy") if isinstance(raw.get("mma_copy"), list) else []
+    loaded = [c["flops_per_cycle_per_sm"] for c in copy if c["dtype"] == "float16" and c["BN"] == 256
+              and c["consumers"] == 2 and c["where"] == "l2" and c.get("copy_covers_mma", 1) >= 0.9]
+    gemms = [r["flop_per_clk_sm"] for r in rows if r.get("cell", "").startswith("gemm")]
+    if loaded:
+        out["tensor_sustained"], out["tensor_sustained_from"] = loaded[0], "mma_copy family: fp16 wgmma loop + TMA from L2"
+    elif gemms:
+        out["tensor_sustained"] = max(gemms)
+        out["tensor_sustained_from"] = f"the fastest of {len(gemms)} GEMMs run for seconds (sustained_kernels)"
+    if hbm_bytes_per_cycle_132:
+        out["hbm_gbps"] = 132 * hbm_bytes_per_cycle_132 * boost
+    return out
+
+
 def derive(raw: dict) -> dict:
     """The cost model's parameters from the raw readings (see ``calibration.Calibration``)."""
     mma = raw["mma"]
@@ -543,6 +602,7 @@ def derive(raw: dict) -> dict:
                      handover=bars["pingpong"] / 2, handover_warp_barrier=bars["pingpong_warp_barrier"] / 2,
                      named_handover=bars["named"] / 2),
         smem_bytes_per_cycle={s["op"]: s["bytes_per_cycle"] for s in raw["smem"]},
+        power=_power_figures(raw, tma_bw("hbm", 132)),
     )
 
 

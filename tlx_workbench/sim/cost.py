@@ -20,6 +20,83 @@ import numpy as np
 from ..target import GPUModel, gpu_model
 
 
+#: the windows a launch's time is asked for: "do_bench" (the L2 flush between launches, as every measured kernel
+#: time of the project), "sustained" (back to back for seconds), "single" (one launch after idle)
+WINDOWS = ("do_bench", "sustained", "single")
+
+
+@dataclasses.dataclass(frozen=True)
+class LaunchClock:
+    """The SM clock a launch runs at, and why (``PowerModel.clock``)."""
+    ghz: float
+    regime: str             # "boost": under the board's power cap at its boost clock; "power cap": held below it
+    demand: float           # the launch's draw at the boost clock, in units of the wgmma loop's (1 = every SM's
+    #                         tensor core busy, nothing else)
+    tensor_util: float      # the tensor cores' busy share of the launch's SM cycles
+    duty: float             # the launch's share of its window (do_bench: the rest is the L2 flush)
+    window: str
+
+    def __str__(self):
+        return (f"{self.ghz:.3f} GHz ({self.regime}: tensor cores {100 * self.tensor_util:.0f} % busy, demand "
+                f"{self.demand:.2f} x the wgmma loop's, {100 * self.duty:.0f} % of a {self.window} window)")
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerModel:
+    """The clock the board holds for a launch's power draw and duration, from the calibration's measurements
+    (``calibration.suite._power_figures``; every figure there says where it came from).
+
+    Dynamic power goes as f V^2 and V with f over the DVFS range, so a launch of demand d (its draw at the boost
+    clock, in units of the wgmma loop's) fits under the cap at f = boost * (cap_demand / d)^(1/3), and at the boost
+    clock when d <= cap_demand; cap_demand = (capped / boost)^3 from the wgmma loop, which holds ``capped`` GHz.
+    A kernel's demand is ``data_factor`` x its tensor-core utilisation (its data movement draws beside its wgmmas;
+    measured on kernels run for seconds). Under do_bench the launch alternates with the L2 flush, which the
+    controller averages in: the demand scales by the launch's share of the window. A single launch from idle keeps
+    the boost clock for ``boost_s``, then drops to its capped clock.
+
+    >>> pm = PowerModel(boost_ghz=1.98, cap_demand=0.463, data_factor=1.23, flush_us=55.0, boost_s=0.017)
+    >>> pm.clock(cycles=20_000, tensor_util=0.5).regime, round(pm.clock(cycles=3e6, tensor_util=0.85).ghz, 2)
+    ('boost', 1.53)
+    """
+    boost_ghz: float
+    cap_demand: float
+    data_factor: float = 1.0
+    flush_us: float = 0.0
+    boost_s: float = 0.0
+
+    def _capped(self, demand: float) -> float:
+        if demand <= self.cap_demand:
+            return self.boost_ghz
+        return self.boost_ghz * (self.cap_demand / demand) ** (1.0 / 3.0)
+
+    def clock(self, cycles: float, tensor_util: float, window: str = "do_bench") -> LaunchClock:
+        """The clock of a launch of ``cycles`` SM cycles whose tensor cores are busy ``tensor_util`` of them."""
+        if window not in WINDOWS:
+            raise ValueError(f"window {window!r}: use one of {WINDOWS}")
+        u = min(1.0, max(0.0, float(tensor_util)))
+        full = self.data_factor * u
+        f, duty = self.boost_ghz, 1.0
+        if window == "do_bench":
+            for _ in range(30):             # the launch's length depends on the clock, its duty on its length
+                t_us = cycles / (f * 1e3)
+                duty = t_us / (t_us + self.flush_us) if t_us > 0 else 0.0
+                f_new = self._capped(full * duty)
+                if abs(f_new - f) < 1e-6:
+                    break
+                f = f_new
+        elif window == "sustained":
+            f = self._capped(full)
+        else:
+            capped = self._capped(full)
+            t_boost = cycles / (self.boost_ghz * 1e9)
+            if t_boost > self.boost_s:       # boost for boost_s, the rest at the capped clock
+                rest = cycles - self.boost_s * self.boost_ghz * 1e9
+                f = cycles / (self.boost_s * 1e9 + rest / capped) / 1e9
+        demand = full * duty
+        return LaunchClock(ghz=f, regime="boost" if f >= self.boost_ghz - 1e-9 else "power cap", demand=demand,
+                           tensor_util=u, duty=duty, window=window)
+
+
 @dataclasses.dataclass(frozen=True)
 class CostModel:
     gpu: GPUModel
@@ -82,6 +159,13 @@ class CostModel:
     # before, at the calibrated cost of one m64nNk16 issued and waited for alone (mma_serial: N -> cycles)
     wgmma_serialized: bool = False
     mma_serial: tuple = ()
+    # the clock the board holds for a launch (None: the fixed ``clock_ghz``, an estimate where not measured)
+    power: PowerModel | None = None
+    # the tensor core's rate sustained under a pipeline's copy load over the wgmma loop's peak (<= 1): the roof of
+    # any launch's tensor work; 1 = not measured
+    tensor_sustained_share: float = 1.0
+    # DRAM bandwidth in GB/s sustained by every SM streaming (None: the spec sheet's)
+    hbm_gbps: float | None = None
     #: how many CTAs share the bandwidth (for_launch); where the figures came from
     resident: int = 0
     calibration: object = None
@@ -171,6 +255,27 @@ class CostModel:
         return dataclasses.replace(self, resident=resident, tma_latency=latency, cp_async_rate=cp,
                                    tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, resident),
                                    tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, resident))
+
+    def launch_clock(self, cycles: float, tensor_util: float, window: str = "do_bench") -> LaunchClock:
+        """The clock a launch of ``cycles`` runs at (``PowerModel.clock``); the fixed clock where none is measured."""
+        if self.power is None:
+            return LaunchClock(ghz=self.time_clock_ghz, regime="fixed", demand=0.0, tensor_util=tensor_util,
+                               duty=1.0, window=window)
+        return self.power.clock(cycles, tensor_util, window)
+
+    def tensor_roof_share(self, tensor_cycles: float, cta_cycles: float) -> float:
+        """How much longer CTAs must run than simulated for their tensor work to stay at the rate the tensor core
+        sustains under copy load: their tensor cores' busy share of their own cycles (``tensor_cycles`` at the
+        wgmma loop's peak over ``cta_cycles``, both summed over CTAs) over the sustained share; at most 1 unless the
+        simulation ran the tensor cores faster than the chip sustains."""
+        if cta_cycles <= 0 or tensor_cycles <= 0:
+            return 0.0
+        return tensor_cycles / cta_cycles / self.tensor_sustained_share
+
+    def hbm_floor_us(self, nbytes: float) -> float:
+        """Microseconds a launch needs at least to move ``nbytes`` through DRAM at the sustained bandwidth (bytes
+        per second: the DRAM's clock is not the SMs')."""
+        return nbytes / ((self.hbm_gbps or self.gpu.dram_gbps) * 1e3)
 
     def hbm_floor_cycles(self, nbytes: float) -> float:
         """Cycles the whole launch needs at least to move ``nbytes`` through DRAM (all SMs streaming)."""
@@ -273,8 +378,22 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
         tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, 1),
         clock_ghz=cal.clock_ghz,
         mma_serial=tuple((int(k), float(v)) for k, v in (cal.mma_serial_cycles or {}).items()),
+        power=power_model(cal),
+        tensor_sustained_share=min(1.0, (cal.power.get("tensor_sustained") or 0.0) / cal.mma_flops_per_cycle(16)
+                                   or 1.0),
+        hbm_gbps=cal.power.get("hbm_gbps"),
         calibration=cal,
     )
+
+
+def power_model(cal) -> PowerModel | None:
+    """The clock model of a calibration (None when it has no power figures)."""
+    p = cal.power or {}
+    if not p.get("boost_ghz") or not p.get("cap_demand"):
+        return None
+    return PowerModel(boost_ghz=float(p["boost_ghz"]), cap_demand=float(p["cap_demand"]),
+                      data_factor=float(p.get("data_factor", 1.0)), flush_us=float(p.get("flush_us", 0.0)),
+                      boost_s=float(p.get("boost_s", 0.0)))
 
 
 def cost_model(gpu) -> CostModel:

@@ -7,7 +7,11 @@ tiles). ``samples=k`` simulates k CTAs along the grid's x axis instead and inter
 cheaper estimate). The GPU's block scheduler is replayed on that: CTAs
 start in launch order on the first free SM slot (``occupancy`` per SM), so more CTAs than slots make
 waves and a tail. The result is at least the time the launch needs to move its tensors through DRAM
-once. Cycles turn into microseconds at the calibrated clock under load.
+once, and at least the time its tensor work takes at the rate the tensor cores sustain under a pipeline's copy
+load (the roof: no launch is predicted faster than the chip sustains). Cycles turn into microseconds at the clock
+the board holds for this launch (``cost.PowerModel``): the boost clock while its power draw fits under the cap,
+lower for a long tensor-core-bound launch; ``window`` says how the launch is timed ("do_bench": the L2 flush
+between launches, as the project measures; "sustained": back to back; "single": once, after idle).
 
 >>> p = wb.predict(gemm_ws.launch, a, b, c, cfg, gpu="H200")           # doctest: +SKIP
 >>> p.us, p.bound
@@ -43,23 +47,37 @@ class Prediction:
     spill_bytes: int = 0          # ptxas spill loads per thread, charged around each async_dot
     compiled: str = ""            # what the real compiler said (registers, SMEM, spills), or why it was not asked
     launch_us: float = 0.0        # the fixed cost of a launch as do_bench sees it (calibrated), added to the time
+    tensor_cycles: float = 0.0    # the tensor cores' busy cycles at the wgmma loop's peak, summed over CTAs
+    roof_cycles: float = 0.0      # the critical path with each CTA's tensor work at the rate sustained under copy load
+    clock: object = None          # the LaunchClock: the clock this launch runs at, and why
+    window: str = "do_bench"
 
     @property
     def us(self) -> float:
-        """What do_bench would report: the launch's cycles at the clock under load, plus the launch's fixed cost."""
+        """What the window's timer would report (do_bench by default): the launch's cycles at the clock it runs at,
+        plus the launch's fixed cost."""
         return self.cycles / (self.clock_ghz * 1e3) + self.launch_us
 
     @property
     def bound(self) -> str:
-        return "dram" if self.hbm_floor_cycles > self.cta_cycles else "ctas"
+        """What sets the time: "ctas" (the simulated critical path), "tensor roof" or "dram"."""
+        worst = max(self.cta_cycles, self.roof_cycles, self.hbm_floor_cycles)
+        if worst == self.cta_cycles:
+            return "ctas"
+        return "tensor roof" if worst == self.roof_cycles else "dram"
+
+    def _clock_text(self) -> str:
+        return str(self.clock) if self.clock is not None else f"{self.clock_ghz:.3f} GHz"
 
     def _lines(self):
         return [f"Prediction({self.kernel} on {self.gpu}, grid={self.grid}: {self.us:.1f} us = {self.cycles:.0f} cycles "
                 f"at {self.clock_ghz:.3f} GHz + {self.launch_us:.1f} us launch)",
-                f"  {len(self.sampled)} CTA(s) simulated ({', '.join(f'{k}: {v:.0f}' for k, v in self.sampled.items())} "
-                f"cycles), {self.slots} resident at once, {self.waves:.2f} wave(s)",
-                f"  critical path over CTAs {self.cta_cycles:.0f} cycles; DRAM floor {self.hbm_floor_cycles:.0f} cycles "
-                f"({self.kernel_bytes / 2**20:.1f} MiB) -> {self.bound}-bound",
+                f"  {len(self.sampled)} CTA(s) simulated ({', '.join(f'{k}: {v:.0f}' for k, v in list(self.sampled.items())[:8])}"
+                f"{', ...' if len(self.sampled) > 8 else ''} cycles), {self.slots} resident at once, "
+                f"{self.waves:.2f} wave(s)",
+                f"  critical path over CTAs {self.cta_cycles:.0f} cycles; tensor roof {self.roof_cycles:.0f}; DRAM floor "
+                f"{self.hbm_floor_cycles:.0f} cycles ({self.kernel_bytes / 2**20:.1f} MiB) -> {self.bound}-bound",
+                f"  clock: {self._clock_text()}",
                 f"  compiled: {self.compiled}",
                 f"  cost model: {'calibration of ' + self.calibration if self.calibration else 'estimates (not calibrated)'}"
                 f"; simulated in {self.sim_seconds:.1f} s"]
@@ -68,17 +86,54 @@ class Prediction:
         return "\n".join(self._lines())
 
     def _repr_html_(self):
+        shown = list(self.sampled.items())[:8]
         rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in (
             ("time", f"{self.us:.1f} µs ({self.cycles:.0f} cycles at {self.clock_ghz:.3f} GHz + {self.launch_us:.1f} µs "
                      f"launch)"),
+            ("clock", self._clock_text()),
             ("grid", f"{self.grid}: {self.slots} resident, {self.waves:.2f} wave(s)"),
-            ("CTAs simulated", ", ".join(f"{k}: {v:.0f}" for k, v in self.sampled.items())),
-            ("bound", f"{self.bound} (CTAs {self.cta_cycles:.0f}, DRAM floor {self.hbm_floor_cycles:.0f} cycles)"),
+            ("CTAs simulated", ", ".join(f"{k}: {v:.0f}" for k, v in shown) + (", …" if len(self.sampled) > 8 else "")),
+            ("bound", f"{self.bound} (CTAs {self.cta_cycles:.0f}, tensor roof {self.roof_cycles:.0f}, DRAM floor "
+                      f"{self.hbm_floor_cycles:.0f} cycles)"),
             ("compiled", self.compiled),
             ("cost model", f"calibrated {self.calibration}" if self.calibration else "estimates"),
             ("simulated in", f"{self.sim_seconds:.1f} s")))
         return (f"<div><b>Prediction</b> {html.escape(self.kernel)} on {html.escape(self.gpu)}"
                 f"<table>{rows}</table></div>")
+
+
+def tensor_cycles(result, scale: float = 1.0) -> float:
+    """The tensor cores' busy cycles of a simulated launch, summed over its CTAs and warp groups (``scale``: the
+    launch's CTAs over those simulated, when only some were)."""
+    return scale * sum(st.get("mma", 0.0) for st in (getattr(result, "stats", None) or {}).values())
+
+
+def finish(*, kernel, gpu, grid, sampled, slots, cta_cycles, tensor, nbytes, window="do_bench", **facts) -> Prediction:
+    """The Prediction of a launch whose CTAs' critical path is ``cta_cycles`` and whose tensor cores are busy
+    ``tensor`` cycles (summed over CTAs): the roof and the DRAM floor below it, the clock the board holds for it
+    (``window``), the calibrated launch cost on top.
+
+    The roof: the CTAs' tensor cores are busy ``tensor`` of the CTAs' own cycles (summed; ``sampled`` stands for
+    every CTA); a share above what the tensor core sustains under a pipeline's copy load stretches every CTA
+    (each CTA's tensor work is taken as its share of its cycles), and the critical path with them."""
+    from ..target import gpu_model
+    from .cost import cost_model
+    model = gpu_model(gpu)
+    cm = cost_model(model.name)
+    total = int(grid[0]) * int(grid[1]) * int(grid[2])
+    own = sum(sampled.values()) * total / max(1, len(sampled))
+    roof = cta_cycles * cm.tensor_roof_share(tensor, own)
+    cycles = max(cta_cycles, roof)
+    util = tensor / (model.sm_count * cycles) if cycles else 0.0
+    clock = cm.launch_clock(cycles, util, window)
+    floor_us = cm.hbm_floor_us(nbytes) if nbytes else 0.0
+    floor = floor_us * clock.ghz * 1e3              # the DRAM's bytes per second, in this launch's cycles
+    cal = cm.calibration
+    return Prediction(kernel=kernel, gpu=model.name, grid=tuple(grid), cycles=max(cycles, floor), clock_ghz=clock.ghz,
+                      sampled=sampled, slots=slots, waves=total / slots, cta_cycles=cta_cycles, hbm_floor_cycles=floor,
+                      kernel_bytes=nbytes, calibration=getattr(cal, "date", None),
+                      launch_us=float(getattr(cal, "launch_us", None) or 0.0), tensor_cycles=tensor, roof_cycles=roof,
+                      clock=clock, window=window, **facts)
 
 
 def sample_ctas(grid, samples: int) -> list[int]:
@@ -153,40 +208,39 @@ def launch_facts(jit, args, kwargs, gpu) -> tuple:
 
 
 def prediction_from(result, gpu, *, occupancy: int = 1, spills: int = 0, compiled: str = "",
-                    sim_seconds: float = 0.0) -> Prediction:
+                    sim_seconds: float = 0.0, window: str = "do_bench") -> Prediction:
     """The Prediction of a launch already simulated whole (every CTA; ``result`` a SimResult, simulated with
     this ``occupancy`` and ``spills``): what :func:`predict` says of it, without simulating it again (numerics
     do not change the cycles)."""
     from ..target import gpu_model
-    from .cost import cost_model
     model = gpu_model(gpu)
     grid = tuple(result.grid)
     total = int(grid[0]) * int(grid[1]) * int(grid[2])
     slots = model.sm_count * max(1, int(occupancy))
     sampled = {c: result.cta_cycles.get(c, 0.0) for c in range(total)}
-    cta_cycles = schedule_ctas([sampled[c] for c in range(total)], slots)
-    cm = cost_model(model.name)
-    nbytes = int(getattr(result, "kernel_bytes", 0) or 0)
-    floor = cm.hbm_floor_cycles(nbytes) if nbytes else 0.0
-    cal = cm.calibration
-    return Prediction(kernel=result.kernel, gpu=model.name, grid=grid, cycles=max(cta_cycles, floor),
-                      clock_ghz=cm.time_clock_ghz, sampled=sampled, slots=slots, waves=total / slots,
-                      cta_cycles=cta_cycles, hbm_floor_cycles=floor, kernel_bytes=nbytes, sim_seconds=sim_seconds,
-                      calibration=getattr(cal, "date", None), result=result, occupancy=max(1, int(occupancy)),
-                      spill_bytes=int(spills), compiled=compiled,
-                      launch_us=float(getattr(cal, "launch_us", None) or 0.0))
+    return finish(kernel=result.kernel, gpu=model.name, grid=grid, sampled=sampled, slots=slots,
+                  cta_cycles=schedule_ctas([sampled[c] for c in range(total)], slots), tensor=tensor_cycles(result),
+                  nbytes=int(getattr(result, "kernel_bytes", 0) or 0), window=window, sim_seconds=sim_seconds,
+                  result=result, occupancy=max(1, int(occupancy)), spill_bytes=int(spills), compiled=compiled)
 
 
 def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, seed=0, numerics=False, compile=True,
-            spills=None, **kwargs) -> Prediction:
+            spills=None, window="do_bench", **kwargs) -> Prediction:
     """Predict the time of the launch ``fn(*args, **kwargs)`` makes (a host function or a
     ``kernel[grid]``), from every CTA simulated at the real shape (``samples=k``: from k CTAs along x, the
     others interpolated; see the module doc).
     ``compile``: ask the real compiler (offline) for the kernel's occupancy and register spills, which
     the cost model then charges; ``occupancy`` / ``spills`` given outright skip that.
-    ``numerics``: by default timing only (``simulate(numerics=False)``); True also computes the data."""
+    ``numerics``: by default timing only (``simulate(numerics=False)``); True also computes the data.
+    ``window``: how the launch is timed, which sets the clock it runs at: "do_bench" (L2 flushed between
+    launches, the default), "sustained" (back to back) or "single" (once, after idle)."""
     from ..target import gpu_model
     from .api import simulate
+    from .cost import WINDOWS
+    if window not in WINDOWS:
+        from ..errors import TLXWorkbenchError
+        raise TLXWorkbenchError(f"predict(window={window!r}) is not a timing window",
+                                hint=f"use one of {', '.join(WINDOWS)}")
     t0 = time.perf_counter()
     model = gpu_model(gpu)
 
@@ -213,23 +267,18 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     if samples is None:
         res = sim(None, occ, sp, serial) if total > 1 else first
         return prediction_from(res, gpu, occupancy=occ, spills=sp, compiled=note,
-                               sim_seconds=time.perf_counter() - t0)
+                               sim_seconds=time.perf_counter() - t0, window=window)
     sampled = {0: first.cycles}
     res = first
+    tensor = tensor_cycles(first)
     rest = [c for c in sample_ctas(grid, samples) if c != 0]
     if rest:
         res = sim(rest, occ, sp, serial)
         for c in rest:
             sampled[c] = res.cta_cycles.get(c, 0.0)
-    cta_cycles = schedule(grid, sampled, slots)
-    from .cost import cost_model
-    cm = cost_model(gpu)
-    nbytes = int(getattr(first, "kernel_bytes", 0) or 0)
-    floor = cm.hbm_floor_cycles(nbytes) if nbytes else 0.0
-    cal = cm.calibration
-    return Prediction(kernel=first.kernel, gpu=model.name, grid=tuple(grid), cycles=max(cta_cycles, floor),
-                      clock_ghz=cm.time_clock_ghz, sampled=sampled, slots=slots, waves=total / slots,
-                      cta_cycles=cta_cycles, hbm_floor_cycles=floor, kernel_bytes=nbytes,
-                      sim_seconds=time.perf_counter() - t0, calibration=getattr(cal, "date", None), result=res,
-                      occupancy=int(occ), spill_bytes=int(sp), compiled=note,
-                      launch_us=float(getattr(cal, "launch_us", None) or 0.0))
+        tensor += tensor_cycles(res)
+    return finish(kernel=first.kernel, gpu=model.name, grid=tuple(grid), sampled=sampled, slots=slots,
+                  cta_cycles=schedule(grid, sampled, slots), tensor=tensor * total / len(sampled),
+                  nbytes=int(getattr(first, "kernel_bytes", 0) or 0), window=window,
+                  sim_seconds=time.perf_counter() - t0, result=res, occupancy=int(occ), spill_bytes=int(sp),
+                  compiled=note)

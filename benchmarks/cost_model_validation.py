@@ -1,0 +1,243 @@
+"""The cost model against measured H200 kernel times, on a split fixed before anything was fitted.
+
+    .venv/bin/python benchmarks/cost_model_validation.py                       # every cell, ~10-20 min here
+    .venv/bin/python benchmarks/cost_model_validation.py --only tut: fp8       # cells whose key holds a substring
+    .venv/bin/python benchmarks/cost_model_validation.py --reuse OUT.json      # re-time stored simulations
+    .venv/bin/python benchmarks/cost_model_validation.py --measured FILE.json  # another run of the predict cells
+
+Writes ``--out`` (default ``$OUT`` or ``/tmp``) ``cost_model_validation.{json,md}`` and prints the table.
+
+**The split.** The model's figures come from the calibration file (``tlx_workbench/calibration/H200.json``):
+microbenchmarks, plus kernels run back to back for seconds (its ``sustained_kernels``: cuBLAS, sdpa and the
+library's ``gemm_ws`` and ``attention``), from which the clock model takes a kernel's power per unit of tensor
+work and the tensor core's sustained rate. So the cells of those two library kernels are the *calibration* half
+(nothing is fitted on their times, but their kernels were seen); every other cell is the *validation* half:
+TLX's tutorial kernels (``hopper_gemm_ws``, ``hopper_gemm_pipelined``, ``hopper_fa_ws``), the library's
+``gemm_pingpong`` and ``gemm_pipelined``, and the FP8 GEMM's configs. The rule is :func:`half`, fixed here.
+
+**Cells.** The predict cells (``benchmarks/predict_cells.py``) measured by ``benchmarks/predict_h200.py``
+(do_bench median of three interleaved rounds, L2 flushed; nvidia-smi's SM clock in each window); the FP8 GEMM's
+14 configs at 4096^3 per-tensor scaling (``benchmarks/gemm_fp8_h200.py``; the configs as that run timed them),
+also ranked (Spearman). Each cell is simulated once (``wb.predict``: every CTA, timing only, occupancy and
+spills from the offline compile); its simulated facts are kept in the output so ``--reuse`` re-times them under
+a changed clock model without simulating again.
+
+Supersedes ``benchmarks/predict_table.py`` (the same predict cells, one table, no split, no clock or roof).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+import warnings
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+MEASURED = HERE / "results" / "predict_measured_h200_2026-12-02.json"
+FP8 = HERE / "results" / "fp8_gemm_h200_2026-12-02.json"
+#: kernels whose sustained runs set figures of the clock model (calibration ``sustained_kernels``)
+CALIBRATION_KERNELS = ("gemm_ws", "attention")
+
+
+def half(cell: dict) -> str:
+    """"calibration" or "validation": the split, by kernel (see the module doc)."""
+    return "calibration" if cell["kernel"] in CALIBRATION_KERNELS else "validation"
+
+
+def key(cell: dict) -> str:
+    return json.dumps(cell, sort_keys=True)
+
+
+def flops(cell: dict) -> float:
+    if cell["kind"] in ("gemm", "fp8"):
+        M, N, K = cell["shape"]
+        return 2.0 * M * N * K
+    Z, H, N, D = cell["shape"]
+    return 4.0 * Z * H * N * N * D * (0.5 if cell.get("causal") else 1.0)
+
+
+# ------------------------------------------------------------------------------------------------ cells
+def predict_cells(measured_path) -> list[dict]:
+    data = json.loads(pathlib.Path(measured_path).read_text())
+    out = []
+    for r in data["rows"]:
+        out.append(dict(cell=r["cell"], measured_us=r["us"],
+                        measured_mhz=[x.get("sm_mhz") for x in r.get("rounds", [])],
+                        source=f"{pathlib.Path(measured_path).name} ({data.get('date')})"))
+    return out
+
+
+def fp8_cells(path=FP8) -> list[dict]:
+    data = json.loads(pathlib.Path(path).read_text())
+    configs = data["meta"]["configs"]
+    out = []
+    for t in data["time"]:
+        kw = t["kwargs"]
+        if kw["rowwise"] or list(kw["shape"]) != [4096, 4096, 4096]:
+            continue
+        for ci in kw["configs"]:
+            sub = t["rows"]["subjects"].get(f"cfg{ci}")
+            if sub:
+                out.append(dict(cell=dict(kind="fp8", kernel="gemm_fp8", config=f"cfg{ci}", shape=list(kw["shape"]),
+                                          cfg=configs[ci]),
+                                measured_us=sub["ms"] * 1e3, measured_mhz=[],
+                                source=f"{pathlib.Path(path).name} ({data['meta']['date']})"))
+    return out
+
+
+def make_launch(cell: dict):
+    """A no-argument launch of ``cell`` on fresh random CPU inputs, for wb.predict."""
+    if cell["kind"] == "fp8":
+        from tlx_workbench.kernels import gemm_fp8
+        a, b, sa, sb = gemm_fp8.make_inputs(tuple(cell["shape"]), "float8_e4m3fn", "cpu")
+        import torch
+        c = torch.empty(cell["shape"][0], cell["shape"][1], dtype=torch.bfloat16)
+        bt = gemm_fp8.k_major_b(b)
+        return lambda: gemm_fp8.launch(a, bt, c, sa, sb, dict(cell["cfg"]))
+    from predict_cells import make_call
+    return make_call(cell, "cpu")[0]
+
+
+# ------------------------------------------------------------------------------------------------ model
+def simulate(cell: dict) -> dict:
+    """The simulated facts of one cell (what ``prediction.finish`` needs), and the wall time."""
+    import tlx_workbench as wb
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with wb.offline("H200"):
+            p = wb.predict(make_launch(cell), gpu="H200")
+    return dict(grid=list(p.grid), slots=p.slots, cta_cycles=p.cta_cycles, tensor=p.tensor_cycles,
+                ctas=list(p.sampled.values()), nbytes=p.kernel_bytes, occupancy=p.occupancy,
+                spill_bytes=p.spill_bytes, compiled=p.compiled, sim_seconds=time.perf_counter() - t0)
+
+
+def timed(cell: dict, sim: dict, window: str = "do_bench"):
+    """The Prediction of ``cell`` from its simulated facts under the current cost model."""
+    from tlx_workbench.sim.prediction import finish
+    return finish(kernel=cell["kernel"], gpu="H200", grid=tuple(sim["grid"]),
+                  sampled=dict(enumerate(sim["ctas"])), slots=sim["slots"], cta_cycles=sim["cta_cycles"],
+                  tensor=sim["tensor"], nbytes=sim["nbytes"], window=window, sim_seconds=sim["sim_seconds"],
+                  occupancy=sim["occupancy"], spill_bytes=sim["spill_bytes"], compiled=sim["compiled"])
+
+
+def roof_tflops(cell: dict, clock_ghz: float) -> float:
+    """The calibrated roof of this cell: the tensor core's sustained rate under copy load on every SM, at the
+    clock the launch holds (fp8 at twice fp16's rate, as the calibration measured)."""
+    from tlx_workbench.sim.cost import cost_model
+    cm = cost_model("H200")
+    per_cycle = cm.tensor_sustained_share * cm.calibration.mma_flops_per_cycle(8 if cell["kind"] == "fp8" else 16)
+    return per_cycle * cm.gpu.sm_count * clock_ghz * 1e9 / 1e12
+
+
+def spearman(xs, ys) -> float:
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2.0
+            i = j + 1
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return num / den if den else float("nan")
+
+
+def summary(rows) -> dict:
+    errs = [abs(r["error"]) for r in rows]
+    if not errs:
+        return dict(cells=0)
+    worst = max(rows, key=lambda r: abs(r["error"]))
+    return dict(cells=len(errs), median_abs_error=statistics.median(errs), worst_error=worst["error"],
+                worst_cell=worst["cell"], within_8=sum(e <= 0.08 for e in errs), within_20=sum(e <= 0.20 for e in errs),
+                mean_ratio=statistics.mean(1 + r["error"] for r in rows),
+                above_roof=sum(r["tflops"] > r["roof_tflops"] * (1 + 1e-9) for r in rows))
+
+
+def label(cell):
+    shape = "x".join(map(str, cell["shape"]))
+    causal = " causal" if cell.get("causal") else ""
+    return f"{cell['kernel']} {cell['config']} {shape}{causal}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", default=[], help="cells whose key holds one of these substrings")
+    ap.add_argument("--measured", default=str(MEASURED), help="a predict_h200.py run's JSON")
+    ap.add_argument("--no-fp8", action="store_true", help="leave the FP8 configs out")
+    ap.add_argument("--reuse", help="an earlier output's JSON: its simulated facts are re-timed, not re-simulated")
+    ap.add_argument("--window", default="do_bench", choices=("do_bench", "sustained", "single"))
+    ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
+    args = ap.parse_args(argv)
+    cells = predict_cells(args.measured) + ([] if args.no_fp8 else fp8_cells())
+    if args.only:
+        cells = [c for c in cells if any(s in key(c["cell"]) for s in args.only)]
+    reuse = {}
+    if args.reuse:
+        reuse = {key(r["cell"]): r["sim"] for r in json.loads(pathlib.Path(args.reuse).read_text())["rows"]}
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for c in cells:
+        cell = c["cell"]
+        sim = reuse.get(key(cell)) or simulate(cell)
+        p = timed(cell, sim, args.window)
+        tflops = flops(cell) / (p.us * 1e-6) / 1e12
+        row = dict(cell=cell, half=half(cell), predicted_us=p.us, measured_us=c["measured_us"],
+                   error=p.us / c["measured_us"] - 1, clock_ghz=p.clock_ghz, regime=p.clock.regime,
+                   tensor_util=p.clock.tensor_util, bound=p.bound, tflops=tflops,
+                   roof_tflops=roof_tflops(cell, p.clock_ghz), measured_mhz=c["measured_mhz"], source=c["source"],
+                   sim=sim)
+        rows.append(row)
+        print(f"{row['half'][:5]} {label(cell):52s} pred {p.us:8.1f}  meas {c['measured_us']:8.1f}  "
+              f"{100 * row['error']:+6.1f} %  {p.clock_ghz:.3f} GHz {p.clock.regime:9s} {p.bound:11s} "
+              f"{tflops:5.0f}/{row['roof_tflops']:4.0f} TF  ({sim['sim_seconds']:.0f} s)", flush=True)
+    halves = {h: summary([r for r in rows if r["half"] == h]) for h in ("calibration", "validation")}
+    tut = summary([r for r in rows if r["cell"]["kernel"].startswith("tut:")])
+    fp8 = [r for r in rows if r["cell"]["kind"] == "fp8"]
+    rank = dict(configs=len(fp8), spearman=spearman([r["predicted_us"] for r in fp8], [r["measured_us"] for r in fp8])
+                if len(fp8) >= 3 else None)
+    from tlx_workbench.sim.cost import cost_model
+    cal = cost_model("H200").calibration
+    result = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=" ".join(["benchmarks/cost_model_validation.py"] + (argv or sys.argv[1:])),
+                  window=args.window, calibration=dict(date=cal.date, power=cal.power), split=dict(
+                      rule="calibration = the kernels whose sustained runs set a clock-model figure "
+                           f"({', '.join(CALIBRATION_KERNELS)}); validation = every other kernel"),
+                  summary=dict(halves, tutorials=tut, fp8_rank=rank), rows=rows)
+    (out / "cost_model_validation.json").write_text(json.dumps(result, indent=1))
+    lines = [f"| half | cell | predicted µs | measured µs | error | clock GHz | bound | TFLOP/s pred / roof |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (r["half"], label(r["cell"]))):
+        lines.append(f"| {r['half']} | {label(r['cell'])} | {r['predicted_us']:.1f} | {r['measured_us']:.1f} | "
+                     f"{100 * r['error']:+.1f} % | {r['clock_ghz']:.3f} ({r['regime']}) | {r['bound']} | "
+                     f"{r['tflops']:.0f} / {r['roof_tflops']:.0f} |")
+    lines.append("")
+    for name, s in list(halves.items()) + [("TLX tutorials", tut)]:
+        if s.get("cells"):
+            lines.append(f"- **{name}**: {s['cells']} cells, median |error| {100 * s['median_abs_error']:.1f} %, worst "
+                         f"{100 * s['worst_error']:+.1f} % ({label(s['worst_cell'])}), {s['within_8']} within ±8 %, "
+                         f"{s['within_20']} within ±20 %, mean predicted/measured {s['mean_ratio']:.3f}, "
+                         f"{s['above_roof']} above the roof")
+    if rank["spearman"] is not None:
+        lines.append(f"- **FP8 config ranking** ({rank['configs']} configs, 4096³ per-tensor): Spearman "
+                     f"{rank['spearman']:.2f}")
+    (out / "cost_model_validation.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[-5:]))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""The clock a launch runs at and the roof no prediction passes, on real kernels through ``wb.predict``.
+
+The H200's calibration measures the boost clock (short loops), the clock the wgmma loop holds at the board's
+power cap, a real kernel's draw per unit of tensor work (kernels run for seconds) and the tensor core's rate
+sustained under a pipeline's copy load; ``cost.PowerModel`` turns a launch's tensor-core utilisation and length
+into its clock, ``prediction.finish`` floors its time at the sustained tensor rate."""
+import json
+import warnings
+
+import pytest
+import torch
+
+import tlx_workbench as wb
+from tlx_workbench.calibration import load, suite
+from tlx_workbench.kernels import gemm_ws
+from tlx_workbench.sim.cost import PowerModel, cost_model
+from tlx_workbench.sim.prediction import finish
+
+
+def _predict(shape, window="do_bench", seed=None):
+    g = torch.Generator().manual_seed(seed if seed is not None else torch.seed() % 2**31)
+    M, N, K = shape
+    a = torch.randn(M, K, generator=g).half()
+    b = torch.randn(K, N, generator=g).half()
+    c = torch.empty(M, N, dtype=torch.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with wb.offline("H200"):
+            return wb.predict(gemm_ws.launch, a, b, c, dict(gemm_ws.CONFIGS[0]), gpu="H200", window=window)
+
+
+def _roof_tflops(p):
+    """The calibrated roof at this launch's clock: the sustained fp16 tensor rate on every SM."""
+    cm = cost_model("H200")
+    return cm.tensor_sustained_share * cm.calibration.mma_flops_per_cycle(16) * cm.gpu.sm_count * p.clock_ghz / 1e3
+
+
+def test_the_power_figures_are_what_the_raw_readings_give():
+    cal = load("H200")
+    data = json.loads(open(cal.path).read())
+    derived = suite.derive(data["raw"])["power"]
+    assert derived.keys() == cal.power.keys()
+    for k, v in derived.items():
+        if isinstance(v, float):
+            assert cal.power[k] == pytest.approx(v), k
+    p = cal.power
+    # the boost clock is what short loops ran at; the wgmma loop on every SM holds less at the cap
+    assert 1.9 < p["boost_ghz"] <= 2.0 and p["mma_capped_ghz"] < p["boost_ghz"]
+    assert p["cap_demand"] == pytest.approx((p["mma_capped_ghz"] / p["boost_ghz"]) ** 3)
+    # a real kernel draws more per unit of tensor work than the bare wgmma loop (its data movement)
+    assert p["data_factor"] > 1.0
+    # no GEMM run for seconds sustained the loop's peak: the roof is below it
+    assert 0.7 < cost_model("H200").tensor_sustained_share < 1.0
+
+
+def test_the_clock_falls_with_tensor_load_and_length():
+    pm = cost_model("H200").power
+    # idle-ish and short: boost; the wgmma loop's own load, sustained: the clock the calibration measured there
+    assert pm.clock(1e4, 0.1).regime == "boost"
+    full = pm.clock(1e9, 1.0 / pm.data_factor, window="sustained")
+    assert full.ghz == pytest.approx(load("H200").power["mma_capped_ghz"], rel=1e-6)
+    utils = [0.3, 0.5, 0.7, 0.9]
+    clocks = [pm.clock(5e6, u, window="sustained").ghz for u in utils]
+    assert clocks == sorted(clocks, reverse=True) and clocks[0] > clocks[-1]
+    # the same load runs faster the shorter it is under do_bench (the flush between launches), and a single
+    # launch from idle keeps its boost for what the calibration measured
+    lengths = [pm.clock(c, 0.85).ghz for c in (1e4, 1e5, 1e6, 1e7)]
+    assert lengths == sorted(lengths, reverse=True) and lengths[0] == pm.boost_ghz > lengths[-1]
+    assert pm.clock(pm.boost_s * pm.boost_ghz * 1e9 * 0.5, 0.85, window="single").regime == "boost"
+    assert pm.clock(1e9, 0.85, window="single").ghz < pm.boost_ghz
+    with pytest.raises(ValueError):
+        pm.clock(1e6, 0.5, window="forever")
+
+
+def test_a_short_gemm_runs_at_boost_and_a_long_one_at_the_power_cap():
+    short = _predict((512, 512, 512))
+    assert short.clock.regime == "boost" and short.clock_ghz == pytest.approx(cost_model("H200").power.boost_ghz)
+    # the same kernel filling every SM for long: the cap holds it below boost, by its own tensor load
+    long_ = _predict((2048, 2048, 8192), window="sustained")
+    assert long_.clock.regime == "power cap" and long_.clock_ghz < short.clock_ghz
+    assert long_.clock.tensor_util > 0.6
+    expect = cost_model("H200").power.clock(long_.cycles, long_.clock.tensor_util, "sustained").ghz
+    assert long_.clock_ghz == pytest.approx(expect)
+    # under do_bench the flush between launches lets it clock higher than back to back, never above boost
+    bench = finish(kernel="gemm_ws", gpu="H200", grid=long_.grid, sampled=long_.sampled,
+                   slots=long_.slots, cta_cycles=long_.cta_cycles, tensor=long_.tensor_cycles,
+                   nbytes=long_.kernel_bytes, window="do_bench", sim_seconds=0.0)
+    assert long_.clock_ghz <= bench.clock_ghz <= short.clock_ghz
+    assert bench.us < long_.us
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 256), (1024, 512, 768), (2048, 2048, 2048)])
+def test_no_prediction_above_the_roof(shape):
+    p = _predict(shape)
+    M, N, K = shape
+    tflops = 2.0 * M * N * K / (p.us * 1e-6) / 1e12
+    assert tflops <= _roof_tflops(p) * (1 + 1e-9)
+    # the cycles never undercut the tensor work at the sustained rate, CTA by CTA
+    assert p.cycles >= p.roof_cycles >= 0
+    assert "clock" in repr(p) and "tensor roof" in repr(p) and "clock" in p._repr_html_()
+
+
+def test_a_gemm_simulated_faster_than_the_chip_sustains_is_held_at_the_roof():
+    p = _predict((2048, 2048, 8192))
+    share = p.tensor_cycles / sum(p.sampled.values())
+    cm = cost_model("H200")
+    if share > cm.tensor_sustained_share:
+        assert p.bound == "tensor roof" and p.cycles == pytest.approx(p.roof_cycles)
+    else:
+        assert p.cycles == pytest.approx(max(p.cta_cycles, p.hbm_floor_cycles))
+    tflops = 2.0 * 2048 * 2048 * 8192 / (p.us * 1e-6) / 1e12
+    assert tflops <= _roof_tflops(p) * (1 + 1e-9)
+
+
+def test_the_mma_copy_calibration_loop_runs_on_the_simulator():
+    """The calibration family that measures the tensor core under copy load: its protocol on the CPU, and its
+    wgmma groups no faster than the bare loop's."""
+    t = suite.tma_descriptor(16, 128, 64, "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = wb.simulate(lambda: suite.launch_mma_copy("float16", 256, 2, iters=8, ctas=1, where="l2", tensor=t,
+                                                           timed=False, device="cpu"), gpu="H200")
+        bare = wb.simulate(lambda: suite.launch_mma("float16", 256, 2, iters=8, ctas=1, timed=False, device="cpu"),
+                           gpu="H200")
+    assert loaded.deadlock is None and not loaded.errors
+    mma = [st["cycles"] for (task, _), st in loaded.stats.items() if task != "default"]
+    assert mma and max(mma) >= 0.95 * bare.cycles
+
+
+def test_an_uncalibrated_gpu_keeps_its_fixed_clock():
+    cm = cost_model("H100")
+    assert cm.power is None
+    c = cm.launch_clock(1e6, 0.9)
+    assert c.regime == "fixed" and c.ghz == cm.gpu.clock_ghz
+    assert isinstance(cost_model("H200").power, PowerModel)
