@@ -40,7 +40,7 @@ class Span:
     file: str | None = None
     barrier: str | None = None       # barrier array name (waits, arrives, expects)
     slot: int | None = None          # barrier slot or buffer index
-    phase: int | None = None         # the phase waited on / arrived at
+    phase: int | None = None         # an arrive: the phase it counts toward (from 0); a wait: the parity it waits for
     args: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
@@ -254,8 +254,8 @@ class Trace:
     def flows(self) -> list[Flow]:
         """Arrows from each phase completion to the waits it released.
 
-        A wait on (cta, barrier, slot) for phase p that ends at or after the flip of
-        phase p is released by that flip (the first one at or after its start).
+        A wait on (cta, barrier, slot) for parity p that ends at or after the flip of a
+        phase of that parity is released by that flip (the first one at or after its start).
         """
         flips = defaultdict(list)
         for e in self.barrier_events:
@@ -279,7 +279,8 @@ class Trace:
                 f = fl[i]
                 if f.time > s.end + eps:
                     break
-                if s.phase is None or f.phase is None or f.phase == s.phase:
+                # a wait names a parity, a flip the phase it completes (numbered from 0): docs/phases.md
+                if s.phase is None or f.phase is None or f.phase % 2 == s.phase % 2:
                     src = f.lane if f.task is not None else None
                     out.append(Flow(s.cta, s.barrier, s.slot, f.phase if f.phase is not None else -1,
                                     f.time, src, s.lane, s.end))

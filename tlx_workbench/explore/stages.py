@@ -217,13 +217,15 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
     """Simulated time at ``shape``: CTA 0 run alone at each of the problem's timing shapes, its
     cycles fitted as ``a + b * work`` (work = the shape's flops over its CTA count), then evaluated
     at the real shape's work per CTA (``real_ctas`` CTAs; more than one wave counts as
-    ceil(ctas / SMs) CTAs in a row on one SM)."""
+    ceil(ctas / SMs) CTAs in a row on one SM). The cycles turn into time as ``wb.predict``'s do
+    (``sim.prediction.finish``): the roof of the tensor rate sustained under copy load, the clock the
+    board holds for the launch's tensor load and length, the launch's fixed cost."""
     import numpy as np
     import tlx_workbench as wb
-    from ..sim.cost import cost_model
+    from ..sim.prediction import finish, tensor_cycles
     from ..target import gpu_model
     model = gpu_model(gpu)
-    works, cycles = [], []
+    works, cycles, shares = [], [], []
     for s in problem.timing_shapes(tuple(shape), cfg):
         inputs = inputs_for(problem, s, "cpu", fresh=True, seed=0)
         with warnings.catch_warnings():
@@ -237,6 +239,7 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
         n = int(np.prod(res.grid)) if res.grid else 1
         works.append(problem.flops(s) / n)
         cycles.append(res.cycles)
+        shares.append(tensor_cycles(res) / res.cycles if res.cycles else 0.0)
     if len(works) < 2 or works[0] == works[1]:
         return dict(predict_note="no prediction: the timing shapes give the same work per CTA")
     b, a = np.polyfit(works, cycles, 1)
@@ -244,11 +247,15 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
     waves = -(-n_real // model.sm_count)
     per_sm = waves * problem.flops(tuple(shape)) / n_real
     cyc = float(a + b * per_sm)
-    cm = cost_model(gpu)
-    clock = cm.time_clock_ghz
-    launch_us = float(getattr(cm.calibration, "launch_us", None) or 0.0)     # what do_bench adds to any kernel
-    return dict(predicted_cycles=cyc, predicted_us=cyc / (clock * 1e3) + launch_us, clock_ghz=clock,
-                fit=dict(intercept=float(a), cycles_per_flop=float(b), works=works, cycles=cycles))
+    # every CTA of the real launch as CTA 0 at the largest timing shape: its tensor cores' share of its cycles
+    per_cta = cyc / waves
+    share = shares[int(np.argmax(works))]
+    p = finish(kernel=getattr(problem, "name", "kernel"), gpu=model.name, grid=(n_real, 1, 1),
+               sampled=dict.fromkeys(range(n_real), per_cta), slots=model.sm_count, cta_cycles=cyc,
+               tensor=share * per_cta * n_real, nbytes=0, sim_seconds=0.0)
+    return dict(predicted_cycles=p.cycles, predicted_us=p.us, clock_ghz=p.clock_ghz, bound=p.bound,
+                fit=dict(intercept=float(a), cycles_per_flop=float(b), works=works, cycles=cycles,
+                         tensor_share=share))
 
 
 def _waves(res) -> dict:

@@ -207,7 +207,9 @@ def _launches(q, k, v, o, do, lse, causal, sm_scale, cfg, plan, delta, lse2, dq3
     out.append((attention_bwd_kernel, (n_kv, main // n_kv), args, options, roles))
     args, options = _kernel_call(q, k, v, do, lse2, delta, dq32, dk_flat[:0], dv_flat[:0], causal, sm_scale,
                                  cfg, tail=(part, main, splits, blocks))
-    out.append((attention_bwd_kernel, (left * splits,), args, options, roles + [(11, 0)]))
+    # dk_ptr, dv_ptr: empty views (address 0) the parts never store through, kept as they are
+    parts_roles = roles[:8] + [None, None] + roles[10:] + [(11, 0)]
+    out.append((attention_bwd_kernel, (left * splits,), args, options, parts_roles))
     rows = 32
     at = row0 * D * dk.element_size()
     out.append((attention_bwd_tail_cast_kernel, (left, cfg["BN"] // rows),

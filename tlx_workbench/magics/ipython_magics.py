@@ -15,7 +15,7 @@ from .knobs import CellCode, Knob, KnobPanel, parse_knobs
 from .launch import Launch, parse_launch, split_cell
 from .options import DEFAULTS, print_help
 from .result import CellResult
-from .views import display, display_result, show_object
+from .views import display, display_result, safe_html, show_object
 
 
 @magics_class
@@ -49,7 +49,7 @@ class TLXMagics(Magics):
             raise e               # already shown: the cell fails once, as it said
         err = cell_error(e, filename)
         self.last_error = err
-        display({"text/plain": error_text(err), "text/html": error_html(err)}, raw=True)
+        display({"text/plain": error_text(err), "text/html": safe_html(error_html(err))}, raw=True)
         if raise_:
             raise CellFailed(error_text(err).splitlines()[0], error=err, where=where) from None
         return None

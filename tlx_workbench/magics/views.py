@@ -41,6 +41,16 @@ def show_object(obj, *, barriers: bool = False):
     return obj
 
 
+def safe_html(fragment: str) -> str:
+    """``fragment`` as it should be stored: its pictures also drawn in plain HTML, for the notebook that
+    opens untrusted (tlx_workbench.widgets.untrusted)."""
+    try:
+        from ..widgets.untrusted import untrusted_safe
+    except ImportError:
+        return fragment
+    return untrusted_safe(fragment)
+
+
 def display(obj, **kwargs) -> None:
     """IPython's display (imported late: the plain-Python core must not need IPython)."""
     from IPython.display import display as ipython_display
@@ -54,7 +64,7 @@ def display_result(res: CellResult) -> list:
     """
     widgets = show_widgets(res)
     skip = {w._tlxwb_view for w in widgets}
-    display({"text/plain": repr(res), "text/html": res.html(skip_views=skip)}, raw=True)
+    display({"text/plain": repr(res), "text/html": safe_html(res.html(skip_views=skip))}, raw=True)
     for w in widgets:
         display(w)
     return widgets

@@ -64,10 +64,17 @@ def launch_in_clusters(compiled, num_ctas: int):
 _TRITON_RUN = [None]       # Triton's own JITFunction.run, once seen
 
 
+# whose JITFunction.run launches as Triton does: Triton's own, and uTLX's, which only turns a ``ctas_per_cga``
+# option into ``num_ctas`` and hands over to Triton's (utlx_plugin/_ctas_per_cga.py; a bound launch refuses that
+# option, so what reaches Triton is the same)
+_DISPATCHERS = {("triton.runtime.jit", "JITFunction.run"), ("utlx_plugin._ctas_per_cga", "install.<locals>._run")}
+
+
 def _is_tritons(run) -> bool:
-    """Whether ``run`` is Triton's own ``JITFunction.run`` (not the simulator's or a recorder's, which replace it
-    on the class for a while: what was in place when this module was imported need not be Triton's)."""
-    if getattr(run, "__module__", None) == "triton.runtime.jit" and getattr(run, "__qualname__", "") == "JITFunction.run":
+    """Whether ``run`` is Triton's own ``JITFunction.run`` (or uTLX's wrapper of it), not the simulator's or a
+    recorder's, which replace it on the class for a while: what was in place when this module was imported need
+    not be Triton's."""
+    if (getattr(run, "__module__", None), getattr(run, "__qualname__", None)) in _DISPATCHERS:
         _TRITON_RUN[0] = run
         return True
     return False
@@ -182,6 +189,8 @@ class BoundLaunch:
 
         self.jit = jit
         self.knobs = _knob_state()
+        if options.get("ctas_per_cga") not in (None, (1, 1, 1)):
+            raise NotImplementedError("ctas_per_cga (uTLX's grid convention for clusters)")
         compiled = jit.warmup(*args, grid=grid, **options)
         if compiled is None:
             raise NotImplementedError("Triton compiled nothing to bind (an asynchronous compile)")

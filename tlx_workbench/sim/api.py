@@ -98,7 +98,9 @@ class SimResult:
                     "see result.findings; order the accesses through a barrier")
             if self.fix is not None:
                 # the verified repair leads: its line, then the finding it removes
-                err = SimulationError(f"{self.fix.headline}\n{f.kind}: {f.message}{more}", file=self.file,
+                err = SimulationError(f"{self.fix.headline}\n  the fix (verified by simulation; %tlx_fix applies "
+                                      f"it in a notebook):\n{self.fix.diff()}\n{f.kind}: {f.message}{more}",
+                                      file=self.file,
                                       line=self.fix.line, hint=f"make the change shown ({self.fix.what}) — {hint}")
                 err.fix = self.fix
                 err.result = self
@@ -140,7 +142,7 @@ class SimResult:
         from .. import views
         body = views.html_or_text(self)
         # the verified fix, as a diff of the kernel's own lines, above the result's own view
-        return (self.fix._repr_html_() + body) if self.fix is not None and self.deadlock is None else body
+        return (self.fix._repr_html_() + body) if self.fix is not None else body
 
 
 def _snapshot(args, kwargs):

@@ -64,6 +64,11 @@ def refuse_variant(what, *values):
         raise Unsupported(what)
 
 
+def _rank() -> int:
+    """The cluster rank of the CTA whose task runs (0 outside clusters)."""
+    return getattr(_state.cta, "rank", 0)
+
+
 def _task_key():
     cta = _state.cta
     t = cta.sched.current if cta is not None else None
@@ -74,9 +79,10 @@ def _task_key():
 class Tape:
     """The leader's data flow: ops on CTA-dependent values in the order they ran, and the guards."""
 
-    def __init__(self, run, leader_pid):
+    def __init__(self, run, leader_pids):
         self.run = run
-        self.leader = leader_pid
+        self.leaders = list(leader_pids)   # the leading cluster's CTAs, by rank (one CTA: a cluster of one)
+        self.leader = self.leaders[0]
         self.ops: list = []
         self.n = 0                     # nodes so far
         self.depth: dict = {}          # task -> nesting of recorded ops (ops inside an op are not recorded)
@@ -132,9 +138,10 @@ class Tape:
         return ("o", n)
 
     def where(self):
+        """(kernel frame, line) and the lane the op ran in: (CTA rank in the cluster, task, replica)."""
         cta = _state.cta
         t = cta.sched.current if cta is not None else None
-        lane = (t.name, t.replica) if t is not None else ("default", 0)
+        lane = (_rank(), t.name, t.replica) if t is not None else (_rank(), "default", 0)
         return kernel_frame_line(), lane
 
     def add(self, op):
@@ -220,7 +227,7 @@ def _recording(name, orig):
             rec.depth[key] = 0
             charged, rec.bytes = rec.bytes, saved
         if source:
-            rec.add(("pid", int(args[0]), rec.out_spec(out)))
+            rec.add(("pid", int(args[0]), rec.out_spec(out), _rank()))
             return out
         rec.add(("op", name, orig, rec.spec(list(args)), kwargs, rec.out_spec(out), where, charged))
         return out
@@ -278,10 +285,9 @@ def quiet(fn, *args):
 REFUSED_TLX = frozenset({
     "create_tcgen05_mma_scaled", "create_tmem_copy", "utlx_local_alias",
     "utlx_storage_alias_spec", "utlx_storage_alias_local_alloc", "utlx_reuse_group", "utlx_set_buffer_overlap",
-    "utlx_map_to_remote_buffer",
     "utlx_remote_shmem_store", "utlx_async_remote_shmem_store", "create_async_TMA_reduce", "create_async_tma_reduce",
     "create_async_store", "utlx_async_store", "_bulk_load", "_tma_reduce", "create_cvt_rs",
-    "utlx_fp_to_fp_with_rbits", "create_global_scratch_alloc", "utlx_global_scratch_alloc", "create_cluster_barrier"})
+    "utlx_fp_to_fp_with_rbits", "create_global_scratch_alloc", "utlx_global_scratch_alloc"})
 
 
 def refuse_tlx(b):
@@ -364,11 +370,11 @@ def tma_data(array, handle):
 
 def tmem_mma(a_view, b_view, acc_view, use_acc, into, product):
     """A tcgen05 MMA into TMEM: ``acc = product(A, B[, acc])`` (``into``), ``acc += product(A, B)`` (``use_acc``)
-    or ``acc = product(A, B)``."""
+    or ``acc = product(A, B)``. A 2-CTA MMA's ``b_view`` is the pair's two halves (B is them side by side)."""
     rec = _state.rec
     if rec is None:
         return
-    for v in (a_view, b_view, acc_view):
+    for v in (a_view, *(b_view if isinstance(b_view, tuple) else (b_view,)), acc_view):
         _check_view(v)
     rec.add(("mma5", a_view, b_view, acc_view, bool(use_acc), bool(into), product))
 
@@ -677,22 +683,24 @@ def _last_uses(ops):
 
 
 def replay(tape: Tape, members, builder) -> Wave:
-    """Replay ``tape`` for ``members`` ([(pid, grid index), ...], none of them the leader) at once. Global
-    memory is written as each member would; a member that fails a guard (or an access check) has its stores undone
-    and is listed in ``wave.failed``."""
+    """Replay ``tape`` for ``members`` (clusters like the leader's, each [(grid index, pid, rank), ...] by rank;
+    none of them the leader) at once. Global memory is written as each member would; a member that fails a guard
+    (or an access check) has its stores undone and is listed in ``wave.failed`` (by its first CTA)."""
     return _Replay(tape, members, builder).run()
 
 
 class _Replay:
     def __init__(self, tape, members, builder):
         self.tape = tape
-        self.members = list(members)
+        # a member is named by its first CTA: (pid, grid index); its CTAs by rank in ``ranks``
+        self.members = [(cl[0][1], cl[0][0]) for cl in members]
+        self.ranks = {cl[0][1]: [(pid, idx) for idx, pid, _ in cl] for cl in members}
         self.b = builder
         self.C = len(members)
         self.vals: dict = {}
         self.smem: dict = {}
         self.undo: list = [[] for _ in members]     # per member: (restore fn) in store order
-        self.wave = Wave([p for p, _ in members])
+        self.wave = Wave([p for p, _ in self.members])
 
     # values
     def _val(self, s):
@@ -803,10 +811,11 @@ class _Replay:
     def _tmem_alloc(self, a):
         """The allocation's buffers [C, num, m, n] as views of the members' tensor memory (as SmemAlloc lays
         them out in one CTA's: rows on lanes, each buffer a range of 32-bit columns; aliases share columns)."""
-        tm = self.smem.get("tmem")
+        key = ("tmem", getattr(a.cta, "rank", 0))
+        tm = self.smem.get(key)
         if tm is None:
             cols = a.cta.tmem.shape[1] if getattr(a.cta, "tmem", None) is not None else 512
-            tm = self.smem["tmem"] = np.zeros((self.C, 128, cols), dtype=np.uint32)
+            tm = self.smem[key] = np.zeros((self.C, 128, cols), dtype=np.uint32)
         m, n = a.shape
         region = tm[:, :m, a.col0:a.col0 + a.num * a.cpb].view(a.np_dtype)
         return region.reshape(self.C, m, a.num, n).transpose(0, 2, 1, 3)
@@ -862,8 +871,13 @@ class _Replay:
 
     # -- tape ops -----------------------------------------------------------------------------------------------
     def _pid_(self, op):
-        _, axis, spec = op
-        self.vals[spec[1]] = np.array([[idx[axis]] for _, idx in self.members], dtype=np.int32)
+        _, axis, spec, rank = op
+        self.vals[spec[1]] = np.array([[self.ranks[p][rank][1][axis]] for p, _ in self.members], dtype=np.int32)
+
+    def _lane(self, c, lane):
+        """The lane (CTA id, task, replica) of member ``c``'s CTA of the rank that ran the op in the leader."""
+        rank, task, replica = lane
+        return (self.ranks[self.members[c][0]][rank][0], task, replica)
 
     def _clc(self, op):
         _, k, spec = op
@@ -963,7 +977,8 @@ class _Replay:
     def _mma5(self, op):
         _, av, bv, cv, use_acc, into, product = op
         acc = self._bview(cv)
-        a, b = self._bview(av), self._bview(bv)
+        a = self._bview(av)
+        b = np.concatenate([self._bview(v) for v in bv], axis=-1) if isinstance(bv, tuple) else self._bview(bv)
 
         def part(sl):
             if into:
@@ -1124,7 +1139,7 @@ class _Replay:
         st = _state.replay
         for c in range(self.C):
             st.bytes = []
-            _state.replay_where, _state.replay_lane = where, (self.members[c][0],) + tuple(lane)
+            _state.replay_where, _state.replay_lane = where, self._lane(c, lane)
             try:
                 outs.append(fn(*self._arg(argspec, c), **kwargs))
             except Exception:  # noqa: BLE001 - this CTA errs (out of bounds): it runs on its own later
@@ -1147,7 +1162,7 @@ class _Replay:
         st = _state.replay
         restore = _snapshot(self.b, name, args)
         st.bytes = []
-        _state.replay_where, _state.replay_lane = where, (self.members[c][0],) + tuple(lane)
+        _state.replay_where, _state.replay_lane = where, self._lane(c, lane)
         try:
             fn(*args)
         except Exception:  # noqa: BLE001 - this CTA errs (out of bounds): it runs on its own later
@@ -1314,28 +1329,36 @@ _BATCHED = {"create_splat": _splat, "create_broadcast": _broadcast, "create_expa
 
 
 # -- the leader's trace, under the members' ids -------------------------------------------------------------------
+#: span args that name CTAs (or say what a CLC try_cancel took)
+_CTA_ARGS = frozenset({"cta", "leader_cta", "cluster_ctas", "stole"})
+
+
 class TracePlan:
     """Which records of the launch's trace each CTA gets: a leader its own (appended while it ran), a member a copy
-    of its leader's under its own id. The copies are made, in launch order, when the trace is first read."""
+    of its leader's under its own id. The copies are made, in launch order, when the trace is first read. A leader
+    is a cluster (of one CTA, outside clusters): a member cluster's CTA of rank r gets the records of the leader's
+    CTA of rank r, in the order the leader's cluster made them."""
 
     def __init__(self, trace):
         self.trace = trace
-        self.runs: list = []        # (marks before, marks after, leader pid)
-        self.source: dict = {}      # pid -> index in runs
-        self.clc_value = None       # (pid, k) -> what the k-th CLC try_cancel of CTA pid took (sim/clc.py)
+        self.runs: list = []        # (marks before, marks after, the leader's CTA ids by rank)
+        self.source: dict = {}      # first CTA id of a cluster -> (index in runs, its CTA ids by rank)
+        self.clc_value = None       # (pid, k) -> what the k-th CLC try_cancel of cluster pid took (sim/clc.py)
 
     @staticmethod
     def marks(trace):
         return (len(trace._spans), len(trace._barrier_events), len(trace._counters))
 
-    def leader(self, pid, before) -> int:
-        self.runs.append((before, self.marks(self.trace), pid))
-        self.source[pid] = len(self.runs) - 1
+    def leader(self, pids, before) -> int:
+        pids = tuple(pids)
+        self.runs.append((before, self.marks(self.trace), pids))
+        self.source[pids[0]] = (len(self.runs) - 1, pids)
         return len(self.runs) - 1
 
-    def members(self, run_index, pids):
-        for p in pids:
-            self.source[p] = run_index
+    def members(self, run_index, clusters):
+        """``clusters``: each member's CTA ids by rank."""
+        for pids in clusters:
+            self.source[pids[0]] = (run_index, tuple(pids))
 
     def install(self, order: dict):
         self.trace.defer(lambda trace: self._fill(trace, order))
@@ -1356,25 +1379,38 @@ class TracePlan:
         raw = (trace._spans, trace._barrier_events, trace._counters)
         out = ([], [], [])
         new = object.__new__
-        for pid in sorted(self.source, key=lambda p: order.get(p, 1 << 40)):
-            before, after, leader = self.runs[self.source[pid]]
+        for first in sorted(self.source, key=lambda p: order.get(p, 1 << 40)):
+            i, pids = self.source[first]
+            before, after, leaders = self.runs[i]
+            to = dict(zip(leaders, pids))
+            one = len(pids) == 1
+            pid = pids[0]
             for k in range(3):
                 src = raw[k][before[k]:after[k]]
                 dst = out[k]
-                if pid == leader:
+                if pids == leaders:
                     dst.extend(src)
                     continue
                 append = dst.append
-                # a copy per record with the member's id (a span's args dict is shared: records are read-only)
+                # a copy per record with the member's ids (a span's args dict is shared: records are read-only)
                 asks = 0
                 for r in src:
                     x = new(type(r))
                     d = r.__dict__
-                    x.__dict__ = ({**d, "cta": pid, "src_cta": pid} if k == 1 and d["src_cta"] == leader
-                                  else {**d, "cta": pid})
-                    if k == 0 and d["args"] and "stole" in d["args"]:
-                        # a CLC try_cancel: what this CTA's own took
-                        x.args = {**d["args"], "stole": self.clc_value(pid, asks), "cluster_ctas": [pid]}
-                        asks += 1
+                    if one:
+                        x.__dict__ = ({**d, "cta": pid, "src_cta": pid} if k == 1 and d["src_cta"] == leaders[0]
+                                      else {**d, "cta": pid})
+                    else:
+                        x.__dict__ = ({**d, "cta": to[d["cta"]], "src_cta": to.get(d["src_cta"], d["src_cta"])}
+                                      if k == 1 else {**d, "cta": to[d["cta"]]})
+                    if k == 0 and d["args"] and not _CTA_ARGS.isdisjoint(d["args"]):
+                        # CTA ids in a span's args (a remote arrive's, a 2-CTA MMA's, a CLC try_cancel's): the
+                        # member's; a try_cancel's answer: what this cluster's own took
+                        args = {a: (to.get(v, v) if a != "cluster_ctas" else [to.get(c, c) for c in v])
+                                if a in _CTA_ARGS else v for a, v in d["args"].items()}
+                        if "stole" in args:
+                            args["stole"] = self.clc_value(pid, asks)
+                            asks += 1
+                        x.args = args
                     append(x)
         trace._spans, trace._barrier_events, trace._counters = out

@@ -443,10 +443,10 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     run.num_clusters = len(clusters)
     # waves (sim/batch.py): CTAs of one, the launch's own CTAs only; the memory the launch may write is saved first
     if waves:
-        why_not = ("one CTA at a time: clusters of CTAs run together under one scheduler" if cga != (1, 1, 1) else
-                   "one CTA at a time: several CTAs resident at once" if run.resident != 1 else
+        why_not = ("one CTA at a time: several CTAs resident at once" if run.resident != 1 else
                    "one CTA at a time: the recorder's kernel" if recorder is not None else
-                   "one CTA: nothing to run together" if len(clusters) <= 1 else None)
+                   ("one CTA: nothing to run together" if cga == (1, 1, 1) else "one cluster: nothing to run together")
+                   if len(clusters) <= 1 else None)
         if why_not is not None:
             run.trace.meta["waves"] = why_not
             waves = False
@@ -494,7 +494,7 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     try:
         if waves:
             try:
-                _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_resume)
+                _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_resume, cga)
             except batch.Unsupported as e:
                 raise _OneAtATime(str(e) or type(e).__name__, saved) from None
         while run.deadlock is None and not waves:
@@ -586,29 +586,33 @@ def _install_batch(semantic):
     return undo
 
 
-def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_resume):
-    """Run the launch's CTAs in waves: the first CTA not yet run leads (simulated, its data flow recorded), the
-    CTAs that failed the same guard as it (all of them, at first) replay the record together (sim/batch.py)."""
+def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_resume, cga):
+    """Run the launch's clusters (of one CTA, outside clusters) in waves: the first not yet run leads (simulated, its
+    data flow recorded), those that failed the same guard as it (all of them, at first) replay the record together
+    (sim/batch.py)."""
     order = {cl[0][1]: i for i, cl in enumerate(clusters)}
     queue = run.clc
-    pending = [cl[0] for cl in queue.start(queue.slots)]     # (grid index, pid, rank): what starts at once
-    why: dict = {}                                  # pid -> how it left its last wave
+    pending = queue.start(queue.slots)              # clusters [(grid index, pid, rank), ...]: what starts at once
+    why: dict = {}                                  # first pid -> how its cluster left its last wave
     plan = batch.TracePlan(run.trace)
-    by_cta: dict = {}                               # pid -> the scheduler whose tasks' stats it has
+    by_cluster: dict = {}                           # first pid -> the scheduler whose tasks' stats it has
     _state.run = run
     while pending:
-        idx, pid, rank = pending.pop(0)
-        sig = why.get(pid)
-        members = [m for m in pending if why.get(m[1]) == sig][:batch.MAX_WAVE]
-        tape = batch.Tape(run, pid) if members else None
+        cl = pending.pop(0)
+        pids = [pid for _, pid, _ in cl]
+        sig = why.get(pids[0])
+        members = [m for m in pending if why.get(m[0][1]) == sig][:batch.MAX_WAVE]
+        tape = batch.Tape(run, pids) if members else None
         marks = plan.marks(run.trace)
         nfind = len(run.findings)
-        group = SimGroup(run, pid, group_seed(seed), on_resume)
-        cta = CTA(run, pid, idx, group, rank, None, _cluster_id(idx, (1, 1, 1), g))
-        cta.cluster = [cta]
-        run.ctas_run.append(pid)
-        _state.cta = cta
-        ia.set_grid(g, idx)
+        group = SimGroup(run, pids[0], group_seed(seed), on_resume)
+        cid = _cluster_id(cl[0][0], cga, g)
+        ctas = [CTA(run, pid, idx, group, rank, None, cid) for idx, pid, rank in cl]
+        for c in ctas:
+            c.cluster = ctas
+        run.ctas_run.extend(pids)
+        _state.cta = ctas[0]
+        ia.set_grid(g, ctas[0].grid_idx)
         _state.rec = tape
         try:
             group.sched.run("default", lambda task: kernel(**kargs), num_warps, ctas=group.ctas)
@@ -617,32 +621,39 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
         if isinstance(group.sched.error, batch.Unsupported):
             raise group.sched.error
         _finish_group(run, group, max_steps, stats=False)
-        by_cta[pid] = group.sched
+        by_cluster[pids[0]] = group.sched
         if run.deadlock is not None or len(run.findings) > nfind:
             raise batch.Unsupported("a CTA deadlocked or has findings: diagnosed one CTA at a time")
-        led = plan.leader(pid, marks)
-        end = max((s.end for s in run.trace._spans[marks[0]:]), default=0.0)
-        run.cta_end[pid] = end
+        led = plan.leader(pids, marks)
+        ends: dict = {}
+        for sp in run.trace._spans[marks[0]:]:
+            if sp.end > ends.get(sp.cta, -1.0):
+                ends[sp.cta] = sp.end
+        run.cta_end.update(ends)
         if not members:
             continue
-        wave = batch.replay(tape, [(m[1], m[0]) for m in members], ia.interpreter_builder)
+        wave = batch.replay(tape, members, ia.interpreter_builder)
         passed = set(wave.passed)
-        for m in members:                           # the clusters their try_cancels took (sim/clc.py)
-            if m[1] in passed:
-                for _ in range(queue.asked.get(queue.slot_of.get(pid), 0)):
-                    queue.steal(m[1])
-        pending = [m for m in pending if m[1] not in passed]
+        done = [m for m in members if m[0][1] in passed]
+        asks = queue.asked.get(queue.slot_of.get(pids[0]), 0)
+        for m in done:                              # the clusters their try_cancels took (sim/clc.py)
+            for _ in range(asks):
+                queue.steal(m[0][1])
+        pending = [m for m in pending if m[0][1] not in passed]
         why.update(wave.failed)
-        done = [m[1] for m in members if m[1] in passed]
-        plan.members(led, done)
-        run.cta_end.update(dict.fromkeys(done, end))
-        by_cta.update(dict.fromkeys(done, group.sched))
-        run.ctas_run.extend(done)
+        plan.members(led, [[pid for _, pid, _ in m] for m in done])
+        for m in done:
+            for (_, pid, _), lead in zip(m, pids):
+                if lead in ends:
+                    run.cta_end[pid] = ends[lead]
+                run.ctas_run.append(pid)
+            by_cluster[m[0][1]] = group.sched
     if queue.left():
         raise batch.Unsupported("a cluster no try_cancel took starts late (its try_cancels take what is left)")
-    run.ctas_run.sort(key=lambda p: order.get(p, 1 << 40))
-    for p in run.ctas_run:                          # summed in launch order, as one CTA at a time sums them
-        _add_stats(run, by_cta[p])
+    rank_order = {pid: (order[cl[0][1]], rank) for cl in clusters for _, pid, rank in cl}
+    run.ctas_run.sort(key=lambda p: rank_order.get(p, (1 << 40, 0)))
+    for first in sorted(by_cluster, key=lambda p: order.get(p, 1 << 40)):
+        _add_stats(run, by_cluster[first])          # summed in launch order, as one cluster at a time sums them
     plan.clc_value = lambda pid, k: queue.value(queue.slot_of[pid], k)
     plan.install(order)
     # how the waves went: leaders simulated, and why the others left the wave they were in (a guard's line)

@@ -208,8 +208,7 @@ class MmaOps:
                 cv.array[...] = cv.array + out.astype(cv.array.dtype, copy=False)
             else:
                 cv.array[...] = out
-            if not two_ctas:
-                batch.tmem_mma(av, bv, cv, use_acc, into, product)
+            batch.tmem_mma(av, (pairs[0][2], pairs[1][2]) if two_ctas else bv, cv, use_acc, into, product)
             # packed mxfp4 holds two elements of K per byte: the product says its K (async_dot_scaled)
             m, k = av.array.shape[-2], getattr(product, "k", av.array.shape[-1])
             n = b_arr.shape[1]

@@ -64,15 +64,18 @@ class View(anywidget.AnyWidget):
         data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
         data = dict(data or {})
         svg = self.static_svg()
+        from .untrusted import untrusted_safe
+        # the HTML carries a plain-HTML copy of its pictures: an untrusted notebook renders no SVG
         if svg:
             data["image/svg+xml"] = svg
-            data["text/html"] = self.static_html(svg)          # the SVG drawn once for both
+            data["text/html"] = untrusted_safe(self.static_html(svg))          # the SVG drawn once for both
         else:
-            data["text/html"] = self.static_html()
+            data["text/html"] = untrusted_safe(self.static_html())
         return data, meta
 
     def _repr_html_(self) -> str:
-        return self.static_html()
+        from .untrusted import untrusted_safe
+        return untrusted_safe(self.static_html())
 
     # -- the same view in a plain page (no Jupyter) --------------------------------------
     def _data_state(self) -> dict:

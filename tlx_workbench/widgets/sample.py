@@ -67,7 +67,9 @@ def sample_trace(iters: int = 16, ctas: int = 1, consumers: int = 2, stages: int
         tc = [t0 + rng.uniform(0, 10) for _ in range(consumers)]
         level = []                        # (time, +1 landed / -1 freed) for the slots-full counter
         for k in range(iters):
-            s, ph = k % stages, (k // stages) & 1
+            # phase n of slot s (numbered from 0) is its n-th round; a wait names its parity (docs/phases.md)
+            s, n_ph = k % stages, k // stages
+            ph = n_ph & 1
             # producer: wait for the consumers to free slot s, expect the bytes, issue the TMA load
             if k >= stages:
                 end = max(tp, released[s])
@@ -80,18 +82,18 @@ def sample_trace(iters: int = 16, ctas: int = 1, consumers: int = 2, stages: int
                 tp = end
             d = rng.uniform(4, 8)
             tr.add_span(Span(cta, *prod, "arrive", tp, tp + d, "barrier_expect_bytes", ln["expect"], f,
-                             "full_bars", s, ph, args={"bytes": nbytes}))
+                             "full_bars", s, n_ph, args={"bytes": nbytes}))
             tr.add_barrier_event(BarrierEvent(cta, tp + d, "full_bars", s, "expect", task=prod[0], replica=0,
-                                              count=1, bytes=nbytes, phase=ph, line=ln["expect"],
+                                              count=1, bytes=nbytes, phase=n_ph, line=ln["expect"],
                                               pending_arrivals=0, pending_bytes=nbytes))
             tp += d
             d = rng.uniform(10, 20)
             tr.add_span(Span(cta, *prod, "tma", tp, tp + d, "async_descriptor_load", ln["tma"], f,
-                             "full_bars", s, ph, args={"bytes": nbytes}))
+                             "full_bars", s, n_ph, args={"bytes": nbytes}))
             landed = tp + d + tma_cycles * rng.uniform(0.8, 1.3)
-            tr.add_barrier_event(BarrierEvent(cta, landed, "full_bars", s, "tx", bytes=nbytes, phase=ph,
+            tr.add_barrier_event(BarrierEvent(cta, landed, "full_bars", s, "tx", bytes=nbytes, phase=n_ph,
                                               line=ln["tma"], pending_arrivals=0, pending_bytes=0))
-            tr.add_barrier_event(BarrierEvent(cta, landed, "full_bars", s, "flip", phase=ph, line=ln["tma"],
+            tr.add_barrier_event(BarrierEvent(cta, landed, "full_bars", s, "flip", phase=n_ph, line=ln["tma"],
                                               pending_arrivals=0, pending_bytes=0))
             level.append((landed, 1))
             tp += d
@@ -112,17 +114,17 @@ def sample_trace(iters: int = 16, ctas: int = 1, consumers: int = 2, stages: int
                 a = end + d
                 d2 = rng.uniform(3, 6)
                 tr.add_span(Span(cta, *lane, "arrive", a, a + d2, "barrier_arrive", ln["arrive"], f,
-                                 "empty_bars", s, ph))
+                                 "empty_bars", s, n_ph))
                 arrivals.append((a + d2, r))
                 tc[r] = a + d2
             arrivals.sort()
             for n, (t, r) in enumerate(arrivals, 1):
                 tr.add_barrier_event(BarrierEvent(cta, t, "empty_bars", s, "arrive", task="consumer", replica=r,
-                                                  count=1, phase=ph, line=ln["arrive"],
+                                                  count=1, phase=n_ph, line=ln["arrive"],
                                                   pending_arrivals=consumers - n, pending_bytes=0))
             t_last, r_last = arrivals[-1]
             tr.add_barrier_event(BarrierEvent(cta, t_last, "empty_bars", s, "flip", task="consumer",
-                                              replica=r_last, phase=ph, line=ln["arrive"],
+                                              replica=r_last, phase=n_ph, line=ln["arrive"],
                                               pending_arrivals=0, pending_bytes=0))
             released[s] = t_last
             level.append((t_last, -1))

@@ -290,6 +290,17 @@ def display_lanes(trace: Trace, *, fold_ctas: bool = False, lane_per_task: bool 
 
 
 # -- the static fallback ---------------------------------------------------------------
+# the lane labels' busy/wait bars: where they start and how wide (the label before, the percentages after)
+BAR_X, BAR_W = 110, 50
+
+
+def share_note(row: dict) -> str:
+    """What a lane's busy/wait percentages mean (the tooltip of its bars)."""
+    return (f"busy {row['busy_share']:.0%}, waiting {row['wait_share']:.0%} of the lane's time. Busy counts every "
+            "span that is not a wait, async copies and MMAs included, which run on while the lane goes on or "
+            "waits: the two can add up past 100 %.")
+
+
 def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: int = 215,
                  t0: float | None = None, t1: float | None = None, *, hide_waits: bool = False,
                  fold_ctas: bool = False, lane_per_task: bool = False, deadlock=None) -> str:
@@ -347,12 +358,17 @@ def timeline_svg(trace: Trace, width: int = 960, lane_height: int = 18, gutter: 
         out.append(f"<rect x='0' y='{hy}' width='{width}' height='{cta_h}' fill='#f2f4f7'/>"
                    f"<text x='4' y='{hy + cta_h - 3}' font-weight='bold'>{esc(head)}</text>")
     for r, ly in zip(rows, ys):
-        out.append(f"<text class='tlxwb-lane' x='8' y='{ly + lane_height - 5}'>{esc(r['label'])}</text>"
-                   f"<rect x='110' y='{ly + 5}' width='50' height='8' fill='#eee'/>"
-                   f"<rect x='110' y='{ly + 5}' width='{50 * r['busy_share']:.1f}' height='8' fill='{KIND_COLORS['compute']}'/>"
-                   f"<rect x='{110 + 50 * r['busy_share']:.1f}' y='{ly + 5}' width='{50 * r['wait_share']:.1f}' height='8' fill='{KIND_COLORS['wait']}'/>"
-                   f"<text x='164' y='{ly + lane_height - 5}' fill='#666' font-size='10'>"
-                   f"{r['busy_share']:.0%}/{r['wait_share']:.0%}</text>")
+        busy, wait = min(r["busy_share"], 1.0), min(r["wait_share"], 1.0)
+        tip = f"<title>{esc(share_note(r))}</title>"
+        # busy over wait, each its own bar of the full width: the two can add up past 100 %
+        label = r["label"] if len(r["label"]) <= 16 else r["label"][:15] + "\u2026"   # gives way to the bars
+        full = f"<title>{esc(r['label'])}</title>" if label != r["label"] else ""
+        out.append(f"<text class='tlxwb-lane' x='8' y='{ly + lane_height - 5}'>{esc(label)}{full}</text>"
+                   f"<g class='tlxwb-shares'>{tip}<rect x='{BAR_X}' y='{ly + 4}' width='{BAR_W}' height='10' fill='#eee'/>"
+                   f"<rect x='{BAR_X}' y='{ly + 4}' width='{BAR_W * busy:.1f}' height='5' fill='{KIND_COLORS['compute']}'/>"
+                   f"<rect x='{BAR_X}' y='{ly + 9}' width='{BAR_W * wait:.1f}' height='5' fill='{KIND_COLORS['wait']}'/>"
+                   f"<text x='{BAR_X + BAR_W + 4}' y='{ly + lane_height - 5}' fill='#666' font-size='10'>"
+                   f"{r['busy_share']:.0%}/{r['wait_share']:.0%}</text></g>")
     # Spans wider than 3 px are drawn one by one (with a hover title); narrower ones are
     # summed per pixel column and each column drawn in its dominant kind, so the SVG stays
     # small for any number of spans.

@@ -5,7 +5,7 @@
 // _stuck = [{lane, since, label}]: where each task stopped in a deadlock.
 // Filters (synced traits): hide_waits, fold_ctas (a task replica's lanes of every CTA on one row),
 // lane_per_task (a task's replicas on one row); a row draws every trace lane mapped to it.
-const LANE_H = 22, CTA_H = 16, AXIS_H = 20, GUTTER = 220;
+const LANE_H = 22, CTA_H = 16, AXIS_H = 20, GUTTER = 220, BAR_X = 110, BAR_W = 50;
 
 function render({ model, el }) {
   const tStart = performance.now();
@@ -120,12 +120,18 @@ function render({ model, el }) {
     rowInfo.forEach((ln, k) => {
       const yy = rowY[k];
       if (k % 2) { g.fillStyle = "#fafafa"; g.fillRect(GUTTER, yy, width - GUTTER, LANE_H); }
-      g.fillStyle = "#222"; g.fillText(ln.label, 8, yy + LANE_H / 2);
-      const bx = 120, bw = 50;
-      g.fillStyle = "#eee"; g.fillRect(bx, yy + 7, bw, 8);
-      g.fillStyle = colors.compute || "#2e86de"; g.fillRect(bx, yy + 7, bw * ln.busy, 8);
-      g.fillStyle = colors.wait || "#e74c3c"; g.fillRect(bx + bw * ln.busy, yy + 7, bw * ln.wait, 8);
-      g.fillStyle = "#666"; g.fillText(Math.round(100 * ln.busy) + "%/" + Math.round(100 * ln.wait) + "%", bx + bw + 4, yy + LANE_H / 2);
+      let label = ln.label;                 // a long label gives way to the bars: cut, with an ellipsis
+      while (label.length > 3 && g.measureText(label).width > BAR_X - 14) label = label.slice(0, -2) + "\u2026";
+      g.fillStyle = "#222"; g.fillText(label, 8, yy + LANE_H / 2);
+      // busy over wait, each a bar of the full width: async copies and MMAs overlap the lane's own work
+      // and waits, so the two can add up past 100 % (a side-by-side pair would then run into the text)
+      const bx = BAR_X, bw = BAR_W;
+      g.fillStyle = "#eee"; g.fillRect(bx, yy + 6, bw, 10);
+      g.fillStyle = colors.compute || "#2e86de"; g.fillRect(bx, yy + 6, bw * Math.min(ln.busy, 1), 5);
+      g.fillStyle = colors.wait || "#e74c3c"; g.fillRect(bx, yy + 11, bw * Math.min(ln.wait, 1), 5);
+      g.fillStyle = "#666"; g.font = "10px sans-serif";
+      g.fillText(Math.round(100 * ln.busy) + "%/" + Math.round(100 * ln.wait) + "%", bx + bw + 4, yy + LANE_H / 2);
+      g.font = "11px sans-serif";
     });
     // spans: one Path2D per kind, filled once; sub-pixel spans collapse to one column per pixel
     g.save(); g.beginPath(); g.rect(GUTTER, AXIS_H, width - GUTTER, height - AXIS_H); g.clip();
@@ -219,7 +225,7 @@ function render({ model, el }) {
     if (barOf[i] >= 0) rows.push(["barrier", strings[barOf[i]] + (slotOf[i] >= 0 ? "[" + slotOf[i] + "]" : "")]);
     else if (slotOf[i] >= 0) rows.push(["slot", slotOf[i]]);
     // a wait names the parity it waits for; an arrive, the phase it counts toward (docs/phases.md)
-    if (phaseOf[i] >= 0) rows.push(kindOf[i] === waitKind ? ["parity", phaseOf[i]] : ["phase", phaseOf[i]]);
+    if (phaseOf[i] >= 0) rows.push(kinds[kindOf[i]] === "wait" ? ["parity", phaseOf[i]] : ["phase", phaseOf[i]]);
     if (srcOf[i] >= 0) {
       const s = sources[srcOf[i]];
       rows.push(["line", s.line + (s.text ? ": " + s.text.trim() : "")]);
@@ -241,6 +247,16 @@ function render({ model, el }) {
   canvas.addEventListener("mousemove", (ev) => {
     const r = canvas.getBoundingClientRect(), x = ev.clientX - r.left, yy = ev.clientY - r.top;
     const i = spanAt(x, yy);
+    const row = x < GUTTER ? rowY.findIndex((y0) => yy >= y0 && yy < y0 + LANE_H) : -1;
+    if (i < 0 && row >= 0 && x >= BAR_X) {
+      // the lane's busy/wait bars: what the two shares are, and why they can add up past 100 %
+      const ln = rowInfo[row], rr = root.getBoundingClientRect();
+      tip.show([["busy", Math.round(100 * ln.busy) + "% of the lane's time"],
+                ["waiting", Math.round(100 * ln.wait) + "%"],
+                ["why > 100 %", "busy counts every span that is not a wait, async copies and MMAs included, " +
+                                "which run on while the lane goes on or waits"]], ev.clientX - rr.left, ev.clientY - rr.top);
+      return;
+    }
     if (i < 0) { tip.hide(); canvas.style.cursor = "default"; return; }
     canvas.style.cursor = "pointer";
     const rr = root.getBoundingClientRect();
