@@ -77,7 +77,7 @@ def test_in_chromium_rows_tooltips_and_click(show, trace):
     page.wait_for_function("() => document.querySelector('.tlxwb-tooltip').innerText.includes('released by')")
     text = tip.inner_text()
     assert f"producer[0] on empty_bars[{wait.slot}]" in text and f"released by consumer[{f.src[2]}]" in text
-    assert f"phase {wait.phase}" in text
+    assert f"parity {wait.phase}" in text
     page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
     assert page.evaluate("() => tlxwbViews[0].model.get('selected_line')") == wait.line
     page.mouse.move(box["x"] + pos["x"], box["y"] + pos["y"])

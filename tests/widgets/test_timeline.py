@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from tlx_workbench.trace import Span, Trace
-from tlx_workbench.widgets import TimelineWidget, timeline_svg
+from tlx_workbench.widgets import TimelineWidget, timeline_svg, untrusted_safe
 from tlx_workbench.widgets.sample import sample_trace
 from tlx_workbench.widgets.timeline import encode_spans
 
@@ -65,7 +65,8 @@ def test_bundle_carries_the_picture_as_svg_for_github(trace):
         assert WIDGET_MIME in data and "text/plain" in data, w
         svg = data["image/svg+xml"]
         assert svg.startswith("<svg xmlns='http://www.w3.org/2000/svg'") and svg.endswith("</svg>")
-        assert svg in data["text/html"] and data["text/html"] == w.static_html(), w
+        # the HTML also draws the picture in plain HTML, for an untrusted notebook (widgets.untrusted)
+        assert svg in data["text/html"] and data["text/html"] == untrusted_safe(w.static_html()), w
         svgs.append(svg)
         w.close()
     assert svgs[0] == timeline_svg(trace) and svgs[1] == timeline_svg(trace, hide_waits=True) != svgs[0]
@@ -133,7 +134,7 @@ def test_hover_shows_a_tooltip_with_op_barrier_phase_and_line(show, trace):
     tip.wait_for(state="visible")
     text = tip.inner_text()
     assert "barrier_wait" in text and "(wait)" in text
-    assert f"full_bars[{span.slot}]" in text and f"phase {span.phase}" in text
+    assert f"full_bars[{span.slot}]" in text and f"parity {span.phase}" in text
     assert f"CTA 1 consumer[{span.replica}]" in text
     assert re.search(rf"line {span.line}: #?\s*tlx.barrier_wait\(full_bars\[s\], phase\)", text)
     assert f"duration {round(span.duration)} cycles" in text
@@ -261,3 +262,47 @@ def test_filter_checkboxes_redraw_the_view_and_reach_python(show, trace):
     page.mouse.move(box["x"] + pos["x"], box["y"] + pos["y"])
     page.wait_for_selector(".tlxwb-tooltip", state="visible")
     assert "CTA" in page.inner_text(".tlxwb-tooltip")
+
+
+def _overlapped_lane_trace():
+    # an async MMA runs on while the lane waits: busy 80 % and waiting 70 % of the same 100 cycles
+    spans = [Span(0, "consumer", 0, "mma", 0.0, 80.0, name="async_dot", line=3),
+             Span(0, "consumer", 0, "wait", 30.0, 100.0, name="barrier_wait", line=4, barrier="full", slot=0, phase=0),
+             Span(0, "producer", 0, "tma", 0.0, 100.0, name="async_descriptor_load", line=2)]
+    return Trace(spans)
+
+
+def test_busy_and_wait_bars_stay_clear_of_their_percentages_and_say_why_they_pass_100():
+    from tlx_workbench.widgets.timeline import BAR_W, BAR_X
+    tr = _overlapped_lane_trace()
+    s = {x.task: x for x in tr.summary()}["consumer"]
+    assert s.busy_share + s.wait_share > 1                                  # the case that overlapped
+    svg = timeline_svg(tr)
+    shares = re.findall(r"<g class='tlxwb-shares'>(.*?)</g>", svg)
+    assert len(shares) == 2
+    for g in shares:
+        for x, w in re.findall(r"<rect x='([\d.]+)' y='[\d.]+' width='([\d.]+)'", g):
+            assert float(x) >= BAR_X and float(x) + float(w) <= BAR_X + BAR_W + 1e-6     # inside the bar's box
+        tx = float(re.search(r"<text x='([\d.]+)'", g).group(1))
+        assert tx >= BAR_X + BAR_W                                            # the text starts after the bars
+        assert "past 100 %" in g                                              # the tooltip says why
+    assert "80%/70%" in svg
+
+
+@pytest.mark.browser
+def test_live_busy_and_wait_bars_leave_their_percentages_clear(show):
+    page = show(TimelineWidget(_overlapped_lane_trace()))
+    geo = page.evaluate("() => { const v = document.querySelector('.tlxwb-timeline').parentElement.tlxwb;"
+                        " return {ys: v.laneY, h: v.laneHeight}; }")
+    # the consumer's row: no bar colour right of the bar's box, where the percentages start
+    inked = page.evaluate("""([ys, h]) => { const cv = document.querySelector('.tlxwb-timeline canvas');
+        const g = cv.getContext('2d'), r = devicePixelRatio || 1;
+        return ys.map(y => { const d = g.getImageData(161 * r, (y + 6) * r, 2 * r, 10 * r).data; let n = 0;
+            for (let i = 0; i < d.length; i += 4) if (d[i] > 200 && d[i + 1] < 120) n++; return n; }); }""",
+                          [geo["ys"], geo["h"]])
+    assert inked == [0] * len(geo["ys"]), inked
+    box = page.locator(".tlxwb-timeline canvas").bounding_box()
+    page.mouse.move(box["x"] + 135, box["y"] + geo["ys"][0] + geo["h"] / 2)
+    tip = page.locator(".tlxwb-timeline .tlxwb-tooltip")
+    tip.wait_for(state="visible")
+    assert "why > 100 %" in tip.inner_text()
