@@ -64,10 +64,12 @@ def test_a_deadlock_stops_the_program_as_a_crash_does_with_the_diagnosis(cli):
     assert fix["edits"][0]["new"] == ["                tlx.barrier_arrive(empty[s])"]
 
 
-def test_the_fixed_program_is_clean(cli):
-    ran = cli("run", "--no-predict", str(SCRIPTS / "ring_deadlock.py"))
-    assert ran.code == 0 and "scaled 5 tiles" in ran.out, ran
-    (la,) = valid(ran.doc, "run")["launches"]
+def test_the_fixed_program_is_clean_and_json_on_stdout_is_one_document(cli):
+    ran = cli("run", "--no-predict", "--json", "-", str(SCRIPTS / "ring_deadlock.py"), json_doc=False)
+    assert ran.code == 0, ran
+    # the program's own print went to stderr: stdout holds the document alone
+    assert "scaled 5 tiles" in ran.err and "scaled" not in ran.out
+    (la,) = valid(json.loads(ran.out), "run")["launches"]
     assert la["verdict"] == "clean" and la["prediction"] is None
 
 

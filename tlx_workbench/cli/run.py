@@ -312,9 +312,12 @@ def main(args) -> int:
             us = f", predicted {la.prediction.us:.1f} µs" if la.prediction is not None else ""
             progress(f"[tlx-workbench] {la.kernel}{_grid_text(la)}: {la.verdict} ({la.seconds:.1f} s{us})")
 
+    # with the JSON document on stdout, the program's own prints go to stderr: stdout stays one document
+    quiet_stdout = contextlib.redirect_stdout(sys.stderr) if args.json == "-" else contextlib.nullcontext()
     try:
-        out = run_script(args.script, argv, gpu=gpu, seed=args.seed, predict=not args.no_predict,
-                         on_start=on_start, on_end=on_end)
+        with quiet_stdout:
+            out = run_script(args.script, argv, gpu=gpu, seed=args.seed, predict=not args.no_predict,
+                             on_start=on_start, on_end=on_end)
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - an unknown GPU name and the like: the command line's fault
