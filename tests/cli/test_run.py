@@ -132,3 +132,12 @@ def test_the_environment_switches_a_plain_python_on(cli, tmp_path):
                           timeout=600, cwd=tmp_path)
     # a race: the program ends normally, as on a GPU, but the process exits 1 with the summary on stderr
     assert proc.returncode == 1 and "copied" in proc.stdout and "copy_tile  (1, 1, 1)      race" in proc.stderr
+
+
+def test_a_kernel_the_front_end_rejects_raises_tritons_compilation_error(cli):
+    ran = cli("run", "--no-predict", str(SCRIPTS / "front_end.py"))
+    assert ran.code == 0 and "raised CompilationError: True" in ran.out, ran
+    assert valid(ran.doc, "run")["launches"] == []          # nothing was simulated
+    ran = cli("run", "--no-predict", str(SCRIPTS / "front_end.py"), "--uncaught")
+    assert ran.code == 1 and "CompilationError" in ran.err and "program: stopped by CompilationError" in ran.out, ran
+    assert valid(ran.doc, "run")["program_error"]["type"] == "CompilationError"
