@@ -98,3 +98,15 @@ def test_usage_errors_exit_2(cli):
     assert ran.code == 2 and "no kernel named nope (it launches add_kernel)" in ran.err, ran
     ran = cli("explore", "no_such_kernel", "--shapes", "64x64x64", json_doc=False)
     assert ran.code == 2 and "no library problem named" in ran.err, ran
+
+
+def test_check_and_compile_a_tlx_tutorial_unchanged(cli):
+    ran = cli("check", str(SCRIPTS / "tutorial_gemm.py"))
+    assert ran.code == 0, ran
+    (chk,) = valid(ran.doc, "check")["checks"]
+    assert chk["kernel"] == "matmul_kernel_tlx_ws" and chk["ok"] and chk["simulated"]
+    assert "the script stopped" in " ".join(valid(ran.doc, "check")["notes"])   # captured: outputs not computed
+    ran = cli("compile", f"{SCRIPTS / 'tutorial_gemm.py'}::matmul_kernel_tlx_ws", "--target", "sm_90")
+    assert ran.code == 0, ran
+    (rep,) = valid(ran.doc, "compile")["reports"]
+    assert rep["kernel"] == "matmul_kernel_tlx_ws" and len(rep["tasks"]) >= 2 and rep["barriers"]
