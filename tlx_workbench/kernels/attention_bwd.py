@@ -326,6 +326,17 @@ attention_backward.tuned = _TUNED
 attention_backward.plans = _PLANS
 
 
+def attention_with_grad(q, k, v, do, causal=False, sm_scale=None, config=None, fwd_config=None):
+    """The library's forward, then its backward: returns (o, (dq, dk, dv)). Both planned; under
+    ``torch.compile`` two custom ops (``attention_lse``, ``attention_backward``).
+
+    >>> o, (dq, dk, dv) = attention_with_grad(q, k, v, torch.randn_like(q))      # on a Hopper GPU
+    """
+    from .attention import attention
+    o, lse = attention(q, k, v, causal=causal, sm_scale=sm_scale, config=fwd_config, return_lse=True)
+    return o, attention_backward(q, k, v, o, do, lse, causal=causal, sm_scale=sm_scale, config=config)
+
+
 def tune(q, k, v, o, do, lse, causal, sm_scale, configs=CONFIGS):
     """Time every config; returns [(config, ms), ...] fastest first."""
     return fastest_first(configs, lambda c: launch(q, k, v, o, do, lse, causal, sm_scale, c))
