@@ -286,3 +286,19 @@ def test_the_view_draws_every_config_and_a_click_sends_it(ex, show):
     # what Python answers shows in the panel
     page.evaluate("() => window.tlxwbViews[0].model.set('detail', '<p class=\"answer\">the report</p>')")
     assert page.locator(".tlxwb-ex-detail .answer").inner_text() == "the report"
+
+
+@pytest.mark.browser
+def test_the_static_sweep_table_is_no_wider_than_the_page_it_is_in(ex, page, tmp_path):
+    from tlx_workbench.widgets import exploration_html
+    page.set_viewport_size({"width": 700, "height": 800})
+    path = tmp_path / "sweep.html"
+    # inside a column as wide as a notebook's output, and with the <style> gone, as an untrusted notebook has it
+    fragment = re.sub(r"<style>.*?</style>", "", exploration_html(ex), flags=re.S)
+    path.write_text(f"<!doctype html><meta charset='utf-8'><body style='margin:0'><div id='out' "
+                    f"style='width:600px'>{fragment}</div>")
+    page.goto(path.as_uri())
+    right = page.evaluate("() => [...document.querySelectorAll('.tlxwb-ex-tablewrap')].map(t => "
+                          "t.getBoundingClientRect().right)")
+    assert right and max(right) <= 600 + 1
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 700

@@ -36,6 +36,10 @@ def test_explorer_in_jupyterlab_draws_every_config_and_a_click_opens_its_report(
     assert page.locator(".tlxwb-ex-scatter .tlxwb-ex-pt").count() == len(alive)
     assert page.locator(".tlxwb-ex-scatter .tlxwb-ex-drop").count() == len(dropped)
     assert page.locator(".tlxwb-ex-table tr.tlxwb-ex-row").count() == len(alive) + len(dropped)
+    # the sweep table is no wider than the notebook: it scrolls inside its box
+    right, edge = page.evaluate("""() => { const t = document.querySelector('.tlxwb-ex-tablebox');
+        return [t.getBoundingClientRect().right, t.closest('.jp-OutputArea-output').getBoundingClientRect().right]; }""")
+    assert right <= edge + 1, (right, edge)
     # a click on a point: the kernel compiles that config and its report fills the widget's panel
     best = tx.config_id(sweep.best(SHAPE, by="predicted_us"))
     point = page.locator(f".tlxwb-ex-scatter .tlxwb-ex-pt[data-config-id='{best}']")

@@ -347,7 +347,7 @@ def roofline_png(ex, shape=None, gpu: str = "H200") -> bytes:
 
 
 def _img(png: bytes, alt: str) -> str:
-    return (f"<img class='tlxwb-ex-png' alt='{html.escape(alt)}' "
+    return (f"<img class='tlxwb-ex-png' style='max-width:49%;vertical-align:top' alt='{html.escape(alt)}' "
             f"src='data:image/png;base64,{base64.b64encode(png).decode('ascii')}'/>")
 
 
@@ -384,8 +384,10 @@ def entries_table(ex, entries, knobs=None) -> str:
         rows.append(f"<tr class='{cls}' data-config-id='{esc(e['config_id'])}' data-status='{esc(e['status'])}'"
                     f"{f' title={chr(39)}{esc(reason + where)}{chr(39)}' if failed else ''}>"
                     + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return ("<table class='tlxwb-ex-table'><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
-            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    # in a box as wide as the notebook, which scrolls (an inline style: it survives an untrusted notebook's sanitizer)
+    return ("<div class='tlxwb-ex-tablewrap' style='max-width:100%;overflow-x:auto'>"
+            "<table class='tlxwb-ex-table'><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in head)
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
 _STATIC_CSS = """<style>
@@ -408,7 +410,8 @@ def exploration_html(ex) -> str:
     """
     esc = html.escape
     parts = [_STATIC_CSS, "<div class='tlxwb-static tlxwb-ex-static'>",
-             f"<pre class='tlxwb-ex-summary'>{esc(chr(10).join(ex.summary_lines()))}</pre>"]
+             f"<pre class='tlxwb-ex-summary' style='white-space:pre-wrap'>{esc(chr(10).join(ex.summary_lines()))}"
+             "</pre>"]
     entries = view_entries(ex)
     knobs = knobs_of(ex, entries)
     for shape in _shapes_of(ex, entries):
