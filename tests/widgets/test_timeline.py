@@ -178,6 +178,12 @@ def test_click_on_a_span_sends_its_source_line(show, trace):
     assert saved["selected_line"] == span.line and saved["selected_index"] == i
     assert saved["selected_file"] == span.file
     assert f"async_dot at line {span.line}" in page.inner_text(".tlxwb-status")
+    # the line itself, in the view's source pane: highlighted, scrolled into the pane's view
+    sel = page.locator(".tlxwb-source .tlxwb-src-sel")
+    assert sel.count() == 1 and "tlx.async_dot" in sel.inner_text() and str(span.line) in sel.inner_text()
+    pane, line = page.locator(".tlxwb-source").bounding_box(), sel.bounding_box()
+    assert pane["y"] <= line["y"] and line["y"] + line["height"] <= pane["y"] + pane["height"] + 1
+    assert page.locator(".tlxwb-source .tlxwb-src-line").count() > 5          # with the lines around it
     # what the kernel gets back: the same span, through on_select
     got = []
     w.on_select(got.append)

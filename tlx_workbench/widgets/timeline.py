@@ -159,15 +159,35 @@ def encode_spans(trace: Trace) -> dict:
         "sources": [{"file": f, "line": l, "text": linecache.getline(f, l).rstrip("\n") if f else ""}
                     for (f, l) in sources],
         "flows": np.asarray(flows, dtype=np.float64).reshape(-1, 4).tobytes(),
+        "files": source_windows(sources),
     }
+
+
+def source_windows(sources, margin: int = 3) -> list[dict]:
+    """Per source file the spans name: its lines from a little before the first to a little after the last
+    (the source pane a click on a span scrolls to). ``{"file", "first", "lines"}``; files linecache cannot
+    read are left out."""
+    by_file: dict[str, list[int]] = {}
+    for f, line in sources:
+        if f:
+            by_file.setdefault(f, []).append(line)
+    out = []
+    for f, lines in by_file.items():
+        text = linecache.getlines(f)
+        if not text:
+            continue
+        first = max(1, min(lines) - margin)
+        last = min(len(text), max(lines) + margin)
+        out.append({"file": f, "first": first, "lines": [t.rstrip("\n") for t in text[first - 1:last]]})
+    return out
 
 
 class TimelineWidget(View):
     """Warp-task timeline of a Trace: lanes by CTA -> task/replica, spans coloured by kind.
 
     Wheel to zoom, drag to pan, double-click to reset, hover for details; a click on a
-    span selects it and sends its source line to Python (``selected_line``,
-    ``on_select``). Filters (checkboxes in the view, traits here): ``hide_waits``,
+    span selects it, shows its source line highlighted in the view's source pane and sends it to
+    Python (``selected_line``, ``on_select``). Filters (checkboxes in the view, traits here): ``hide_waits``,
     ``fold_ctas`` (every CTA's lanes of a task replica on one lane), ``lane_per_task``. A run that
     deadlocked shows a "stuck here" bar per blocked lane (``deadlock``: the simulator's report,
     for named barriers and joins; without it the trace's unfinished waits). Without a live kernel
@@ -188,6 +208,7 @@ class TimelineWidget(View):
     _colors = traitlets.Dict().tag(sync=True)
     _strings = traitlets.List().tag(sync=True)
     _sources = traitlets.List().tag(sync=True)
+    _files = traitlets.List().tag(sync=True)          # the source pane's lines (source_windows)
     _stuck = traitlets.List().tag(sync=True)
     hide_waits = traitlets.Bool(False).tag(sync=True)
     fold_ctas = traitlets.Bool(False).tag(sync=True)
@@ -210,7 +231,8 @@ class TimelineWidget(View):
             time_unit=trace.time_unit, _n=enc["n"], _times=enc["times"], _ints=enc["ints"],
             _flows=enc["flows"], _lanes=enc["lanes"], _kinds=enc["kinds"],
             _colors={k: KIND_COLORS.get(k, "#95a5a6") for k in enc["kinds"]},
-            _strings=enc["strings"], _sources=enc["sources"], _stuck=stuck, **kwargs)
+            _strings=enc["strings"], _sources=enc["sources"], _files=enc["files"],
+            _stuck=stuck, **kwargs)
         self.observe(self._fire, names="selected_index")
 
     @property

@@ -97,7 +97,26 @@ function render({ model, el }) {
     const d = tlxEl("div", "tlxwb-stuck", stuckList, "\u25b6 CTA " + ln.cta + " " + ln.label + " " + st.label);
     d.dataset.lane = "CTA " + ln.cta + " " + ln.label;
   }
-  const status = tlxEl("div", "tlxwb-status", root, "click a span to select its source line");
+  const status = tlxEl("div", "tlxwb-status", root, "click a span to show its source line");
+  // the source pane: the kernel's lines around the spans, the clicked span's line scrolled into view, highlighted
+  const files = model.get("_files") || [];
+  const srcPane = tlxEl("pre", "tlxwb-source", root);
+  srcPane.style.display = "none";
+  function showSource(s) {
+    const f = s ? files.find((x) => x.file === s.file) : null;
+    if (!f || s.line < f.first || s.line >= f.first + f.lines.length) { srcPane.style.display = "none"; return; }
+    srcPane.style.display = "";
+    srcPane.textContent = "";
+    let hit = null;
+    f.lines.forEach((text, k) => {
+      const n = f.first + k, row = tlxEl("div", n === s.line ? "tlxwb-src-line tlxwb-src-sel" : "tlxwb-src-line", srcPane);
+      tlxEl("span", "tlxwb-src-no", row, String(n));
+      tlxEl("span", null, row, text || " ");
+      if (n === s.line) hit = row;
+    });
+    // scroll the pane (not the page) so the line sits in its middle
+    srcPane.scrollTop = Math.max(0, hit.offsetTop - (srcPane.clientHeight - hit.offsetHeight) / 2);
+  }
   const tip = tlxTooltip(root);
 
   const vp = new TlxViewport(tMin, tMax, GUTTER, width0 - GUTTER - 8);
@@ -241,6 +260,7 @@ function render({ model, el }) {
     model.set("selected_file", s ? s.file : "");
     model.save_changes();
     status.textContent = "selected: " + (strings[nameOf[i]] || kinds[kindOf[i]]) + (s ? " at line " + s.line + (s.text ? ": " + s.text.trim() : "") : " (no source line)");
+    showSource(s);
     draw();
   }
 
