@@ -93,3 +93,16 @@ def test_checked_outputs_do_not_depend_on_the_cost_model():
             if "NBVAL_CHECK_OUTPUT" in _src(c):
                 text = "".join("".join(o.get("text", "")) for o in c.get("outputs", []))
                 assert text and "cycle" not in text, (name, _src(c)[:60])
+
+
+def test_the_readme_says_how_to_start_jupyterlab_from_the_venv():
+    import subprocess
+    import sys
+    readme = (NB_DIR.parent / "README.md").read_text()
+    cmd = re.search(r"^\s+(\.venv/bin/jupyter lab\b.*)$", readme, re.M)
+    assert cmd, "README: the command that starts JupyterLab from .venv"
+    # the command's program is the environment's own jupyter, and it has JupyterLab
+    jupyter = pathlib.Path(sys.executable).parent / "jupyter"
+    assert jupyter.exists() and cmd.group(1).split()[2] == "notebooks/"
+    out = subprocess.run([str(jupyter), "lab", "--version"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip().startswith("4."), out
