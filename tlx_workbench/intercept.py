@@ -176,7 +176,8 @@ class GPUOnCPU:
 class Interceptor:
     """Inside it, every launch is compiled offline for ``gpu`` and simulated (see the module doc).
 
-    ``seed``: the simulator's schedule seed. ``raise_findings``: a race or another protocol finding raises
+    ``seed``: the simulator's schedule seed; ``schedules``: how many interleavings each launch runs (outputs that
+    differ between them are a race, unless only atomics' order makes them differ). ``raise_findings``: a race or another protocol finding raises
     (True, the pytest plugin) or is only recorded (False, ``run``). ``predict``: also ask the compiler for the
     kernel's occupancy and spills, simulate with them, and turn the simulated CTAs into the launch's predicted
     time (what :func:`tlx_workbench.predict` says of the same launch). ``on_start(record)`` / ``on_end(record)``:
@@ -186,12 +187,13 @@ class Interceptor:
     program's outputs are then not computed): how the command line's ``check``/``compile``/``predict`` find a
     script's launches."""
 
-    def __init__(self, gpu, *, seed: int = 0, raise_findings: bool = True, predict: bool = False,
+    def __init__(self, gpu, *, seed: int = 0, schedules: int = 1, raise_findings: bool = True, predict: bool = False,
                  on_start=None, on_end=None, launches: list | None = None, capture_only: bool = False):
         from .target import gpu_model
         self.model = gpu_model(gpu)
         self.gpu = self.model.name
         self.seed = int(seed)
+        self.schedules = max(1, int(schedules))
         self.raise_findings = raise_findings
         self.predict = predict
         self.capture_only = capture_only
@@ -206,7 +208,7 @@ class Interceptor:
         from triton.runtime.jit import JITFunction
         from .sim.api import Simulation
         icpt = self
-        self._sim = Simulation(gpu=self.gpu, seed=self.seed, on_deadlock="raise")
+        self._sim = Simulation(gpu=self.gpu, seed=self.seed, schedules=self.schedules, on_deadlock="raise")
         self._sim.__enter__()
         # Simulation has put its own JITFunction.run in place (it keeps Triton's); ours compiles first, then
         # hands over to the simulator

@@ -141,3 +141,15 @@ def test_a_kernel_the_front_end_rejects_raises_tritons_compilation_error(cli):
     ran = cli("run", "--no-predict", str(SCRIPTS / "front_end.py"), "--uncaught")
     assert ran.code == 1 and "CompilationError" in ran.err and "program: stopped by CompilationError" in ran.out, ran
     assert valid(ran.doc, "run")["program_error"]["type"] == "CompilationError"
+
+
+def test_atomics_order_is_no_race_over_schedules_but_racing_stores_are(cli):
+    ran = cli("run", "--no-predict", "--schedules", "6", str(SCRIPTS / "tickets.py"))
+    assert ran.code == 0 and "tickets taken" in ran.out, ran
+    assert "take_ticket's outputs differ between schedules only as its atomics' order" in ran.out
+    (la,) = valid(ran.doc, "run")["launches"]
+    assert la["verdict"] == "clean" and la["simulation"]["schedules"] == 6 and la["simulation"]["atomic_ordering"]
+    ran = cli("run", "--no-predict", "--schedules", "6", str(SCRIPTS / "tickets.py"), "--race")
+    assert ran.code == 1, ran
+    assert "tickets.py: last_store_wins(1, 1, 1): schedule-divergence" in ran.out
+    assert [la["verdict"] for la in valid(ran.doc, "run")["launches"]] == ["clean", "race"]

@@ -32,6 +32,8 @@ def add_parser(sub) -> None:
                    help="the GPU the program runs on: H200 (default, or $TLXWB_SIM), H100, B200")
     p.add_argument("--json", metavar="FILE", default=None, help="write the launches as JSON to FILE (- : stdout)")
     p.add_argument("--seed", type=int, default=0, help="the simulator's schedule seed (default 0)")
+    p.add_argument("--schedules", type=int, default=1, metavar="N",
+                   help="run each launch under N interleavings: outputs that differ are a race (default 1)")
     p.add_argument("--no-predict", action="store_true",
                    help="skip the predicted times (no offline compile for occupancy and spills)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -64,8 +66,9 @@ class Simulated:
     ``gpu``, its launches are compiled offline and simulated into ``launches``, and ``triton.testing.do_bench``
     returns the launches' predicted time."""
 
-    def __init__(self, gpu: str = "H200", *, seed: int = 0, predict: bool = True, on_start=None, on_end=None):
-        self.gpu, self.seed, self.predict = gpu, seed, predict
+    def __init__(self, gpu: str = "H200", *, seed: int = 0, schedules: int = 1, predict: bool = True, on_start=None,
+                 on_end=None):
+        self.gpu, self.seed, self.schedules, self.predict = gpu, seed, schedules, predict
         self.on_start, self.on_end = on_start, on_end
         self.launches: list = []
         self._stack = None
@@ -75,7 +78,8 @@ class Simulated:
         stack = contextlib.ExitStack()
         session = stack.enter_context(GPUOnCPU(self.gpu))
         self.gpu = session.gpu
-        icpt = stack.enter_context(Interceptor(session.gpu, seed=self.seed, raise_findings=False,
+        icpt = stack.enter_context(Interceptor(session.gpu, seed=self.seed, schedules=self.schedules,
+                                               raise_findings=False,
                                                predict=self.predict, on_start=self.on_start, on_end=self.on_end,
                                                launches=self.launches))
         stack.enter_context(_benchmarks_predicted(icpt))
@@ -94,8 +98,8 @@ class Simulated:
         return False
 
 
-def run_script(script: str, argv=(), *, gpu: str = "H200", seed: int = 0, predict: bool = True, on_start=None,
-               on_end=None) -> Outcome:
+def run_script(script: str, argv=(), *, gpu: str = "H200", seed: int = 0, schedules: int = 1, predict: bool = True,
+               on_start=None, on_end=None) -> Outcome:
     """Run ``script`` as ``python script argv...`` would, every launch compiled offline for ``gpu`` and simulated.
 
     >>> out = run_script("examples/add.py", gpu="H200")                   # doctest: +SKIP
@@ -107,7 +111,7 @@ def run_script(script: str, argv=(), *, gpu: str = "H200", seed: int = 0, predic
         raise UsageError(f"{script}: no such file", hint="give the path of a Python script")
     out = Outcome(script, argv, gpu)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sim = Simulated(gpu, seed=seed, predict=predict, on_start=on_start, on_end=on_end)
+    sim = Simulated(gpu, seed=seed, schedules=schedules, predict=predict, on_start=on_start, on_end=on_end)
     sim.launches = out.launches
     try:
         with sim:
@@ -250,6 +254,10 @@ def summary_lines(out: Outcome) -> list[str]:
     if found:
         lines.append("findings:")
         lines += found
+    ordered = sorted({la.kernel for la in out.launches if la.result is not None and la.result.atomic_ordering})
+    for kernel in ordered:
+        lines.append(f"note: {kernel}'s outputs differ between schedules only as its atomics' order makes them "
+                     f"differ (a GPU orders atomics freely too): not a race")
     refused = sorted({(la.kernel, la.refused.splitlines()[0][:200]) for la in out.launches if la.refused})
     for kernel, why in refused:
         lines.append(f"note: the installed compiler refused {kernel}, so it was only simulated: {why}")
@@ -285,7 +293,8 @@ def _finding_lines(la) -> list[str]:
         out.append(f"  {short_path(d.file or r.file)}:{d.line or '?'}: {who}: deadlock")
         out += ["      " + ln for ln in d.text().splitlines()]
     for f in r.findings:
-        where = f"{short_path(f.file or r.file)}:{f.line or '?'}"
+        # a finding of the whole launch (outputs that differ between schedules) has no line
+        where = short_path(f.file or r.file) + (f":{f.line}" if f.line else "")
         other = f" (and line {f.other_line})" if getattr(f, "other_line", None) else ""
         sev = "" if getattr(f, "severity", "error") == "error" else "warning: "
         out.append(f"  {where}: {who}: {sev}{f.kind}{other}: {f.message}")
@@ -316,8 +325,8 @@ def main(args) -> int:
     quiet_stdout = contextlib.redirect_stdout(sys.stderr) if args.json == "-" else contextlib.nullcontext()
     try:
         with quiet_stdout:
-            out = run_script(args.script, argv, gpu=gpu, seed=args.seed, predict=not args.no_predict,
-                             on_start=on_start, on_end=on_end)
+            out = run_script(args.script, argv, gpu=gpu, seed=args.seed, schedules=args.schedules,
+                             predict=not args.no_predict, on_start=on_start, on_end=on_end)
     except UsageError:
         raise
     except Exception as e:  # noqa: BLE001 - an unknown GPU name and the like: the command line's fault
