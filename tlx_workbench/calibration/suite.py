@@ -527,6 +527,24 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
     elif hbm_bytes_per_cycle_132:
         out["flush_us"] = 256e6 / (132 * hbm_bytes_per_cycle_132 * boost * 1e3)
         out["flush_from"] = "do_bench's 256 MB flush at the calibrated HBM rate (132 CTAs)"
+    bench = [b for b in power.get("do_bench") or [] if b.get("clock_ghz") and b.get("cycles")]
+    if bench:
+        # what do_bench adds to a kernel's own cycles (launch, prologue, epilogue): its time less the loop's
+        out["do_bench_overhead_us"] = statistics.median(b["ms"] * 1e3 - b["cycles"] / (b["clock_ghz"] * 1e3)
+                                                        for b in bench)
+        out["do_bench_overhead_from"] = "power family: do_bench's time of the wgmma loop less its cycles at its clock"
+        # the flush's own draw: the wgmma loop (demand ~1 while it runs) held below boost at duty t / (t + flush)
+        flush = out.get("flush_us") or 0.0
+        draws = []
+        for b in bench:
+            t = b["cycles"] / (b["clock_ghz"] * 1e3)
+            duty = t / (t + flush) if flush else 1.0
+            if b["clock_ghz"] < 0.98 * boost and duty < 0.95:
+                d = cap_demand * (boost / b["clock_ghz"]) ** 3
+                draws.append(max(0.0, (d - duty * b["flops_per_cycle_per_sm"] / peak16) / (1 - duty)))
+        if draws:
+            out["flush_demand"] = statistics.median(draws)
+            out["flush_demand_from"] = f"power family: {len(draws)} do_bench launch lengths held below boost"
     copy = raw.get("mma_copy") if isinstance(raw.get("mma_copy"), list) else []
     loaded = [c["flops_per_cycle_per_sm"] for c in copy if c["dtype"] == "float16" and c["BN"] == 256
               and c["consumers"] == 2 and c["where"] == "l2" and c.get("copy_covers_mma", 1) >= 0.9]

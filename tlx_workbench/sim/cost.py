@@ -51,7 +51,8 @@ class PowerModel:
     clock when d <= cap_demand; cap_demand = (capped / boost)^3 from the wgmma loop, which holds ``capped`` GHz.
     A kernel's demand is ``data_factor`` x its tensor-core utilisation (its data movement draws beside its wgmmas;
     measured on kernels run for seconds). Under do_bench the launch alternates with the L2 flush, which the
-    controller averages in: the demand scales by the launch's share of the window. A single launch from idle keeps
+    controller averages in: the demand is the launch's and the flush's (``flush_demand``, measured by the power
+    family where it ran), each by its share of the window. A single launch from idle keeps
     the boost clock for ``boost_s``, then drops to its capped clock.
 
     >>> pm = PowerModel(boost_ghz=1.98, cap_demand=0.463, data_factor=1.23, flush_us=55.0, boost_s=0.017)
@@ -63,6 +64,7 @@ class PowerModel:
     data_factor: float = 1.0
     flush_us: float = 0.0
     boost_s: float = 0.0
+    flush_demand: float = 0.0       # the flush's own draw, same units (0 where not measured)
 
     def _capped(self, demand: float) -> float:
         if demand <= self.cap_demand:
@@ -80,7 +82,7 @@ class PowerModel:
             for _ in range(30):             # the launch's length depends on the clock, its duty on its length
                 t_us = cycles / (f * 1e3)
                 duty = t_us / (t_us + self.flush_us) if t_us > 0 else 0.0
-                f_new = self._capped(full * duty)
+                f_new = self._capped(full * duty + self.flush_demand * (1.0 - duty))
                 if abs(f_new - f) < 1e-6:
                     break
                 f = f_new
@@ -92,7 +94,7 @@ class PowerModel:
             if t_boost > self.boost_s:       # boost for boost_s, the rest at the capped clock
                 rest = cycles - self.boost_s * self.boost_ghz * 1e9
                 f = cycles / (self.boost_s * 1e9 + rest / capped) / 1e9
-        demand = full * duty
+        demand = full * duty + (self.flush_demand * (1.0 - duty) if window == "do_bench" else 0.0)
         return LaunchClock(ghz=f, regime="boost" if f >= self.boost_ghz - 1e-9 else "power cap", demand=demand,
                            tensor_util=u, duty=duty, window=window)
 
@@ -393,7 +395,7 @@ def power_model(cal) -> PowerModel | None:
         return None
     return PowerModel(boost_ghz=float(p["boost_ghz"]), cap_demand=float(p["cap_demand"]),
                       data_factor=float(p.get("data_factor", 1.0)), flush_us=float(p.get("flush_us", 0.0)),
-                      boost_s=float(p.get("boost_s", 0.0)))
+                      boost_s=float(p.get("boost_s", 0.0)), flush_demand=float(p.get("flush_demand", 0.0)))
 
 
 def cost_model(gpu) -> CostModel:

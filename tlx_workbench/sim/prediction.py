@@ -108,6 +108,14 @@ def tensor_cycles(result, scale: float = 1.0) -> float:
     return scale * sum(st.get("mma", 0.0) for st in (getattr(result, "stats", None) or {}).values())
 
 
+def launch_cost_us(cal) -> float:
+    """What do_bench adds to a launch's own cycles: measured on a wgmma loop (the power family) where it ran, else
+    the empty kernel's launch (calibration ``launch``)."""
+    if cal is None:
+        return 0.0
+    return float(cal.power.get("do_bench_overhead_us") or cal.launch_us or 0.0)
+
+
 def finish(*, kernel, gpu, grid, sampled, slots, cta_cycles, tensor, nbytes, window="do_bench", **facts) -> Prediction:
     """The Prediction of a launch whose CTAs' critical path is ``cta_cycles`` and whose tensor cores are busy
     ``tensor`` cycles (summed over CTAs): the roof and the DRAM floor below it, the clock the board holds for it
@@ -132,7 +140,7 @@ def finish(*, kernel, gpu, grid, sampled, slots, cta_cycles, tensor, nbytes, win
     return Prediction(kernel=kernel, gpu=model.name, grid=tuple(grid), cycles=max(cycles, floor), clock_ghz=clock.ghz,
                       sampled=sampled, slots=slots, waves=total / slots, cta_cycles=cta_cycles, hbm_floor_cycles=floor,
                       kernel_bytes=nbytes, calibration=getattr(cal, "date", None),
-                      launch_us=float(getattr(cal, "launch_us", None) or 0.0), tensor_cycles=tensor, roof_cycles=roof,
+                      launch_us=launch_cost_us(cal), tensor_cycles=tensor, roof_cycles=roof,
                       clock=clock, window=window, **facts)
 
 
