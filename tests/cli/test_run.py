@@ -29,9 +29,12 @@ def test_the_predicted_time_is_wb_predicts(cli):
     spec = importlib.util.spec_from_file_location("add_clean", SCRIPTS / "add_clean.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    ran = cli("run", "--seed", "0", str(SCRIPTS / "add_clean.py"), "--n", "3000")
+    ran = cli("run", "--seed", "0", str(SCRIPTS / "add_clean.py"), "--n", "3000", "--bench")
     assert ran.code == 0, ran
-    la = valid(ran.doc, "run")["launches"][0]
+    launches = valid(ran.doc, "run")["launches"]
+    la = launches[0]
+    # do_bench answers with the predicted time of the launch it timed (the third)
+    assert len(launches) == 3 and f"add: {launches[2]['prediction']['us']:.3f} us" in ran.out, ran
     x, y = torch.randn(3000), torch.randn(3000)
     p = wb.predict(mod.add, x, y, gpu="H200")
     assert la["prediction"]["us"] == p.us and la["prediction"]["cycles"] == p.cycles

@@ -22,9 +22,14 @@ def add(x, y, block=256):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--n", type=int, default=1000)
-    n = parser.parse_args().n
+    parser.add_argument("--bench", action="store_true")
+    opts = parser.parse_args()
+    n = opts.n
     for _ in range(2):
         x = torch.randn(n, device="cuda")
         y = torch.randn(n, device="cuda")
         torch.testing.assert_close(add(x, y), x + y)
     print(f"add of {n} elements matches torch on {torch.cuda.get_device_name()}")
+    if opts.bench:
+        ms = triton.testing.do_bench(lambda: add(x, y))
+        print(f"add: {ms * 1e3:.3f} us")
