@@ -77,6 +77,8 @@ def _schema(args) -> int:
 
 def main(argv=None) -> int:
     """Run one verb; returns its exit code (0 clean, 1 finding, 2 usage error)."""
+    from .run import leave_process_simulation
+    leave_process_simulation()
     p = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     rest = []

@@ -160,7 +160,24 @@ def simulate_this_process(gpu: str) -> Simulated:
             sys.stdout.flush()
             os._exit(FINDING)          # the last exit handler to run (registered first): a finding fails
     atexit.register(report)
+    global _PROCESS
+    _PROCESS = (sim, report)
     return sim
+
+
+_PROCESS = None       # (Simulated, its exit report) when TLXWB_SIM switched this process on at start-up
+
+
+def leave_process_simulation() -> None:
+    """The ``tlx-workbench`` command itself is never simulated, even when started with ``TLXWB_SIM`` set: its verbs
+    set up their own simulation."""
+    global _PROCESS
+    if _PROCESS is not None:
+        import atexit
+        sim, report = _PROCESS
+        atexit.unregister(report)
+        sim.stop()
+        _PROCESS = None
 
 
 def startup_path() -> str:
