@@ -234,6 +234,12 @@ def attention_section(rows, log, args):
             vb = measure(flash_bwd, args.bwd_calls, log, f"flash backward {name}")
             rows.append(dict(call="aten flash backward", shape=name, **vb))
             o, lse = A.attention(q, k, v, return_lse=True)
+            bkey = (tuple(q.shape), q.dtype, False)
+            bconfigs = B.configs_for(128, False)
+            bconfigs = bconfigs if not args.tune_top else bconfigs[:args.tune_top]
+            if bkey not in B.attention_backward.tuned:
+                try_call(f"attention_backward {name} tune", lambda: B.attention_backward.tuned.__setitem__(
+                    bkey, B.tune(q, k, v, o, do, lse, False, scale, bconfigs)[0][0]), log)
             got = try_call(f"attention_backward {name} first call",
                            lambda: B.attention_backward(q, k, v, o, do, lse), log)
             if got is not None:
