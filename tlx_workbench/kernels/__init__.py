@@ -14,7 +14,12 @@ Each module has ``matmul``/``attention`` (the launcher), ``launch`` (one explici
 config), ``CONFIGS`` (autotune space, default first), ``SIM_CONFIGS`` (small, for the
 simulator), ``compile_offline`` and ``SPEC`` (a :class:`KernelSpec`). What they share on the
 host (tuning and its per-shape cache, the GEMM ``matmul``/``tune``/``compile_offline``, TMA
-descriptors) lives once in ``host.py``; a module keeps its kernel, configs and launch.
+descriptors, launch plans) lives once in ``host.py``; a module keeps its kernel, configs and launch.
+
+Launchers plan: the first call with an operand signature (shapes, strides, dtypes, alignment, device, config) checks
+in full, tunes and binds the compiled kernel to its GPU launcher; later calls check the signature and launch
+(``matmul.plans``; docs/launch_plans.md). Under ``torch.compile`` each launcher is a ``torch.library`` custom op
+(``torch_ops.py``).
 
 >>> from tlx_workbench.kernels import spec
 >>> spec("gemm_ws").configs[0]["BN"]
