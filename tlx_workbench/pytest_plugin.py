@@ -17,9 +17,11 @@ still needed: the plugin is never loaded behind a user's back). Under it:
   the installed compiler refuses is still simulated: the test is then "simulate-only", and the
   launch returns a stand-in whose ``asm``/``metadata`` raise with the compiler's message.
 - A deadlock or a race fails the test with the simulator's diagnosis (the wait-for graph in a
-  report section); a test past ``--tlx-sim-deadline`` seconds fails with the deadline. The deadline
-  interrupts Python (host code, simulated kernels), not one long native call: a test stuck in one
-  torch call on the CPU fails only when that call returns.
+  report section); ``--tlx-sim-schedules=N`` runs every launch under N interleavings, so that outputs
+  that depend on them fail as a race too (outputs that differ only as atomics' order makes them
+  differ do not: a GPU orders atomics freely). A test past ``--tlx-sim-deadline`` seconds fails
+  with the deadline. The deadline interrupts Python (host code, simulated kernels), not one long
+  native call: a test stuck in one torch call on the CPU fails only when that call returns.
 - At the end, a table per test (faithful pass, simulate-only pass, failed, unsupported op,
   compiler refused, skipped) in the terminal summary, and as JSON with ``--tlx-sim-report``.
 - With pytest-xdist (``-n 8``), tests run in parallel processes, each simulating its own launches;
@@ -65,6 +67,9 @@ def pytest_addoption(parser):
                     help="write the per-test table as JSON to PATH")
     group.addoption("--tlx-sim-deadline", dest="tlx_sim_deadline", default=None, type=float, metavar="SECONDS",
                     help=f"fail a test that runs longer than this (default {DEFAULT_DEADLINE_S:.0f})")
+    group.addoption("--tlx-sim-schedules", dest="tlx_sim_schedules", default=None, type=int, metavar="N",
+                    help="run every launch under N interleavings: outputs that differ fail the test as a race, "
+                         "unless only atomics' order makes them differ (default 1)")
     group.addoption("--tlx-sim-seed", dest="tlx_sim_seed", default=None, type=int,
                     help="the simulator's schedule seed (default 0)")
     parser.addini("tlx_sim", "GPU to simulate (as --tlx-sim)", default="")
@@ -78,7 +83,8 @@ def pytest_configure(config):
         return
     deadline = config.getoption("tlx_sim_deadline") or config.getini("tlx_sim_deadline") or DEFAULT_DEADLINE_S
     report = config.getoption("tlx_sim_report") or config.getini("tlx_sim_report") or None
-    plugin = TLXSimPlugin(gpu, float(deadline), report, seed=config.getoption("tlx_sim_seed") or 0)
+    plugin = TLXSimPlugin(gpu, float(deadline), report, seed=config.getoption("tlx_sim_seed") or 0,
+                          schedules=config.getoption("tlx_sim_schedules") or 1)
     plugin._is_worker = hasattr(config, "workerinput")
     plugin.start()
     config.pluginmanager.register(plugin, "tlx-sim-session")
@@ -98,13 +104,14 @@ def _first_lines(e: BaseException, n: int = 6, width: int = 600) -> str:
 class TLXSimPlugin:
     """The session's state: the offline target, the torch mapping, one record per test."""
 
-    def __init__(self, gpu: str, deadline_s: float, report_path: str | None, seed: int = 0):
+    def __init__(self, gpu: str, deadline_s: float, report_path: str | None, seed: int = 0, schedules: int = 1):
         from .target import gpu_model
         self.model = gpu_model(gpu)
         self.gpu = self.model.name
         self.deadline_s = deadline_s
         self.report_path = report_path
         self.seed = seed
+        self.schedules = max(1, int(schedules))
         self.records: dict[str, dict] = {}
         self._session: GPUOnCPU | None = None
         self._launches: list | None = None   # the current test's LaunchRecords
@@ -121,6 +128,7 @@ class TLXSimPlugin:
     def pytest_report_header(self, config):
         return (f"tlx-sim: kernels compiled for {self.gpu} (sm_{self.model.arch}) and simulated on the CPU; "
                 f"deadline {self.deadline_s:g} s per test"
+                + (f"; {self.schedules} schedules per launch" if self.schedules > 1 else "")
                 + (f"; {self.aliased}" if self.aliased else ""))
 
     def pytest_unconfigure(self, config):
@@ -135,7 +143,8 @@ class TLXSimPlugin:
                                      "seconds": 0.0, "launches": []}
         self._launches = []
         self._t0 = time.perf_counter()
-        with Interceptor(self.gpu, seed=self.seed, raise_findings=True, launches=self._launches) as icpt:
+        with Interceptor(self.gpu, seed=self.seed, schedules=self.schedules, raise_findings=True,
+                         launches=self._launches) as icpt:
             self._icpt = icpt
             try:
                 yield

@@ -58,8 +58,11 @@ def test_every_test_gets_its_named_outcome(h200):
         "test_an_fp8_dtype_compiles_and_runs": ("faithful pass", None),
         "test_an_unexpected_front_end_error_fails_the_test": (
             "failed", "the compiler's front end rejected the kernel (fails on a GPU too)"),
+        # one interleaving per launch by default: the racing stores agree with themselves
+        "test_tickets_in_either_order": ("faithful pass", None),
+        "test_racing_stores": ("faithful pass", None),
     }, proc.stdout
-    assert data["counts"] == {"faithful pass": 9, "simulate-only pass": 2, "failed": 7, "unsupported op": 0,
+    assert data["counts"] == {"faithful pass": 11, "simulate-only pass": 2, "failed": 7, "unsupported op": 0,
                               "compiler refused": 1, "skipped": 0}
     assert proc.returncode == 1          # failures fail the run, as on a GPU
 
@@ -124,6 +127,15 @@ def test_failures_carry_the_diagnosis_and_the_summary_has_the_table(h200):
     assert any("test_tlx_newer_forms.py::test_ballot" in line and "simulate-only pass" in line
                and "compiler refused ballot" in line for line in out.splitlines())
     assert "simulated as bars[0], as newer TLX reads it" in out     # the one-slot form is said, not silent
+
+
+def test_over_several_schedules_racing_stores_fail_and_atomics_order_does_not(tmp_path):
+    proc, data = _pytest(tmp_path, "--tlx-sim=H200", "--tlx-sim-schedules=4", "test_atomics.py")
+    assert data is not None, proc.stdout + proc.stderr
+    assert _status(data) == {"test_tickets_in_either_order": ("faithful pass", None),
+                             "test_racing_stores": ("failed", "simulator finding")}, proc.stdout
+    by = {t["test"].split("::")[-1]: t for t in data["tests"]}
+    assert "schedule-divergence" in by["test_racing_stores"]["message"]
 
 
 def test_ini_option_and_blackwell(tmp_path):
