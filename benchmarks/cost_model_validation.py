@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/cost_model_validation.py --only tut: fp8       # cells whose key holds a substring
     .venv/bin/python benchmarks/cost_model_validation.py --reuse OUT.json      # re-time stored simulations
     .venv/bin/python benchmarks/cost_model_validation.py --measured FILE.json  # another run of the predict cells
+    source .gpu/env.sh && python3 benchmarks/cost_model_validation.py --gpu    # on the GPU: measure the cells
 
 Writes ``--out`` (default ``$OUT`` or ``/tmp``) ``cost_model_validation.{json,md}`` and prints the table.
 
@@ -63,14 +64,25 @@ def flops(cell: dict) -> float:
 
 
 # ------------------------------------------------------------------------------------------------ cells
-def predict_cells(measured_path) -> list[dict]:
+def predict_cells(measured_path, timer="do_bench", kinds=("gemm", "attention")) -> list[dict]:
+    """The measured predict cells of a predict_h200.py (or ``--gpu``) run; ``timer="graph"``: its CUDA-graph times."""
     data = json.loads(pathlib.Path(measured_path).read_text())
     out = []
     for r in data["rows"]:
-        out.append(dict(cell=r["cell"], measured_us=r["us"],
+        if r["cell"]["kind"] not in kinds:
+            continue
+        us = r.get("graph_us") if timer == "graph" else r["us"]
+        if not us:
+            continue
+        out.append(dict(cell=r["cell"], measured_us=us,
                         measured_mhz=[x.get("sm_mhz") for x in r.get("rounds", [])],
-                        source=f"{pathlib.Path(measured_path).name} ({data.get('date')})"))
+                        source=f"{pathlib.Path(measured_path).name} ({data.get('date')}, {timer})"))
     return out
+
+
+def cells_fp8_measured(measured_path, timer="do_bench") -> list[dict]:
+    """The FP8 cells of a ``--gpu`` run (none in a predict_h200.py run)."""
+    return predict_cells(measured_path, timer, kinds=("fp8",))
 
 
 def fp8_cells(path=FP8) -> list[dict]:
@@ -102,6 +114,132 @@ def make_launch(cell: dict):
         return lambda: gemm_fp8.launch(a, bt, c, sa, sb, dict(cell["cfg"]))
     from predict_cells import make_call
     return make_call(cell, "cpu")[0]
+
+
+# ------------------------------------------------------------------------------------------------ GPU side
+class _Clocks:
+    """nvidia-smi sampling the SM clock and power every 20 ms, in the background."""
+
+    def __init__(self):
+        import subprocess
+        import threading
+        self.samples = []
+        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                                      "-lms", "20"], stdout=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                mhz, w = (float(x) for x in line.split(","))
+            except ValueError:
+                continue
+            self.samples.append((time.time(), mhz, w))
+
+    def between(self, t0, t1):
+        xs = [x for x in self.samples if t0 <= x[0] <= t1]
+        return (statistics.median(x[1] for x in xs), statistics.median(x[2] for x in xs)) if xs else (None, None)
+
+    def stop(self):
+        self.proc.terminate()
+
+
+def _graph_us(fn, n=50):
+    """One launch's time replayed from a CUDA graph, L2 flushed before each as do_bench does, without the host's
+    launch path: (graph of n x (flush, launch) - graph of n x flush) / n, median of 5 replays."""
+    import torch
+    import triton
+    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    s = torch.cuda.Stream()
+    graphs = []
+    with torch.cuda.stream(s):
+        for with_fn in (True, False):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                for _ in range(n):
+                    cache.zero_()
+                    if with_fn:
+                        fn()
+            graphs.append(g)
+    torch.cuda.synchronize()
+    out = []
+    for g in graphs:
+        ts = []
+        for _ in range(5):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()
+            b.record()
+            torch.cuda.synchronize()
+            ts.append(a.elapsed_time(b))
+        out.append(statistics.median(ts))
+    return (out[0] - out[1]) * 1e3 / n
+
+
+def measure(out_dir, rounds=3):
+    """Time every predict cell and the FP8 configs on this GPU: do_bench (warmup 30 ms, rep 120 ms, median,
+    L2 flushed; ``rounds`` interleaved rounds) with nvidia-smi's SM clock in each window, and once replayed from
+    a CUDA graph (flushed, no host launch path). Writes ``cost_model_measured.json`` in the predict_h200 format."""
+    import traceback
+    import torch
+    import triton
+    from predict_cells import CELLS, make_call
+    from tlx_workbench.kernels._common import torch_alloc
+    triton.set_allocator(torch_alloc)
+    torch.manual_seed(0)
+    subjects, errors = [], []
+    fp8 = [c["cell"] for c in fp8_cells()]
+    for cell in list(CELLS) + fp8:
+        try:
+            if cell["kind"] == "fp8":
+                from tlx_workbench.kernels import gemm_fp8
+                a, b, sa, sb = gemm_fp8.make_inputs(tuple(cell["shape"]), "float8_e4m3fn", "cuda")
+                c = torch.empty(cell["shape"][0], cell["shape"][1], dtype=torch.bfloat16, device="cuda")
+                fn = gemm_fp8.launcher(a, gemm_fp8.k_major_b(b), c, sa, sb, dict(cell["cfg"]))
+            else:
+                fn = make_call(cell, "cuda")[0]
+            fn()
+            torch.cuda.synchronize()
+            subjects.append((cell, fn))
+        except Exception as e:  # noqa: BLE001 - one failing cell must not cost the others
+            errors.append(dict(cell=cell, error=f"{type(e).__name__}: {e}", trace=traceback.format_exc()[-800:]))
+            print("FAILED", label(cell), e, flush=True)
+    clocks = _Clocks()
+    times = {key(c): [] for c, _ in subjects}
+    t_start = time.time()
+    for r in range(rounds):
+        for cell, fn in subjects:
+            t0 = time.time()
+            ms = float(triton.testing.do_bench(fn, warmup=30, rep=120, return_mode="median"))
+            mhz, watts = clocks.between(t0, time.time())
+            times[key(cell)].append(dict(ms=ms, sm_mhz=mhz, watts=watts))
+        print(f"round {r} done at {time.time() - t_start:.0f} s", flush=True)
+    graph = {}
+    for cell, fn in subjects:
+        try:
+            t0 = time.time()
+            graph[key(cell)] = _graph_us(fn)
+            graph[key(cell) + "mhz"] = clocks.between(t0, time.time())[0]
+        except Exception as e:  # noqa: BLE001
+            errors.append(dict(cell=cell, error=f"graph: {type(e).__name__}: {e}"))
+    clocks.stop()
+    rows = []
+    for cell, fn in subjects:
+        rs = times[key(cell)]
+        us = statistics.median(x["ms"] for x in rs) * 1e3
+        rows.append(dict(cell=cell, us=us, ms=us / 1e3, rounds=rs, graph_us=graph.get(key(cell)),
+                         graph_mhz=graph.get(key(cell) + "mhz"),
+                         sm_mhz=statistics.median([x["sm_mhz"] for x in rs if x["sm_mhz"]] or [0]) or None))
+        print(f"{label(cell):52s} do_bench {us:8.1f} us  graph {rows[-1]['graph_us'] or float('nan'):8.1f} us  "
+              f"{rows[-1]['sm_mhz']} MHz", flush=True)
+    dev = torch.cuda.get_device_properties(0)
+    data = dict(device=f"{dev.name}, {dev.multi_processor_count} SMs, torch {torch.__version__}, triton {triton.__version__}",
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                command="source .gpu/env.sh && python3 benchmarks/cost_model_validation.py --gpu", errors=errors,
+                rows=rows)
+    path = pathlib.Path(out_dir) / "cost_model_measured.json"
+    path.write_text(json.dumps(data, indent=1))
+    print("wrote", path)
 
 
 # ------------------------------------------------------------------------------------------------ model
@@ -181,8 +319,16 @@ def main(argv=None):
     ap.add_argument("--reuse", help="an earlier output's JSON: its simulated facts are re-timed, not re-simulated")
     ap.add_argument("--window", default="do_bench", choices=("do_bench", "sustained", "single"))
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
+    ap.add_argument("--gpu", action="store_true", help="on a GPU: measure the cells (cost_model_measured.json)")
+    ap.add_argument("--timer", default="do_bench", choices=("do_bench", "graph"),
+                    help="which measured time to check against (graph: a --gpu run's CUDA-graph replay)")
     args = ap.parse_args(argv)
-    cells = predict_cells(args.measured) + ([] if args.no_fp8 else fp8_cells())
+    if args.gpu:
+        return measure(args.out)
+    cells = predict_cells(args.measured, args.timer)
+    cells += [c for c in cells_fp8_measured(args.measured, args.timer)] or ([] if args.no_fp8 else fp8_cells())
+    if args.no_fp8:
+        cells = [c for c in cells if c["cell"]["kind"] != "fp8"]
     if args.only:
         cells = [c for c in cells if any(s in key(c["cell"]) for s in args.only)]
     reuse = {}
@@ -202,6 +348,7 @@ def main(argv=None):
                    roof_tflops=roof_tflops(cell, p.clock_ghz), measured_mhz=c["measured_mhz"], source=c["source"],
                    sim=sim)
         rows.append(row)
+        (out / "cost_model_validation.partial.json").write_text(json.dumps(dict(rows=rows), indent=1))
         print(f"{row['half'][:5]} {label(cell):52s} pred {p.us:8.1f}  meas {c['measured_us']:8.1f}  "
               f"{100 * row['error']:+6.1f} %  {p.clock_ghz:.3f} GHz {p.clock.regime:9s} {p.bound:11s} "
               f"{tflops:5.0f}/{row['roof_tflops']:4.0f} TF  ({sim['sim_seconds']:.0f} s)", flush=True)
