@@ -237,6 +237,10 @@ TUTORIALS = [
     # Hopper: in waves
     _tut("hopper_gemm_pipelined", _gemm_case("matmul", 256, 256, 128), "waves"),
     _tut("hopper_gemm_ws", _gemm_case("matmul", 256, 256, 128), "waves"),
+    # clusters of 2 CTAs, A multicast to both: four clusters, the TMA data lands in each target CTA
+    _tut("hopper_gemm_ws", _gemm_case("matmul", 512, 512, 128, config={
+        "NUM_CTAS": 2, "BM": 128, "BN": 128, "GROUP_SIZE_M": 8, "USE_WARP_BARRIER": False,
+        "EPILOGUE_SUBTILE": False}), "waves", id="hopper_gemm_ws-multicast"),
     # 6 tiles on 4 SMs: two persistent CTAs walk 2 tiles, two walk 1
     _tut("hopper-persistent-gemm-ws-cooperative",
          _gemm_case("matmul_tlx_ws_persistent", 384, 512, 128, gpu=_sms("H100", 4)), "waves"),

@@ -87,7 +87,7 @@ class Tape:
         self.n = 0                     # nodes so far
         self.depth: dict = {}          # task -> nesting of recorded ops (ops inside an op are not recorded)
         self.bytes: list | None = None # the global bytes charged inside the op being recorded
-        self.pending_loads: dict = {}  # id(array) -> (array, node) of a TMA load's data until it lands
+        self.pending_loads: dict = {}  # id(array) -> [array, node, landings left] of a TMA load's data
         self.guards = 0
 
     # nodes
@@ -349,8 +349,14 @@ def smem_write(view, value):
         return
     _check_view(view)
     if isinstance(value, np.ndarray):
-        got = rec.pending_loads.pop(id(value), None)
-        src = ("n", got[1], None, {}) if got is not None and got[0] is value else ("a", value.copy())
+        got = rec.pending_loads.get(id(value))
+        if got is not None and got[0] is value:
+            got[2] -= 1                              # a multicast load lands in each target CTA's buffer
+            if got[2] <= 0:
+                del rec.pending_loads[id(value)]
+            src = ("n", got[1], None, {})
+        else:
+            src = ("a", value.copy())
     else:
         src = rec.spec(value)
         if src[0] == "c":
@@ -365,7 +371,15 @@ def tma_data(array, handle):
         return
     n = node_of(handle)
     if n is not None:
-        rec.pending_loads[id(array)] = (array, n)
+        rec.pending_loads[id(array)] = [array, n, 1]
+
+
+def tma_fanout(array, targets: int):
+    """A TMA load's data lands in ``targets`` buffers (a multicast's CTAs)."""
+    rec = _state.rec
+    got = rec.pending_loads.get(id(array)) if rec is not None else None
+    if got is not None and got[0] is array:
+        got[2] = int(targets)
 
 
 def tmem_mma(a_view, b_view, acc_view, use_acc, into, product):
@@ -1330,7 +1344,7 @@ _BATCHED = {"create_splat": _splat, "create_broadcast": _broadcast, "create_expa
 
 # -- the leader's trace, under the members' ids -------------------------------------------------------------------
 #: span args that name CTAs (or say what a CLC try_cancel took)
-_CTA_ARGS = frozenset({"cta", "leader_cta", "cluster_ctas", "stole"})
+_CTA_ARGS = frozenset({"cta", "leader_cta", "cluster_ctas", "multicast", "stole"})
 
 
 class TracePlan:
@@ -1406,7 +1420,7 @@ class TracePlan:
                     if k == 0 and d["args"] and not _CTA_ARGS.isdisjoint(d["args"]):
                         # CTA ids in a span's args (a remote arrive's, a 2-CTA MMA's, a CLC try_cancel's): the
                         # member's; a try_cancel's answer: what this cluster's own took
-                        args = {a: (to.get(v, v) if a != "cluster_ctas" else [to.get(c, c) for c in v])
+                        args = {a: ([to.get(c, c) for c in v] if isinstance(v, list) else to.get(v, v))
                                 if a in _CTA_ARGS else v for a, v in d["args"].items()}
                         if "stole" in args:
                             args["stole"] = self.clc_value(pid, asks)

@@ -54,6 +54,7 @@ class MemoryOps:
             # the value to change is the host's: a notebook cell names the line that made the descriptor
             err.block_shape_mismatch = {"block_shape": block, "buffer_shape": buf, "buffer": view.slot_name}
             raise err
+        batch.tma_fanout(data, len(targets))
         for dview, bslot in targets:
             agent = ("tma", bslot.array.id, bslot.index)
             epoch = self.tma_agents.get(agent, 0) + 1
