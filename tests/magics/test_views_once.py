@@ -57,3 +57,18 @@ def test_help_lists_every_other_magic_of_the_class(run_cell, shell):
     More.magics = {"cell": dict(TLXMagics.magics["cell"]),
                    "line": dict(TLXMagics.magics["line"], tlx_explore="tlx_show")}
     assert "%tlx_explore" in options.magics_list(More, skip="tlx")
+
+
+def test_a_workbench_object_shown_in_a_notebook_keeps_its_pictures_for_an_untrusted_notebook(run_cell, shell):
+    # what a plain cell ending in a result object stores: its HTML, with a plain-HTML copy of each picture
+    from tlx_workbench.widgets.sample import sample_trace
+    from tlx_workbench.magics.result import CellResult
+    shell.user_ns["res"] = CellResult(mode="sim", target="", trace=sample_trace(iters=3, ctas=1, seed=2),
+                                      show=("timeline",))
+    html = shell.display_formatter.format(shell.user_ns["res"])[0]["text/html"]
+    assert html.count("<svg") >= 1 and html.count("tlxwb-untrusted-picture") == html.count("<svg")
+    # another library's HTML is left as it is
+    class Other:
+        def _repr_html_(self):
+            return "<svg width='2' height='2'></svg>"
+    assert shell.display_formatter.format(Other())[0]["text/html"] == "<svg width='2' height='2'></svg>"

@@ -13,6 +13,7 @@ import threading
 import nbformat
 import pytest
 
+from lab_pages import HANG_MS, run_all, run_cell, wait_cells_done, wait_idle
 from tlx_workbench.widgets import TimelineWidget
 from tlx_workbench.widgets.sample import sample_trace
 
@@ -59,8 +60,8 @@ def lab(tmp_path_factory, browser):
     threading.Thread(target=lambda: [lines.put(l) for l in proc.stderr], daemon=True).start()
     log = []
     try:
-        while True:                      # the server says when it listens; give up after 60 s of silence
-            line = lines.get(timeout=60)
+        while True:                      # the server says when it listens (an event); a hang guard only
+            line = lines.get(timeout=HANG_MS / 1000)
             log.append(line)
             if f"127.0.0.1:{port}/lab" in line:
                 break
@@ -75,51 +76,17 @@ def lab(tmp_path_factory, browser):
         proc.kill()
 
 
-def _wait_dismissing_dialogs(page, selector, total_ms=90_000, step_ms=5_000):
-    """Wait for `selector`; accept a dialog Lab may raise meanwhile (kernel choice), which would
-    otherwise stop the remaining cells from running."""
-    for _ in range(total_ms // step_ms):
-        try:
-            page.wait_for_selector(selector, timeout=step_ms)
-            return
-        except Exception:
-            accept = page.locator(".jp-Dialog .jp-mod-accept")
-            if accept.count():
-                accept.first.click()
-                # the cells queued behind the dialog may have been dropped: run them all again
-                page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-                page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-    page.wait_for_selector(selector, timeout=step_ms)
-
-
 def test_notebook_shows_every_view_and_a_click_reaches_the_kernel(lab, page):
-    page.set_default_timeout(90_000)
+    page.set_default_timeout(120_000)        # what the page itself draws; the kernel's work is waited for below
     page.goto(lab)
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    # the notebook's kernel is up when the server says its session's kernel is idle
-    page.wait_for_function("""async () => { const r = await fetch('/api/sessions');
-        const s = await r.json(); return s.length > 0 && s[0].kernel && s[0].kernel.execution_state === 'idle'; }""",
-                           polling=500)
-    # Run All; a Lab whose kernel connection is still settling can drop that request (and
-    # may ask which kernel to start), so try again until the first cell shows it ran
-    for attempt in range(3):
-        page.click(".lm-MenuBar-itemLabel:text-is('Run')")
-        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-        try:
-            page.click(".jp-Dialog .jp-mod-accept", timeout=3_000)
-        except Exception:
-            pass
-        try:
-            page.wait_for_function("() => /\\[[0-9*]\\]/.test(document.querySelector('.jp-InputPrompt').textContent)",
-                                   timeout=20_000)
-            break
-        except Exception:
-            if attempt == 2:
-                raise
-    # every view renders live (the anywidget front end ran our ESM)
+    wait_idle(page, "views.ipynb")
+    run_all(page)
+    # the kernel has run every cell (however long a busy machine takes): then every view renders live
+    wait_cells_done(page, "views.ipynb")
     for selector in (".tlxwb-timeline canvas", ".tlxwb-barriers canvas", ".tlxwb-memmap .tlxwb-alloc",
                      ".tlxwb-ir .tlxwb-ir-pane"):
-        _wait_dismissing_dialogs(page, selector)
+        page.wait_for_selector(selector)
     assert page.locator(".tlxwb-ir .tlxwb-ir-pane").count() == 4
     # the SMEM buffers left to right in address order (c_smem reuses a_smem's space: same x)
     boxes = page.evaluate("""() => Array.from(document.querySelectorAll('.tlxwb-memmap .tlxwb-alloc'))
@@ -151,10 +118,8 @@ def test_notebook_shows_every_view_and_a_click_reaches_the_kernel(lab, page):
     assert "async_dot" in tip.inner_text() and f"line {span.line}" in tip.inner_text()
     page.mouse.click(box["x"] + pos["x"], box["y"] + pos["y"])
     page.wait_for_function("() => document.querySelector('.tlxwb-timeline .tlxwb-status').textContent.includes('async_dot')")
-    last = page.locator(".jp-Notebook .jp-Cell").nth(4)
-    last.locator(".jp-InputArea-editor").click()
-    page.keyboard.press("Shift+Enter")
-    out = last.locator(".jp-OutputArea-output")
-    out.wait_for()
-    page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .jp-Cell')[4].innerText.includes('CLICKED [')")
+    # the clicked span's line, highlighted in the view's source pane
+    assert "tlx.async_dot" in page.locator(".tlxwb-timeline .tlxwb-source .tlxwb-src-sel").inner_text()
+    # the kernel handles the click's message before the next cell it is sent
+    out = run_cell(page, 4).locator(".jp-OutputArea-output")
     assert f"CLICKED [{span.line}] {span.line}" in out.inner_text()

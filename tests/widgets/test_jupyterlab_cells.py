@@ -8,8 +8,8 @@ import re
 import pytest
 
 from magic_cells import HANDSHAKE, TMA_REF, TMA_RELU
-from test_jupyterlab import _wait_dismissing_dialogs, lab  # noqa: F401 - the fixture, reused
-from lab_pages import attach_every_cell, put_notebook, run_all
+from test_jupyterlab import lab  # noqa: F401 - the fixture, reused
+from lab_pages import attach_every_cell, put_notebook, run_all, wait_cells_done, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -26,20 +26,15 @@ GOOD, DEAD, BROKEN, AFTER = 1, 2, 3, 4
 def test_tlx_cells_in_jupyterlab_fail_like_cells_and_draw_each_thing_once(lab, page):  # noqa: F811
     attach_every_cell(lab)
     url = put_notebook(lab, "cells.ipynb", CELLS)
-    page.set_default_timeout(90_000)
+    page.set_default_timeout(120_000)        # what the page draws; the kernel's work is waited for as an event
     page.goto(url)
     page.wait_for_selector(".jp-Notebook .jp-Cell")
-    page.wait_for_function("""async () => { const r = await fetch('/api/sessions');
-        const s = await r.json(); return s.some(x => x.path.endsWith('cells.ipynb') && x.kernel
-                                                && x.kernel.execution_state === 'idle'); }""", polling=500)
+    wait_idle(page, "cells.ipynb")
     run_all(page)
     cells = page.locator(".jp-Notebook .jp-Cell")
-    _wait_dismissing_dialogs(page, ".tlxwb-timeline canvas")
-    # the failing cell's short traceback (CellFailed) is the last thing Run All produces
-    page.wait_for_function(f"""() => {{ const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[{BROKEN}];
-        return c && c.querySelector('.jp-OutputArea').innerText.includes('CellFailed'); }}""", polling=500)
-    page.wait_for_function("""async () => { const r = await fetch('/api/sessions'); const s = await r.json();
-        return s.some(x => x.path.endsWith('cells.ipynb') && x.kernel.execution_state === 'idle'); }""", polling=500)
+    # Run All ran until the failing cell: the kernel is done with everything it was given
+    wait_cells_done(page, "cells.ipynb")
+    page.wait_for_selector(".tlxwb-timeline canvas")
 
     # Run All stopped at the failing cell: the next one has no execution count and no output
     broken = cells.nth(BROKEN)

@@ -8,8 +8,8 @@ import pytest
 import tlx_workbench.explore as tx
 
 from test_explorer import SHAPE, small_exploration
-from lab_pages import put_notebook, run_all, wait_idle
-from test_jupyterlab import _wait_dismissing_dialogs, lab  # noqa: F401 - the fixture, reused
+from lab_pages import HANG_MS, put_notebook, run_all, wait_cells_done, wait_idle
+from test_jupyterlab import lab  # noqa: F401 - the fixture, reused
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -24,12 +24,13 @@ def test_explorer_in_jupyterlab_draws_every_config_and_a_click_opens_its_report(
         "import tlx_workbench.explore as tx\nfrom tlx_workbench.widgets import ExplorerWidget\n"
         f"ex = tx.Exploration.load({sweep.store.path!r}, 'gemm_ws')\nw = ExplorerWidget(ex)\nw",
     ])
-    page.set_default_timeout(90_000)
+    page.set_default_timeout(120_000)        # what the page draws; the kernel's work is waited for as an event
     page.goto(url)
     page.wait_for_selector(".jp-Notebook .jp-Cell")
     wait_idle(page, "explorer.ipynb")
     run_all(page)
-    _wait_dismissing_dialogs(page, ".tlxwb-explorer .tlxwb-ex-scatter svg")
+    wait_cells_done(page, "explorer.ipynb")
+    page.wait_for_selector(".tlxwb-explorer .tlxwb-ex-scatter svg")
     alive = [e for e in sweep.entries() if e["status"] not in ("dropped", "hung", "crashed", "error")]
     dropped = sweep.dropped()
     assert len(alive) == 2 and len(dropped) == 2
@@ -46,7 +47,7 @@ def test_explorer_in_jupyterlab_draws_every_config_and_a_click_opens_its_report(
     point.scroll_into_view_if_needed()
     point.click()
     report = page.locator(".tlxwb-ex-detail .tlxwb-ex-part-report")
-    report.wait_for(timeout=180_000)
+    report.wait_for(timeout=HANG_MS)            # the kernel compiles it: as long as that takes
     assert "gemm_ws_coop_kernel" in report.inner_text()
     assert page.locator(".tlxwb-ex-detail .tlxwb-ex-part-timeline svg").count() >= 1
     assert best in page.locator(".tlxwb-ex-detail .tlxwb-ex-detail-head").inner_text()

@@ -314,6 +314,28 @@ def help_alone(lines: list[str]) -> list[str]:
     return [head[1:] + "\n"]
 
 
+def _untrusted_html_formatter(html_formatter):
+    """IPython's text/html formatter, but the HTML of a workbench object (a CompileReport, a SimResult, a
+    puzzle's grade, ...) also carries a plain-HTML copy of its pictures: a notebook that stores it opens
+    untrusted on a fresh clone, and then renders no SVG (tlx_workbench.widgets.untrusted)."""
+    base = type(html_formatter)
+
+    class UntrustedSafeHTMLFormatter(base):
+        def __call__(self, obj):
+            out = super().__call__(obj)
+            if isinstance(out, str) and "<svg" in out and type(obj).__module__.startswith("tlx_workbench"):
+                out = safe_html(out)
+            return out
+
+    new = UntrustedSafeHTMLFormatter(parent=html_formatter.parent)
+    new.singleton_printers = html_formatter.singleton_printers
+    new.type_printers = html_formatter.type_printers
+    new.deferred_printers = html_formatter.deferred_printers
+    new.enabled = html_formatter.enabled
+    new.tlxwb_replaced = html_formatter
+    return new
+
+
 def load_ipython_extension(ipython) -> None:
     """``%load_ext tlx_magic``."""
     ipython.register_magics(TLXMagics)
@@ -321,6 +343,9 @@ def load_ipython_extension(ipython) -> None:
     register_fix(ipython)
     if help_alone not in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.append(help_alone)
+    formatters = ipython.display_formatter.formatters
+    if not hasattr(formatters["text/html"], "tlxwb_replaced"):
+        formatters["text/html"] = _untrusted_html_formatter(formatters["text/html"])
 
 
 def unload_ipython_extension(ipython) -> None:
@@ -333,3 +358,6 @@ def unload_ipython_extension(ipython) -> None:
     mm.registry.pop("TLXMagics", None)
     if help_alone in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(help_alone)
+    formatters = ipython.display_formatter.formatters
+    if hasattr(formatters["text/html"], "tlxwb_replaced"):
+        formatters["text/html"] = formatters["text/html"].tlxwb_replaced
