@@ -373,6 +373,7 @@ class Outcome:
     fix: object = None       # the verified repair offered (sim/repair.py: Repair), or None
     fix_passes: bool | None = None   # applied to the copy, the kernel's test passes (clean, equal to the reference)
     seconds: float = 0.0     # the simulation, repair search included
+    search: tuple = ()       # (the repair search's seconds, the failing launch's seconds, candidates tried)
 
     @property
     def names_fix(self) -> bool:
@@ -405,6 +406,8 @@ def simulated(bug: Bug, schedules: int = 2, apply_fix: bool = False) -> Outcome:
         how = "deadlock" if res.deadlock is not None else res.findings[0].kind
         text = err.message.splitlines()[0]
         o = Outcome(bug, True, how, err.line, text, s.fix_lines, s.line, res.fix, seconds=took)
+        if res.repair_search is not None:
+            o.search = (res.repair_search.seconds, res.repair_search.baseline_s, len(res.repair_search.tried))
         if apply_fix and res.fix is not None:
             o.fix_passes = test_passes(bug, res.fix.apply())
         return o
@@ -477,6 +480,7 @@ def fixes_table(bugs):
     import time
     t0 = time.perf_counter()
     rows: dict = {}
+    ratios: list = []
     for b in bugs:
         o = simulated(b, apply_fix=True)
         cls = b.cls or "the suite's first 32 (issue 19)"
@@ -488,8 +492,12 @@ def fixes_table(bugs):
         r[4] += bool(o.fix_passes)
         mark = "ok " if o.names_fix else ("-- " if o.detected else "!! ")
         fx = ("fix passes" if o.fix_passes else "FIX FAILS") if o.fix is not None else "no fix"
-        print(f"{b.id:24} {mark} seeded {o.seeded_line:>4} first {str(o.first_line):>4} {fx:10} {o.seconds:5.1f} s "
-              f"{o.first_text[:110]}", flush=True)
+        cost = ""
+        if o.search:
+            ratios.append(o.search[0] / max(o.search[1], 1e-9))
+            cost = f"search {o.search[0]:4.1f} s = {ratios[-1]:4.1f} x launch, {o.search[2]:2} tried"
+        print(f"{b.id:24} {mark} seeded {o.seeded_line:>4} first {str(o.first_line):>4} {fx:10} {cost:38} "
+              f"{o.first_text[:90]}", flush=True)
     clean = []
     for k in sorted({b.kernel for b in bugs}):
         res, pair = KERNELS[k].run(clean_copy(k), schedules=2)
@@ -505,6 +513,10 @@ def fixes_table(bugs):
     n = tot[0]
     print(f"| **all ({n})** | {tot[1]} | {tot[2]} ({100 * tot[2] / n:.0f} %) | {tot[3]} ({100 * tot[3] / n:.0f} %) | "
           f"{tot[4]} ({100 * tot[4] / n:.0f} %) |")
+    if ratios:
+        ratios.sort()
+        print(f"repair search / failing launch: median {ratios[len(ratios) // 2]:.1f} x, max {ratios[-1]:.1f} x "
+              f"(bound {__import__('tlx_workbench.sim.repair', fromlist=['BUDGET']).BUDGET:.0f} x)")
     print(f"clean kernels clean: {sum(ok for _, ok in clean)}/{len(clean)} "
           f"{[k for k, ok in clean if not ok] or ''}")
     print(f"time: {time.perf_counter() - t0:.0f} s")

@@ -595,18 +595,41 @@ def _misdirected_load(run, group, led, mb, file, multi):
                 # the barrier it names is not the mistake
                 continue
             osl = led.slot(other)
-            for line, by in osl.tx_lines.items():
-                uses = max(1, len(osl.phases) + 1)
-                if by % s.expected_tx == 0 or by // uses == s.expected_tx or by == s.expected_tx * max(1, s.completed + 1):
-                    exp = getattr(s, "expect_line", None)
-                    return Cause(line, (
-                        f"line {line}: this TMA load signals {other.name}, but its bytes are the ones "
-                        f"{s.name} waits for: line {exp} announces {s.expected_tx} bytes on {s.name} and no load "
-                        f"ever signals it, while {-other.tx} bytes more landed on {other.name} than "
-                        f"{_lines(osl.expect_lines)} expects"),
-                        f"pass {s.array.name}[...] (the barrier whose bytes line {exp} announces) as this load's "
-                        f"barrier at line {line}", "bytes", exp)
+            uses = max(1, len(osl.phases) + 1)
+            fits = [line for line, by in osl.tx_lines.items()
+                    if by % s.expected_tx == 0 or by // uses == s.expected_tx or
+                    by == s.expected_tx * max(1, s.completed + 1)]
+            for line in _after_expect(run.trace, s, fits)[:1]:
+                exp = getattr(s, "expect_line", None)
+                return Cause(line, (
+                    f"line {line}: this TMA load signals {other.name}, but its bytes are the ones "
+                    f"{s.name} waits for: line {exp} announces {s.expected_tx} bytes on {s.name} and no load "
+                    f"ever signals it, while {-other.tx} bytes more landed on {other.name} than "
+                    f"{_lines(osl.expect_lines)} expects"),
+                    f"pass {s.array.name}[...] (the barrier whose bytes line {exp} announces) as this load's "
+                    f"barrier at line {line}", "bytes", exp)
     return None
+
+
+def _after_expect(trace, s, lines) -> list:
+    """``lines`` (TMA loads that signal another barrier) with first the one each announcement on ``s`` was for:
+    the load its lane issues next, after its ``barrier_expect_bytes`` on ``s`` (program order says which load an
+    announcement belongs to, where several loads bring the same bytes)."""
+    if len(lines) < 2:
+        return list(lines)
+    cta = s.array.cta.pid if s.array.cta is not None else 0
+    loads: dict = {}
+    for sp in trace.spans:
+        if sp.cta == cta and sp.line in lines and "load" in (sp.name or ""):
+            loads.setdefault((sp.cta, sp.task, sp.replica), []).append((sp.start, sp.line))
+    votes: dict = {}
+    for e in trace.barrier_events:
+        if e.kind == "expect" and e.cta == cta and e.barrier == s.array.name:
+            nxt = min((t, ln) for t, ln in loads.get(e.lane, []) if t >= e.time) if any(
+                t >= e.time for t, _ in loads.get(e.lane, [])) else None
+            if nxt is not None:
+                votes[nxt[1]] = votes.get(nxt[1], 0) + 1
+    return sorted(lines, key=lambda ln: -votes.get(ln, 0))
 
 
 def _all_slots(group):

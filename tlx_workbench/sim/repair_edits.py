@@ -243,11 +243,22 @@ def _count_edits(src, st, call, led):
     node = _arg(call, 2 if kw == "num_arrivals" else 1, kw)
     target = st.targets[0] if isinstance(st, ast.Assign) and st.targets else None
     name = target.id if isinstance(target, ast.Name) else None
-    if node is None or name is None or led is None:
+    if name is None or led is None:
         return
+    if kw == "num_arrivals" and led.expect_by_line.get(name):
+        # a warp barrier that TMA loads complete: barrier_expect_bytes arrives once, a warp barrier counts threads
+        nb = _arg(call, 0, "num_barriers")
+        if nb is not None:
+            prefix = src.src(call.func).rsplit(".", 1)[0]
+            prefix = f"{prefix}." if "." in src.src(call.func) else ""
+            new = f"{prefix}alloc_barriers(num_barriers={src.src(nb)}, arrive_count=1)"
+            yield ("partner", f"an mbarrier for a TMA barrier: {src.src(call)} -> {new}",
+                   [_replace_node(src, st, call, new)], call.lineno)
     lanes = len(led.lanes.get(name, ()))
     per = led.per_phase.get(name, 0)
     cur = led.init.get(name)
+    if node is None:
+        return
     want = [lanes, per] if kw == "arrive_count" else [lanes]
     if kw == "num_arrivals" and cur:
         # a warp barrier's init count is threads: num_warps x 32 x num_arrivals; what arrives is lanes
@@ -347,10 +358,10 @@ def _arrive_edits(src, st, call):
     if isinstance(own, ast.If) and own.body == [st] and not own.orelse:
         # an arrive under a condition that skips it in some rounds: make it unconditional
         if st.lineno == own.lineno:         # `if cond: tlx.barrier_arrive(...)` on one line
-            body = src.src(st) + "\n"
+            text = src.src(st) + "\n"
         else:
-            body = textwrap.dedent("".join(src.lines[st.lineno - 1:st.end_lineno]))
-        new = textwrap.indent(body, _indent(src.lines[own.lineno - 1]))
+            text = textwrap.dedent("".join(src.lines[st.lineno - 1:st.end_lineno]))
+        new = textwrap.indent(text, _indent(src.lines[own.lineno - 1]))
         yield ("unconditional", f"arrive in every round: drop `if {src.src(own.test)}:` at line {own.lineno}",
                [Edit(own.lineno, own.end_lineno, tuple(new.splitlines(keepends=True)))], own.lineno)
     keep = "pass" if len(body) == 1 else None
