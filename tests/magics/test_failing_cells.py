@@ -167,3 +167,30 @@ def test_a_tma_block_shape_mismatch_names_the_host_line_that_made_the_descriptor
         assert f"cell [{n}], line {copied}" in err.message and "ttng" not in err.message
         assert f"cell [{n}], line {made}" in ran.html and "block_shape=[BM // 2, BK]" in ran.html
         assert "block_shape" in err.hint
+
+
+def test_an_out_of_bounds_store_names_the_tensor_it_ran_past(run_cell, shell):
+    n = shell.execution_count
+    cell = "%%tlx --sim -o r\n" + ADD_ONE + "add_one[(1,)](x, out, BLOCK=128)\n"
+    ran = run_cell(cell, x=torch.randn(128), out=torch.empty(64))
+    assert not ran.ok
+    err = shell.user_ns["r"].errors[0]
+    assert "out-of-bounds store through y_ptr (`out` in the launch)" in err.message, err.message
+    assert "index 64 of y_ptr, which has 64 elements" in err.message
+    assert err.line == line_of(cell, "tl.store", False) and f"cell [{n}], line {err.line}" in ran.html
+    assert "y_ptr" in err.hint
+
+
+def test_bounds_name_the_argument_a_bad_address_lies_past():
+    from tlx_workbench.sim.bounds import argument_ranges, out_of_bounds
+    named = argument_ranges({"x_ptr": torch.zeros(16), "y_ptr": torch.zeros(8), "n": 8})
+    low = min(named, key=lambda r: r[1])
+    high = max(named, key=lambda r: r[2])
+    # three floats past the end of the tensor placed highest, and one before the start of the lowest
+    err = out_of_bounds(is_store=True, bad=high[2] + 12, n_bad=4, n=12, itemsize=4, named=named, file=None,
+                        line=None)
+    size = (high[2] - high[1]) // 4
+    assert err.argument == high[0] and f"index {size + 3} of {high[0]}, which has {size} elements" in err.message
+    err = out_of_bounds(is_store=False, bad=low[1] - 4, n_bad=1, n=16, itemsize=4, named=named, file=None,
+                        line=None)
+    assert f"through {low[0]}" in err.message and f"index -1 of {low[0]}" in err.message

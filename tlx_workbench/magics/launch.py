@@ -243,9 +243,28 @@ def descriptor_origin(launch: Launch, kernel_file: str | None, kernel_line: int 
     return (found, var) if found is not None else None
 
 
+def _launch_name_of(err, launch: Launch):
+    """An error about a kernel argument (``err.argument``, the parameter) also says what the launch passes
+    there (``out`` for ``y_ptr``), when that is not the parameter's own name."""
+    param = getattr(err, "argument", None)
+    names = launch.parameters() or []
+    if param is None or param not in names or names.index(param) >= len(launch.arg_texts):
+        return err
+    text = launch.arg_texts[names.index(param)]
+    if text == param or f"`{text}`" in err.message:
+        return err
+    new = type(err)(err.message.replace(f" through {param}:", f" through {param} (`{text}` in the launch):", 1),
+                    file=err.file, line=err.line, hint=err.hint, detail=err.detail)
+    new.__dict__.update({k: v for k, v in err.__dict__.items() if k not in new.__dict__})
+    return new
+
+
 def blame_host_line(err, launch: Launch | None):
     """An error whose fix is a descriptor's block_shape, moved to the cell's line that made the descriptor
-    (the kernel line that failed is named in the message); any other error as it is."""
+    (the kernel line that failed is named in the message); an error about a kernel argument, with the
+    launch's name for it; any other error as it is."""
+    if launch is not None and getattr(err, "argument", None) is not None:
+        return _launch_name_of(err, launch)
     facts = getattr(err, "block_shape_mismatch", None)
     if facts is None or launch is None:
         return err
