@@ -415,8 +415,9 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     simulate: output is then partial), ``max_steps`` (guard against endless loops), ``config`` (the autotune
     config to use: a dict of values, an index, or a triton.Config; default the first),
     ``on_deadlock`` ("raise" a DeadlockError, or "return" the result), ``resident`` (how many
-    clusters run at once; default 1, or 2 for kernels that steal work with CLC, so that
-    ``clc_try_cancel`` spreads the tiles over the simulated CTAs as the interleaving decides),
+    clusters run at once under one scheduler, for CTAs that wait on each other; default 1. A kernel that
+    steals work with CLC starts as many clusters as fit on the GPU, or ``resident``, and each
+    ``clc_try_cancel`` takes its slot's next turn: sim/clc.py),
     ``occupancy`` (CTAs resident per SM on the GPU: with the grid, how many CTAs share the
     TMA/L2 bandwidth, so that simulating a few CTAs times them as they run among all the others),
     ``in_flight`` (that number given outright: a small shape timed as part of a large launch),
