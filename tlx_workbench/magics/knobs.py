@@ -160,7 +160,8 @@ class KnobPanel:
                                 file=cell.filename if cell is not None else None,
                                 line=1 if cell is not None else None, hint=hint)   # the %%tlx line
         self.host_knobs = {k.name for k in knobs} & host_names
-        start = {k.name: launch.kwargs.get(k.name, cell.ns.get(k.name) if cell is not None else None) for k in knobs}
+        # the cell's own values first: what the launch passes (by name or position), else the notebook's variable
+        start = {k.name: launch.value_of(k.name, cell.ns.get(k.name) if cell is not None else None) for k in knobs}
         self._own = {k: v for k, v in start.items()}
         self.controls = {k.name: k.widget(start[k.name]) for k in knobs}
         self.output = w.Output()

@@ -58,6 +58,14 @@ class Launch:
             return None
         return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
+    def value_of(self, name: str, default=None):
+        """What the launch passes for parameter ``name``, by name or by position (else ``default``)."""
+        if name in self.kwargs:
+            return self.kwargs[name]
+        names = self.parameters() or []
+        i = names.index(name) if name in names else -1
+        return self.args[i] if 0 <= i < len(self.args) else default
+
     def with_values(self, values: dict) -> "Launch":
         """This launch with ``values`` for some of its parameters, however the launch passes them.
 
