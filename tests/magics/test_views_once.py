@@ -72,3 +72,8 @@ def test_a_workbench_object_shown_in_a_notebook_keeps_its_pictures_for_an_untrus
         def _repr_html_(self):
             return "<svg width='2' height='2'></svg>"
     assert shell.display_formatter.format(Other())[0]["text/html"] == "<svg width='2' height='2'></svg>"
+    # and display(SVG(...)), the IPython habit: HTML beside the SVG, which an untrusted notebook renders
+    from IPython.display import SVG
+    from tlx_workbench.widgets import timeline_svg
+    data = shell.display_formatter.format(SVG(timeline_svg(shell.user_ns["res"].trace)))[0]
+    assert "image/svg+xml" in data and "tlxwb-untrusted-picture" in data["text/html"]

@@ -316,15 +316,21 @@ def help_alone(lines: list[str]) -> list[str]:
 
 def _untrusted_html_formatter(html_formatter):
     """IPython's text/html formatter, but the HTML of a workbench object (a CompileReport, a SimResult, a
-    puzzle's grade, ...) also carries a plain-HTML copy of its pictures: a notebook that stores it opens
-    untrusted on a fresh clone, and then renders no SVG (tlx_workbench.widgets.untrusted)."""
+    puzzle's grade, ...) also carries a plain-HTML copy of its pictures, and an ``IPython.display.SVG`` gets
+    HTML of its own: a notebook that stores them opens untrusted on a fresh clone, and then renders no SVG
+    (tlx_workbench.widgets.untrusted)."""
     base = type(html_formatter)
+
+    from IPython.display import SVG
 
     class UntrustedSafeHTMLFormatter(base):
         def __call__(self, obj):
             out = super().__call__(obj)
             if isinstance(out, str) and "<svg" in out and type(obj).__module__.startswith("tlx_workbench"):
                 out = safe_html(out)
+            elif out is None and isinstance(obj, SVG) and obj.data:
+                # display(SVG(timeline_svg(trace))): the habit works too (an SVG alone is no output untrusted)
+                out = safe_html(obj.data)
             return out
 
     new = UntrustedSafeHTMLFormatter(parent=html_formatter.parent)
