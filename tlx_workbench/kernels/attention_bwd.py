@@ -163,10 +163,11 @@ def _buffers(q, cfg, plan, dq32=None, dk=None, dv=None, stats=None):
     Z, H, N, D = q.shape
     if stats is None:
         NP = _n_pad(N)
-        # zeros, not empty: the pad columns (N..NP) are read by the TMA loads of the last query block, and
-        # garbage there (NaN in reused memory) reaches dK/dQ through 0 * NaN
-        delta = torch.zeros((Z * H, NP), dtype=torch.float32, device=q.device)
-        lse2 = torch.zeros((Z * H, NP), dtype=torch.float32, device=q.device)
+        # zeros, not empty, where there are pad columns (N..NP): the TMA loads of the last query block read them,
+        # and garbage there (NaN in reused memory) reaches dK/dQ through 0 * NaN; the delta kernel writes the rest.
+        # One allocation for both (each half starts 16-byte aligned: NP is a multiple of 4)
+        both = (torch.zeros if NP != N else torch.empty)((2, Z * H, NP), dtype=torch.float32, device=q.device)
+        delta, lse2 = both[0], both[1]
     else:
         delta, lse2 = stats
     dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32.zero_()
