@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tlx_workbench.kernels import (attention, attention_bwd, gemm_cluster, gemm_fp8, gemm_pingpong, gemm_pipelined,
-                                   gemm_streamk, gemm_ws)
+                                   gemm_streamk, gemm_ws, host)
 from tlx_workbench.runtime.triton_launch import through_dispatch
 
 pytestmark = pytest.mark.gpu
@@ -227,6 +227,18 @@ def test_reduce_overhead_compile_replays_the_launcher():
         out = compiled(q, k, v)
     torch.testing.assert_close(out, f(q, k, v), rtol=0, atol=0)
     assert _rel(out - 1, _sdpa(q, k, v, False)) < 1e-2
+
+
+def test_a_call_planned_while_dispatch_was_forced_binds_on_a_later_call():
+    a, b = _gemm_inputs(384, 256, 128)
+    cfg = gemm_ws.CONFIGS[0]
+    with through_dispatch():
+        first = gemm_ws.matmul(a, b, cfg)
+    plan = gemm_ws.matmul.plans.plans[(host.operand_key(a, b), host.config_key(cfg))]
+    assert plan.launch is None                   # the launch plan was not kept unbound
+    again = gemm_ws.matmul(a, b, cfg)
+    assert plan.launch is not None and plan.launch.bound is not None
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
 
 
 def test_a_bad_input_on_a_planned_signature_gets_the_friendly_error():

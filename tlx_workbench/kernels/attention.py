@@ -204,12 +204,13 @@ def _launches(q, k, v, o, causal, sm_scale, cfg, num_sms=None, lse=None, part_o=
 class AttentionLaunchPlan:
     """One config's launches on an operand signature, each bound to its GPU launcher where it can be, and the
     shapes of SPLIT_TAIL's partials (allocated per call)."""
-    __slots__ = ("kernels", "scratch", "bound")
+    __slots__ = ("kernels", "scratch", "bound", "retry")
 
     def __init__(self, kernels, scratch):
         self.kernels = kernels
         self.scratch = scratch
         self.bound = kernels[0].bound if all(kp.bound is not None for kp in kernels) else None
+        self.retry = any(kp.retry for kp in kernels)
 
     def ready(self) -> bool:
         return self.bound is not None and all(kp.bound.ready() for kp in self.kernels)
@@ -325,6 +326,9 @@ def attention(q, k, v, causal=False, sm_scale=None, config=None, return_lse=Fals
         lp.launch(q, k, v, o, lse)
     else:
         launch(q, k, v, o, causal, plan.sm_scale, plan.config, lse=lse)
+        if lp is None:          # planned when the launch could not be bound: take its plan now, if kept
+            lkey = _launch_key(q, k, v, o, lse, causal, plan.sm_scale, plan.config, None)
+            plan.launch = _launch_plans.plans.get(lkey)
     return (o, lse) if return_lse else o
 
 

@@ -221,11 +221,12 @@ def _launches(q, k, v, o, do, lse, causal, sm_scale, cfg, plan, delta, lse2, dq3
 
 class BackwardLaunchPlan:
     """One config's launches on an operand signature, each bound to its GPU launcher where it can be."""
-    __slots__ = ("kernels", "tail", "cfg", "bound")
+    __slots__ = ("kernels", "tail", "cfg", "bound", "retry")
 
     def __init__(self, kernels, tail, cfg):
         self.kernels, self.tail, self.cfg = kernels, tail, cfg
         self.bound = kernels[0].bound if all(kp.bound is not None for kp in kernels) else None
+        self.retry = any(kp.retry for kp in kernels)
 
     def ready(self) -> bool:
         return self.bound is not None and all(kp.bound.ready() for kp in self.kernels)

@@ -145,7 +145,8 @@ class LaunchPlans:
         return plan
 
     def add(self, key, plan):
-        if key is not None:
+        """Keep ``plan`` under ``key`` (unless it asks to be made again, ``plan.retry``); returns it."""
+        if key is not None and not getattr(plan, "retry", False):
             if len(self.plans) >= self.max_plans:
                 self.plans.pop(next(iter(self.plans)))
             self.plans[key] = plan
@@ -176,7 +177,8 @@ def _key_text(key) -> str:
     def part(x):
         if isinstance(x, tuple) and len(x) == 5 and hasattr(x[0], "numel"):
             shape, stride, dtype, device, aligned = x
-            return f"{tuple(shape)}/{stride} {str(dtype).removeprefix('torch.')} {device}{'' if aligned else ' unaligned'}"
+            where = f"{device}{'' if aligned else ' unaligned'}"
+            return f"{tuple(shape)}/{stride} {str(dtype).removeprefix('torch.')} {where}"
         if isinstance(x, tuple):
             return "(" + ", ".join(part(y) for y in x) + ")"
         return repr(x)
@@ -187,12 +189,15 @@ class KernelPlan:
     """One kernel launch worked out for an operand signature and bound to its GPU launcher (``bound``; None:
     launch through ``kernel[grid]`` each time, e.g. on the CPU simulator). ``slots``: per tensor argument of the
     kernel (descriptor or pointer, in argument order), (i, offset): the address of the call's ``i``-th operand plus
-    ``offset`` bytes, or (-1, address): a tensor the module keeps (a workspace), at its bind-time address."""
-    __slots__ = ("bound", "slots")
+    ``offset`` bytes, or (-1, address): a tensor the module keeps (a workspace), at its bind-time address.
+    ``retry``: not bound for now only (GPU operands while the simulator, a launch recorder or ``through_dispatch()``
+    holds the launch): such a plan is not kept, so a later call binds."""
+    __slots__ = ("bound", "slots", "retry")
 
-    def __init__(self, bound, slots=()):
+    def __init__(self, bound, slots=(), retry=False):
         self.bound = bound
         self.slots = tuple(slots)
+        self.retry = retry
 
     def ready(self) -> bool:
         return self.bound is not None and self.bound.ready()
@@ -218,7 +223,9 @@ def kernel_plan(kernel, grid, args, options, operands, roles=None) -> KernelPlan
     out of step with its kernel's arguments)."""
     bound = bound_launch(kernel, grid, args, options)
     if bound is None:
-        return KernelPlan(None)
+        from ..runtime.triton_launch import dispatch_is_triton
+        on_gpu = any(getattr(t, "is_cuda", False) for t in operands)
+        return KernelPlan(None, retry=on_gpu and not dispatch_is_triton(kernel))
     ptrs = [0 if t is None else t.data_ptr() for t in operands]
     if roles is None:
         roles = [(i, 0) for i in range(len(operands))] + [None] * (bound.nslots - len(operands))
@@ -327,7 +334,10 @@ def gemm_entry_points(module: str, kernel, launch_call: Callable, kernel_call: C
         if kp is not None and kp.bound is not None and kp.bound.ready():
             kp.launch(a.data_ptr(), b.data_ptr(), c.data_ptr())
             return c
-        return launch(a, b, c, plan.config)
+        launch(a, b, c, plan.config)
+        if kp is None:          # planned when the launch could not be bound: take its plan now, if kept
+            plan.launch = launch_plans.plans.get((operand_key(a, b, c), config_key(plan.config), ()))
+        return c
 
     def tune(a, b, configs=configs):
         c = _gemm_output(a, b)
