@@ -213,13 +213,19 @@ class AttentionLaunchPlan:
         self.retry = any(kp.retry for kp in kernels)
 
     def ready(self) -> bool:
-        return self.bound is not None and all(kp.bound.ready() for kp in self.kernels)
+        if self.bound is None:
+            return False
+        for kp in self.kernels:
+            if not kp.bound.ready():
+                return False
+        return True
 
     def launch(self, q, k, v, o, lse):
-        import torch
         ptrs = [q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), 0 if lse is None else lse.data_ptr()]
-        parts = [torch.empty(shape, dtype=torch.float32, device=q.device) for shape in self.scratch]
-        ptrs += [p.data_ptr() for p in parts]
+        if self.scratch:        # SPLIT_TAIL's partials: allocated per call, alive until the launches are queued
+            import torch
+            parts = [torch.empty(shape, dtype=torch.float32, device=q.device) for shape in self.scratch]
+            ptrs += [p.data_ptr() for p in parts]
         for kp in self.kernels:
             kp.launch(*ptrs)
 

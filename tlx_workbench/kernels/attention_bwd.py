@@ -229,7 +229,12 @@ class BackwardLaunchPlan:
         self.retry = any(kp.retry for kp in kernels)
 
     def ready(self) -> bool:
-        return self.bound is not None and all(kp.bound.ready() for kp in self.kernels)
+        if self.bound is None:
+            return False
+        for kp in self.kernels:
+            if not kp.bound.ready():
+                return False
+        return True
 
     def launch(self, q, k, v, o, do, lse, bufs):
         ptrs = [t.data_ptr() if t is not None else 0 for t in (q, k, v, o, do, lse, *bufs)]
