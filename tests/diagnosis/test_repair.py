@@ -13,8 +13,11 @@ def _bug(bug_id):
 
 
 @pytest.mark.parametrize("bug_id", ["fw-extra-k-release", "gc-full-b-phase", "op-read-early", "op-named-id",
-                                    "gc-b-signals-full-a"])
-def test_the_verified_fix_of_each_hard_class_makes_the_test_pass(bug_id):
+                                    "fw-v-signals-k-full"])
+def test_the_verified_fix_of_each_hard_class_makes_the_test_pass(bug_id, monkeypatch):
+    # the budget is raised: what the search finds is tested here, its cost by the seeded suite's table
+    from tlx_workbench.sim import repair
+    monkeypatch.setattr(repair, "BUDGET", 1000.0)
     o = sb.simulated(_bug(bug_id), apply_fix=True)
     assert o.detected and o.names_fix, (o.first_line, o.first_text)
     assert o.fix is not None and o.fix.verified and o.first_line == o.fix.line
@@ -39,8 +42,8 @@ def test_the_flipped_wait_is_the_wait_to_change_not_a_consequence():
 
 
 def test_no_verified_repair_falls_back_to_the_ranking_and_says_so(monkeypatch):
-    from tlx_workbench.sim import repair
-    monkeypatch.setattr(repair, "candidates", lambda *a, **k: [])
+    from tlx_workbench.sim import repair_edits
+    monkeypatch.setattr(repair_edits, "candidates", lambda *a, **k: [])
     s = sb.seeded_copy(_bug("g-empty-b-phase"))
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
     assert res.fix is None and res.repair_search is not None and res.deadlock.line == s.line
@@ -48,7 +51,9 @@ def test_no_verified_repair_falls_back_to_the_ranking_and_says_so(monkeypatch):
     assert "the line below is the ledgers' ranking, unverified" in res.deadlock.message
 
 
-def test_the_fix_shows_as_a_diff_in_every_view():
+def test_the_fix_shows_as_a_diff_in_every_view(monkeypatch):
+    from tlx_workbench.sim import repair
+    monkeypatch.setattr(repair, "BUDGET", 1000.0)
     s = sb.seeded_copy(_bug("op-read-early"))
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
     fix = res.fix
@@ -70,8 +75,11 @@ def test_the_fix_shows_as_a_diff_in_every_view():
     assert len(before) == len(after) and sum(a != b for a, b in zip(before, after)) == 2
 
 
-def test_tlx_fix_puts_the_fixed_cell_below_and_changes_nothing_else():
+def test_tlx_fix_puts_the_fixed_cell_below_and_changes_nothing_else(monkeypatch):
     from IPython.core.interactiveshell import InteractiveShell
+
+    from tlx_workbench.sim import repair
+    monkeypatch.setattr(repair, "BUDGET", 1000.0)
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "tlx_magic")
     shell.run_cell("import torch, triton, triton.language as tl, triton.language.extra.tlx as tlx\n"

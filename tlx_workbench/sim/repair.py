@@ -333,9 +333,12 @@ def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, deadline: fl
         rep.seconds = _clock() - t0
 
 
-def search(cands: list[Repair], launch: Launch, budget: float = BUDGET, cap: int = MAX_CANDIDATES) -> RepairSearch:
-    """Try ``cands`` in their order until one verifies, within ``cap`` candidates and ``budget`` x the failing
-    launch's simulation time. The first verified one is the fix (the smallest: candidates come sorted)."""
+def search(cands: list[Repair], launch: Launch, budget: float | None = None, cap: int | None = None) -> RepairSearch:
+    """Try ``cands`` in their order until one verifies, within ``cap`` candidates (default MAX_CANDIDATES) and
+    ``budget`` (default BUDGET) x the failing launch's CPU time. The first verified one is the fix (the smallest:
+    candidates come sorted)."""
+    budget = BUDGET if budget is None else budget
+    cap = MAX_CANDIDATES if cap is None else cap
     t0 = _clock()
     budget_s = budget * launch.seconds
     deadline = t0 + budget_s
