@@ -545,6 +545,9 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
         if draws:
             out["flush_demand"] = statistics.median(draws)
             out["flush_demand_from"] = f"power family: {len(draws)} do_bench launch lengths held below boost"
+    fitted = (raw.get("fitted") or {}).get("flush_demand") if isinstance(raw.get("fitted"), dict) else None
+    if "flush_demand" not in out and fitted:
+        out["flush_demand"], out["flush_demand_from"] = fitted["value"], fitted["from"]
     copy = raw.get("mma_copy") if isinstance(raw.get("mma_copy"), list) else []
     loaded = [c["flops_per_cycle_per_sm"] for c in copy if c["dtype"] == "float16" and c["BN"] == 256
               and c["consumers"] == 2 and c["where"] == "l2" and c.get("copy_covers_mma", 1) >= 0.9]
