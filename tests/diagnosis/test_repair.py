@@ -42,13 +42,18 @@ def test_the_flipped_wait_is_the_wait_to_change_not_a_consequence():
 
 
 def test_no_verified_repair_falls_back_to_the_ranking_and_says_so(monkeypatch):
+    # only the candidates away from the seeded line: none of them runs clean
     from tlx_workbench.sim import repair_edits
-    monkeypatch.setattr(repair_edits, "candidates", lambda *a, **k: [])
     s = sb.seeded_copy(_bug("g-empty-b-phase"))
+    every = repair_edits.candidates
+    monkeypatch.setattr(repair_edits, "candidates",
+                        lambda *a, **k: [c for c in every(*a, **k) if c.line != s.line][:3])
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
-    assert res.fix is None and res.repair_search is not None and res.deadlock.line == s.line
+    assert res.fix is None and res.repair_search is not None and res.repair_search.tried
+    assert res.deadlock.line == s.line and all(c.failed for c in res.repair_search.tried)
     assert "no candidate repair verified" in res.deadlock.message.splitlines()[1]
-    assert "the line below is the ledgers' ranking, unverified" in res.deadlock.message
+    assert "the first line is the ledgers' ranking, not verified" in res.deadlock.message
+    assert "verified:" not in res.deadlock.message.splitlines()[0]
 
 
 def test_the_fix_shows_as_a_diff_in_every_view(monkeypatch):

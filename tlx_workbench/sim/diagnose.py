@@ -115,7 +115,7 @@ class DeadlockReport:
                 parts.append(f"  fix: {self.cause.fix}")
         else:
             parts.append(f"deadlock in {where}: every live task is blocked")
-        if self.fix is None and search is not None:
+        if self.fix is None and search is not None and search.tried:
             parts.append(f"  ({search.summary()})")
         at = [b for b in self.blocked if self._at_cause(b)]
         rest = [b for b in self.blocked if b not in at]

@@ -193,7 +193,7 @@ class RepairSearch:
                     f"{self.budget_s:.1f} s = {BUDGET:.0f} x the failing launch's {self.baseline_s:.2f} s)")
         why = f": {self.note}" if self.note else ""
         return (f"no candidate repair verified ({len(self.tried)} of {self.generated} tried in {self.seconds:.1f} CPU s, "
-                f"budget {self.budget_s:.1f} s){why}; the line below is the ledgers' ranking, unverified")
+                f"budget {self.budget_s:.1f} s){why}; the first line is the ledgers' ranking, not verified")
 
     def __repr__(self):
         rows = [f"RepairSearch({self.summary()})"]
@@ -316,6 +316,10 @@ def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, deadline: fl
             if bad:
                 rep.failed = f"{bad[0].kind} (seed {seed0 + i}): {bad[0].message[:160]}"
                 return rep
+            left = half_arrived(run.trace)
+            if left:
+                rep.failed = f"ends with {left}: its count and its arrivals still disagree"
+                return rep
             if values:
                 rep.values = True
                 if launch.reference is not None:
@@ -331,6 +335,23 @@ def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, deadline: fl
         return rep
     finally:
         rep.seconds = _clock() - t0
+
+
+def half_arrived(trace) -> str:
+    """A barrier slot the run leaves in the middle of a phase (some arrivals of it came, not all), said as words;
+    "" when none. A clean run of a sound protocol completes every phase it starts: an edit that silences a wait
+    (a phase flipped so that it never waits) leaves the arrivals it was waiting for stranded there."""
+    cur: dict = {}
+    for e in trace.barrier_events:
+        key = (e.cta, e.barrier, e.slot)
+        if e.kind in ("arrive", "expect"):
+            cur[key] = cur.get(key, 0) + (e.count if e.kind == "arrive" else 1)
+        elif e.kind == "flip":
+            cur[key] = 0
+    for (cta, bar, slot), n in sorted(cur.items(), key=lambda x: (x[0][0], x[0][1], x[0][2])):
+        if n:
+            return f"{bar}[{slot}] of CTA {cta} half-arrived ({n} arrival(s) of a phase that never completes)"
+    return ""
 
 
 def search(cands: list[Repair], launch: Launch, budget: float | None = None, cap: int | None = None) -> RepairSearch:
@@ -414,7 +435,11 @@ def diagnose(res, launch: Launch) -> RepairSearch | None:
             d.line = found.best.line
             d.hint = (f"make the change shown at line {found.best.line} ({found.best.what}); "
                       f"{found.best.verified_text()}" + (f" — {cause.fix}" if cause is not None and cause.line else ""))
-        d.message = d.compose(fix_line=False)
+            d.message = d.compose(fix_line=False)
+        elif found.tried:
+            # the ranking leads, as it would without the search, and the report says that nothing was proven
+            head, _, rest = d.message.partition("\n")
+            d.message = f"{head}\n  ({found.summary()})" + (f"\n{rest}" if rest else "")
     return found
 
 

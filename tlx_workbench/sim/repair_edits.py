@@ -265,9 +265,21 @@ def _count_edits(src, st, call, led):
         want = [lanes]
         cur = None
     old = src.src(node)
+    if _is_parameter(src, st, node):
+        # the count is the kernel's parameter: its value comes from the launch, which is not the kernel's line to
+        # change (a number in its place would fix this launch and break the others)
+        return
     for v in dict.fromkeys(w for w in want if w and w != cur):
         for text in _retarget(old, cur, v):
             yield "count", f"{kw}={old} -> {kw}={text}", [_replace_node(src, st, node, text)], node.lineno
+
+
+def _is_parameter(src, st, node) -> bool:
+    """Whether ``node`` is a bare parameter of the function that holds ``st``."""
+    fn = src.func_of(st.lineno)
+    if fn is None or not isinstance(node, ast.Name):
+        return False
+    return node.id in {a.arg for a in fn.args.args + fn.args.kwonlyargs}
 
 
 def _retarget(old: str, cur: int | None, want: int) -> list[str]:
@@ -425,6 +437,8 @@ def _bytes_edits(src, st, call, led):
     if want <= 0 or want == cur:
         return
     old = src.src(node)
+    if _is_parameter(src, st, node):
+        return
     for text in _retarget(old, cur, want)[:3]:
         yield "bytes", f"expect {old} -> {text} ({want} bytes)", [_replace_node(src, st, node, text)], node.lineno
 
