@@ -45,11 +45,20 @@ def attach_every_cell(lab_url: str) -> None:
 _IDLE = """async (name) => { const r = await fetch('/api/sessions'); const s = await r.json();
     return s.some(x => x.path.endsWith(name) && x.kernel && x.kernel.execution_state === 'idle'); }"""
 
-# the kernel has run what it was given: no prompt shows [*] (queued or running), and the kernel is idle
+# the kernel has run what Run All gave it: no prompt shows [*] (queued or running), every code cell has run or
+# Run All stopped at a cell that failed (an error output; the cells after it unrun), and the kernel is idle.
+# (Lab sends the cells one after another: between two of them no prompt shows [*], so that alone is not done.)
 _DONE = """async (name) => {
-    const prompts = [...document.querySelectorAll('.jp-Notebook .jp-Cell .jp-InputPrompt')];
-    if (!prompts.length || prompts.some(p => p.textContent.includes('*'))) return false;
-    if (!prompts.some(p => /\\[[0-9]+\\]/.test(p.textContent))) return false;
+    const prompt = c => c.querySelector('.jp-InputPrompt').textContent;
+    const cells = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')];
+    if (!cells.length || cells.some(c => prompt(c).includes('*'))) return false;
+    const ran = cells.map(c => /\\[[0-9]+\\]/.test(prompt(c)));
+    const k = ran.indexOf(false);
+    if (k === 0) return false;
+    if (k > 0) {
+        const failed = cells[k - 1].querySelector('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]');
+        if (!failed || ran.slice(k).some(x => x)) return false;
+    }
     const r = await fetch('/api/sessions'); const s = await r.json();
     return s.some(x => x.path.endsWith(name) && x.kernel && x.kernel.execution_state === 'idle'); }"""
 

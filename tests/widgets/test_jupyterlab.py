@@ -86,9 +86,11 @@ def test_notebook_shows_every_view_and_a_click_reaches_the_kernel(lab, page):
     wait_cells_done(page, "views.ipynb")
     for selector in (".tlxwb-timeline canvas", ".tlxwb-barriers canvas", ".tlxwb-memmap .tlxwb-alloc",
                      ".tlxwb-ir .tlxwb-ir-pane"):
-        page.wait_for_selector(selector)
+        # in the page (a view below the fold may be laid out lazily: it is scrolled to where it is looked at)
+        page.wait_for_selector(selector, state="attached")
     assert page.locator(".tlxwb-ir .tlxwb-ir-pane").count() == 4
     # the SMEM buffers left to right in address order (c_smem reuses a_smem's space: same x)
+    page.locator(".tlxwb-memmap").first.scroll_into_view_if_needed()
     boxes = page.evaluate("""() => Array.from(document.querySelectorAll('.tlxwb-memmap .tlxwb-alloc'))
         .map(g => [g.dataset.name, g.querySelector('rect').getBoundingClientRect().x])""")
     x = {name: bx for name, bx in boxes}
