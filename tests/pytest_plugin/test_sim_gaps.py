@@ -1,4 +1,4 @@
-"""Simulator gaps that TLX's own GPU tests showed (issue 20), each with its test."""
+"""Simulator gaps that TLX's own GPU tests showed, each with its test."""
 import pytest
 import torch
 import triton
