@@ -126,40 +126,6 @@ def bound(plans) -> bool:
     return any(getattr(p, "bound", None) is not None for p in plans.plans.values())
 
 
-# -- sections ------------------------------------------------------------------------------------------------
-
-def gemm_section(rows, log, args):
-    import importlib
-
-    import torch
-    from tlx_workbench.kernels import gemm_ws
-    for M, N, K in GEMM_SHAPES:
-        a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-        b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-        shape = f"{M}x{N}x{K} fp16"
-        vendor = measure(lambda: torch.matmul(a, b), args.calls, log, f"torch.matmul {shape}")
-        rows.append(dict(call="torch.matmul", shape=shape, **vendor))
-        subjects = [("gemm_ws", gemm_ws, None)]
-        if M <= 2048:
-            subjects += [(n, importlib.import_module(f"tlx_workbench.kernels.{n}"), "default") for n in OTHER_GEMMS]
-        for name, mod, how in subjects:
-            label = f"{name}.matmul {shape}"
-            if how is None:
-                try_call(f"{label} tune", lambda: tune_gemm(mod, a, b, args.tune_top), log)
-                cfg = None
-            else:
-                cfg = mod.CONFIGS[0]
-            out = try_call(f"{label} first call", lambda: mod.matmul(a, b, cfg), log)
-            if out is None:
-                continue
-            ok = close(out, a.float() @ b.float(), 1e-2)
-            fn = (lambda mod=mod, cfg=cfg: mod.matmul(a, b, cfg))
-            row = measure(fn, args.calls, log, label, dispatch_fn=through_dispatch(fn))
-            rows.append(dict(call=f"{name}.matmul" + ("" if how is None else " (CONFIGS[0])"), shape=shape,
-                             check=ok, bound=bound(mod.matmul.plans), **row, **ratios(row, vendor)))
-        yield
-
-
 def tune_gemm(mod, a, b, top):
     """Seed ``matmul``'s tuned config for (a, b) by tuning over the first ``top`` configs (0: all)."""
     configs = mod.CONFIGS if not top else mod.CONFIGS[:top]
@@ -168,88 +134,156 @@ def tune_gemm(mod, a, b, top):
         mod.matmul.tuned[key] = mod.tune(a, b, configs)[0][0]
 
 
-def fp8_section(rows, log, args):
-    import torch
-    from tlx_workbench.kernels import gemm_fp8
-    for M, N, K in FP8_SHAPES:
+# -- the items, in priority order ------------------------------------------------------------------------------
+
+class Bench:
+    """The run's state: rows, error log, arguments, each shape's inputs and vendor row (measured once)."""
+
+    def __init__(self, args):
+        self.args, self.rows, self.log = args, [], []
+        self.inputs, self.vendor = {}, {}
+
+    def top(self, configs, top):
+        return configs if not top else configs[:top]
+
+    # GEMM fp16 -------------------------------------------------------------------------------------------------
+    def gemm_operands(self, M, N, K):
+        import torch
+        key = ("gemm", M, N, K)
+        if key not in self.inputs:
+            self.inputs[key] = (torch.randn(M, K, device="cuda", dtype=torch.float16),
+                                torch.randn(K, N, device="cuda", dtype=torch.float16))
+        a, b = self.inputs[key]
+        shape = f"{M}x{N}x{K} fp16"
+        if key not in self.vendor:
+            self.vendor[key] = measure(lambda: torch.matmul(a, b), self.args.calls, self.log, f"torch.matmul {shape}")
+            self.rows.append(dict(call="torch.matmul", shape=shape, **self.vendor[key]))
+        return a, b, shape, self.vendor[key]
+
+    def gemm(self, name, M, N, K, top=None, default_config=False):
+        import importlib
+        mod = importlib.import_module(f"tlx_workbench.kernels.{name}")
+        a, b, shape, vendor = self.gemm_operands(M, N, K)
+        label = f"{name}.matmul {shape}"
+        cfg = mod.CONFIGS[0] if default_config else None
+        if cfg is None:
+            try_call(f"{label} tune", lambda: tune_gemm(mod, a, b, top), self.log)
+        out = try_call(f"{label} first call", lambda: mod.matmul(a, b, cfg), self.log)
+        if out is None:
+            return
+        ok = close(out, a.float() @ b.float(), 1e-2)
+        fn = (lambda: mod.matmul(a, b, cfg))
+        row = measure(fn, self.args.calls, self.log, label, dispatch_fn=through_dispatch(fn))
+        self.rows.append(dict(call=f"{name}.matmul" + (" (CONFIGS[0])" if default_config else ""), shape=shape,
+                              check=ok, bound=bound(mod.matmul.plans), **row, **ratios(row, vendor)))
+
+    # FP8 -------------------------------------------------------------------------------------------------------
+    def fp8(self, M, N, K, top):
+        import torch
+        from tlx_workbench.kernels import gemm_fp8
         shape = f"{M}x{N}x{K} e4m3"
         a, b, sa, sb = gemm_fp8.make_inputs((M, N, K), "float8_e4m3fn", "cuda")      # b column-major
-        vendor = measure(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16), args.calls, log,
-                         f"_scaled_mm {shape}")
-        rows.append(dict(call="torch._scaled_mm", shape=shape, **vendor))
+        vendor = measure(lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16), self.args.calls,
+                         self.log, f"_scaled_mm {shape}")
+        self.rows.append(dict(call="torch._scaled_mm", shape=shape, **vendor))
         bt = gemm_fp8.k_major_b(b)
         c = torch.empty((M, N), dtype=torch.bfloat16, device="cuda")
         key = (M, N, K, a.dtype, b.dtype, torch.bfloat16, False, False)
-        configs = gemm_fp8.CONFIGS if not args.tune_top else gemm_fp8.CONFIGS[:args.tune_top]
         if key not in gemm_fp8.matmul_fp8.tuned:
             try_call(f"matmul_fp8 {shape} tune", lambda: gemm_fp8.matmul_fp8.tuned.__setitem__(
-                key, gemm_fp8.tune(a, bt, sa, sb, c, configs)[0][0]), log)
-        out = try_call(f"matmul_fp8 {shape} first call", lambda: gemm_fp8.matmul_fp8(a, b, sa, sb), log)
+                key, gemm_fp8.tune(a, bt, sa, sb, c, self.top(gemm_fp8.CONFIGS, top))[0][0]), self.log)
+        out = try_call(f"matmul_fp8 {shape} first call", lambda: gemm_fp8.matmul_fp8(a, b, sa, sb), self.log)
         if out is None:
-            continue
+            return
         ok = close(out, (a.float() @ b.float()) * sa * sb, 1e-2)
         fn = lambda: gemm_fp8.matmul_fp8(a, b, sa, sb)  # noqa: E731
-        row = measure(fn, args.calls, log, f"matmul_fp8 {shape}", dispatch_fn=through_dispatch(fn))
-        rows.append(dict(call="gemm_fp8.matmul_fp8", shape=shape, check=ok, bound=bound(gemm_fp8.matmul_fp8.plans),
-                         **row, **ratios(row, vendor)))
-        yield
+        row = measure(fn, self.args.calls, self.log, f"matmul_fp8 {shape}", dispatch_fn=through_dispatch(fn))
+        self.rows.append(dict(call="gemm_fp8.matmul_fp8", shape=shape, check=ok,
+                              bound=bound(gemm_fp8.matmul_fp8.plans), **row, **ratios(row, vendor)))
 
+    # attention -------------------------------------------------------------------------------------------------
+    def attention_operands(self, shape):
+        import torch
+        key = ("attention", shape)
+        if key not in self.inputs:
+            self.inputs[key] = tuple(torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(4))
+        return self.inputs[key], "x".join(map(str, shape)) + " fp16"
 
-def attention_section(rows, log, args):
-    import torch
-    import torch.nn.functional as F
-    from tlx_workbench.kernels import attention as A
-    from tlx_workbench.kernels import attention_bwd as B
-    for shape in ATTN_SHAPES:
-        q, k, v, do = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(4))
-        name = "x".join(map(str, shape)) + " fp16"
-        vendor = measure(lambda: F.scaled_dot_product_attention(q, k, v), args.calls, log, f"sdpa {name}")
-        rows.append(dict(call="sdpa", shape=name, **vendor))
-        configs = A.configs_for(128, False, shape[2])
-        configs = configs if not args.tune_top else configs[:args.tune_top]
+    def attention(self, shape, top):
+        import torch.nn.functional as F
+        from tlx_workbench.kernels import attention as A
+        (q, k, v, _), name = self.attention_operands(shape)
+        vendor = measure(lambda: F.scaled_dot_product_attention(q, k, v), self.args.calls, self.log, f"sdpa {name}")
+        self.rows.append(dict(call="sdpa", shape=name, **vendor))
         tkey = (tuple(q.shape), q.dtype, False)
         if tkey not in A.attention.tuned:
+            configs = self.top(A.configs_for(shape[-1], False, shape[2]), top)
             try_call(f"attention {name} tune", lambda: A.attention.tuned.__setitem__(
-                tkey, A.tune(q, k, v, False, 1 / math.sqrt(shape[-1]), configs)[0][0]), log)
-        out = try_call(f"attention {name} first call", lambda: A.attention(q, k, v), log)
-        if out is not None:
-            ok = close(out, F.scaled_dot_product_attention(q, k, v), 2e-2)
-            fn = lambda: A.attention(q, k, v)  # noqa: E731
-            row = measure(fn, args.calls, log, f"attention {name}", dispatch_fn=through_dispatch(fn))
-            rows.append(dict(call="attention.attention", shape=name, check=ok, bound=bound(A.attention.plans), **row,
-                             **ratios(row, vendor)))
-        yield
-        if shape != ATTN_SHAPES[0]:
-            continue
-        # the backward: the flash backward op on the flash forward's outputs, vs attention_backward on ours
+                tkey, A.tune(q, k, v, False, 1 / math.sqrt(shape[-1]), configs)[0][0]), self.log)
+        out = try_call(f"attention {name} first call", lambda: A.attention(q, k, v), self.log)
+        if out is None:
+            return
+        ok = close(out, F.scaled_dot_product_attention(q, k, v), 2e-2)
+        fn = lambda: A.attention(q, k, v)  # noqa: E731
+        row = measure(fn, self.args.calls, self.log, f"attention {name}", dispatch_fn=through_dispatch(fn))
+        self.rows.append(dict(call="attention.attention", shape=name, check=ok, bound=bound(A.attention.plans),
+                              **row, **ratios(row, vendor)))
+
+    def attention_backward(self, shape, top):
+        """The flash backward op on the flash forward's outputs, vs attention_backward on ours."""
+        import torch
+        from tlx_workbench.kernels import attention as A
+        from tlx_workbench.kernels import attention_bwd as B
+        (q, k, v, do), name = self.attention_operands(shape)
         scale = 1 / math.sqrt(shape[-1])
         fwd = try_call("flash forward", lambda: torch.ops.aten._scaled_dot_product_flash_attention(
-            q, k, v, 0.0, False, return_debug_mask=False, scale=scale), log)
-        if fwd is not None:
-            o_f, lse_f, cq, ck, mq, mk, seed, off, _ = fwd
+            q, k, v, 0.0, False, return_debug_mask=False, scale=scale), self.log)
+        if fwd is None:
+            return
+        o_f, lse_f, cq, ck, mq, mk, seed, off, _ = fwd
 
-            def flash_bwd():
-                return torch.ops.aten._scaled_dot_product_flash_attention_backward(
-                    do, q, k, v, o_f, lse_f, cq, ck, mq, mk, 0.0, False, seed, off, scale=scale)
-            vb = measure(flash_bwd, args.bwd_calls, log, f"flash backward {name}")
-            rows.append(dict(call="aten flash backward", shape=name, **vb))
-            o, lse = A.attention(q, k, v, return_lse=True)
-            bkey = (tuple(q.shape), q.dtype, False)
-            bconfigs = B.configs_for(128, False)
-            bconfigs = bconfigs if not args.tune_top else bconfigs[:args.tune_top]
-            if bkey not in B.attention_backward.tuned:
-                try_call(f"attention_backward {name} tune", lambda: B.attention_backward.tuned.__setitem__(
-                    bkey, B.tune(q, k, v, o, do, lse, False, scale, bconfigs)[0][0]), log)
-            got = try_call(f"attention_backward {name} first call",
-                           lambda: B.attention_backward(q, k, v, o, do, lse), log)
-            if got is not None:
-                ref = flash_bwd()
-                ok = ", ".join(close(g, r, 3e-2) for g, r in zip(got, ref))
-                fn = lambda: B.attention_backward(q, k, v, o, do, lse)  # noqa: E731
-                row = measure(fn, args.bwd_calls, log, f"attention_backward {name}", dispatch_fn=through_dispatch(fn))
-                rows.append(dict(call="attention_bwd.attention_backward", shape=name, check=ok,
-                                 bound=bound(B.launch.plans), **row, **ratios(row, vb)))
-        yield
+        def flash_bwd():
+            return torch.ops.aten._scaled_dot_product_flash_attention_backward(
+                do, q, k, v, o_f, lse_f, cq, ck, mq, mk, 0.0, False, seed, off, scale=scale)
+        vendor = measure(flash_bwd, self.args.bwd_calls, self.log, f"flash backward {name}")
+        self.rows.append(dict(call="aten flash backward", shape=name, **vendor))
+        o, lse = A.attention(q, k, v, return_lse=True)
+        bkey = (tuple(q.shape), q.dtype, False)
+        if bkey not in B.attention_backward.tuned:
+            configs = self.top(B.configs_for(shape[-1], False), top)
+            try_call(f"attention_backward {name} tune", lambda: B.attention_backward.tuned.__setitem__(
+                bkey, B.tune(q, k, v, o, do, lse, False, scale, configs)[0][0]), self.log)
+        got = try_call(f"attention_backward {name} first call", lambda: B.attention_backward(q, k, v, o, do, lse),
+                       self.log)
+        if got is None:
+            return
+        ok = ", ".join(close(g, r, 3e-2) for g, r in zip(got, flash_bwd()))
+        fn = lambda: B.attention_backward(q, k, v, o, do, lse)  # noqa: E731
+        row = measure(fn, self.args.bwd_calls, self.log, f"attention_backward {name}",
+                      dispatch_fn=through_dispatch(fn))
+        self.rows.append(dict(call="attention_bwd.attention_backward", shape=name, check=ok,
+                              bound=bound(B.launch.plans), **row, **ratios(row, vendor)))
+
+
+def items(bench: Bench, args):
+    """(label, callable) in priority order: the goal cells first (tuned over their whole spaces, or the first
+    ``--tune-top`` configs where a space is large), then the large shapes and the other launchers."""
+    out = []
+    for M, N, K in GEMM_SHAPES[:2]:
+        out.append((f"gemm_ws {M}^3", lambda M=M, N=N, K=K: bench.gemm("gemm_ws", M, N, K, top=0)))
+    for M, N, K in FP8_SHAPES:
+        out.append((f"fp8 {M}^3", lambda M=M, N=N, K=K: bench.fp8(M, N, K, args.tune_top + 2)))
+    for shape in ATTN_SHAPES:
+        out.append((f"attention {shape}", lambda shape=shape: bench.attention(shape, 0)))
+    out.append((f"attention_backward {ATTN_SHAPES[0]}",
+                lambda: bench.attention_backward(ATTN_SHAPES[0], args.tune_top)))
+    M, N, K = GEMM_SHAPES[2]
+    out.append((f"gemm_ws {M}^3", lambda: bench.gemm("gemm_ws", M, N, K, top=args.tune_top)))
+    for name in OTHER_GEMMS:
+        for M, N, K in GEMM_SHAPES[:2]:
+            out.append((f"{name} {M}^3", lambda name=name, M=M, N=N, K=K: bench.gemm(name, M, N, K,
+                                                                                     default_config=True)))
+    return out
 
 
 def ratios(row, vendor) -> dict:
@@ -272,9 +306,10 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="a .json path, or a folder (launch_overhead.json in it)")
     p.add_argument("--calls", type=int, default=300, help="calls per host-time run (no sync between)")
     p.add_argument("--bwd-calls", type=int, default=100, help="the same for the backward (several kernels a call)")
-    p.add_argument("--tune-top", type=int, default=4, help="tune over the first N configs of each space (0: all)")
-    p.add_argument("--budget", type=float, default=330.0, help="seconds after which no new section starts")
-    p.add_argument("--only", choices=["gemm", "fp8", "attention"], action="append", help="these sections only")
+    p.add_argument("--tune-top", type=int, default=4,
+                   help="the large spaces (FP8: this + 2, the backward, GEMM 8192^3) tune over their first N configs")
+    p.add_argument("--budget", type=float, default=300.0, help="seconds after which no new item starts")
+    p.add_argument("--only", action="append", help="items whose label starts with this (gemm_ws, fp8, attention...)")
     args = p.parse_args(argv)
     out = pathlib.Path(args.out)
     json_path = out if out.suffix == ".json" else out / "launch_overhead.json"
@@ -284,26 +319,28 @@ def main(argv=None):
     torch.manual_seed(0)
     triton.set_allocator(torch_alloc)
     t0 = time.time()
-    rows, log = [], []
+    bench = Bench(args)
+    rows, log = bench.rows, bench.log
     payload = run_record(rows=rows, errors=log, calls=args.calls, tune_top=args.tune_top)
-    sections = {"gemm": gemm_section, "fp8": fp8_section, "attention": attention_section}
     skipped = []
-    for name, section in sections.items():
-        if args.only and name not in args.only:
+    for label, item in items(bench, args):
+        if args.only and not any(label.startswith(o) for o in args.only):
             continue
-        for _ in section(rows, log, args):
-            write_json(json_path.parent, json_path.stem, payload)
-            print(md_table(rows[-3:], COLS), flush=True)
-            if time.time() - t0 > args.budget:
-                skipped.append(f"{name} (the rest: budget of {args.budget:.0f} s spent)")
-                break
+        if time.time() - t0 > args.budget:
+            skipped.append(label)
+            continue
+        print(f"-- {label} ({time.time() - t0:.0f} s)", flush=True)
+        n = len(rows)
+        try_call(label, item, log)
+        write_json(json_path.parent, json_path.stem, payload)
+        print(md_table(rows[n:], COLS), flush=True)
     payload["skipped"] = skipped
     payload["seconds"] = time.time() - t0
     write_json(json_path.parent, json_path.stem, payload)
     md = (f"# Launch overhead: host time per call, do_bench and CUDA-graph replay (us)\n\n{payload['device']}, "
           f"{payload['date']}\n\n`{payload['command']}`\n\n" + md_table(rows, COLS))
     if skipped:
-        md += "\nskipped: " + "; ".join(skipped) + "\n"
+        md += f"\nskipped (budget of {args.budget:.0f} s spent): " + "; ".join(skipped) + "\n"
     if log:
         md += "\n## errors\n" + "\n".join(f"- {e['what']}: {e['error']}" for e in log) + "\n"
     json_path.with_suffix(".md").write_text(md)

@@ -3,8 +3,6 @@ gives what Triton's JIT dispatch gives, and what a float64 (or vendor) reference
 gives the eager output; called from a ``torch.compile``d function (an opaque custom op) it runs and matches.
 
 Explicit configs (each module's default, ``CONFIGS[0]`` / ``DEFAULTS``), so no test tunes; fresh random inputs."""
-import math
-
 import pytest
 import torch
 
