@@ -140,6 +140,20 @@ def test_hover_shows_a_tooltip_with_op_barrier_phase_and_line(show, trace):
     assert f"duration {round(span.duration)} cycles" in text
     page.mouse.move(box["x"] + 5, box["y"] + 5)                     # off the spans: it goes away
     tip.wait_for(state="hidden")
+    # a consumer's arrive on empty_bars: the phase it counts toward, numbered from 0 as the barrier view's flips
+    flip_at = {(e.slot, e.time): e.phase for e in trace.barrier_events
+               if e.kind == "flip" and e.cta == 1 and e.barrier == "empty_bars"}
+    i, arrive = max(((i, trace.spans[k]) for i, k in enumerate(w._order) if trace.spans[k].kind == "arrive"
+                     and trace.spans[k].barrier == "empty_bars" and trace.spans[k].cta == 1
+                     and (trace.spans[k].slot, trace.spans[k].end) in flip_at and trace.spans[k].phase >= 1),
+                    key=lambda p: p[1].duration)
+    flips = {flip_at[(arrive.slot, arrive.end)]}                   # the phase its arrival completed
+    pos = page.evaluate(f"() => tlxwbViews[0].el.tlxwb.locate({i})")
+    page.mouse.move(box["x"] + pos["x"], box["y"] + pos["y"])
+    tip.wait_for(state="visible")
+    text = tip.inner_text()
+    assert "barrier_arrive" in text and f"phase {arrive.phase}" in text and "parity" not in text, text
+    assert flips == {arrive.phase}                                  # the barrier view's flip says the same
 
 
 @pytest.mark.browser
