@@ -337,8 +337,9 @@ class Trace:
             ev.append({"ph": "M", "name": "thread_sort_index", "pid": lane[0], "tid": tid,
                        "args": {"sort_index": tid}})
         for s in self.spans:
-            args = {k: v for k, v in (("line", s.line), ("file", s.file), ("barrier", s.barrier),
-                                      ("slot", s.slot), ("phase", s.phase)) if v is not None}
+            # a wait names the parity it waits for, an arrive the phase it counts toward (docs/phases.md)
+            args = {k: v for k, v in (("line", s.line), ("file", s.file), ("barrier", s.barrier), ("slot", s.slot),
+                                      ("parity" if s.kind == "wait" else "phase", s.phase)) if v is not None}
             args.update(s.args)
             ev.append({"ph": "X", "name": s.name or s.kind, "cat": s.kind, "pid": s.cta,
                        "tid": tid_of[s.lane], "ts": s.start * scale, "dur": s.duration * scale,
@@ -440,7 +441,7 @@ class Trace:
                              end=start + float(e.get("dur", 0)) * scale, name=e.get("name", ""),
                              line=args.pop("line", None), file=args.pop("file", None),
                              barrier=args.pop("barrier", None), slot=args.pop("slot", None),
-                             phase=args.pop("phase", None), args=args))
+                             phase=args.pop("phase", args.pop("parity", None)), args=args))
         for e in events:
             if e.get("ph") == "i" and e.get("cat") == "barrier" and ours:
                 a = e.get("args", {})
