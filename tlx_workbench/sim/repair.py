@@ -34,6 +34,9 @@ import time
 MAX_CANDIDATES = 16         # tried at most, per failing launch
 BUDGET = 10.0               # the whole search <= BUDGET x one simulation of the failing launch
 SCHEDULES = 3               # schedules a candidate must run clean: timing only, the last one with values
+#: the budget's floor, CPU seconds: a launch of a few milliseconds is shorter than rebuilding one candidate kernel
+#: (~10-20 ms) and its first run, so 10x of it would try nothing
+FLOOR_S = 0.5
 #: the clock of the cost bound: this process's CPU time, so that other jobs on the machine neither eat the search's
 #: budget nor inflate the failing launch's own time it is measured against (the simulator's launch is timed so too)
 _clock = time.process_time
@@ -190,7 +193,8 @@ class RepairSearch:
     def summary(self) -> str:
         if self.best is not None:
             return (f"{len(self.tried)} candidate repair(s) tried in {self.seconds:.1f} CPU s (budget "
-                    f"{self.budget_s:.1f} s = {BUDGET:.0f} x the failing launch's {self.baseline_s:.2f} s)")
+                    f"{self.budget_s:.1f} s: {BUDGET:.0f} x the failing launch's {self.baseline_s:.2f} s, at least "
+                    f"{FLOOR_S} s)")
         why = f": {self.note}" if self.note else ""
         return (f"no candidate repair verified ({len(self.tried)} of {self.generated} tried in {self.seconds:.1f} CPU s, "
                 f"budget {self.budget_s:.1f} s){why}; the first line is the ledgers' ranking, not verified")
@@ -278,6 +282,7 @@ class Launch:
         self.options = dict(options)
         self.seconds = seconds
         self.reference = reference
+        self.first_run = 0.0        # the longest first run of a candidate so far, its rebuild included
 
 
 def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, deadline: float | None = None) -> Repair:
@@ -296,19 +301,23 @@ def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, deadline: fl
     opts = {k: v for k, v in launch.options.items() if k != "seed"}
     # values are compared only against a reference: without one, every schedule is timing only
     with_values = launch.reference is not None
-    last = launch.seconds
+    longest = max(launch.seconds, launch.first_run)
     try:
         for i in range(schedules):
             values = with_values and i == schedules - 1
-            # a run is not started that would end past the deadline: estimated by the candidate's last run (a run
-            # with values: three times a timing-only one), with a margin, as runs of one kernel vary
-            if deadline is not None and _clock() + 1.25 * last * (3 if values else 1) > deadline:
+            # a run is not started that would end past the deadline: estimated by the longest run so far (the
+            # failing launch's, the candidates' first runs, this one's; a run with values: three times a
+            # timing-only one), with a margin, as runs of one kernel vary
+            if deadline is not None and _clock() + 1.25 * longest * (3 if values else 1) > deadline:
                 rep.failed = "out of time"
                 return rep
             args, kwargs = _clone_args(launch.args, launch.kwargs)
             t1 = _clock()
             run = run_launch(jit, launch.grid, args, kwargs, seed=seed0 + i, numerics=values, **opts)
-            last = _clock() - t1
+            took = _clock() - t1
+            longest = max(longest, took)
+            if i == 0:
+                launch.first_run = max(launch.first_run, took + (t1 - t0))
             bad = [f for f in run.findings if getattr(f, "severity", "error") == "error"]
             if run.deadlock is not None:
                 rep.failed = f"still deadlocks (seed {seed0 + i}): {run.deadlock.message.splitlines()[0][:160]}"
@@ -361,7 +370,7 @@ def search(cands: list[Repair], launch: Launch, budget: float | None = None, cap
     budget = BUDGET if budget is None else budget
     cap = MAX_CANDIDATES if cap is None else cap
     t0 = _clock()
-    budget_s = budget * launch.seconds
+    budget_s = max(budget * launch.seconds, FLOOR_S)
     deadline = t0 + budget_s
     tried = []
     best = None
@@ -369,7 +378,7 @@ def search(cands: list[Repair], launch: Launch, budget: float | None = None, cap
     for rep in cands[:cap]:
         # each run is started only if it can end in time (verify): a failing candidate usually stops at its first
         # run, at a deadlock or race
-        if _clock() + launch.seconds > deadline:
+        if _clock() + 1.25 * max(launch.seconds, launch.first_run) > deadline:
             note = "out of time"
             break
         verify(rep, launch, deadline=deadline)
