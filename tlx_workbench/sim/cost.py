@@ -20,6 +20,11 @@ import numpy as np
 from ..target import GPUModel, gpu_model
 
 
+#: Hopper's unified L1 / shared memory per SM, and the shared-memory carveouts a launch can get (KiB; CUDA
+#: programming guide, "Shared memory" of compute capability 9.0): what a kernel's SMEM leaves of L1 is the rest
+L1_SMEM_BYTES = 256 * 1024
+SMEM_CARVEOUTS_KIB = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
+
 #: the windows a launch's time is asked for: "do_bench" (the L2 flush between launches, as every measured kernel
 #: time of the project), "sustained" (back to back for seconds), "single" (one launch after idle)
 WINDOWS = ("do_bench", "sustained", "single")
@@ -273,6 +278,20 @@ class CostModel:
         if cta_cycles <= 0 or tensor_cycles <= 0:
             return 0.0
         return tensor_cycles / cta_cycles / self.tensor_sustained_share
+
+    def spill_rate_scale(self, smem_bytes: int, local_bytes: int, ctas_per_sm: int = 1) -> float:
+        """How much dearer a register spill's reload is than through L1 (what ``spill_bytes`` is charged at): 1 when
+        the spilled locals of the SM's CTAs (``local_bytes``, per CTA) fit in the L1 that their shared memory leaves
+        of the SM's unified L1/SMEM; else they come from L2, at this launch's calibrated L2 rate per CTA. Only where
+        the L2 rate is measured (the estimates' GPUs keep the L1 charge)."""
+        if self.calibration is None or not local_bytes:
+            return 1.0
+        smem = ctas_per_sm * smem_bytes
+        carve = next((k * 1024 for k in SMEM_CARVEOUTS_KIB if k * 1024 >= smem), SMEM_CARVEOUTS_KIB[-1] * 1024)
+        if ctas_per_sm * local_bytes <= L1_SMEM_BYTES - carve:
+            return 1.0
+        l2 = self.tma_load_rate or self.dram_bytes_per_cycle_per_sm
+        return max(1.0, self.l1_bytes_per_cycle / l2)
 
     def hbm_floor_us(self, nbytes: float) -> float:
         """Microseconds a launch needs at least to move ``nbytes`` through DRAM at the sustained bandwidth (bytes

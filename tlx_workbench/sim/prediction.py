@@ -44,7 +44,8 @@ class Prediction:
     calibration: str | None
     result: object = None         # the SimResult of the sampled CTAs (its trace)
     occupancy: int = 1            # CTAs per SM (from the compiled kernel's resources, unless given)
-    spill_bytes: int = 0          # ptxas spill loads per thread, charged around each async_dot
+    spill_bytes: int = 0          # spill bytes per thread charged at the L1 rate around each async_dot (ptxas's spill
+    #                               loads, scaled by the L1 rate over the L2 rate when the locals reload from L2)
     compiled: str = ""            # what the real compiler said (registers, SMEM, spills), or why it was not asked
     launch_us: float = 0.0        # the fixed cost of a launch as do_bench sees it (calibrated), added to the time
     tensor_cycles: float = 0.0    # the tensor cores' busy cycles at the wgmma loop's peak, summed over CTAs
@@ -215,6 +216,33 @@ def launch_facts(jit, args, kwargs, gpu) -> tuple:
         return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
 
 
+def spill_loads_of(note: str) -> float:
+    """The spill loads per thread a compiled_facts summary states (0 if none)."""
+    import re
+    m = re.search(r"(\d+) B/thread spill loads", note)
+    return float(m.group(1)) if m else 0.0
+
+
+def _spill_scale(result, gpu, ctas_per_sm) -> float:
+    """``cost.spill_rate_scale`` of the launch ``result`` simulated: its SMEM and spilled locals from the offline
+    compile (cached), the L2 rate of its resident CTAs."""
+    from ..compiler import compile as wb_compile
+    from ..compiler.launch_options import compile_kwargs
+    from .cost import cost_model
+    if result.launch is None:
+        return 1.0
+    jit, args, kwargs = result.launch
+    try:
+        res = wb_compile(jit, *args, target=gpu, sass="lazy", **compile_kwargs(kwargs)).resources
+    except Exception:  # noqa: BLE001 - the compiled facts said why already
+        return 1.0
+    from ..target import gpu_model
+    grid = tuple(result.grid) + (1,) * (3 - len(result.grid))
+    resident = min(grid[0] * grid[1] * grid[2], gpu_model(gpu).sm_count * ctas_per_sm)
+    cm = cost_model(gpu).for_launch(resident)
+    return cm.spill_rate_scale(res.smem_bytes, (res.local_bytes or 0) * res.num_warps * 32, ctas_per_sm)
+
+
 def prediction_from(result, gpu, *, occupancy: int = 1, spills: int = 0, compiled: str = "",
                     sim_seconds: float = 0.0, window: str = "do_bench") -> Prediction:
     """The Prediction of a launch already simulated whole (every CTA; ``result`` a SimResult, simulated with
@@ -265,6 +293,9 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     first = sim([0], occ, sp, serial)
     if compile and (occupancy is None or spills is None):
         c_occ, c_sp, c_serial, note = compiled_facts(first, model.name)
+        c_sp = c_sp * _spill_scale(first, model.name, occupancy or c_occ or 1) if c_sp else c_sp
+        if c_sp and c_sp != spill_loads_of(note):
+            note += f" (reloaded from L2: the locals do not fit the L1 the SMEM leaves; charged as {c_sp:.0f} B at L1 rate)"
         new = (occupancy or c_occ or 1, spills if spills is not None else c_sp, c_serial)
         if new != (occ, sp, serial):
             occ, sp, serial = new
