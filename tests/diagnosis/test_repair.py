@@ -43,10 +43,10 @@ def test_the_flipped_wait_is_the_wait_to_change_not_a_consequence():
 
 def test_no_verified_repair_falls_back_to_the_ranking_and_says_so(monkeypatch):
     # only the candidates away from the seeded line: none of them runs clean
-    from tlx_workbench.sim import repair_edits
+    from tlx_workbench.sim import repair
     s = sb.seeded_copy(_bug("g-empty-b-phase"))
-    every = repair_edits.candidates
-    monkeypatch.setattr(repair_edits, "candidates",
+    every = repair.candidates
+    monkeypatch.setattr(repair, "candidates",
                         lambda *a, **k: [c for c in every(*a, **k) if c.line != s.line][:3])
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
     assert res.fix is None and res.repair_search is not None and res.repair_search.tried

@@ -23,13 +23,10 @@ in time (``budget`` times the failing launch's own simulation); nothing is appli
 """
 from __future__ import annotations
 
-import ast
 import dataclasses
-import difflib
-import html
-import itertools
-import linecache
 import time
+
+from .repair_edits import Edit, Repair, candidates, rebuild  # noqa: F401 - Edit, Repair: this module's API too
 
 MAX_CANDIDATES = 16         # tried at most, per failing launch
 BUDGET = 10.0               # the whole search <= BUDGET x one simulation of the failing launch
@@ -42,141 +39,6 @@ FLOOR_S = 0.5
 _clock = time.process_time
 #: the last verified repair any search found (what ``%tlx_fix`` applies when not told which)
 last = None
-_seq = itertools.count(1)
-
-
-# ---- edits -----------------------------------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Edit:
-    """Lines ``start``..``end`` (1-based, inclusive) of the original replaced by ``new`` (full lines, with their
-    newlines; empty: deleted). ``start == end + 1`` inserts before ``start``."""
-    start: int
-    end: int
-    new: tuple
-
-
-@dataclasses.dataclass
-class Repair:
-    """One candidate edit of the kernel's source and, once tried, whether the simulator proved it.
-
-    ``line`` is where a person changes the kernel; ``diff()`` shows the change in the kernel's own lines;
-    ``apply(text)`` returns the edited text (``%tlx_fix`` puts it in a new cell)."""
-    file: str
-    kind: str                  # count | phase | remove-arrive | arrive-count | add-release | move-read | ...
-    what: str                  # "arrive_count=2 -> arrive_count=1"
-    edits: tuple
-    line: int
-    prior: int = 0             # the evidence's order of its line (0: the line the ledgers name first)
-    verified: bool = False
-    schedules: int = 0         # schedules it ran clean (timing only, the last with values)
-    values: bool = False       # its last schedule ran with values
-    reference: bool | None = None   # matched the reference (None: none given)
-    seconds: float = 0.0
-    failed: str = ""           # why it did not verify
-
-    penalty: int = 0           # added to the size: an edit that re-wires more than it says (a wait's barrier)
-
-    @property
-    def size(self) -> int:
-        """Lines changed (a moved statement counts its deletion and its insertion), plus the kind's penalty."""
-        old = self.source().splitlines()
-        n = 0
-        for e in self.edits:
-            was = old[e.start - 1:e.end] if e.end >= e.start else []
-            now = [x.rstrip("\n") for x in e.new]
-            if len(was) == len(now):
-                n += sum(a != b for a, b in zip(was, now))
-            else:
-                n += max(len(was), len(now))
-        return n + self.penalty
-
-    def source(self) -> str:
-        return "".join(linecache.getlines(self.file))
-
-    def apply(self, text: str | None = None) -> str:
-        """The kernel's source (``text``, default its file's) with this repair made.
-
-        >>> res.fix.apply()          # doctest: +SKIP
-        """
-        lines = (text if text is not None else self.source()).splitlines(keepends=True)
-        for e in sorted(self.edits, key=lambda e: e.start, reverse=True):
-            lines[e.start - 1:e.end] = list(e.new)
-        return "".join(lines)
-
-    jitfn = None               # the kernel it repairs (set by the search)
-
-    def kernel(self):
-        """The repaired kernel: a JITFunction built from the edited source (nothing is written anywhere).
-
-        >>> fixed = res.fix.kernel(); wb.simulate(fixed, *args, grid=grid)     # doctest: +SKIP
-        """
-        if self.jitfn is None:
-            raise LookupError("this repair was not made by a search (no kernel to rebuild)")
-        return rebuild(self.jitfn, self.apply(), self.file)
-
-    def verified_text(self) -> str:
-        if not self.verified:
-            return f"not verified ({self.failed})" if self.failed else "not verified"
-        ref = " and matches the reference" if self.reference else ""
-        vals = " (the last with values)" if self.values and self.schedules > 1 else ""
-        return f"verified: with this change the kernel runs clean over {self.schedules} schedules{vals}{ref}"
-
-    @property
-    def headline(self) -> str:
-        return f"line {self.line}: {self.what} — {self.verified_text()}"
-
-    def diff_lines(self, context: int = 1) -> list[tuple[str, int | None, str]]:
-        """[(" " | "-" | "+", line number in the original (None for an added line), text)] around the edits."""
-        old = self.source().splitlines()
-        new = self.apply().splitlines()
-        out = []
-        sm = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
-        for group in sm.get_grouped_opcodes(context):
-            for tag, i1, i2, j1, j2 in group:
-                if tag == "equal":
-                    out += [(" ", i + 1, old[i]) for i in range(i1, i2)]
-                    continue
-                out += [("-", i + 1, old[i]) for i in range(i1, i2)]
-                out += [("+", None, new[j]) for j in range(j1, j2)]
-            out.append(("...", None, ""))
-        return out[:-1]
-
-    def diff(self, context: int = 1) -> str:
-        """The change as text, in the kernel's own lines (``-``/``+`` marks, the original's line numbers)."""
-        rows = []
-        for mark, n, text in self.diff_lines(context):
-            if mark == "...":
-                rows.append("    ...")
-            else:
-                rows.append(f"  {mark} {n if n is not None else '':>5} | {text}")
-        return "\n".join(rows)
-
-    def diff_html(self, context: int = 1) -> str:
-        colors = {"-": "#fdecea", "+": "#e6f4ea", " ": "transparent", "...": "transparent"}
-        rows = []
-        for mark, n, text in self.diff_lines(context):
-            if mark == "...":
-                rows.append("<div style='color:#888'>    ...</div>")
-                continue
-            rows.append(f"<div style='background:{colors[mark]}'>{html.escape(mark)} "
-                        f"{'' if n is None else n:>5} | {html.escape(text)}</div>")
-        return ("<div class='tlxwb-fix' style='font-family:monospace;white-space:pre;border:1px solid #ccc;"
-                "padding:2px 4px;margin:4px 0'>" + "".join(rows) + "</div>")
-
-    def text(self) -> str:
-        return f"{self.headline}\n{self.diff()}"
-
-    def __str__(self):
-        return self.text()
-
-    def __repr__(self):
-        return f"Repair({self.kind}, line {self.line}: {self.what}, {self.verified_text()})"
-
-    def _repr_html_(self):
-        how = ("<i>apply it: <code>%tlx_fix</code> in a notebook (a new cell), or "
-               "<code>result.fix.apply()</code></i>")
-        return (f"<div class='tlxwb-repair'><b>fix</b> line {self.line}: {html.escape(self.what)} — "
-                f"{html.escape(self.verified_text())}{self.diff_html()}{how}</div>")
 
 
 @dataclasses.dataclass
@@ -208,43 +70,6 @@ class RepairSearch:
 
 
 # ---- verification -----------------------------------------------------------------------------------------------
-def rebuild(jitfn, text: str, file: str):
-    """The JITFunction ``jitfn`` as ``text`` (the whole edited source of its file) defines it: the kernel's def
-    (and every def of the file that differs) executed over a copy of its globals, under a file name of its own
-    whose lines linecache holds (the simulator re-reads a kernel's source)."""
-    from triton.runtime.jit import JITFunction
-    name = f"<tlx repair {next(_seq)}>"
-    lines = text.splitlines(keepends=True)
-    linecache.cache[name] = (len(text), None, lines, name)
-    old_tree = ast.parse("".join(linecache.getlines(file)))
-    tree = ast.parse(text)
-    fn = jitfn.fn
-    old_defs = {n.name: ast.dump(n) for n in old_tree.body if isinstance(n, (ast.FunctionDef,))}
-    glb = dict(fn.__globals__)
-    if fn.__closure__:
-        for var, cell in zip(fn.__code__.co_freevars, fn.__closure__):
-            try:
-                glb[var] = cell.cell_contents
-            except ValueError:
-                pass
-    target = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == fn.__name__:
-            target = node
-    if target is None:
-        raise LookupError(f"no def {fn.__name__} in the edited source")
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n is not target and
-            old_defs.get(n.name) is not None and old_defs[n.name] != ast.dump(n)]
-    for node in defs + [target]:
-        exec(compile(ast.Module(body=[node], type_ignores=[]), name, "exec"), glb)
-    new = glb[fn.__name__]
-    for _ in range(8):
-        if isinstance(new, JITFunction):
-            return new
-        new = getattr(new, "fn", None)
-    raise LookupError(f"{fn.__name__} is not a @triton.jit function in the edited source")
-
-
 def _clone_args(args, kwargs):
     """Copies of the launch's tensors (views of one storage stay views of one copy), descriptors rebuilt on them."""
     import torch
@@ -423,7 +248,6 @@ def diagnose(res, launch: Launch) -> RepairSearch | None:
     deadlock report's first line, ``raise_for_errors``' line); without one, say so and keep the ranking."""
     if res.file is None or launch is None:
         return None
-    from .repair_edits import candidates
     texts, lead, cause = evidence(res)
     try:
         cands = candidates(res.file, res.trace, texts, lead, cause)

@@ -1,4 +1,6 @@
-"""Candidate repairs of a failing kernel, drawn from its diagnosis' evidence (see ``sim/repair.py``).
+"""Edits of a kernel's source: what a repair is (:class:`Repair`, its diff, the text it makes, the kernel it
+rebuilds) and the candidates a failing launch's evidence suggests (:func:`candidates`); ``sim/repair.py`` tries
+them on the simulator.
 
 The suspects are the lines the evidence names, in its order (the ranking's cause first, then every line its
 text and the wait-for graph name, then every line that signals a barrier it names); each suspect statement offers
@@ -8,11 +10,186 @@ the diff is the kernel's own lines with only what changes.
 from __future__ import annotations
 
 import ast
+import dataclasses
+import difflib
+import html
+import itertools
 import linecache
 import re
 import textwrap
 
-from .repair import Edit, Repair
+_seq = itertools.count(1)
+
+# ---- edits -----------------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Edit:
+    """Lines ``start``..``end`` (1-based, inclusive) of the original replaced by ``new`` (full lines, with their
+    newlines; empty: deleted). ``start == end + 1`` inserts before ``start``."""
+    start: int
+    end: int
+    new: tuple
+
+
+@dataclasses.dataclass
+class Repair:
+    """One candidate edit of the kernel's source and, once tried, whether the simulator proved it.
+
+    ``line`` is where a person changes the kernel; ``diff()`` shows the change in the kernel's own lines;
+    ``apply(text)`` returns the edited text (``%tlx_fix`` puts it in a new cell)."""
+    file: str
+    kind: str                  # count | phase | remove-arrive | arrive-count | add-release | move-read | ...
+    what: str                  # "arrive_count=2 -> arrive_count=1"
+    edits: tuple
+    line: int
+    prior: int = 0             # the evidence's order of its line (0: the line the ledgers name first)
+    verified: bool = False
+    schedules: int = 0         # schedules it ran clean (timing only, the last with values)
+    values: bool = False       # its last schedule ran with values
+    reference: bool | None = None   # matched the reference (None: none given)
+    seconds: float = 0.0
+    failed: str = ""           # why it did not verify
+
+    penalty: int = 0           # added to the size: an edit that re-wires more than it says (a wait's barrier)
+
+    @property
+    def size(self) -> int:
+        """Lines changed (a moved statement counts its deletion and its insertion), plus the kind's penalty."""
+        old = self.source().splitlines()
+        n = 0
+        for e in self.edits:
+            was = old[e.start - 1:e.end] if e.end >= e.start else []
+            now = [x.rstrip("\n") for x in e.new]
+            if len(was) == len(now):
+                n += sum(a != b for a, b in zip(was, now))
+            else:
+                n += max(len(was), len(now))
+        return n + self.penalty
+
+    def source(self) -> str:
+        return "".join(linecache.getlines(self.file))
+
+    def apply(self, text: str | None = None) -> str:
+        """The kernel's source (``text``, default its file's) with this repair made.
+
+        >>> res.fix.apply()          # doctest: +SKIP
+        """
+        lines = (text if text is not None else self.source()).splitlines(keepends=True)
+        for e in sorted(self.edits, key=lambda e: e.start, reverse=True):
+            lines[e.start - 1:e.end] = list(e.new)
+        return "".join(lines)
+
+    jitfn = None               # the kernel it repairs (set by the search)
+
+    def kernel(self):
+        """The repaired kernel: a JITFunction built from the edited source (nothing is written anywhere).
+
+        >>> fixed = res.fix.kernel(); wb.simulate(fixed, *args, grid=grid)     # doctest: +SKIP
+        """
+        if self.jitfn is None:
+            raise LookupError("this repair was not made by a search (no kernel to rebuild)")
+        return rebuild(self.jitfn, self.apply(), self.file)
+
+    def verified_text(self) -> str:
+        if not self.verified:
+            return f"not verified ({self.failed})" if self.failed else "not verified"
+        ref = " and matches the reference" if self.reference else ""
+        vals = " (the last with values)" if self.values and self.schedules > 1 else ""
+        return f"verified: with this change the kernel runs clean over {self.schedules} schedules{vals}{ref}"
+
+    @property
+    def headline(self) -> str:
+        return f"line {self.line}: {self.what} — {self.verified_text()}"
+
+    def diff_lines(self, context: int = 1) -> list[tuple[str, int | None, str]]:
+        """[(" " | "-" | "+", line number in the original (None for an added line), text)] around the edits."""
+        old = self.source().splitlines()
+        new = self.apply().splitlines()
+        out = []
+        sm = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+        for group in sm.get_grouped_opcodes(context):
+            for tag, i1, i2, j1, j2 in group:
+                if tag == "equal":
+                    out += [(" ", i + 1, old[i]) for i in range(i1, i2)]
+                    continue
+                out += [("-", i + 1, old[i]) for i in range(i1, i2)]
+                out += [("+", None, new[j]) for j in range(j1, j2)]
+            out.append(("...", None, ""))
+        return out[:-1]
+
+    def diff(self, context: int = 1) -> str:
+        """The change as text, in the kernel's own lines (``-``/``+`` marks, the original's line numbers)."""
+        rows = []
+        for mark, n, text in self.diff_lines(context):
+            if mark == "...":
+                rows.append("    ...")
+            else:
+                rows.append(f"  {mark} {n if n is not None else '':>5} | {text}")
+        return "\n".join(rows)
+
+    def diff_html(self, context: int = 1) -> str:
+        colors = {"-": "#fdecea", "+": "#e6f4ea", " ": "transparent", "...": "transparent"}
+        rows = []
+        for mark, n, text in self.diff_lines(context):
+            if mark == "...":
+                rows.append("<div style='color:#888'>    ...</div>")
+                continue
+            rows.append(f"<div style='background:{colors[mark]}'>{html.escape(mark)} "
+                        f"{'' if n is None else n:>5} | {html.escape(text)}</div>")
+        return ("<div class='tlxwb-fix' style='font-family:monospace;white-space:pre;border:1px solid #ccc;"
+                "padding:2px 4px;margin:4px 0'>" + "".join(rows) + "</div>")
+
+    def text(self) -> str:
+        return f"{self.headline}\n{self.diff()}"
+
+    def __str__(self):
+        return self.text()
+
+    def __repr__(self):
+        return f"Repair({self.kind}, line {self.line}: {self.what}, {self.verified_text()})"
+
+    def _repr_html_(self):
+        how = ("<i>apply it: <code>%tlx_fix</code> in a notebook (a new cell), or "
+               "<code>result.fix.apply()</code></i>")
+        return (f"<div class='tlxwb-repair'><b>fix</b> line {self.line}: {html.escape(self.what)} — "
+                f"{html.escape(self.verified_text())}{self.diff_html()}{how}</div>")
+
+
+
+def rebuild(jitfn, text: str, file: str):
+    """The JITFunction ``jitfn`` as ``text`` (the whole edited source of its file) defines it: the kernel's def
+    (and every def of the file that differs) executed over a copy of its globals, under a file name of its own
+    whose lines linecache holds (the simulator re-reads a kernel's source)."""
+    from triton.runtime.jit import JITFunction
+    name = f"<tlx repair {next(_seq)}>"
+    lines = text.splitlines(keepends=True)
+    linecache.cache[name] = (len(text), None, lines, name)
+    old_tree = ast.parse("".join(linecache.getlines(file)))
+    tree = ast.parse(text)
+    fn = jitfn.fn
+    old_defs = {n.name: ast.dump(n) for n in old_tree.body if isinstance(n, (ast.FunctionDef,))}
+    glb = dict(fn.__globals__)
+    if fn.__closure__:
+        for var, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                glb[var] = cell.cell_contents
+            except ValueError:
+                pass
+    target = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == fn.__name__:
+            target = node
+    if target is None:
+        raise LookupError(f"no def {fn.__name__} in the edited source")
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n is not target and
+            old_defs.get(n.name) is not None and old_defs[n.name] != ast.dump(n)]
+    for node in defs + [target]:
+        exec(compile(ast.Module(body=[node], type_ignores=[]), name, "exec"), glb)
+    new = glb[fn.__name__]
+    for _ in range(8):
+        if isinstance(new, JITFunction):
+            return new
+        new = getattr(new, "fn", None)
+    raise LookupError(f"{fn.__name__} is not a @triton.jit function in the edited source")
 
 
 # ---- the source, as statements ----------------------------------------------------------------------------------
@@ -485,6 +662,7 @@ def _partner_edits(src, st, call, pos, kw, kinds, same=False):
             t = src.src(bn)
             alts[t] = min(alts.get(t, 1 << 30), abs(ost.lineno - st.lineno))
     wait = _callee(call) == "barrier_wait"
+    alts = {t: d for t, d in alts.items() if _visible(src, st, t)}
     for t, _ in sorted(alts.items(), key=lambda x: x[1])[:2]:
         yield ("slot" if same else "partner", f"{old} -> {t}", [_replace_node(src, st, node, t)], node.lineno,
                1 if wait else 0)
@@ -507,8 +685,41 @@ def _slot_edits(src, st, call):
         t = src.src(oc.args[1])
         if t != old:
             alts[t] = min(alts.get(t, 1 << 30), abs(ost.lineno - st.lineno))
+    alts = {t: d for t, d in alts.items() if _visible(src, st, t)}
     for t, _ in sorted(alts.items(), key=lambda x: x[1])[:2]:
         yield "slot", f"slot {old} -> {t}", [_replace_node(src, st, idx, t)], idx.lineno
+
+
+def _visible(src, st, text: str) -> bool:
+    """Whether every name ``text`` reads is bound where ``st`` runs: a parameter, a module-level name, or a name
+    assigned in the function outside any ``async_task`` block or inside the one that holds ``st`` (each task
+    body runs on its own: a name another task assigns is not there)."""
+    try:
+        names = {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return False
+    fn = src.func_of(st.lineno)
+    if fn is None:
+        return True
+    bound = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+    for node in src.tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Assign):
+            bound |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    tasks = [w for w in ast.walk(fn) if isinstance(w, ast.With) and any(
+        isinstance(i.context_expr, ast.Call) and _callee(i.context_expr) == "async_task" for i in w.items)]
+    mine = next((w for w in tasks if w.lineno <= st.lineno <= w.end_lineno), None)
+
+    def in_other_task(n):
+        return any(w is not mine and w.lineno <= n.lineno <= w.end_lineno for w in tasks)
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and not in_other_task(n):
+            bound.add(n.id)          # assignments, loop and with targets alike
+    import builtins
+    return all(x in bound or hasattr(builtins, x) for x in names)
 
 
 def _is_barrier_array(src, name, st) -> bool:
@@ -575,6 +786,7 @@ def _add_release(src, cause):
     if anchor is None:
         return
     ind = _indent(src.lines[anchor.lineno - 1])
+    exprs = [e for e in exprs if _visible(src, anchor, e[2])]
     for _, _, t in sorted(dict((e[2], e) for e in exprs).values())[:2]:
         new = f"{ind}tlx.barrier_arrive({t})\n"
         if st_at is not None and isinstance(st_at, ast.Pass) and st_at.lineno == at:
