@@ -37,7 +37,8 @@ def argument_ranges(bound: dict) -> list[tuple[str, int, int]]:
 
 def nearest_argument(address: int, named: list[tuple[str, int, int]]) -> tuple[str, int, int] | None:
     """The (parameter, first byte, end byte) of the tensor ``address`` lies nearest to (just past its end, or
-    just before its start); None without tensors.
+    just before its start); None without tensors, or when the nearest is further away than its own size (and
+    64 KiB): a pointer that ran past a tensor lands near it.
 
     >>> nearest_argument(110, [("x_ptr", 0, 64), ("y_ptr", 64, 96)])
     ('y_ptr', 64, 96)
@@ -45,7 +46,11 @@ def nearest_argument(address: int, named: list[tuple[str, int, int]]) -> tuple[s
     def distance(r):
         _, lo, hi = r
         return address - hi + 1 if address >= hi else (lo - address if address < lo else 0)
-    return min(named, key=distance) if named else None
+    if not named:
+        return None
+    best = min(named, key=distance)
+    # an address far from every tensor (one made from an integer) ran past none of them
+    return best if distance(best) <= max(best[2] - best[1], 1 << 16) else None
 
 
 def out_of_bounds(*, is_store: bool, bad: int, n_bad: int, n: int, itemsize: int,

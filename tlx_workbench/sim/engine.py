@@ -14,7 +14,7 @@ from ..errors import DeadlockError, SimulationError, TLXWorkbenchError
 from ..trace import Trace
 from . import interp_adapter as ia
 from . import recorder as recording
-from . import batch, rewrite, threads, tl_extras
+from . import batch, bounds, rewrite, threads, tl_extras
 from .blas_threads import one_blas_thread
 from .cost import cost_model, record_cycles
 from .clc import LaunchQueue
@@ -149,7 +149,9 @@ def _memory_ranges(values):
     return ranges
 
 
-def _access_checker(run: LaunchRun, ranges):
+def _access_checker(run: LaunchRun, ranges, named=()):
+    """The check of every global access: bytes charged, the write log, and out-of-bounds addresses (an error naming
+    the argument ``named`` (sim/bounds.py) the pointer ran past)."""
     lo = np.array([r[0] for r in ranges], dtype=np.uint64)
     hi = np.array([r[1] for r in ranges], dtype=np.uint64)
     _state.ranges = (lo, hi)             # for a wave's batched loads (sim/batch.py)
@@ -178,14 +180,9 @@ def _access_checker(run: LaunchRun, ranges):
         for a, b in zip(lo, hi):
             ok |= (p >= a) & (p + np.uint64(itemsize) <= b)
         if not ok.all():
-            bad = int(p[~ok][0])
             file, line = kernel_frame_line()
-            raise SimulationError(
-                f"out-of-bounds {'store' if is_store else 'load'}: {int((~ok).sum())} of {p.size} accessed "
-                f"elements fall outside every tensor passed to the kernel (first bad address {bad:#x})",
-                file=file, line=line, hint="mask the access (mask=offs < n) or fix the offsets; a pointer made from "
-                                           "an integer must be the address of a CPU tensor the host took with "
-                                           "tensor.data_ptr() inside simulate")
+            raise bounds.out_of_bounds(is_store=is_store, bad=int(p[~ok][0]), n_bad=int((~ok).sum()), n=int(p.size),
+                                       itemsize=itemsize, named=named, file=file, line=line)
     return check
 
 
@@ -461,7 +458,7 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     undo_tlx = patch_tlx(semantic)
     if recorder is not None:
         recording.install(run.recording)        # undone by undo_tlx
-    check = _access_checker(run, ranges)
+    check = _access_checker(run, ranges, bounds.argument_ranges(bound))
     undo_check = ia.install_access_check(check)
     undo_polls = ia.install_polls(_poller(check))
     hostmem = HostMemory(ranges)
