@@ -288,3 +288,39 @@ def mma_copy_kernel(a_ptr, b_ptr, desc, out_ptr, rec_ptr, ITERS, LOADS, REGION,
             _record(rec_ptr, tl.program_id(0) * (CONSUMERS + 1) + wg, c0, n0, TIMED)
             # row sums only: the whole accumulator's layout conversion would need the SMEM the ring holds
             tl.store(out_ptr + (tl.program_id(0) * CONSUMERS + wg) * BM + tl.arange(0, BM), tl.sum(acc, axis=1))
+
+
+@triton.jit
+def gemm_loads_kernel(a_desc, b_desc, rec_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                      GROUP_M: tl.constexpr, STAGES: tl.constexpr, NUM_SMS: tl.constexpr, TIMED: tl.constexpr):
+    """The TMA loads of a persistent GEMM and nothing else: each CTA walks its tiles in the grouped order
+    (GROUP_M rows of tiles at a time, as the library's and TLX's GEMMs do) and loads the A (BM x BK) and B^T
+    (BN x BK) boxes of every k-step, STAGES in flight. Its bytes per cycle against the L2-resident loop's say
+    how often the order's loads hit L2."""
+    dtype: tl.constexpr = tlx.dtype_of(a_desc)
+    STAGE_BYTES: tl.constexpr = (BM + BN) * BK * tlx.size_of(dtype)
+    a_ring = tlx.local_alloc((BM, BK), dtype, STAGES)
+    b_ring = tlx.local_alloc((BN, BK), dtype, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    k_steps = tl.cdiv(K, BK)
+    c0, n0 = _start(TIMED)
+    i = 0
+    for tile in range(tl.program_id(0), num_m * num_n, NUM_SMS):
+        group = tile // (GROUP_M * num_n)
+        first_m = group * GROUP_M
+        rows = tl.minimum(num_m - first_m, GROUP_M)
+        pid_m = first_m + (tile % (GROUP_M * num_n)) % rows
+        pid_n = (tile % (GROUP_M * num_n)) // rows
+        for k in range(0, k_steps):
+            s = i % STAGES
+            if i >= STAGES:
+                tlx.barrier_wait(full[s], ((i - STAGES) // STAGES) & 1)
+            tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
+            tlx.async_descriptor_load(a_desc, a_ring[s], [pid_m * BM, k * BK], full[s])
+            tlx.async_descriptor_load(b_desc, b_ring[s], [pid_n * BN, k * BK], full[s])
+            i += 1
+    for j in range(tl.maximum(i - STAGES, 0), i):
+        tlx.barrier_wait(full[j % STAGES], (j // STAGES) & 1)
+    _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)

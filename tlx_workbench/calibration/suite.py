@@ -122,6 +122,30 @@ def launch_mma_copy(dtype="float16", BN=256, consumers=2, iters=1000, loads=None
     return rec, 2.0 * BM * BN * BK * iters, box_bytes * loads
 
 
+def launch_gemm_loads(m=4096, n=4096, k=4096, BM=128, BN=256, BK=64, group_m=8, stages=4, ctas=132, timed=True,
+                      device="cuda", tensors=None):
+    """The loads of a persistent GEMM in its tile order (``kernels.gemm_loads_kernel``); returns (records, bytes
+    each CTA loads, by CTA)."""
+    torch = _torch()
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    if tensors is None:
+        a = torch.empty(m, k, dtype=torch.float16, device=device)
+        bt = torch.empty(n, k, dtype=torch.float16, device=device)
+        if device != "cuda":
+            a.normal_()
+            bt.normal_()
+        tensors = (a, bt)
+    a, bt = tensors
+    a_desc = TensorDescriptor(a, list(a.shape), [k, 1], [BM, BK])
+    b_desc = TensorDescriptor(bt, list(bt.shape), [k, 1], [BN, BK])
+    rec = torch.zeros(ctas * K.REC, dtype=torch.int64, device=device)
+    K.gemm_loads_kernel[(ctas,)](a_desc, b_desc, rec, m, n, k, BM=BM, BN=BN, BK=BK, GROUP_M=group_m, STAGES=stages,
+                                  NUM_SMS=ctas, TIMED=timed, num_warps=4)
+    tiles = -(-m // BM) * -(-n // BN)
+    per_cta = [len(range(p, tiles, ctas)) * -(-k // BK) * (BM + BN) * BK * 2 for p in range(ctas)]
+    return rec, per_cta
+
+
 def launch_barrier(kind="pingpong", warp_barrier=False, rounds=10000, timed=True, device="cuda"):
     torch = _torch()
     rec = torch.zeros(K.REC, dtype=torch.int64, device=device)
@@ -426,6 +450,33 @@ def measure_power(log, idle_s=2.0, ramp_s=1.5):
     return out
 
 
+def measure_gemm_loads(log):
+    """How often a GEMM's tile order hits L2, measured: the loads of a persistent fp16 GEMM (128 x 256 x 64 tiles,
+    4 stages, 132 CTAs) in the grouped order (GROUP_M 8) and row by row (GROUP_M 1), at 4096^3 and 8192^3, no
+    math; bytes per cycle per CTA against the L2 loop's (every load a hit) and the HBM loop's."""
+    torch = _torch()
+    out = []
+    for size in (4096, 8192):
+        a = torch.randn(size, size, device="cuda").half()
+        bt = torch.randn(size, size, device="cuda").half()
+        for group_m in (8, 1):
+            launch_gemm_loads(size, size, size, group_m=group_m, tensors=(a, bt))
+            torch.cuda.synchronize()
+            (res, ms) = _event_ms(lambda: launch_gemm_loads(size, size, size, group_m=group_m, tensors=(a, bt)))
+            rec, per_cta = res
+            rows, _ = _per_cta(_records(rec, 132))
+            rates = [b / r["cycles"] for b, r in zip(per_cta, rows) if r["cycles"] > 0]
+            out.append(dict(M=size, N=size, K=size, BM=128, BN=256, BK=64, group_m=group_m, stages=4, ms=ms,
+                            bytes_per_cycle_per_cta=_median(rates),
+                            clock_ghz=_median([r["cycles"] / r["ns"] for r in rows if r["ns"] > 0]),
+                            gbps=sum(per_cta) / (ms * 1e-3) / 1e9))
+            log(f"gemm loads {size}^3 GROUP_M={group_m}: {out[-1]['bytes_per_cycle_per_cta']:.1f} B/clk/CTA, "
+                f"{out[-1]['gbps']:.0f} GB/s")
+        del a, bt
+        torch.cuda.empty_cache()
+    return out
+
+
 def measure_launch(log):
     """What do_bench sees of a launch that does nothing: the fixed cost under every kernel's time (CUDA
     events around the launch, L2 flushed between runs as do_bench does), for 1 and 132 CTAs."""
@@ -648,7 +699,7 @@ def run(log=print, only=()) -> dict:
 
 FAMILIES = {"launch": measure_launch, "mma_latency": measure_mma_latency, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
             "tma_store": measure_tma_store, "cp_async": measure_cp_async, "clock": measure_clock,
-            "mma_copy": measure_mma_copy, "power": measure_power}
+            "mma_copy": measure_mma_copy, "power": measure_power, "gemm_loads": measure_gemm_loads}
 
 
 def rederive(path):
