@@ -536,8 +536,12 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, config=None):
         _plans.add(key, Fp8Plan(cfg, c.shape, out_dtype, c.device, bt.data_ptr() == b.data_ptr(), kp))
         return c
     c = torch.empty(plan.shape, dtype=plan.dtype, device=plan.device)
-    bt = b.t() if plan.b_as_is else b.t().contiguous()
     kp = plan.launch
+    if plan.b_as_is and kp is not None and kp.bound is not None and kp.bound.ready():
+        # b column-major: B^T is b's own memory, at b's address
+        kp.launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), scale_a.data_ptr(), scale_b.data_ptr())
+        return c
+    bt = b.t() if plan.b_as_is else b.t().contiguous()
     if kp is not None and kp.bound is not None and kp.bound.ready():
         kp.launch(a.data_ptr(), bt.data_ptr(), c.data_ptr(), scale_a.data_ptr(), scale_b.data_ptr())
         return c
