@@ -675,6 +675,10 @@ def derive(raw: dict) -> dict:
                      named_handover=bars["named"] / 2),
         smem_bytes_per_cycle={s["op"]: s["bytes_per_cycle"] for s in raw["smem"]},
         power=_power_figures(raw, tma_bw("hbm", 132)),
+        # a GEMM's loads in its tile order (size^3 / GROUP_M -> bytes per cycle per CTA); not charged yet: the
+        # simulator's TMA loads take the L2 loop's rate
+        gemm_loads={f"{r['M']}/{r['group_m']}": r["bytes_per_cycle_per_cta"] for r in raw.get("gemm_loads") or []
+                    if isinstance(r, dict) and "bytes_per_cycle_per_cta" in r},
     )
 
 
