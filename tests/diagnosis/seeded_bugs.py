@@ -494,8 +494,8 @@ def fixes_table(bugs):
         fx = ("fix passes" if o.fix_passes else "FIX FAILS") if o.fix is not None else "no fix"
         cost = ""
         if o.search:
-            ratios.append(o.search[0] / max(o.search[1], 1e-9))
-            cost = f"search {o.search[0]:4.1f} s = {ratios[-1]:4.1f} x launch, {o.search[2]:2} tried"
+            ratios.append((o.search[0] / max(o.search[1], 1e-9), o.search[0], o.search[1]))
+            cost = f"search {o.search[0]:4.1f} s = {ratios[-1][0]:4.1f} x launch, {o.search[2]:2} tried"
         print(f"{b.id:24} {mark} seeded {o.seeded_line:>4} first {str(o.first_line):>4} {fx:10} {cost:38} "
               f"{o.first_text[:90]}", flush=True)
     clean = []
@@ -514,9 +514,14 @@ def fixes_table(bugs):
     print(f"| **all ({n})** | {tot[1]} | {tot[2]} ({100 * tot[2] / n:.0f} %) | {tot[3]} ({100 * tot[3] / n:.0f} %) | "
           f"{tot[4]} ({100 * tot[4] / n:.0f} %) |")
     if ratios:
+        from tlx_workbench.sim.repair import BUDGET, FLOOR_S
         ratios.sort()
-        print(f"repair search / failing launch: median {ratios[len(ratios) // 2]:.1f} x, max {ratios[-1]:.1f} x "
-              f"(bound {__import__('tlx_workbench.sim.repair', fromlist=['BUDGET']).BUDGET:.0f} x)")
+        big = [r for r in ratios if r[2] * BUDGET >= FLOOR_S]
+        small = [r for r in ratios if r[2] * BUDGET < FLOOR_S]
+        print(f"repair search / failing launch (CPU time): median {ratios[len(ratios) // 2][0]:.1f} x; launches whose "
+              f"budget is {BUDGET:.0f} x ({len(big)}): max {max((r[0] for r in big), default=0):.1f} x; launches under "
+              f"{FLOOR_S / BUDGET:.2f} s, whose budget is the {FLOOR_S} s floor ({len(small)}): max search "
+              f"{max((r[1] for r in small), default=0):.2f} s")
     print(f"clean kernels clean: {sum(ok for _, ok in clean)}/{len(clean)} "
           f"{[k for k, ok in clean if not ok] or ''}")
     print(f"time: {time.perf_counter() - t0:.0f} s")

@@ -33,7 +33,7 @@ BUDGET = 10.0               # the whole search <= BUDGET x one simulation of the
 SCHEDULES = 3               # schedules a candidate must run clean: timing only, the last one with values
 #: the budget's floor, CPU seconds: a launch of a few milliseconds is shorter than rebuilding one candidate kernel
 #: (~10-20 ms) and its first run, so 10x of it would try nothing
-FLOOR_S = 0.5
+FLOOR_S = 1.0
 #: the clock of the cost bound: this process's CPU time, so that other jobs on the machine neither eat the search's
 #: budget nor inflate the failing launch's own time it is measured against (the simulator's launch is timed so too)
 _clock = time.process_time
@@ -126,23 +126,22 @@ def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, deadline: fl
     opts = {k: v for k, v in launch.options.items() if k != "seed"}
     # values are compared only against a reference: without one, every schedule is timing only
     with_values = launch.reference is not None
-    longest = max(launch.seconds, launch.first_run)
+    # the first run's cost: the failing launch's, or a candidate's first run (its rebuild and warm-up included)
+    last = max(launch.seconds, launch.first_run)
     try:
         for i in range(schedules):
             values = with_values and i == schedules - 1
-            # a run is not started that would end past the deadline: estimated by the longest run so far (the
-            # failing launch's, the candidates' first runs, this one's; a run with values: three times a
-            # timing-only one), with a margin, as runs of one kernel vary
-            if deadline is not None and _clock() + 1.25 * longest * (3 if values else 1) > deadline:
+            # a run is not started that would end past the deadline: estimated by this candidate's last run (a run
+            # with values: three times a timing-only one), with a margin, as runs of one kernel vary
+            if deadline is not None and _clock() + 1.25 * last * (3 if values else 1) > deadline:
                 rep.failed = "out of time"
                 return rep
             args, kwargs = _clone_args(launch.args, launch.kwargs)
             t1 = _clock()
             run = run_launch(jit, launch.grid, args, kwargs, seed=seed0 + i, numerics=values, **opts)
-            took = _clock() - t1
-            longest = max(longest, took)
+            last = _clock() - t1
             if i == 0:
-                launch.first_run = max(launch.first_run, took + (t1 - t0))
+                launch.first_run = max(launch.first_run, last + (t1 - t0))
             bad = [f for f in run.findings if getattr(f, "severity", "error") == "error"]
             if run.deadlock is not None:
                 rep.failed = f"still deadlocks (seed {seed0 + i}): {run.deadlock.message.splitlines()[0][:160]}"

@@ -53,7 +53,10 @@ class Repair:
 
     @property
     def size(self) -> int:
-        """Lines changed (a moved statement counts its deletion and its insertion), plus the kind's penalty."""
+        """Lines changed (a moved statement counts once: one statement changes its place), plus the kind's
+        penalty."""
+        if self.kind.startswith("move-"):
+            return 1 + self.penalty
         old = self.source().splitlines()
         n = 0
         for e in self.edits:
