@@ -18,7 +18,8 @@ each suspect statement offers the edits its kind allows (``sim/repair_edits.py``
 caller's tensors are never touched): timing only over several schedules first, then once with values (against a
 reference when one is given). Candidates are tried smallest first (lines changed, then the evidence's order) and
 the first that runs clean is *the* fix: the diagnosis leads with its line. The search is capped in candidates and
-in time (``budget`` times the failing launch's own simulation); nothing is applied to the user's source — a
+in CPU time (``BUDGET`` times the failing launch's own simulation, at least ``FLOOR_S``); nothing is applied to
+the user's source — a
 :class:`Repair` shows its diff, and :meth:`Repair.apply` (``%tlx_fix`` in a notebook) makes the new text.
 """
 from __future__ import annotations
