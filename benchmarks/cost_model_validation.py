@@ -18,8 +18,8 @@ TLX's tutorial kernels (``hopper_gemm_ws``, ``hopper_gemm_pipelined``, ``hopper_
 
 **Cells.** The predict cells (``benchmarks/predict_cells.py``) measured by ``benchmarks/predict_h200.py``
 (do_bench median of three interleaved rounds, L2 flushed; nvidia-smi's SM clock in each window); the FP8 GEMM's
-14 configs at 4096^3 per-tensor scaling (``benchmarks/gemm_fp8_h200.py``; the configs as that run timed them),
-also ranked (Spearman). Each cell is simulated once (``wb.predict``: every CTA, timing only, occupancy and
+14 configs at 4096^3 per-tensor scaling (``--fp8-sizes 4096 8192``: and 8192^3; ``benchmarks/gemm_fp8_h200.py``;
+the configs as that run timed them), also ranked per size (Spearman). Each cell is simulated once (``wb.predict``: every CTA, timing only, occupancy and
 spills from the offline compile); its simulated facts are kept in the output so ``--reuse`` re-times them under
 a changed clock model without simulating again.
 
@@ -85,13 +85,14 @@ def cells_fp8_measured(measured_path, timer="do_bench") -> list[dict]:
     return predict_cells(measured_path, timer, kinds=("fp8",))
 
 
-def fp8_cells(path=FP8) -> list[dict]:
+def fp8_cells(path=FP8, sizes=(4096,)) -> list[dict]:
+    """The FP8 GEMM's configs timed per-tensor at ``sizes`` (cubes) by benchmarks/gemm_fp8_h200.py."""
     data = json.loads(pathlib.Path(path).read_text())
     configs = data["meta"]["configs"]
     out = []
     for t in data["time"]:
         kw = t["kwargs"]
-        if kw["rowwise"] or list(kw["shape"]) != [4096, 4096, 4096]:
+        if kw["rowwise"] or list(kw["shape"]) not in [[n, n, n] for n in sizes]:
             continue
         for ci in kw["configs"]:
             sub = t["rows"]["subjects"].get(f"cfg{ci}")
@@ -368,6 +369,7 @@ def main(argv=None):
     ap.add_argument("--only", nargs="*", default=[], help="cells whose key holds one of these substrings")
     ap.add_argument("--measured", default=str(MEASURED), help="a predict_h200.py run's JSON")
     ap.add_argument("--no-fp8", action="store_true", help="leave the FP8 configs out")
+    ap.add_argument("--fp8-sizes", nargs="*", type=int, default=[4096], help="the FP8 cubes to check (4096, 8192)")
     ap.add_argument("--reuse", nargs="*", default=[],
                     help="earlier outputs' JSON: their simulated facts are re-timed, not re-simulated")
     ap.add_argument("--window", default="do_bench", choices=("do_bench", "sustained", "single"))
@@ -384,7 +386,8 @@ def main(argv=None):
     if args.fit_flush:
         return fit_flush(args.reuse)
     cells = predict_cells(args.measured, args.timer)
-    cells += [c for c in cells_fp8_measured(args.measured, args.timer)] or ([] if args.no_fp8 else fp8_cells())
+    cells += [c for c in cells_fp8_measured(args.measured, args.timer)] or \
+        ([] if args.no_fp8 else fp8_cells(sizes=tuple(args.fp8_sizes)))
     if args.no_fp8:
         cells = [c for c in cells if c["cell"]["kind"] != "fp8"]
     if args.only:
@@ -414,9 +417,11 @@ def main(argv=None):
               f"{tflops:5.0f}/{row['roof_tflops']:4.0f} TF  ({sim['sim_seconds']:.0f} s)", flush=True)
     halves = {h: summary([r for r in rows if r["half"] == h]) for h in ("calibration", "validation")}
     tut = summary([r for r in rows if r["cell"]["kernel"].startswith("tut:")])
-    fp8 = [r for r in rows if r["cell"]["kind"] == "fp8"]
-    rank = dict(configs=len(fp8), spearman=spearman([r["predicted_us"] for r in fp8], [r["measured_us"] for r in fp8])
-                if len(fp8) >= 3 else None)
+    rank = {}
+    for n in sorted({r["cell"]["shape"][0] for r in rows if r["cell"]["kind"] == "fp8"}):
+        fp8 = [r for r in rows if r["cell"]["kind"] == "fp8" and r["cell"]["shape"][0] == n]
+        rank[str(n)] = dict(configs=len(fp8), spearman=spearman([r["predicted_us"] for r in fp8],
+                                                                [r["measured_us"] for r in fp8]) if len(fp8) >= 3 else None)
     from tlx_workbench.sim.cost import cost_model
     cal = cost_model("H200").calibration
     result = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=" ".join(["benchmarks/cost_model_validation.py"] + (argv or sys.argv[1:])),
@@ -438,9 +443,10 @@ def main(argv=None):
                          f"{100 * s['worst_error']:+.1f} % ({label(s['worst_cell'])}), {s['within_8']} within ±8 %, "
                          f"{s['within_20']} within ±20 %, mean predicted/measured {s['mean_ratio']:.3f}, "
                          f"{s['above_roof']} above the roof")
-    if rank["spearman"] is not None:
-        lines.append(f"- **FP8 config ranking** ({rank['configs']} configs, 4096³ per-tensor): Spearman "
-                     f"{rank['spearman']:.2f}")
+    for n, rk in rank.items():
+        if rk["spearman"] is not None:
+            lines.append(f"- **FP8 config ranking** ({rk['configs']} configs, {n}³ per-tensor): Spearman "
+                         f"{rk['spearman']:.2f}")
     (out / "cost_model_validation.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[-5:]))
     return result
