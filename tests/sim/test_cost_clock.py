@@ -14,7 +14,7 @@ import tlx_workbench as wb
 from tlx_workbench.calibration import load, suite
 from tlx_workbench.kernels import gemm_ws
 from tlx_workbench.sim.cost import PowerModel, cost_model
-from tlx_workbench.sim.prediction import finish
+from tlx_workbench.sim.prediction import finish, launch_cost_us
 
 
 def _predict(shape, window="do_bench", seed=None):
@@ -155,3 +155,26 @@ def test_spills_that_do_not_fit_the_l1_the_smem_leaves_reload_from_l2(tutorial):
     assert cm.spill_rate_scale(smem_bytes=64 * 1024, local_bytes=32 * 1024) == 1.0
     assert cm.spill_rate_scale(smem_bytes=196 * 1024, local_bytes=128 * 1020) > 1.0
     assert cost_model("H100").spill_rate_scale(smem_bytes=196 * 1024, local_bytes=128 * 1020) == 1.0
+
+
+def test_the_explorer_times_its_cycles_as_wb_predict_does():
+    """The explorer extrapolates CTA 0's cycles from its timing shapes; the time it gives them is wb.predict's:
+    the same clock model (its tensor load and length) and launch cost."""
+    from tlx_workbench.explore import library
+    from tlx_workbench.explore.stages import predict
+    from tlx_workbench.kernels.gemm_ws import persistent_ctas
+    cfg = dict(gemm_ws.CONFIGS[0])
+    shape = (2048, 2048, 2048)
+    ctas = persistent_ctas(-(-shape[0] // cfg["BM"]) * -(-shape[1] // cfg["BN"]), 132)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = predict(library.problem("gemm_ws"), cfg, shape, "H200", ctas)
+    cm = cost_model("H200")
+    share = m["fit"]["tensor_share"]
+    assert 0.3 < share <= 1.0
+    waves = -(-ctas // 132)
+    util = min(share, cm.tensor_sustained_share) * ctas / (132 * waves)
+    clock = cm.launch_clock(m["predicted_cycles"], util)
+    assert m["clock_ghz"] == pytest.approx(clock.ghz, rel=1e-3)
+    assert m["predicted_us"] == pytest.approx(m["predicted_cycles"] / (clock.ghz * 1e3)
+                                              + launch_cost_us(cm.calibration), rel=1e-3)
