@@ -226,14 +226,25 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
     from ..target import gpu_model
     model = gpu_model(gpu)
     works, cycles, shares = [], [], []
+    scaled = not spills
     for s in problem.timing_shapes(tuple(shape), cfg):
         inputs = inputs_for(problem, s, "cpu", fresh=True, seed=0)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")     # "only 1 of n CTAs simulated": meant
-            # CTA 0 shares the TMA/L2 bandwidth with every CTA of the real launch's first wave
-            res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, ctas=[0], on_deadlock="return",
-                              in_flight=min(real_ctas or 1, model.sm_count), numerics=False, spills=spills,
-                              serialized_wgmma=serialized)
+
+        def run():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")     # "only 1 of n CTAs simulated": meant
+                # CTA 0 shares the TMA/L2 bandwidth with every CTA of the real launch's first wave
+                return wb.simulate(problem.call, inputs, cfg, gpu=gpu, ctas=[0], on_deadlock="return",
+                                   in_flight=min(real_ctas or 1, model.sm_count), numerics=False, spills=spills,
+                                   serialized_wgmma=serialized)
+        res = run()
+        if not scaled:
+            # spills whose locals do not fit the L1 the SMEM leaves reload from L2, as wb.predict charges them
+            from ..sim.prediction import _spill_scale
+            scaled, scale = True, _spill_scale(res, model.name, 1, min(real_ctas or 1, model.sm_count))
+            if scale > 1.0:
+                spills = spills * scale
+                res = run()
         if res.deadlock is not None:
             return dict(predict_note=f"no prediction: CTA 0 deadlocks at timing shape {list(s)}")
         n = int(np.prod(res.grid)) if res.grid else 1
@@ -253,7 +264,7 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
     p = finish(kernel=getattr(problem, "name", "kernel"), gpu=model.name, grid=(n_real, 1, 1),
                sampled=dict.fromkeys(range(n_real), per_cta), slots=model.sm_count, cta_cycles=cyc,
                tensor=share * per_cta * n_real, nbytes=0, sim_seconds=0.0)
-    return dict(predicted_cycles=p.cycles, predicted_us=p.us, clock_ghz=p.clock_ghz, bound=p.bound,
+    return dict(predicted_cycles=p.cycles, predicted_us=p.us, clock_ghz=p.clock_ghz, bound=p.bound, spills_charged=spills,
                 fit=dict(intercept=float(a), cycles_per_flop=float(b), works=works, cycles=cycles,
                          tensor_share=share))
 

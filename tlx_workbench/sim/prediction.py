@@ -223,9 +223,9 @@ def spill_loads_of(note: str) -> float:
     return float(m.group(1)) if m else 0.0
 
 
-def _spill_scale(result, gpu, ctas_per_sm) -> float:
+def _spill_scale(result, gpu, ctas_per_sm, resident: int | None = None) -> float:
     """``cost.spill_rate_scale`` of the launch ``result`` simulated: its SMEM and spilled locals from the offline
-    compile (cached), the L2 rate of its resident CTAs."""
+    compile (cached), the L2 rate of its resident CTAs (``resident``: those of the real launch it stands for)."""
     from ..compiler import compile as wb_compile
     from ..compiler.launch_options import compile_kwargs
     from .cost import cost_model
@@ -238,7 +238,7 @@ def _spill_scale(result, gpu, ctas_per_sm) -> float:
         return 1.0
     from ..target import gpu_model
     grid = tuple(result.grid) + (1,) * (3 - len(result.grid))
-    resident = min(grid[0] * grid[1] * grid[2], gpu_model(gpu).sm_count * ctas_per_sm)
+    resident = resident or min(grid[0] * grid[1] * grid[2], gpu_model(gpu).sm_count * ctas_per_sm)
     cm = cost_model(gpu).for_launch(resident)
     return cm.spill_rate_scale(res.smem_bytes, (res.local_bytes or 0) * res.num_warps * 32, ctas_per_sm)
 
