@@ -236,7 +236,7 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
                 # CTA 0 shares the TMA/L2 bandwidth with every CTA of the real launch's first wave
                 return wb.simulate(problem.call, inputs, cfg, gpu=gpu, ctas=[0], on_deadlock="return",
                                    in_flight=min(real_ctas or 1, model.sm_count), numerics=False, spills=spills,
-                                   serialized_wgmma=serialized)
+                                   serialized_wgmma=serialized, repair=False)
         res = run()
         if not scaled:
             # spills whose locals do not fit the L1 the SMEM leaves reload from L2, as wb.predict charges them
@@ -298,7 +298,10 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
         problem = arrive(travelled)
         small = proof_shape(problem, cfg, shape, sim_shape)
         inputs = inputs_for(problem, small, "cpu", fresh=True, seed=seed)
-        res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, schedules=schedules, seed=seed, on_deadlock="return")
+        # a sweep records verdicts: the repair search (sim/repair.py) is for the config a person looks into
+        # (Exploration.simulate), not for every hanging config of a sweep
+        res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, schedules=schedules, seed=seed, on_deadlock="return",
+                          repair=False)
         metrics = dict(sim_shape=list(small), sim_cycles=res.cycles, schedules=len(res.schedules))
         metrics.update(_waves(res))
         if res.deadlock is not None:
