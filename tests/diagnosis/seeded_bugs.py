@@ -1,4 +1,4 @@
-"""A seeded-bug suite for the ranking of diagnoses (issue 19): is the first line a person reads the
+"""A seeded-bug suite for the ranking of diagnoses: is the first line a person reads the
 line to change?
 
 Each bug is one line of a real kernel changed by text substitution, in a copy written at test time
@@ -407,7 +407,8 @@ def simulated(bug: Bug, schedules: int = 2, apply_fix: bool = False) -> Outcome:
         text = err.message.splitlines()[0]
         o = Outcome(bug, True, how, err.line, text, s.fix_lines, s.line, res.fix, seconds=took)
         if res.repair_search is not None:
-            o.search = (res.repair_search.seconds, res.repair_search.baseline_s, len(res.repair_search.tried))
+            rs = res.repair_search
+            o.search = (rs.ops, rs.baseline_ops, len(rs.tried), rs.seconds)
         if apply_fix and res.fix is not None:
             o.fix_passes = test_passes(bug, res.fix.apply())
         return o
@@ -483,7 +484,7 @@ def fixes_table(bugs):
     ratios: list = []
     for b in bugs:
         o = simulated(b, apply_fix=True)
-        cls = b.cls or "the suite's first 32 (issue 19)"
+        cls = b.cls or "the suite's first 32"
         r = rows.setdefault(cls, [0, 0, 0, 0, 0])
         r[0] += 1
         r[1] += o.detected
@@ -494,8 +495,9 @@ def fixes_table(bugs):
         fx = ("fix passes" if o.fix_passes else "FIX FAILS") if o.fix is not None else "no fix"
         cost = ""
         if o.search:
-            ratios.append((o.search[0] / max(o.search[1], 1e-9), o.search[0], o.search[1]))
-            cost = f"search {o.search[0]:4.1f} s = {ratios[-1][0]:4.1f} x launch, {o.search[2]:2} tried"
+            ratios.append((o.search[0] / max(o.search[1], 1), o.search[0], o.search[1], o.search[3]))
+            cost = (f"search {o.search[0]:6} ops = {ratios[-1][0]:5.1f} x launch, {o.search[3]:4.2f} CPU s, "
+                    f"{o.search[2]:2} tried")
         print(f"{b.id:24} {mark} seeded {o.seeded_line:>4} first {str(o.first_line):>4} {fx:10} {cost:38} "
               f"{o.first_text[:90]}", flush=True)
     clean = []
@@ -514,14 +516,16 @@ def fixes_table(bugs):
     print(f"| **all ({n})** | {tot[1]} | {tot[2]} ({100 * tot[2] / n:.0f} %) | {tot[3]} ({100 * tot[3] / n:.0f} %) | "
           f"{tot[4]} ({100 * tot[4] / n:.0f} %) |")
     if ratios:
-        from tlx_workbench.sim.repair import BUDGET, FLOOR_S
+        from tlx_workbench.sim.repair import BUDGET, FLOOR_OPS
         ratios.sort()
-        big = [r for r in ratios if r[2] * BUDGET >= FLOOR_S]
-        small = [r for r in ratios if r[2] * BUDGET < FLOOR_S]
-        print(f"repair search / failing launch (CPU time): median {ratios[len(ratios) // 2][0]:.1f} x; launches whose "
-              f"budget is {BUDGET:.0f} x ({len(big)}): max {max((r[0] for r in big), default=0):.1f} x; launches under "
-              f"{FLOOR_S / BUDGET:.2f} s, whose budget is the {FLOOR_S} s floor ({len(small)}): max search "
-              f"{max((r[1] for r in small), default=0):.2f} s")
+        big = [r for r in ratios if r[2] * BUDGET >= FLOOR_OPS]
+        small = [r for r in ratios if r[2] * BUDGET < FLOOR_OPS]
+        secs = sorted(r[3] for r in ratios)
+        print(f"repair search / failing launch (simulated ops): median {ratios[len(ratios) // 2][0]:.1f} x; launches "
+              f"whose budget is {BUDGET:.0f} x ({len(big)}): max {max((r[0] for r in big), default=0):.1f} x; launches "
+              f"under {FLOOR_OPS // BUDGET:.0f} ops, whose budget is the {FLOOR_OPS} ops floor ({len(small)}): max "
+              f"search {max((r[1] for r in small), default=0)} ops; search CPU time median {secs[len(secs) // 2]:.2f} s, "
+              f"max {secs[-1]:.2f} s")
     print(f"clean kernels clean: {sum(ok for _, ok in clean)}/{len(clean)} "
           f"{[k for k, ok in clean if not ok] or ''}")
     print(f"time: {time.perf_counter() - t0:.0f} s")

@@ -71,7 +71,7 @@ def test_deadlock_box_keeps_its_line_breaks_and_cites_cell_lines(run_cell, shell
     ran = run_cell(cell, z=torch.zeros(4))
     wait = line_of(cell, "barrier_wait", magic_line=False)              # cell already starts with %%tlx
     arrive = line_of(cell, "barrier_arrive", magic_line=False)
-    assert f"cell [{n}], line {arrive}" in ran.html                       # the line to change leads (issue 19)
+    assert f"cell [{n}], line {arrive}" in ran.html                       # the line to change leads
     detail = re.search(r"<pre class='tlxwb-error-detail'[^>]*>(.*?)</pre>", ran.html, re.S).group(1)
     assert f"default[0] line {wait}:" in detail and detail.count("\n") >= 3   # one fact per line, not one wall
     assert re.search(r"white-space:pre-wrap", ran.html)

@@ -492,8 +492,10 @@ def test_seeded_2cta_gemm(bug):
 def _diagnosis_inputs(kernel):
     if kernel == sb.G:
         return (_f16(128, 512), _f16(512, 256)), dict(gpu="H200")           # 2 tiles, the ring wraps
-    if kernel == sb.FA:
+    if kernel in (sb.FA, sb.FW, sb.FP):
         return tuple(_f16(1, 1, 512, 128) for _ in range(3)) + (0.5,), dict(gpu="H200")
+    if kernel == sb.GC:
+        return (_f16(384, 256), _f16(256, 512)), dict(gpu=_sms("H200", 4))  # 6 tiles on 4 SMs
     return (_f16(256, 128), _f16(128, 256)), dict(gpu="H200")
 
 
@@ -504,8 +506,10 @@ def test_seeded_diagnosis_suite(bug):
     mod = s.module
     if bug.kernel == sb.G:
         fn = mod.matmul
-    elif bug.kernel == sb.FA:
+    elif bug.kernel in (sb.FA, sb.FW, sb.FP):
         fn = mod.attention
+    elif bug.kernel == sb.GC:
+        fn = mod.matmul_tlx_ws_persistent
     else:
         fn = sb._ours_host(mod, sb._ours_cfg(mod, bug.kernel == sb.OWB))
     args, kw = _diagnosis_inputs(bug.kernel)

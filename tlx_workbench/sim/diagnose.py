@@ -428,7 +428,7 @@ def _cluster_reason(s, group) -> str:
     return ""
 
 
-# ---- ranking causes, not symptoms (issue 19) -----------------------------------------------------------------
+# ---- ranking causes, not symptoms ---------------------------------------------------------------------------
 # A deadlock's blocked waits and a race's two accesses are symptoms. The line to change is found from the
 # ledgers the trace keeps (per slot and phase: who arrived, at which line, how many bytes were announced and
 # landed; per lane: how often each barrier call ran) and said first, in the kernel's terms; the symptoms

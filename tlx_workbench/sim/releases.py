@@ -1,4 +1,4 @@
-"""Which buffers each release barrier guards, and the releases every lane owes (issue 19).
+"""Which buffers each release barrier guards, and the releases every lane owes.
 
 Read off a finished run's Trace. A barrier slot *guards* the SMEM buffers a lane writes right after passing a
 wait on it (the producer's ``barrier_wait(empty[s])`` before its TMA loads into ``a[s]``, ``b[s]``). A lane that

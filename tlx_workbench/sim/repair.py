@@ -18,8 +18,9 @@ each suspect statement offers the edits its kind allows (``sim/repair_edits.py``
 caller's tensors are never touched): timing only over several schedules first, then once with values (against a
 reference when one is given). Candidates are tried smallest first (lines changed, then the evidence's order) and
 the first that runs clean is *the* fix: the diagnosis leads with its line. The search is capped in candidates and
-in CPU time (``BUDGET`` times the failing launch's own simulation, at least ``FLOOR_S``); nothing is applied to
-the user's source — a
+in simulated work (``BUDGET`` times the failing launch's own, at least ``FLOOR_OPS``), counted in the simulator's
+ops (every task's TLX ops over every CTA: the same however the launch ran, so a diagnosis does not depend on how
+busy the machine is); nothing is applied to the user's source — a
 :class:`Repair` shows its diff, and :meth:`Repair.apply` (``%tlx_fix`` in a notebook) makes the new text.
 """
 from __future__ import annotations
@@ -32,12 +33,16 @@ from .repair_edits import Edit, Repair, candidates, rebuild  # noqa: F401 - Edit
 MAX_CANDIDATES = 16         # tried at most, per failing launch
 BUDGET = 10.0               # the whole search <= BUDGET x one simulation of the failing launch
 SCHEDULES = 3               # schedules a candidate must run clean: timing only, the last one with values
-#: the budget's floor, CPU seconds: a launch of a few milliseconds is shorter than rebuilding one candidate kernel
-#: (~10-20 ms) and its first run, so 10x of it would try nothing
-FLOOR_S = 1.0
-#: the clock of the cost bound: this process's CPU time, so that other jobs on the machine neither eat the search's
-#: budget nor inflate the failing launch's own time it is measured against (the simulator's launch is timed so too)
+#: the budget's floor, simulated ops: a launch that deadlocks at once did a few hundred, less than one clean run of
+#: a candidate, so 10x of it would try nothing (20,000 ops: about a second of simulation one CTA at a time)
+FLOOR_OPS = 20_000
+#: the clock of the seconds a search reports (not its bound): this process's CPU time
 _clock = time.process_time
+
+
+def work(stats) -> int:
+    """The simulated work of a launch: its tasks' TLX ops over every CTA (a LaunchRun's or SimResult's stats)."""
+    return int(sum(s.get("ops", 0) for s in (stats or {}).values()))
 #: the last verified repair any search found (what ``%tlx_fix`` applies when not told which)
 last = None
 
@@ -48,22 +53,23 @@ class RepairSearch:
     tried: list
     best: Repair | None
     seconds: float
-    budget_s: float
-    baseline_s: float
+    ops: int
+    budget_ops: int
+    baseline_ops: int
     generated: int
     note: str = ""
 
     def summary(self) -> str:
         if self.best is not None:
-            return (f"{len(self.tried)} candidate repair(s) tried in {self.seconds:.1f} CPU s (budget "
-                    f"{self.budget_s:.1f} s: {BUDGET:.0f} x the failing launch's {self.baseline_s:.2f} s, at least "
-                    f"{FLOOR_S} s)")
+            return (f"{len(self.tried)} candidate repair(s) tried, {self.ops:,} simulated ops (budget "
+                    f"{self.budget_ops:,}: {BUDGET:.0f} x the failing launch's {self.baseline_ops:,}, at least "
+                    f"{FLOOR_OPS:,})")
         why = f": {self.note}" if self.note else ""
-        return (f"no candidate repair verified ({len(self.tried)} of {self.generated} tried in {self.seconds:.1f} CPU s, "
-                f"budget {self.budget_s:.1f} s){why}; the first line is the ledgers' ranking, not verified")
+        return (f"no candidate repair verified ({len(self.tried)} of {self.generated} tried, {self.ops:,} simulated ops, "
+                f"budget {self.budget_ops:,}){why}; the first line is the ledgers' ranking, not verified")
 
     def __repr__(self):
-        rows = [f"RepairSearch({self.summary()})"]
+        rows = [f"RepairSearch({self.summary()}; {self.seconds:.2f} CPU s)"]
         for r in self.tried:
             rows.append(f"  {'OK ' if r.verified else '-- '} line {r.line:>4} {r.kind:14} {r.what[:70]:70} "
                         f"{r.seconds:5.2f} s {'' if r.verified else r.failed[:60]}")
@@ -108,13 +114,15 @@ class Launch:
         self.options = dict(options)
         self.seconds = seconds
         self.reference = reference
-        self.first_run = 0.0        # the longest first run of a candidate so far, its rebuild included
+        self.ops = 0                # the failing launch's simulated work (``work``)
+        self.first_ops = 0          # the largest first run of a candidate so far, in simulated ops
 
 
-def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, deadline: float | None = None) -> Repair:
+def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, budget: int | None = None) -> Repair:
     """Run ``launch`` with ``rep`` made under ``schedules`` seeds: timing only first (a wrong edit usually
     deadlocks or races at once, cheaply), the last one with values (compared with the launch's reference when it
-    has one). Sets ``rep.verified``, or why not."""
+    has one), each started only if its simulated ops (estimated by the last run) fit in ``budget``. Sets
+    ``rep.verified``, or why not; ``rep.ops`` the simulated work it took."""
     from .engine import run_launch
     t0 = _clock()
     try:
@@ -127,22 +135,23 @@ def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, deadline: fl
     opts = {k: v for k, v in launch.options.items() if k != "seed"}
     # values are compared only against a reference: without one, every schedule is timing only
     with_values = launch.reference is not None
-    # the first run's cost: the failing launch's, or a candidate's first run (its rebuild and warm-up included)
-    last = max(launch.seconds, launch.first_run)
+    # the first run's work: the failing launch's, or the largest first run of a candidate so far
+    last = max(launch.ops, launch.first_ops)
+    rep.ops = 0
     try:
         for i in range(schedules):
             values = with_values and i == schedules - 1
-            # a run is not started that would end past the deadline: estimated by this candidate's last run (a run
-            # with values: three times a timing-only one), with a margin, as runs of one kernel vary
-            if deadline is not None and _clock() + 1.25 * last * (3 if values else 1) > deadline:
-                rep.failed = "out of time"
+            # a run is not started that would end past the budget: estimated by this candidate's last run, with a
+            # margin, as runs of one kernel vary
+            if budget is not None and rep.ops + 1.25 * last > budget:
+                rep.failed = "out of budget"
                 return rep
             args, kwargs = _clone_args(launch.args, launch.kwargs)
-            t1 = _clock()
             run = run_launch(jit, launch.grid, args, kwargs, seed=seed0 + i, numerics=values, **opts)
-            last = _clock() - t1
+            last = work(run.stats)
+            rep.ops += last
             if i == 0:
-                launch.first_run = max(launch.first_run, last + (t1 - t0))
+                launch.first_ops = max(launch.first_ops, last)
             bad = [f for f in run.findings if getattr(f, "severity", "error") == "error"]
             if run.deadlock is not None:
                 rep.failed = f"still deadlocks (seed {seed0 + i}): {run.deadlock.message.splitlines()[0][:160]}"
@@ -190,33 +199,34 @@ def half_arrived(trace) -> str:
 
 def search(cands: list[Repair], launch: Launch, budget: float | None = None, cap: int | None = None) -> RepairSearch:
     """Try ``cands`` in their order until one verifies, within ``cap`` candidates (default MAX_CANDIDATES) and
-    ``budget`` (default BUDGET) x the failing launch's CPU time. The first verified one is the fix (the smallest:
-    candidates come sorted)."""
+    ``budget`` (default BUDGET) x the failing launch's simulated ops (at least FLOOR_OPS). The first verified one is
+    the fix (the smallest: candidates come sorted)."""
     budget = BUDGET if budget is None else budget
     cap = MAX_CANDIDATES if cap is None else cap
     t0 = _clock()
-    budget_s = max(budget * launch.seconds, FLOOR_S)
-    deadline = t0 + budget_s
+    budget_ops = int(max(budget * launch.ops, FLOOR_OPS))
+    spent = 0
     tried = []
     best = None
     note = ""
     for rep in cands[:cap]:
-        # each run is started only if it can end in time (verify): a failing candidate usually stops at its first
-        # run, at a deadlock or race
-        if _clock() + 1.25 * max(launch.seconds, launch.first_run) > deadline:
-            note = "out of time"
+        # each run is started only if it fits (verify): a failing candidate usually stops at its first run, at a
+        # deadlock or race
+        if spent + 1.25 * max(launch.ops, launch.first_ops) > budget_ops:
+            note = "out of budget"
             break
-        verify(rep, launch, deadline=deadline)
+        verify(rep, launch, budget=budget_ops - spent)
+        spent += rep.ops
         tried.append(rep)
         if rep.verified:
             best = rep
             break
-        if rep.failed == "out of time":
-            note = "out of time"
+        if rep.failed == "out of budget":
+            note = "out of budget"
             break
     if not cands:
         note = "no edit the evidence suggests"
-    return RepairSearch(tried, best, _clock() - t0, budget_s, launch.seconds, len(cands), note)
+    return RepairSearch(tried, best, _clock() - t0, spent, budget_ops, launch.ops, len(cands), note)
 
 
 # ---- a failing launch, diagnosed by its repair ------------------------------------------------------------------
@@ -249,6 +259,7 @@ def diagnose(res, launch: Launch) -> RepairSearch | None:
     if res.file is None or launch is None:
         return None
     texts, lead, cause = evidence(res)
+    launch.ops = work(getattr(res, "stats", None))
     try:
         cands = candidates(res.file, res.trace, texts, lead, cause)
     except Exception:  # noqa: BLE001 - the search is advice: the diagnosis without it stays right

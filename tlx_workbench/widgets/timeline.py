@@ -61,7 +61,7 @@ def stuck_waits(trace: Trace, deadlock=None) -> list[dict]:
                     missing.append(f"{n} B")
                 else:
                     over = f"{-n} B more landed than announced"     # a sentence, not a negative count
-            # the line to change, when the report found it (issue 19): every marker names it
+            # the line to change, when the report found it: every marker names it
             fix = deadlock.line if getattr(deadlock, "cause", None) is not None else None
             out[tuple(b.lane)] = {"lane": tuple(b.lane), "kind": b.kind, "barrier": name, "slot": slot,
                                   "phase": b.phase, "line": b.line, "since": float(b.since or 0.0),
