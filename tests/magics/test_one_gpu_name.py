@@ -1,5 +1,5 @@
 """A %%tlx cell names one GPU: its header, its compile report and its simulation say the same model
-(issue 18: the report said "sm_90 (H100)" while the run said H200)."""
+(the report once said "sm_90 (H100)" while the run said H200)."""
 import html
 
 import pytest

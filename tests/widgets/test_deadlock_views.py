@@ -1,6 +1,6 @@
 """A run that deadlocks draws where each task stopped: the timeline and barrier views (static and
 live) put a "stuck here" marker on every blocked task, at its barrier and phase, with what is
-missing, even when the deadlock comes at the kernel's first instruction (issue 18)."""
+missing, even when the deadlock comes at the kernel's first instruction."""
 import importlib.util
 import re
 

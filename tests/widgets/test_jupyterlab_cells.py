@@ -1,4 +1,4 @@
-"""%%tlx cells as a person sees them in a real JupyterLab 4 (issue 18): the lab server and browser of
+"""%%tlx cells as a person sees them in a real JupyterLab 4: the lab server and browser of
 test_jupyterlab.py, one notebook built here and run with Run All. A --timeline cell draws one timeline
 (the live widget, no static copy beside it); a deadlock is one error box with one wait-for graph, its
 lines kept apart; a cell with a syntax error shows the line, numbered as the editor numbers it, and

@@ -1,4 +1,4 @@
-"""%%tlx knobs and deadlocks as a person meets them in a real JupyterLab 4 (issue 18): the lab server and
+"""%%tlx knobs and deadlocks as a person meets them in a real JupyterLab 4: the lab server and
 browser of test_jupyterlab.py. Moving the BM knob of a TMA kernel whose host code builds the input, the
 descriptor and the grid from BM re-runs the cell correctly, and the comparison shows both runs side by
 side; a kernel that deadlocks at its first instruction draws a stuck-here marker for every task, in the
