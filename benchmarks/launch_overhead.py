@@ -59,6 +59,18 @@ def host_us(fn, calls: int, runs: int = 5) -> float:
     return statistics.median(per)
 
 
+def host_pair_us(fn, vendor_fn, calls: int, runs: int = 5):
+    """Host microseconds per call of ``fn`` and of ``vendor_fn``, measured in alternating runs (vendor, ours,
+    ours, vendor, ...): the host's speed drifts over a process's life (the same launcher measured 14 and 23 us
+    minutes apart on an H100 host), so each ratio compares neighbours. Returns (ours, vendor) medians."""
+    ours, vendor = [], []
+    for r in range(runs):
+        pair = ((vendor_fn, vendor), (fn, ours)) if r % 2 == 0 else ((fn, ours), (vendor_fn, vendor))
+        for f, out in pair:
+            out.append(host_us(f, calls, runs=1))
+    return statistics.median(ours), statistics.median(vendor)
+
+
 def bench_us(fn) -> float:
     import triton
     return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")) * 1e3
@@ -92,10 +104,16 @@ def graph_us(fn, per_graph: int = 20, replays: int = 10) -> float:
     return statistics.median(times)
 
 
-def measure(fn, calls, log, label, graph=True, dispatch_fn=None) -> dict:
-    """host / do_bench / graph of ``fn`` (and host through Triton's dispatch, ``dispatch_fn``)."""
+def measure(fn, calls, log, label, graph=True, dispatch_fn=None, vendor_fn=None) -> dict:
+    """host / do_bench / graph of ``fn`` (and host through Triton's dispatch, ``dispatch_fn``; with ``vendor_fn``,
+    the host times of both in alternating runs, the vendor's as ``vendor_host_us``)."""
     row = {}
-    row["host_us"] = try_call(f"{label} host", lambda: host_us(fn, calls), log)
+    if vendor_fn is not None:
+        pair = try_call(f"{label} host (with the vendor's)", lambda: host_pair_us(fn, vendor_fn, calls), log)
+        if pair is not None:
+            row["host_us"], row["vendor_host_us"] = pair
+    else:
+        row["host_us"] = try_call(f"{label} host", lambda: host_us(fn, calls), log)
     if dispatch_fn is not None:
         row["host_dispatch_us"] = try_call(f"{label} host (dispatch)", lambda: host_us(dispatch_fn, calls), log)
     row["bench_us"] = try_call(f"{label} do_bench", lambda: bench_us(fn), log)
@@ -162,6 +180,8 @@ class Bench:
 
     def gemm(self, name, M, N, K, top=None, default_config=False):
         import importlib
+
+        import torch
         mod = importlib.import_module(f"tlx_workbench.kernels.{name}")
         a, b, shape, vendor = self.gemm_operands(M, N, K)
         label = f"{name}.matmul {shape}"
@@ -173,7 +193,8 @@ class Bench:
             return
         ok = close(out, a.float() @ b.float(), 1e-2)
         fn = (lambda: mod.matmul(a, b, cfg))
-        row = measure(fn, self.args.calls, self.log, label, dispatch_fn=through_dispatch(fn))
+        row = measure(fn, self.args.calls, self.log, label, dispatch_fn=through_dispatch(fn),
+                      vendor_fn=lambda: torch.matmul(a, b))
         self.rows.append(dict(call=f"{name}.matmul" + (" (CONFIGS[0])" if default_config else ""), shape=shape,
                               check=ok, bound=bound(mod.matmul.plans), **row, **ratios(row, vendor)))
 
@@ -197,7 +218,8 @@ class Bench:
             return
         ok = close(out, (a.float() @ b.float()) * sa * sb, 1e-2)
         fn = lambda: gemm_fp8.matmul_fp8(a, b, sa, sb)  # noqa: E731
-        row = measure(fn, self.args.calls, self.log, f"matmul_fp8 {shape}", dispatch_fn=through_dispatch(fn))
+        row = measure(fn, self.args.calls, self.log, f"matmul_fp8 {shape}", dispatch_fn=through_dispatch(fn),
+                      vendor_fn=lambda: torch._scaled_mm(a, b, sa, sb, out_dtype=torch.bfloat16))
         self.rows.append(dict(call="gemm_fp8.matmul_fp8", shape=shape, check=ok,
                               bound=bound(gemm_fp8.matmul_fp8.plans), **row, **ratios(row, vendor)))
 
@@ -225,7 +247,8 @@ class Bench:
             return
         ok = close(out, F.scaled_dot_product_attention(q, k, v), 2e-2)
         fn = lambda: A.attention(q, k, v)  # noqa: E731
-        row = measure(fn, self.args.calls, self.log, f"attention {name}", dispatch_fn=through_dispatch(fn))
+        row = measure(fn, self.args.calls, self.log, f"attention {name}", dispatch_fn=through_dispatch(fn),
+                      vendor_fn=lambda: F.scaled_dot_product_attention(q, k, v))
         self.rows.append(dict(call="attention.attention", shape=name, check=ok, bound=bound(A.attention.plans),
                               **row, **ratios(row, vendor)))
 
@@ -260,7 +283,7 @@ class Bench:
         ok = ", ".join(close(g, r, 3e-2) for g, r in zip(got, flash_bwd()))
         fn = lambda: B.attention_backward(q, k, v, o, do, lse)  # noqa: E731
         row = measure(fn, self.args.bwd_calls, self.log, f"attention_backward {name}",
-                      dispatch_fn=through_dispatch(fn))
+                      dispatch_fn=through_dispatch(fn), vendor_fn=flash_bwd)
         self.rows.append(dict(call="attention_bwd.attention_backward", shape=name, check=ok,
                               bound=bound(B.launch.plans), **row, **ratios(row, vendor)))
 
@@ -277,8 +300,8 @@ def items(bench: Bench, args):
         out.append((f"attention {shape}", lambda shape=shape: bench.attention(shape, 0)))
     out.append((f"attention_backward {ATTN_SHAPES[0]}",
                 lambda: bench.attention_backward(ATTN_SHAPES[0], args.tune_top)))
-    M, N, K = GEMM_SHAPES[2]
-    out.append((f"gemm_ws {M}^3", lambda: bench.gemm("gemm_ws", M, N, K, top=args.tune_top)))
+    big = GEMM_SHAPES[2]
+    out.append((f"gemm_ws {big[0]}^3", lambda: bench.gemm("gemm_ws", *big, top=args.tune_top)))
     for name in OTHER_GEMMS:
         for M, N, K in GEMM_SHAPES[:2]:
             out.append((f"{name} {M}^3", lambda name=name, M=M, N=N, K=K: bench.gemm(name, M, N, K,
@@ -288,8 +311,9 @@ def items(bench: Bench, args):
 
 def ratios(row, vendor) -> dict:
     out = {}
-    if row.get("host_us") and vendor.get("host_us"):
-        out["host_vs_vendor"] = row["host_us"] / vendor["host_us"]
+    vendor_host = row.get("vendor_host_us") or vendor.get("host_us")
+    if row.get("host_us") and vendor_host:
+        out["host_vs_vendor"] = row["host_us"] / vendor_host
     if row.get("bench_us") and vendor.get("bench_us"):
         out["vendor_over_ours"] = vendor["bench_us"] / row["bench_us"]
     if row.get("graph_us") and vendor.get("graph_us"):
@@ -297,7 +321,7 @@ def ratios(row, vendor) -> dict:
     return out
 
 
-COLS = ["call", "shape", "host_us", "host_dispatch_us", "bench_us", "graph_us", "host_vs_vendor", "vendor_over_ours",
+COLS = ["call", "shape", "host_us", "vendor_host_us", "host_dispatch_us", "bench_us", "graph_us", "host_vs_vendor", "vendor_over_ours",
         "graph_vendor_over_ours", "check", "bound"]
 
 

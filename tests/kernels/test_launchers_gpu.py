@@ -160,7 +160,7 @@ def test_launcher_in_a_cuda_graph_gives_the_eager_output(name):
     fn = dict(_launcher_calls())[name]
     eager = _flat(fn())
     g, captured = _captured(fn)
-    for t in captured:
+    for t in _flat(captured):
         t.fill_(float("nan")) if t.is_floating_point() else None
     g.replay()
     torch.cuda.synchronize()
