@@ -245,6 +245,12 @@ class BackwardLaunchPlan:
 _launch_plans = LaunchPlans("attention_bwd.launch")
 
 
+def _launch_key(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None, stats=None, num_sms=None):
+    given = tuple(t for t in (dq32, dk, dv, *(stats or ())) if t is not None)
+    return (operand_key(q, k, v, o, do, lse), (dq32 is None, dk is None, dv is None, stats is None),
+            operand_key(*given), bool(causal), sm_scale, config_key(cfg), num_sms)
+
+
 def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=None, stats=None, num_sms=None):
     """Run once with one explicit config; returns (dq, dk, dv). ``dq32``: the fp32 dQ accumulator
     (zeroed here; pass one to reuse its memory); ``dk``, ``dv``: where to write those (default: new);
@@ -253,10 +259,8 @@ def launch(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32=None, dk=None, dv=No
     with these operand shapes, strides, dtypes and config works the launches out and binds them; later ones
     launch at once."""
     Z, H, N, D = q.shape
-    given = tuple(t for t in (dq32, dk, dv, *(stats or ())) if t is not None)
     try:
-        key = (operand_key(q, k, v, o, do, lse), (dq32 is None, dk is None, dv is None, stats is None),
-               operand_key(*given), bool(causal), sm_scale, config_key(cfg), num_sms)
+        key = _launch_key(q, k, v, o, do, lse, causal, sm_scale, cfg, dq32, dk, dv, stats, num_sms)
     except (AttributeError, TypeError):
         key = None
     plan = _launch_plans.lookup(key) if key is not None else None
@@ -289,11 +293,16 @@ launch.plans = _launch_plans
 
 
 class BackwardPlan:
-    """What ``attention_backward`` works out once per operand signature: the softmax scale and the config."""
-    __slots__ = ("sm_scale", "config")
+    """What ``attention_backward`` works out once per operand signature: the softmax scale, the config and the
+    launch plan."""
+    __slots__ = ("sm_scale", "config", "launch")
 
-    def __init__(self, sm_scale, config):
-        self.sm_scale, self.config = sm_scale, config
+    def __init__(self, sm_scale, config, launch):
+        self.sm_scale, self.config, self.launch = sm_scale, config, launch
+
+    @property
+    def bound(self):
+        return self.launch.bound if self.launch is not None else None
 
 
 _PLANS = LaunchPlans("attention_bwd.attention_backward")
@@ -325,8 +334,20 @@ def attention_backward(q, k, v, o, do, lse, causal=False, sm_scale=None, config=
         if cfg is None:
             cfg = tuned_config(_TUNED, (tuple(q.shape), q.dtype, bool(causal)),
                                lambda: tune(q, k, v, o, do, lse, causal, scale, configs_for(q.shape[-1], causal)))
-        plan = _PLANS.add(key, BackwardPlan(scale, cfg))
-    return launch(q, k, v, o, do, lse, causal, plan.sm_scale, plan.config)
+        out = launch(q, k, v, o, do, lse, causal, scale, cfg)
+        lp = _launch_plans.plans.get(_launch_key(q, k, v, o, do, lse, causal, scale, cfg))
+        _PLANS.add(key, BackwardPlan(scale, cfg, lp))
+        return out
+    lp = plan.launch
+    if lp is not None and lp.ready():          # the launch plan at once: no second key
+        bufs = _buffers(q, plan.config, lp.tail)
+        lp.launch(q, k, v, o, do, lse, bufs)
+        _, _, dq32, dk, dv, _ = bufs
+        return dq32.to(q.dtype), dk, dv
+    out = launch(q, k, v, o, do, lse, causal, plan.sm_scale, plan.config)
+    if lp is None:              # planned when the launch could not be bound: take its plan now, if kept
+        plan.launch = _launch_plans.plans.get(_launch_key(q, k, v, o, do, lse, causal, plan.sm_scale, plan.config))
+    return out
 
 
 attention_backward.tuned = _TUNED
