@@ -22,22 +22,44 @@ A Chrome trace that Proton wrote for a plain kernel imports with :func:`load_pro
 """
 from __future__ import annotations
 
+import inspect
+
 from ..errors import GPUError
 from .launch import dispatch, install_launch_hook, is_kernel, launch_name, require_gpu
 from .watchdog import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, report_phase
 
 
 def _kernels_named_by(fn) -> list[tuple[str, object]]:
+    """(name, kernel) of each kernel ``fn`` launches by name: named in its code, or in the code of a function it
+    holds in its closure (a library launcher built around its module's launch function), two levels deep."""
+    return [(name, k) for name, k, _ in _kernel_sites(fn)]
+
+
+def _kernel_sites(fn, depth: int = 2) -> list[tuple[str, object, dict]]:
+    """(name, kernel, the globals the name is looked up in when ``fn`` runs) of each kernel ``fn`` launches."""
     from .transport import _underlying_function
-    f = _underlying_function(fn) or fn
-    code = getattr(f, "__code__", None)
-    if code is None:
-        return []
-    out = []
-    for name in code.co_names:
-        v = f.__globals__.get(name)
-        if v is not None and is_kernel(v):
-            out.append((name, v))
+    out: list = []
+    seen: set = set()
+
+    def walk(f, d):
+        code = getattr(f, "__code__", None)
+        if code is None or id(f) in seen:
+            return
+        seen.add(id(f))
+        g = getattr(f, "__globals__", {})
+        for name in code.co_names:
+            v = g.get(name)
+            if v is not None and is_kernel(v) and not any(n == name and gg is g for n, _, gg in out):
+                out.append((name, v, g))
+        if d > 0:
+            for cell in getattr(f, "__closure__", None) or ():
+                try:
+                    inner = cell.cell_contents
+                except ValueError:
+                    continue
+                if inspect.isfunction(inner):
+                    walk(inner, d - 1)
+    walk(_underlying_function(fn) or fn, depth)
     return out
 
 
@@ -71,14 +93,14 @@ class _Substitute:
 def _target_kernel(fn, kernel_name):
     if is_kernel(fn):
         return fn, None
-    cands = _kernels_named_by(fn)
+    cands = _kernel_sites(fn)
     if kernel_name:
         cands = [c for c in cands if c[0] == kernel_name]
     if len(cands) != 1:
         raise GPUError(f"{launch_name(fn)} launches {len(cands)} kernels that profile could time "
-                       f"({', '.join(n for n, _ in cands) or 'none found'})",
+                       f"({', '.join(n for n, _, _ in cands) or 'none found'})",
                        hint="pass kernel='name' of the one to time, or profile the kernel itself with grid=")
-    name, target = cands[0]
+    name, target, _ = cands[0]
     return target, name
 
 
@@ -97,11 +119,17 @@ def _launch(fn, inst, target, make, grid, args, kwargs, kernel_name):
     if inst is None:
         fn(*args, **kwargs)
         return
-    g = _underlying_function(fn).__globals__
+    # the name is swapped where the function that launches it looks it up; a library launcher's bound launch
+    # (kernels/host.py) would skip the stand-in, so the call goes through the kernel's dispatch
+    from .triton_launch import through_dispatch
+    g = next((gg for n, _, gg in _kernel_sites(fn) if n == kernel_name), None)
+    if g is None:
+        g = _underlying_function(fn).__globals__
     saved = g[kernel_name]
     g[kernel_name] = _Substitute(inst, target, make)
     try:
-        fn(*args, **kwargs)
+        with through_dispatch():
+            fn(*args, **kwargs)
     finally:
         g[kernel_name] = saved
 
