@@ -134,10 +134,21 @@ def check_same_device(kernel_file: str, what: str, **tensors):
             file=kernel_file, hint="move them to one GPU first, e.g. .to(a.device)")
 
 
+def raw_data_ptr():
+    """torch's own ``Tensor.data_ptr`` (the method, looked up once by a caller on a hot path)."""
+    import torch
+    return torch._C.TensorBase.data_ptr
+
+
+def address(t) -> int:
+    """``t.data_ptr()`` as torch itself answers it: looking at an address on the host is not handing it to a
+    kernel, so the simulator's record of addresses the host took (``sim/hostmem.AddressTaken``) is left out."""
+    return raw_data_ptr()(t)
+
+
 def check_aligned(kernel_file: str, what: str, **tensors):
     """Every tensor's first element 16-byte aligned, as workbench errors: TMA and cp.async copy 16-byte units
     and Triton compiles a kernel for aligned pointers (a view at an odd offset, ``x[1:]``, is not)."""
-    from .host import address
     for name, t in tensors.items():
         if type(t).__name__ in ("FakeTensor", "FunctionalTensor") or t.device.type == "meta":
             continue            # traced (torch.compile): no address yet

@@ -21,7 +21,7 @@ from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
-from ._common import KernelSpec, check_gemm_operands, gemm_flops, gemm_inputs, gemm_reference
+from ._common import KernelSpec, address, check_gemm_operands, raw_data_ptr, gemm_flops, gemm_inputs, gemm_reference
 
 
 def fastest_first(configs, run: Callable) -> list:
@@ -82,14 +82,6 @@ def _gemm_output(a, b):
 
 # -- launch plans: what a launcher works out once per operand signature ---------------------------------------------
 
-def address(t) -> int:
-    """``t.data_ptr()`` as torch itself answers it: looking at an address on the host is not handing it to a
-    kernel, so the simulator's record of addresses the host took (``sim/hostmem.AddressTaken``) is left out."""
-    global _DATA_PTR
-    if _DATA_PTR is None:
-        import torch
-        _DATA_PTR = torch._C.TensorBase.data_ptr
-    return _DATA_PTR(t)
 
 
 _DATA_PTR = None
@@ -104,8 +96,9 @@ def operand_key(*tensors) -> tuple:
     >>> operand_key(torch.empty(4, 8))[0][:3]
     (torch.Size([4, 8]), (8, 1), torch.float32)
     """
-    if _DATA_PTR is None and tensors:
-        address(tensors[0])
+    global _DATA_PTR
+    if _DATA_PTR is None:
+        _DATA_PTR = raw_data_ptr()
     return tuple((t.shape, t.stride(), t.dtype, t.device, not _DATA_PTR(t) & 15) for t in tensors)
 
 
