@@ -21,7 +21,7 @@ from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
-from ._common import KernelSpec, address, check_gemm_operands, raw_data_ptr, gemm_flops, gemm_inputs, gemm_reference
+from ._common import KernelSpec, check_gemm_operands, gemm_flops, gemm_inputs, gemm_reference, raw_data_ptr
 
 
 def fastest_first(configs, run: Callable) -> list:
