@@ -85,7 +85,7 @@ def test_default_configs_per_head_dim_and_masking():
     assert attention.configs_for(128, causal=True)[1:].count(c64) == 1      # D=128: in the space, not first
     for (small, causal), cfg in attention.DEFAULTS.items():
         assert cfg in attention.CONFIGS and attention.suits(cfg, 64 if small else 128, causal)
-    # persistent without zig-zag stays out of causal runs (round 3: -12 %)
+    # persistent without zig-zag stays out of causal runs (-12 % measured)
     assert all(c.get("ZIGZAG") for c in attention.configs_for(128, True) if c.get("PERSISTENT"))
 
 
@@ -104,7 +104,7 @@ def test_specs_are_registered():
 def test_attention_compile_report_shows_the_wgmma_serialization_the_h200_measured():
     """The default attention config compiles without ptxas advisories; converting P inside the
     softmax (P_EARLY) makes ptxas serialize the wgmmas (C7513), which cost 27 % in fp16 on the
-    H200 (benchmarks/RESULTS.md, attention round 4): the report must say so and point at the
+    H200 (benchmarks/RESULTS.md, attention forward, levers measured): the report must say so and point at the
     P V `async_dot`."""
     import inspect
 
@@ -124,7 +124,7 @@ def test_attention_defaults_divide_once_a_row_not_once_an_element(causal, n_ctx)
     """O = acc / l in the defaults' epilogue is one reciprocal per row and a multiply per element: a division per
     element (Triton's fp32 ``/`` is ``div.full.f32``, ~9 SASS instructions) was 601 instructions of a consumer
     thread's tile against 169, and the reciprocal ran 0.5-1 % faster non-causal on an H100 (benchmarks/RESULTS.md,
-    sixteenth session). A thread holds 2 rows of a 64 x 128 accumulator (64 elements): the whole PTX may divide only
+    attention forward, levers measured). A thread holds 2 rows of a 64 x 128 accumulator (64 elements): the whole PTX may divide only
     a few times (once per row and code path), never per element."""
     import re
 

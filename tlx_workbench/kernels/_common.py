@@ -77,7 +77,7 @@ def persistent_ctas(units: int, num_sms: int) -> int:
     """How many persistent CTAs to start for ``units`` equal units of work (a GEMM's output tiles, the causal
     attention's zig-zag pairs) on ``num_sms`` SMs: the fewest that keep the same number of waves, so every CTA's
     walk ends in the same wave. One wave or less: one CTA per unit. Measured on the H200 (benchmarks/RESULTS.md):
-    512 GEMM tiles at 4096^3 are 4 waves either way, on 128 CTAs +1 % (fp16) and +3 % (bf16), round 3; 2048
+    512 GEMM tiles at 4096^3 are 4 waves either way, on 128 CTAs +1 % (fp16) and +3 % (bf16); 2048
     attention pairs (4x32x4096, 2x32x8192 causal) are 16 waves, on 128 CTAs 0.2-2.5 % faster in all 8 cells,
     2026-12-04.
 

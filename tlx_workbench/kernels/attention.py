@@ -17,25 +17,25 @@ One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer g
 * persistent form (``attention_fwd_persistent_kernel``, configs with PERSISTENT): one CTA per
   SM walks query tiles; the ring and the turns carry on across tiles, the next tile's Q is
   loaded while this one finishes, and the O store is not waited for. 2-3 % faster than the plain
-  grid at D=128 fp16, a tie in bf16 (round 3).
+  grid at D=128 fp16, a tie in bf16.
 * non-causal default, ``SPLIT_TAIL`` (persistent): a last wave of at most half the SMs (4096 tiles on
   132 SMs leave 4) is not a wave of its own: those tiles are split over K/V across the SMs and merged
   by two small Triton kernels (``tail_plan``): 1.003-1.022x the persistent kernel in fp16 at D=128,
   N=4096/8192, a tie in bf16 (2026-12-02, benchmarks/RESULTS.md).
 * causal default, ``ZIGZAG`` (persistent): each CTA walks pairs of query tiles, the heaviest and
   the lightest causal block of one head, so every pair has the same work and a wave's K/V stays
-  within a few heads (the earlier heavy-first order spanned every head and lost 12 %, round 3):
-  1.08-1.10x SDPA at D=128 vs 1.03-1.05x for the plain grid (round 4).
+  within a few heads (the earlier heavy-first order spanned every head and lost 12 %):
+  1.08-1.10x SDPA at D=128 vs 1.03-1.05x for the plain grid.
 * D=64 default: three consumer groups (``GROUPS=3``, BM=192, 160 registers each) take the GEMM
   turn in a ring, so each group's softmax hides behind two other groups' GEMMs: 1.04-1.11x SDPA
-  vs 0.92-0.95x with two groups (round 4). ``configs_for(64)`` lists it first; it would spill
+  vs 0.92-0.95x with two groups. ``configs_for(64)`` lists it first; it would spill
   registers at D=128.
 * causal D=64 default: the zig-zag persistent kernel with two groups and the softmax pinned under
   the P V wgmma (``PIN_SOFTMAX`` + ``P_LATE``, below): 1.00x SDPA in fp16 vs 0.96-0.97x for three
   groups; in bf16 the three-group zig-zag is faster (0.96x vs 0.91x), and ``attention()`` autotunes
-  over both (round 5).
+  over both.
 * switches, all off by default and each measured slower or level on the H200 (benchmarks/RESULTS.md,
-  attention rounds 4 and 5), kept so the experiments can be re-run: ``P_EARLY`` (P converted in the
+  attention forward, levers measured), kept so the experiments can be re-run: ``P_EARLY`` (P converted in the
   softmax: ptxas then serializes the wgmmas, C7513, -27 % in fp16), ``P_LATE`` (converted after
   the P V wgmma retired), ``WARP_BAR`` (warp-barrier releases), ``EX2_F16`` (packed fp16 exp2),
   ``LAZY`` (O rescaled only when a row max grew by > 2^8), ``WARP1_LOADER`` (a one-warp loader, as

@@ -22,7 +22,7 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
       per K/V block instead of one per group. Off: each group adds its own keys' share of all of dQ_i.
     - DQ_TMA = n > 0: dQ's adds by TMA reduce-add (one ``cp.reduce.async.bulk.tensor`` per (BM, 64) fp32 tile,
       from n SMEM tiles per group used in turn) instead of ``tl.atomic_add``; 0: the atomics.
-    - DP_DELTA, P_ROUND, S_LSE (issue 22, register pressure of the exp/dS stretch, where the default spills at
+    - DP_DELTA, P_ROUND, S_LSE (register pressure of the exp/dS stretch, where the default spills at
       D=128): dP^T's accumulator starts at -delta; dS^T from P^T rounded to the input dtype (dV's operand),
       dV's wgmma issued before dP^T is waited; S^T's accumulator starts at -lse2 / scale.
     - DQ_HANDOFF (with DQ_SPLIT, two groups): each group announces its dS^T with a bar.arrive right after storing it
@@ -100,7 +100,7 @@ CONFIGS = (
     _config(128, NUM_BUFS=3),           # D=64 only
 )
 
-# DQ_TMA (issue 22): dQ by TMA reduce-add from
+# DQ_TMA: dQ by TMA reduce-add from
 # (BM, 64) fp32 SMEM tiles; at D=128 dQ's B operand is a view of K (no second copy). DQ_SPLIT holds one tile
 # per group (two pass 227 KiB): it is written again a whole step later, so its reduce has the step's five
 # wgmmas to read it. benchmarks/attention_bwd_tma_h200.py checks and times them.
@@ -111,7 +111,7 @@ DQ_TMA_CONFIGS = (
     _config(128, DQ_TMA=1),                 # D=64 only
 )
 
-# Register pressure and the consumers' dS^T hand-over at D=128 (issue 22): the default (DQ_SPLIT + DQ_TMA=1) with
+# Register pressure and the consumers' dS^T hand-over at D=128: the default (DQ_SPLIT + DQ_TMA=1) with
 # DP_DELTA + P_ROUND ("lean"; its hot loop about spill-free at sm_90, benchmarks/RESULTS.md), with DQ_HANDOFF, with
 # both, and lean + DQ_HANDOFF + DQ_STAGGER (group 1 half a step behind: a ping-pong). S_LSE ("lean3" in SIM_CONFIGS)
 # spills more in the plain loop than lean and gets no timing slot. benchmarks/attention_bwd_variants_h200.py checks and times them against the default;

@@ -25,13 +25,13 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
     - P_LATE: P is converted after the P V wgmma retired;
     - GROUPS: consumer groups of 64 query rows each take GEMM turns in a ring (BM = 64 * GROUPS);
     - WARP1_LOADER (persistent only): the loader is one warp, not a spinning warp group; level with the
-      four-warp loader on the H200 (round 5);
+      four-warp loader on the H200;
     - PIN_SOFTMAX: the softmax is pinned above the P V wgmma's wait (a never-taken store that needs it), so
       it overlaps P V in the SASS too; spills 7 registers at D=128 unless P_LATE;
     - Q_REGS: Q is loaded into registers once per tile and is the register operand of S = Q K^T (the
       wgmmas then read only K from SMEM); spills at D=128 unless P_LATE;
     - ZIGZAG (persistent only): each CTA takes pairs of tiles (heaviest + lightest query block of one
-      head), a causal schedule with equal work per pair (1.08-1.10x SDPA at D=128, round 4).
+      head), a causal schedule with equal work per pair (1.08-1.10x SDPA at D=128).
     - SPLIT_TAIL (persistent, non-causal): when the tiles leave a last wave of at most half the CTAs
       (4096 tiles on 132 SMs: 31 waves and 4 tiles), the persistent kernel walks the whole waves only and
       the leftover tiles are split over their K/V blocks across the SMs (``tail_plan``), their partial
@@ -118,20 +118,20 @@ def smem_bytes(cfg, head_dim, elem=2, even_m=True) -> int:
 
 
 # the default per (head dim <= 64, causal), each measured fastest there on the H200 (benchmarks/
-# RESULTS.md, rounds 3-5); ``configs_for`` puts it first, then the rest of CONFIGS in order
-# D=128, non-causal: persistent, two Q sets (round 3)
+# RESULTS.md, attention forward); ``configs_for`` puts it first, then the rest of CONFIGS in order
+# D=128, non-causal: persistent, two Q sets
 _PERSISTENT = _config(128, 2, PERSISTENT=True, Q_BUFS=2)
 # D=64: three consumer groups take GEMM turns, so each group's softmax hides behind two other
-# groups' GEMMs (1.04-1.11x SDPA vs 0.92-0.95x with two groups, round 4); 160 registers per
+# groups' GEMMs (1.04-1.11x SDPA vs 0.92-0.95x with two groups); 160 registers per
 # consumer thread would spill at D=128
 _THREE_GROUPS = _config(128, 2, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2)
 # causal: persistent with zig-zag pairs of query tiles (1.08-1.10x SDPA at D=128 vs 1.03-1.05x for
-# the plain grid, round 4)
+# the plain grid)
 _ZIGZAG = _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True)
 # D=128, non-causal: the same, its last partial wave split over K/V across the SMs (SPLIT_TAIL)
 _PERSISTENT_TAIL = _config(128, 2, PERSISTENT=True, Q_BUFS=2, SPLIT_TAIL=True)
 # causal D=64: zig-zag pairs, two groups, the softmax pinned under P V (PIN_SOFTMAX + P_LATE):
-# 1.00x SDPA vs 0.97x for the three-group zig-zag (round 5); at D=128 the same switches lost 2-7 %
+# 1.00x SDPA vs 0.97x for the three-group zig-zag; at D=128 the same switches lost 2-7 %
 _ZIGZAG_PINNED = _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, PIN_SOFTMAX=True, P_LATE=True)
 
 # the autotune space (``suits`` picks what fits a head dim and masking)
@@ -161,8 +161,8 @@ def suits(cfg, head_dim, causal=False, n_ctx=None) -> bool:
     config must fit the 227 KiB of SMEM a CTA may have, at ``n_ctx`` when given: a ragged N needs
     more, ``smem_bytes``) and masking: the persistent form walks
     its tiles in a fixed stride, heavy blocks of every head first, which lost to the plain grid
-    in causal runs (0.91x SDPA vs 1.04x, round 3: L2 reuse), so causal runs take the persistent
-    form only with the zig-zag pair schedule (1.08-1.10x, round 4), and only they take that."""
+    in causal runs (0.91x SDPA vs 1.04x: L2 reuse), so causal runs take the persistent
+    form only with the zig-zag pair schedule (1.08-1.10x), and only they take that."""
     if causal and cfg.get("PERSISTENT") and not cfg.get("ZIGZAG"):
         return False
     if cfg.get("ZIGZAG") and not causal:

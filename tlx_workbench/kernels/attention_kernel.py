@@ -170,7 +170,7 @@ def _kv_step(q_tile, ring, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring0
         # ptxas may not move a store below the wgmma wait, so the softmax stays above it and runs
         # under the P V wgmma. Without it ptxas hoists the wait above the softmax (the wait has
         # no inputs, and the rescale after it looks urgent): none of the 64 exp2 of a step
-        # overlapped P V in round 4's SASS.
+        # overlapped P V in the measured kernel's SASS.
         tl.store(pin_ptr + rows, l_i.to(pin_ptr.dtype.element_ty), mask=N_CTX < 0)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[vb])

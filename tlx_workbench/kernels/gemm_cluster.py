@@ -206,7 +206,7 @@ def _config(BM=128, BN=256, BK=64, STAGES=4, EPI_N=64, GROUP_M=8, EPI_BUFS=2, DO
                 CLUSTER_RELEASE=CLUSTER_RELEASE, TLX_OPS=TLX_OPS)
 
 
-# the autotune space, best-first on the H200 (benchmarks/RESULTS.md, GEMM round 6): consumers
+# the autotune space, best-first on the H200 (benchmarks/RESULTS.md, GEMM, levers measured): consumers
 # release the peer's slot themselves, or the loaders hand the slot over (LOADER_SYNC), level;
 # draining every step (DOT_WAIT0) 1 % behind. CLUSTER_RELEASE (-22 %) is left out.
 CONFIGS = (

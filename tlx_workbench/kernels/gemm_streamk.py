@@ -23,7 +23,7 @@ resident at once (G <= #SMs; one CTA per SM).
 Loader and consumers walk the same segment sequence; the SMEM ring counter runs on across
 segments. The workspace and flags are allocated once per (device, G, BM, BN) by :func:`launch`.
 
-Measured on the H200 (benchmarks/RESULTS.md, GEMM round 4): level with ``gemm_ws`` at 8192^3
+Measured on the H200 (benchmarks/RESULTS.md, GEMM, levers measured): level with ``gemm_ws`` at 8192^3
 (1.01-1.02x cuBLAS) but 6-8 % slower at 4096^3 (0.92-0.94x), the case it was built for; use
 ``gemm_ws`` by default. Suspects: DP waves of G tiles no longer match the GROUP_M bands, the SK
 segments drain and refill the ring, the fp32 partials go through the epilogue strips.

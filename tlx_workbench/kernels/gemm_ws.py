@@ -214,7 +214,7 @@ def smem_bytes(cfg, elem=2) -> int:
 
 # the autotune space, best-first on the H200 (the first entry is the default): per-half full
 # barriers + drain-and-release every step measured best or tied-best at 4096^3 and 8192^3, fp16
-# and bf16 (benchmarks/RESULTS.md, round 2)
+# and bf16 (benchmarks/RESULTS.md, GEMM, levers measured)
 CONFIGS = tuple(c for c in (
     _config(128, 256, 64, 4, 64, SPLIT_FULL=True, DOT_WAIT0=True),
     _config(128, 256, 64, 4, 64),
@@ -256,7 +256,7 @@ def _launch_call(a, b, c, cfg, num_sms=None, balance=True):
 
     ``num_sms``: SMs to spread the persistent CTAs over (default: all); the CTA count is
     ``persistent_ctas(tiles, num_sms)``, or ``min(num_sms, tiles)`` with ``balance=False``
-    (the launch before round 3)."""
+    (the launch before the balanced CTA count)."""
     num_sms = num_sms or sm_count()
     tiles = triton.cdiv(a.shape[0], cfg["BM"]) * triton.cdiv(b.shape[1], cfg["BN"])
     ctas = persistent_ctas(tiles, num_sms) if balance else min(num_sms, tiles)
