@@ -37,8 +37,8 @@ def argument_ranges(bound: dict) -> list[tuple[str, int, int]]:
 
 def nearest_argument(address: int, named: list[tuple[str, int, int]]) -> tuple[str, int, int] | None:
     """The (parameter, first byte, end byte) of the tensor ``address`` lies nearest to (just past its end, or
-    just before its start); None without tensors, or when the nearest is further away than its own size (and
-    64 KiB): a pointer that ran past a tensor lands near it.
+    just before its start); None without tensors, or when the nearest is further away than its own size: a
+    pointer that ran past a tensor lands near it.
 
     >>> nearest_argument(110, [("x_ptr", 0, 64), ("y_ptr", 64, 96)])
     ('y_ptr', 64, 96)
@@ -49,8 +49,9 @@ def nearest_argument(address: int, named: list[tuple[str, int, int]]) -> tuple[s
     if not named:
         return None
     best = min(named, key=distance)
-    # an address far from every tensor (one made from an integer) ran past none of them
-    return best if distance(best) <= max(best[2] - best[1], 1 << 16) else None
+    # an address further from every tensor than its own size (an integer, or a wild offset) ran past none of them:
+    # naming one would name whichever tensor the allocator happened to put near it
+    return best if distance(best) <= best[2] - best[1] else None
 
 
 def out_of_bounds(*, is_store: bool, bad: int, n_bad: int, n: int, itemsize: int,
