@@ -48,7 +48,10 @@ def lab(tmp_path_factory, browser):
     # run, otherwise blocks the cells after the first one now and then
     settings = root / ".cfg" / "lab" / "user-settings" / "@jupyterlab" / "notebook-extension"
     settings.mkdir(parents=True)
-    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"autoStartDefaultKernel": True}))
+    # and render every cell's output when it comes: Lab 4 defers the cells below the fold to idle time by default,
+    # which a machine whose cores are busy may not give it for minutes
+    (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"autoStartDefaultKernel": True,
+                                                                      "windowingMode": "none"}))
     port, token = _free_port(), "tlxwb-test"
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / ".cfg"), JUPYTER_RUNTIME_DIR=str(root / ".rt"))
     proc = subprocess.Popen(
