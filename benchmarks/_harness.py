@@ -338,3 +338,56 @@ def run_record(**fields) -> dict:
 
 def median(xs):
     return statistics.median(xs) if xs else float("nan")
+
+
+class Clocks:
+    """nvidia-smi sampling the SM clock and board power every ``interval_ms`` in the background; ``between(t0, t1)``
+    gives the medians (MHz, W) of the samples taken in that window (``time.time()`` seconds)."""
+
+    def __init__(self, interval_ms: int = 50):
+        import subprocess
+        import threading
+        self.samples = []
+        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                                      "-lms", str(int(interval_ms))], stdout=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            try:
+                mhz, w = (float(x) for x in line.split(","))
+            except ValueError:
+                continue
+            self.samples.append((time.time(), mhz, w))
+
+    def between(self, t0, t1):
+        xs = [x for x in self.samples if t0 <= x[0] <= t1]
+        return (statistics.median(x[1] for x in xs), statistics.median(x[2] for x in xs)) if xs else (None, None)
+
+    def stop(self):
+        self.proc.terminate()
+
+
+def spearman(xs, ys) -> float:
+    """Spearman's rank correlation of two equal-length sequences (ties get their mean rank); NaN without spread.
+
+    >>> spearman([1, 2, 3], [10, 30, 20])
+    0.5
+    """
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2.0
+            i = j + 1
+        return r
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.mean(rx), statistics.mean(ry)
+    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
+    return num / den if den else float("nan")

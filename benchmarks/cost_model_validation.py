@@ -40,6 +40,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
+from _harness import Clocks, spearman  # noqa: E402
+
 MEASURED = HERE / "results" / "predict_measured_h200_2026-12-02.json"
 FP8 = HERE / "results" / "fp8_gemm_h200_2026-12-02.json"
 #: kernels whose sustained runs set figures of the clock model (calibration ``sustained_kernels``)
@@ -118,33 +120,6 @@ def make_launch(cell: dict):
 
 
 # ------------------------------------------------------------------------------------------------ GPU side
-class _Clocks:
-    """nvidia-smi sampling the SM clock and power every 20 ms, in the background."""
-
-    def __init__(self):
-        import subprocess
-        import threading
-        self.samples = []
-        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
-                                      "-lms", "20"], stdout=subprocess.PIPE, text=True)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            try:
-                mhz, w = (float(x) for x in line.split(","))
-            except ValueError:
-                continue
-            self.samples.append((time.time(), mhz, w))
-
-    def between(self, t0, t1):
-        xs = [x for x in self.samples if t0 <= x[0] <= t1]
-        return (statistics.median(x[1] for x in xs), statistics.median(x[2] for x in xs)) if xs else (None, None)
-
-    def stop(self):
-        self.proc.terminate()
-
-
 def _graph_us(fn, n=50):
     """One launch's time replayed from a CUDA graph, L2 flushed before each as do_bench does, without the host's
     launch path: (graph of n x (flush, launch) - graph of n x flush) / n, median of 5 replays."""
@@ -205,7 +180,7 @@ def measure(out_dir, rounds=3):
         except Exception as e:  # noqa: BLE001 - one failing cell must not cost the others
             errors.append(dict(cell=cell, error=f"{type(e).__name__}: {e}", trace=traceback.format_exc()[-800:]))
             print("FAILED", label(cell), e, flush=True)
-    clocks = _Clocks()
+    clocks = Clocks(interval_ms=20)
     times = {key(c): [] for c, _ in subjects}
     t_start = time.time()
     for r in range(rounds):
@@ -287,26 +262,6 @@ def roof_tflops(cell: dict, clock_ghz: float) -> float:
     cm = cost_model("H200")
     per_cycle = cm.tensor_sustained_share * cm.calibration.mma_flops_per_cycle(8 if cell["kind"] == "fp8" else 16)
     return per_cycle * cm.gpu.sm_count * clock_ghz * 1e9 / 1e12
-
-
-def spearman(xs, ys) -> float:
-    def ranks(v):
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2.0
-            i = j + 1
-        return r
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = statistics.mean(rx), statistics.mean(ry)
-    num = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
-    den = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
-    return num / den if den else float("nan")
 
 
 def summary(rows) -> dict:

@@ -16,44 +16,17 @@ import math
 import os
 import pathlib
 import statistics
-import subprocess
 import sys
-import threading
 import time
 import traceback
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+from _harness import Clocks  # noqa: E402
 from predict_cells import CELLS, make_call  # noqa: E402
 
 ROUNDS = int(os.environ.get("PREDICT_ROUNDS", "3"))
-
-
-class Clocks:
-    """nvidia-smi sampling the SM clock and power every 50 ms, in the background."""
-
-    def __init__(self):
-        self.samples = []
-        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
-                                      "-lms", "50"], stdout=subprocess.PIPE, text=True)
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self):
-        for line in self.proc.stdout:
-            try:
-                mhz, w = (float(x) for x in line.split(","))
-            except ValueError:
-                continue
-            self.samples.append((time.time(), mhz, w))
-
-    def between(self, t0, t1):
-        xs = [s for s in self.samples if t0 <= s[0] <= t1]
-        return (statistics.median(s[1] for s in xs), statistics.median(s[2] for s in xs)) if xs else (None, None)
-
-    def stop(self):
-        self.proc.terminate()
 
 
 def main():
