@@ -6,8 +6,8 @@ git's. What counts as a diary reference (case-insensitive):
 * a numbered or ordinal work session: an ordinal (or ``this``, ``last``, ``previous``, ``next``, ``earlier``,
   ``later``) right before the word session, or the word followed by a number. A session of a browser, of pytest,
   of IPython or of a process (``the session``, ``a session``, ``/api/sessions``) is not one;
-* an issue number: the word issue followed by a number (also ``issue_19``, ``issue #19``, ``Issue 19:``), unless a
-  unit follows the number: a TMA load's *issue* cost is a figure (``issue 47 cycles``);
+* an issue number: the word issue followed by a number N (also ``issue_N``, ``issue #N``, ``Issue N:``), unless a
+  unit follows the number: a TMA load's *issue* cost is a figure (``issue N cycles``);
 * a numbered round of work: the word round followed by a number from 1 up (``round_2``, ``round-4``), or ``rounds``
   and a range of them. Round 0 is left alone: a barrier ring's first trip round is how the teaching notebooks
   count (``round 0 passes at once``); timing rounds are counted the other way round (``5 interleaved rounds``,
@@ -32,9 +32,9 @@ _ORDINALS = ("first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|e
 _UNITS = r"cycles?|ns|us|µs|ms|instructions?|slots?|%"
 
 DIARY = re.compile(rf"""
-    \b(?:{_ORDINALS}|this|last|previous|next|earlier|later)\s+session\b     # "ninth session", "this session"
+    \b(?:{_ORDINALS}|this|last|previous|next|earlier|later)\s+session\b     # an ordinal or "this" before session
   | \bsessions?\s+\d+                                                      # "session 9"
-  | \bissue[\s_#-]*\d+(?![\d.]*\s*(?:{_UNITS})\b)                          # "issue 19", "(issue 22, part 2)"
+  | \bissue[\s_#-]*\d+(?![\d.]*\s*(?:{_UNITS})\b)                          # the word issue, then a number
   | (?<![-\w])rounds?[\s_-]?[1-9]\d*\b                                     # "round 4", "round_2", "round-6"
   | \brounds\s+[1-9]\d*\s*(?:-|–|and|to)\s*\d                              # "rounds 2-4"
   | (?<![\w.])r\d{{1,2}}/                                                  # "r15/"
