@@ -305,12 +305,10 @@ class Simulation:
         divergent = []
         ordering = []           # outputs that differ only as atomics' free ordering makes them differ
         seeds = [self.seed + i for i in range(self.schedules)]
-        first_s = 0.0
         for i, seed in enumerate(seeds):
             if i > 0:
                 for t, saved in snap:
                     t.copy_(saved)
-            t0 = time.process_time()
             run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
                              max_steps=self.max_steps, resident=self.resident, memory=taken,
                              occupancy=self.occupancy, in_flight=self.in_flight,
@@ -318,7 +316,6 @@ class Simulation:
                              serialized_wgmma=self.serialized_wgmma, track_writes=len(seeds) > 1,
                              recorder=self.recorder, waves=self.waves)
             if i == 0:
-                first_s = time.process_time() - t0
                 first = run
                 outputs0 = [t.clone() for t, _ in snap]
             else:
@@ -355,7 +352,7 @@ class Simulation:
                         resident=self.resident, memory=taken, occupancy=self.occupancy, in_flight=self.in_flight,
                         spills=self.spills, serialized_wgmma=self.serialized_wgmma, recorder=self.recorder,
                         waves=self.waves)
-            repair.diagnose(res, repair.Launch(jitfn, first.grid, args, kwargs, opts, first_s, check))
+            repair.diagnose(res, repair.Launch(jitfn, first.grid, args, kwargs, opts, check))
         self.results.append(res)
         if res.deadlock is not None and self.on_deadlock == "raise":
             raise_deadlock(first, res)

@@ -109,10 +109,9 @@ def _clone_args(args, kwargs):
 class Launch:
     """The failing launch, as the search re-runs it: kernel, grid, arguments and the simulator's options."""
 
-    def __init__(self, jitfn, grid, args, kwargs, options, seconds, reference=None):
+    def __init__(self, jitfn, grid, args, kwargs, options, reference=None):
         self.jitfn, self.grid, self.args, self.kwargs = jitfn, grid, args, kwargs
         self.options = dict(options)
-        self.seconds = seconds
         self.reference = reference
         self.ops = 0                # the failing launch's simulated work (``work``)
         self.first_ops = 0          # the largest first run of a candidate so far, in simulated ops
