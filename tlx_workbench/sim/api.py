@@ -1,7 +1,6 @@
 """``tlx_workbench.simulate``: run TLX kernels, unchanged, on the CPU."""
 from __future__ import annotations
 
-import time
 
 from ..errors import DeadlockError, SimulationError
 from ..target import offline
