@@ -1,7 +1,6 @@
 """``tlx_workbench.simulate``: run TLX kernels, unchanged, on the CPU."""
 from __future__ import annotations
 
-
 from ..errors import DeadlockError, SimulationError
 from ..target import offline
 from .engine import raise_deadlock, run_launch
