@@ -86,22 +86,30 @@ class LaunchQueue:
         self.taken = [False] * len(self.clusters)
         self.slot_of: dict = {}                 # first CTA id of a started cluster -> its slot (None: started late)
         self.asked: dict = {}                   # slot -> try_cancels so far
+        self._first = 0                         # no cluster before this position is left
         self._log: list = []                    # (order key, stealing CTA, first CTA of the stolen cluster or None)
 
     def start(self, n: int) -> list:
         """The next ``n`` clusters not yet started nor taken, now started."""
         out = []
-        for pos, cl in enumerate(self.clusters):
-            if len(out) >= n:
+        while len(out) < n:
+            pos = self._next_left()
+            if pos is None:
                 break
-            if not self.taken[pos]:
-                self.taken[pos] = True
-                self.slot_of[cl[0][1]] = pos if pos < self.slots else None
-                out.append(cl)
+            cl = self.clusters[pos]
+            self.taken[pos] = True
+            self.slot_of[cl[0][1]] = pos if pos < self.slots else None
+            out.append(cl)
         return out
 
+    def _next_left(self):
+        """The first position not yet started nor taken (None: none is left)."""
+        while self._first < len(self.taken) and self.taken[self._first]:
+            self._first += 1
+        return self._first if self._first < len(self.taken) else None
+
     def left(self) -> bool:
-        return not all(self.taken)
+        return self._next_left() is not None
 
     def answer(self, slot: int, k: int):
         """The cluster slot ``slot`` takes at its ``k``-th try_cancel (without taking it): (position, cluster) or
@@ -131,13 +139,14 @@ class LaunchQueue:
                 self._log.append(((0, k, slot), stealer, cl[0][1]))
                 return cl[0][0][0], k
         # started late (or its turn's cluster was started already): the next cluster not yet started
-        for pos, cl in enumerate(self.clusters):
-            if not self.taken[pos]:
-                self.taken[pos] = True
-                self._log.append(((1, len(self._log)), stealer, cl[0][1]))
-                return cl[0][0][0], None
-        self._log.append(((1, len(self._log)), stealer, None))
-        return None, None
+        pos = self._next_left()
+        if pos is None:
+            self._log.append(((1, len(self._log)), stealer, None))
+            return None, None
+        cl = self.clusters[pos]
+        self.taken[pos] = True
+        self._log.append(((1, len(self._log)), stealer, cl[0][1]))
+        return cl[0][0][0], None
 
     @property
     def log(self) -> list:
