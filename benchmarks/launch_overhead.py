@@ -288,6 +288,43 @@ class Bench:
                               bound=bound(B.launch.plans), **row, **ratios(row, vendor)))
 
 
+def host_profile(fn, calls: int, top: int = 40) -> str:
+    """cProfile of ``calls`` warm calls of ``fn`` (no sync between): where a call's host time goes, by own time."""
+    import cProfile
+    import io
+    import pstats
+
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    prof.disable()
+    torch.cuda.synchronize()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(top)
+    return buf.getvalue()
+
+
+def profiles(bench: Bench, calls: int) -> dict:
+    """Host profiles of the launchers at their goal shapes (warm: run after the items that tuned them)."""
+    import torch
+    from tlx_workbench.kernels import attention as A
+    from tlx_workbench.kernels import attention_bwd as B
+    from tlx_workbench.kernels import gemm_ws
+    out = {}
+    (q, k, v, do), _ = bench.attention_operands(ATTN_SHAPES[0])
+    o, lse = A.attention(q, k, v, return_lse=True)
+    out["attention_backward"] = host_profile(lambda: B.attention_backward(q, k, v, o, do, lse), calls)
+    out["attention"] = host_profile(lambda: A.attention(q, k, v), calls)
+    a, b, _, _ = bench.gemm_operands(2048, 2048, 2048)
+    out["gemm_ws"] = host_profile(lambda: gemm_ws.matmul(a, b), calls)
+    out["torch.matmul"] = host_profile(lambda: torch.matmul(a, b), calls)
+    return out
+
+
 def items(bench: Bench, args):
     """(label, callable) in priority order: the goal cells first (tuned over their whole spaces, or the first
     ``--tune-top`` configs where a space is large), then the large shapes and the other launchers."""
@@ -334,6 +371,8 @@ def main(argv=None):
                    help="the large spaces (FP8: this + 2, the backward, GEMM 8192^3) tune over their first N configs")
     p.add_argument("--budget", type=float, default=300.0, help="seconds after which no new item starts")
     p.add_argument("--only", action="append", help="items whose label starts with this (gemm_ws, fp8, attention...)")
+    p.add_argument("--profile", action="store_true",
+                   help="after the items, cProfile each launcher's warm calls (launch_overhead_profile.txt)")
     args = p.parse_args(argv)
     out = pathlib.Path(args.out)
     json_path = out if out.suffix == ".json" else out / "launch_overhead.json"
@@ -358,6 +397,10 @@ def main(argv=None):
         try_call(label, item, log)
         write_json(json_path.parent, json_path.stem, payload)
         print(md_table(rows[n:], COLS), flush=True)
+    if args.profile:
+        found = try_call("profiles", lambda: profiles(bench, args.bwd_calls), log) or {}
+        json_path.with_name(json_path.stem + "_profile.txt").write_text(
+            "".join(f"==== {name}\n{text}\n" for name, text in found.items()))
     payload["skipped"] = skipped
     payload["seconds"] = time.time() - t0
     write_json(json_path.parent, json_path.stem, payload)

@@ -227,6 +227,8 @@ CONFIGS = tuple(c for c in (
     _config(128, 256, 64, 4, 64, MMA_REGS=240, LOADER_REGS=24),
     _config(256, 128, 64, 4, 64),
     _config(128, 128, 64, 6, 64),
+    # small problems: 128x64 tiles put twice the CTAs of 128x128 on the SMs (1024^3: 128 tiles for 132 SMs)
+    _config(128, 64, 64, 6, 64, EPI_BUFS=1),
 ) if smem_bytes(c) <= SMEM_LIMIT)
 
 # small tiles that the CPU simulator gets through quickly (wgmma needs >= 64 rows per group)
