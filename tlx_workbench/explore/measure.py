@@ -1,9 +1,10 @@
 """The measured stage: a config on a real GPU, in a watchdog worker, one worker per GPU.
 
-Correctness against the reference first (a wrong result is dropped, not timed), then
-``triton.testing.do_bench`` (median, warm-up, L2 flushed). A config that hangs is killed at
-its deadline and recorded as ``hung``; a worker that dies is ``crashed``; either way the
-worker is started again, the device checked healthy with a small job, and the sweep goes on.
+Correctness against the reference first (a wrong result is dropped, not timed), then the timing
+runner (``runtime.timing.time_call``: ``triton.testing.do_bench`` median, warm-up, L2 flushed). A
+config that hangs is killed at its deadline and recorded as ``hung``; a worker that dies is
+``crashed``; either way the worker is started again, the device checked healthy with a small job,
+and the sweep goes on.
 
 Measurers (each ``measure(calls)`` yields ``(index, Outcome)`` as results arrive):
 :class:`GPUMeasurer` (one watchdog worker per visible GPU, on this host),
@@ -66,7 +67,7 @@ def measure_job(travelled, cfg: dict, shape, warmup: int = 25, rep: int = 100, s
     under the launch deadline. Computing the reference runs under the longer preparation
     deadline (the "compile" phase), so a float64 reference on the CPU is no hang."""
     import torch
-    import triton
+    from ..runtime.timing import time_call
     from ..runtime.watchdog import report_phase
     from ..target import gpu_model
     t0 = time.perf_counter()
@@ -97,9 +98,8 @@ def measure_job(travelled, cfg: dict, shape, warmup: int = 25, rep: int = 100, s
     problem.call(inputs, cfg)
     report_phase("run")
     torch.cuda.synchronize()
-    times = triton.testing.do_bench(lambda: problem.call(inputs, cfg), warmup=warmup, rep=rep,
-                                    quantiles=[0.5, 0.2, 0.8])
-    ms, p20, p80 = (float(x) for x in times)
+    timing = time_call(lambda: problem.call(inputs, cfg), name=problem.name, warmup=warmup, rep=rep)
+    ms, p20, p80 = timing.median_ms, timing.p20_ms, timing.p80_ms
     state = device_state()
     metrics.update(ms=ms, p20_ms=p20, p80_ms=p80, us=ms * 1e3)
     if problem.flops is not None:

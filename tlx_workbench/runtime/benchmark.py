@@ -1,4 +1,5 @@
-"""``bench``: time a kernel with ``triton.testing.do_bench`` against baselines and the GPU's ceilings.
+"""``bench``: time a kernel (``timing.time_call``: do_bench, optionally its CUDA-graph replay) against baselines and
+the GPU's ceilings.
 
 >>> r = bench(matmul, a, b, flops=2 * M * N * K,
 ...           baselines={"cuBLAS": lambda: torch.matmul(a, b)})   # doctest: +SKIP
@@ -12,10 +13,10 @@ import dataclasses
 import html
 import io
 import math
-import statistics
 from typing import Callable
 
 from .launch import dispatch, install_launch_hook, launch_name, make_call, require_gpu
+from .timing import time_call
 from .watchdog import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, report_phase
 
 _CEILINGS: dict | None = None
@@ -32,17 +33,16 @@ def ceilings(refresh: bool = False) -> dict:
         return _CEILINGS
     require_gpu("measuring the GPU's ceilings")
     import torch
-    from triton.testing import do_bench
     n = 2 ** 28                                    # 1 GiB of fp32: far beyond L2
     src = torch.empty(n, dtype=torch.float32, device="cuda").uniform_()
     dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), warmup=10, rep=100, return_mode="median")
+    ms = time_call(lambda: dst.copy_(src), name="device copy", warmup=10, rep=100).median_ms
     copy_gbps = 2 * src.numel() * src.element_size() / (ms * 1e-3) / 1e9
     del src, dst
     s = 8192
     a = torch.randn(s, s, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(s, s, dtype=torch.bfloat16, device="cuda")
-    ms = do_bench(lambda: torch.matmul(a, b), warmup=25, rep=200, return_mode="median")
+    ms = time_call(lambda: torch.matmul(a, b), name="bf16 matmul", warmup=25, rep=200).median_ms
     mm_tflops = 2 * s ** 3 / (ms * 1e-3) / 1e12
     del a, b
     torch.cuda.empty_cache()
@@ -60,22 +60,6 @@ def torch_sdpa(q, k, v, *, causal: bool = False, scale: float | None = None) -> 
     """A baseline: ``torch.nn.functional.scaled_dot_product_attention`` (flash / cuDNN), no-argument callable."""
     import torch
     return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
-
-
-# -- timing (in the worker for the kernel under test, here for baselines) --------------------
-def _timings(call, warmup, rep, repeats) -> dict:
-    from triton.testing import do_bench
-    medians, everything = [], []
-    for _ in range(repeats):
-        times = do_bench(call, warmup=warmup, rep=rep, return_mode="all")
-        medians.append(statistics.median(times))
-        everything.extend(times)
-    everything.sort()
-
-    def q(p):
-        return everything[min(len(everything) - 1, int(p * len(everything)))]
-    return {"median_ms": statistics.median(everything), "p20_ms": q(0.2), "p80_ms": q(0.8),
-            "min_ms": everything[0], "repeat_medians_ms": medians, "samples": len(everything)}
 
 
 def _tensor_bytes(args) -> int:
@@ -105,8 +89,9 @@ def _copy_args(args):
     return tuple(out)
 
 
-def bench_job(spec, args, kwargs, grid, warmup, rep, repeats, rotate, l2_bytes):
-    """Worker job: compile + first launch, then do_bench (rotating input copies when they fit in L2)."""
+def bench_job(spec, args, kwargs, grid, warmup, rep, repeats, rotate, l2_bytes, graph=False):
+    """Worker job: compile + first launch, then :func:`~.timing.time_call` (rotating input copies when they fit
+    in L2; with ``graph``, the CUDA-graph replay too)."""
     import torch
     from .transport import resolve
     install_launch_hook()
@@ -127,7 +112,7 @@ def bench_job(spec, args, kwargs, grid, warmup, rep, repeats, rotate, l2_bytes):
     def call():
         state[0] = (state[0] + 1) % copies
         return calls[state[0]]()
-    result = _timings(call, warmup, rep, repeats)
+    result = time_call(call, name=launch_name(fn), warmup=warmup, rep=rep, repeats=repeats, graph=graph).summary()
     result["copies"] = copies
     return result
 
@@ -146,6 +131,8 @@ class BenchRow:
     flops_share: float | None = None   # of the measured bf16 matmul ceiling
     bw_share: float | None = None      # of the measured device-copy bandwidth
     baseline: bool = False
+    graph_ms: float | None = None      # CUDA-graph replay per call (bench(..., graph=True))
+    launch_bound: bool | None = None   # do_bench well above the graph replay: the launch's time, not the kernel's
 
 
 @dataclasses.dataclass
@@ -188,6 +175,9 @@ class BenchResult:
             cols.append(("GB/s", lambda r: f"{r.gbps:.0f}"))
             if self.ceilings:
                 cols.append(("% of copy bandwidth", lambda r: f"{100 * r.bw_share:.0f}%"))
+        if any(r.graph_ms is not None for r in self.rows):
+            cols.append(("graph ms", lambda r: "n/a" if r.graph_ms is None else f"{r.graph_ms:.4f}"))
+            cols.append(("launch-bound", lambda r: {True: "yes", False: "no"}.get(r.launch_bound, "n/a")))
         return cols
 
     def __repr__(self) -> str:
@@ -247,7 +237,8 @@ def make_row(name, t: dict, flops, nbytes, ceil, baseline=False) -> BenchRow:
     med = t["median_ms"]
     reps = t["repeat_medians_ms"]
     row = BenchRow(name, med, t["p20_ms"], t["p80_ms"], t["min_ms"],
-                   (max(reps) - min(reps)) / med if med else 0.0, baseline=baseline)
+                   (max(reps) - min(reps)) / med if med else 0.0, baseline=baseline,
+                   graph_ms=t.get("graph_ms"), launch_bound=t.get("launch_bound"))
     if flops:
         row.tflops = flops / (med * 1e-3) / 1e12
         if ceil:
@@ -261,14 +252,15 @@ def make_row(name, t: dict, flops, nbytes, ceil, baseline=False) -> BenchRow:
 
 def bench(fn, *args, grid=None, flops: float | None = None, bytes: float | None = None,
           baselines: dict | None = None, warmup: int = 25, rep: int = 100, repeats: int = 3,
-          rotate: bool = True, with_ceilings: bool = True, timeout: float = DEFAULT_TIMEOUT,
+          rotate: bool = True, with_ceilings: bool = True, graph: bool = False, timeout: float = DEFAULT_TIMEOUT,
           compile_timeout: float = DEFAULT_COMPILE_TIMEOUT, isolate: bool = True, source: str | None = None,
           **kwargs) -> BenchResult:
     """Time ``fn`` (a kernel with ``grid=``, or a host function) and ``baselines`` in the same run.
 
-    ``triton.testing.do_bench`` runs ``repeats`` times (warm-up, L2 flush, ``rep`` ms
-    each); the table gives the median, the p20–p80 range and the spread of the
-    repeats. ``flops``/``bytes`` (per call) turn times into TFLOP/s and GB/s and a
+    Timed by :func:`~.timing.time_call`: ``triton.testing.do_bench`` runs ``repeats`` times
+    (warm-up, L2 flush, ``rep`` ms each); the table gives the median, the p20–p80 range and
+    the spread of the repeats. ``graph`` adds each row's CUDA-graph replay and whether the
+    do_bench time is launch-bound (the launch, not the kernel, fills it). ``flops``/``bytes`` (per call) turn times into TFLOP/s and GB/s and a
     share of the ceilings measured once per process (a device copy, a bf16 matmul).
     ``baselines`` maps names to no-argument callables (:func:`cublas_matmul`,
     :func:`torch_sdpa`). The kernel runs in the watchdog worker (``timeout``).
@@ -283,11 +275,12 @@ def bench(fn, *args, grid=None, flops: float | None = None, bytes: float | None 
     ceil = ceilings() if with_ceilings else None
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     t = dispatch(bench_job, dict(spec=spec, args=tuple(args), kwargs=kwargs, grid=grid, warmup=warmup, rep=rep,
-                                 repeats=repeats, rotate=rotate, l2_bytes=l2),
+                                 repeats=repeats, rotate=rotate, l2_bytes=l2, graph=graph),
                  isolate=isolate, timeout=timeout, compile_timeout=compile_timeout, what=f"benchmarking {name}")
     rows = [make_row(name, t, flops, bytes, ceil)]
     for bname, bfn in (baselines or {}).items():
         bfn()
         torch.cuda.synchronize()
-        rows.append(make_row(bname, _timings(bfn, warmup, rep, repeats), flops, bytes, ceil, baseline=True))
+        t_b = time_call(bfn, name=bname, warmup=warmup, rep=rep, repeats=repeats, graph=graph).summary()
+        rows.append(make_row(bname, t_b, flops, bytes, ceil, baseline=True))
     return BenchResult(name, rows, flops, bytes, ceil, t.get("copies", 1), torch.cuda.get_device_name())
