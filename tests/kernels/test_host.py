@@ -64,7 +64,7 @@ def test_matmul_tunes_once_per_shape_and_keeps_the_fastest(mod, launches, monkey
     fastest = len(mod.CONFIGS) - 1
     timed = []
 
-    def fake_bench(fn, warmup, rep):
+    def fake_bench(fn, warmup, rep, return_mode="mean"):
         assert (warmup, rep) == (25, 100)
         fn()
         timed.append(launches[-1][3])
@@ -89,7 +89,7 @@ def test_matmul_tunes_once_per_shape_and_keeps_the_fastest(mod, launches, monkey
 def test_attention_tunes_over_the_configs_for_its_head_dim(launches, monkeypatch):
     timed = []
 
-    def fake_bench(fn, warmup, rep):
+    def fake_bench(fn, warmup, rep, return_mode="mean"):
         fn()
         timed.append(1)
         return 100.0 - len(timed)          # each config faster than the one before
@@ -136,7 +136,7 @@ def test_a_config_the_gpu_refuses_is_left_out_of_the_tune(monkeypatch):
     from triton.runtime.errors import OutOfResources
 
     from tlx_workbench.errors import TLXWorkbenchError
-    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup, rep: (fn(), 1.0)[1])
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, warmup, rep, return_mode="mean": (fn(), 1.0)[1])
     configs = [{"BN": 64}, {"BN": 128, "NUM_BUFS": 3}, {"BN": 128}]
 
     def run(cfg):

@@ -17,6 +17,7 @@ import statistics
 import sys
 import time
 
+from ..runtime.timing import event_ms, time_call
 from . import kernels as K
 
 DTYPES = ("float16", "bfloat16", "float8_e4m3fn", "float32")     # float32 operands run as tf32
@@ -181,16 +182,6 @@ def _median(xs):
     return float(statistics.median(xs)) if xs else float("nan")
 
 
-def _event_ms(fn):
-    torch = _torch()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    out = fn()
-    e.record()
-    torch.cuda.synchronize()
-    return out, s.elapsed_time(e)
-
-
 def measure_mma(log):
     out = []
     cases = [("float16", bn, c) for bn in (64, 128, 256) for c in (1, 2)]
@@ -204,7 +195,7 @@ def measure_mma(log):
         # compile + warm with the very ITERS timed: Triton specializes an int argument on its divisibility by 16,
         # so another count could compile a second kernel inside the timed window (the ms, not the cycles)
         launch_mma(dtype, bn, cons, iters=iters)
-        (rec, _, flops), ms = _event_ms(lambda: launch_mma(dtype, bn, cons, iters=iters))
+        (rec, _, flops), ms = event_ms(lambda: launch_mma(dtype, bn, cons, iters=iters))
         rows, by_sm = _per_cta(_records(rec, 132 * cons))
         alone = [r for r in rows if len(by_sm[r["sm"]]) == cons]
         cyc = _median([r["cycles"] for r in alone])
@@ -226,7 +217,7 @@ def measure_mma_latency(log):
     for bn in (64, 128, 256):
         launch_mma_k("float16", bn, iters=16)
         iters = 20000
-        (rec, _, flops), ms = _event_ms(lambda: launch_mma_k("float16", bn, iters=iters))
+        (rec, _, flops), ms = event_ms(lambda: launch_mma_k("float16", bn, iters=iters))
         rows, by_sm = _per_cta(_records(rec, 132))
         cyc = _median([r["cycles"] for r in rows if len(by_sm[r["sm"]]) == 1])
         out.append(dict(dtype="float16", BM=64, BN=bn, BK=16, cycles_per_instruction=cyc / iters,
@@ -255,7 +246,7 @@ def measure_clock(log, seconds=3.0):
     iters = int(0.25 * 1.6e9 * 4096 / (2 * 2.0 * 64 * 256 * 64))
     t0, readings = time.time(), []
     while time.time() - t0 < seconds:
-        (rec, _, _), ms = _event_ms(lambda: launch_mma("float16", 256, 2, iters=iters))
+        (rec, _, _), ms = event_ms(lambda: launch_mma("float16", 256, 2, iters=iters))
         rows, _ = _per_cta(_records(rec, 264))
         readings.append(dict(t=time.time() - t0, ms=ms,
                              clock_ghz=_median([r["cycles"] / r["ns"] for r in rows if r["ns"] > 0])))
@@ -280,8 +271,8 @@ def measure_tma(log):
                     per_cta = 2048 if ctas == 1 else 512
                     iters = min(per_cta, hbm_rows // ctas)
                     region = None if where == "hbm" else max(1, (8 << 20) // (box_m * 64 * 2))
-                    (rec, nbytes), ms = _event_ms(lambda: launch_tma(box_m, 64, stages, ctas, iters, region,
-                                                                     tensor=big))
+                    (rec, nbytes), ms = event_ms(lambda: launch_tma(box_m, 64, stages, ctas, iters, region,
+                                                                    tensor=big))
                     rows, by_sm = _per_cta(_records(rec, ctas))
                     cyc = _median([r["cycles"] for r in rows])
                     out.append(dict(box=[box_m, 64], bytes=box_m * 128, stages=stages, ctas=ctas, where=where,
@@ -304,7 +295,7 @@ def measure_tma_store(log):
             launch_tma_store(64, box_n, stages, ctas=1, iters=8, tensor=(x, desc))
             for ctas in (1, 132):
                 iters = min(1024, rows_total // ctas)
-                (res, ms) = _event_ms(lambda: launch_tma_store(64, box_n, stages, ctas, iters, tensor=(x, desc)))
+                (res, ms) = event_ms(lambda: launch_tma_store(64, box_n, stages, ctas, iters, tensor=(x, desc)))
                 rec, nbytes, _ = res
                 rows, _ = _per_cta(_records(rec, ctas))
                 cyc = _median([r["cycles"] for r in rows])
@@ -328,7 +319,7 @@ def measure_cp_async(log):
                 for where in ("hbm", "l2"):
                     iters = min(2048 if ctas == 1 else 512, region_all // ctas - stages)
                     region = region_all if where == "hbm" else max(1, (8 << 20) // (box_m * box_k * 2))
-                    (res, ms) = _event_ms(lambda: launch_cp_async(box_m, box_k, stages, ctas, iters, region, tensor=x))
+                    (res, ms) = event_ms(lambda: launch_cp_async(box_m, box_k, stages, ctas, iters, region, tensor=x))
                     rec, nbytes = res
                     rows_, _ = _per_cta(_records(rec, ctas))
                     cyc = _median([r["cycles"] for r in rows_])
@@ -343,8 +334,8 @@ def _mma_copy_case(dtype, bn, cons, where, seconds, tensor, log=None):
     """One mma_copy launch of about ``seconds`` at a sustained clock: the wgmma groups' and the copy's rates."""
     flops_one = 2.0 * 64 * bn * _bk(dtype)
     iters = max(16, int(seconds * 1.6e9 * 4096 * (2 if "8" in dtype else 1) / (cons * flops_one)))
-    (rec, flops, nbytes), ms = _event_ms(lambda: launch_mma_copy(dtype, bn, cons, iters=iters, where=where,
-                                                                 tensor=tensor))
+    (rec, flops, nbytes), ms = event_ms(lambda: launch_mma_copy(dtype, bn, cons, iters=iters, where=where,
+                                                                tensor=tensor))
     recs = _records(rec, 132 * (cons + 1))
     mma = [r for i, r in enumerate(recs) if i % (cons + 1) != cons]
     copy = [r for i, r in enumerate(recs) if i % (cons + 1) == cons]
@@ -433,7 +424,7 @@ def measure_power(log, idle_s=2.0, ramp_s=1.5):
         fn()
         torch.cuda.synchronize()
         time.sleep(1.0)
-        ms = float(triton.testing.do_bench(fn, warmup=30, rep=120, return_mode="median"))
+        ms = time_call(fn, name=f"wgmma loop x{iters}", warmup=30, rep=120).median_ms
         ghz, cyc = _clock_of(holder["rec"], 264)
         out["do_bench"].append(dict(iters=iters, ms=ms, clock_ghz=ghz, cycles=cyc,
                                     flops_per_cycle_per_sm=2 * 2.0 * 64 * 256 * 64 * iters / cyc))
@@ -441,7 +432,7 @@ def measure_power(log, idle_s=2.0, ramp_s=1.5):
     cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
     cache.zero_()
     torch.cuda.synchronize()
-    (_, ms) = _event_ms(lambda: [cache.zero_() for _ in range(100)])
+    (_, ms) = event_ms(lambda: [cache.zero_() for _ in range(100)])
     out["flush_us"] = ms * 10.0
     out["flush_bytes"] = cache.numel() * cache.element_size()
     log(f"do_bench's L2 flush: {out['flush_us']:.1f} us ({out['flush_bytes'] / 2**20:.0f} MiB)")
@@ -462,7 +453,7 @@ def measure_gemm_loads(log):
         for group_m in (8, 1):
             launch_gemm_loads(size, size, size, group_m=group_m, tensors=(a, bt))
             torch.cuda.synchronize()
-            (res, ms) = _event_ms(lambda: launch_gemm_loads(size, size, size, group_m=group_m, tensors=(a, bt)))
+            (res, ms) = event_ms(lambda: launch_gemm_loads(size, size, size, group_m=group_m, tensors=(a, bt)))
             rec, per_cta = res
             rows, _ = _per_cta(_records(rec, 132))
             rates = [b / r["cycles"] for b, r in zip(per_cta, rows) if r["cycles"] > 0]
@@ -480,14 +471,14 @@ def measure_gemm_loads(log):
 def measure_launch(log):
     """What do_bench sees of a launch that does nothing: the fixed cost under every kernel's time (CUDA
     events around the launch, L2 flushed between runs as do_bench does), for 1 and 132 CTAs."""
-    import triton
     torch = _torch()
     x = torch.empty(1, device="cuda")
     out = {}
     for ctas in (1, 132, 1024):
         K.empty_kernel[(ctas,)](x)
         torch.cuda.synchronize()
-        ms = triton.testing.do_bench(lambda: K.empty_kernel[(ctas,)](x), warmup=50, rep=300, return_mode="median")
+        ms = time_call(lambda: K.empty_kernel[(ctas,)](x), name=f"empty launch x{ctas}", warmup=50,
+                       rep=300).median_ms
         out[str(ctas)] = ms * 1e3
         log(f"empty launch, {ctas} CTAs: {ms * 1e3:.2f} us (do_bench median)")
     return out

@@ -16,7 +16,6 @@ from __future__ import annotations
 import warnings
 from typing import Callable
 
-import triton
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -25,7 +24,8 @@ from ._common import KernelSpec, check_gemm_operands, gemm_flops, gemm_inputs, g
 
 
 def fastest_first(configs, run: Callable) -> list:
-    """Time ``run(cfg)`` for every config with ``do_bench``; returns [(config, ms), ...] fastest first.
+    """Time ``run(cfg)`` for every config with the timing runner (``runtime.timing.time_call``: do_bench median,
+    25 ms warm-up, 100 ms measured, L2 flushed); returns [(config, ms), ...] fastest first.
 
     A config the GPU cannot run (``OutOfResources``: more SMEM or registers than a CTA may have, which the
     modules' estimates are meant to rule out before this) is left out of the list with a warning naming it;
@@ -34,10 +34,11 @@ def fastest_first(configs, run: Callable) -> list:
     >>> fastest_first(CONFIGS, lambda cfg: launch(a, b, c, cfg))[0]    # doctest: +SKIP
     ({'BM': 128, ...}, 0.61)
     """
+    from ..runtime.timing import time_call
     results, refused = [], []
     for cfg in configs:
         try:
-            results.append((cfg, triton.testing.do_bench(lambda: run(cfg), warmup=25, rep=100)))
+            results.append((cfg, time_call(lambda: run(cfg), warmup=25, rep=100).median_ms))
         except OutOfResources as e:
             refused.append((cfg, e))
             warnings.warn(f"autotune: left out {cfg}: {e}", stacklevel=2)
@@ -364,7 +365,7 @@ def gemm_entry_points(module: str, kernel, launch_call: Callable, kernel_call: C
     matmul.tuned = tuned
     matmul.plans = matmul_plans
     launch.plans = launch_plans
-    tune.__doc__ = "Time every config on (a, b) with do_bench; returns [(config, ms), ...] fastest first."
+    tune.__doc__ = "Time every config on (a, b) (``fastest_first``); returns [(config, ms), ...] fastest first."
     compile_offline.__doc__ = f"""Compile (no launch) for ``target`` on any machine, on empty operands of
     ``shape`` = (M, N, K); returns Triton's CompiledKernel.
 
