@@ -52,9 +52,10 @@ WINDOWS = {"goal": (25, 100), "probe": (100, 300), "long": (500, 2000)}
 
 
 def bench_ms(fn, warmup=100, rep=300) -> float:
-    """Median milliseconds of ``fn`` with do_bench (events, L2 flushed between runs)."""
-    import triton
-    return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+    """Median milliseconds of ``fn``: the workbench's timing runner (``tlx_workbench.runtime.timing.time_call``,
+    do_bench: events, L2 flushed before each run)."""
+    from tlx_workbench.runtime.timing import time_call
+    return time_call(fn, warmup=warmup, rep=rep).median_ms
 
 
 def try_call(label, fn, log):

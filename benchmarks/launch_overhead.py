@@ -8,6 +8,8 @@ Per launcher and shape, warm (tuned and planned first) and in one process:
 * do_bench: ``triton.testing.do_bench`` median (25 ms warm-up, 100 ms measured, L2 flushed between runs): the
   GPU time as a caller sees it, host time included where the host is the slower side.
 * graph: CUDA-graph replay of 20 calls captured together, per call (the GPU's time alone).
+* launch_bound: the timing runner's verdict (``tlx_workbench.runtime.timing``): do_bench well above the graph
+  replay, or the host's time per call at least the GPU's.
 * the ratios: host time over the vendor op's (goal <= 1.5), vendor do_bench over ours (goal >= 0.97).
 
 Vendor ops: ``torch.matmul`` (fp16 GEMMs), ``torch._scaled_mm`` (FP8, per-tensor scales, B column-major, bf16
@@ -34,6 +36,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from _harness import md_table, run_record, try_call, write_json  # noqa: E402
+from tlx_workbench.runtime.timing import host_ms, time_call  # noqa: E402
 
 GEMM_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048), (8192, 8192, 8192)]
 FP8_SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096)]
@@ -45,18 +48,7 @@ OTHER_GEMMS = ("gemm_pipelined", "gemm_pingpong", "gemm_streamk", "gemm_cluster"
 
 def host_us(fn, calls: int, runs: int = 5) -> float:
     """Median over ``runs`` of the host microseconds per call of ``calls`` calls without a sync (warm)."""
-    import torch
-    fn()
-    torch.cuda.synchronize()
-    per = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        per.append((t1 - t0) / calls * 1e6)
-    return statistics.median(per)
+    return host_ms(fn, calls, runs) * 1e3
 
 
 def host_pair_us(fn, vendor_fn, calls: int, runs: int = 5):
@@ -71,42 +63,10 @@ def host_pair_us(fn, vendor_fn, calls: int, runs: int = 5):
     return statistics.median(ours), statistics.median(vendor)
 
 
-def bench_us(fn) -> float:
-    import triton
-    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")) * 1e3
-
-
-def graph_us(fn, per_graph: int = 20, replays: int = 10) -> float:
-    """Microseconds per call of a CUDA graph of ``per_graph`` calls, replayed (median of ``replays``)."""
-    import torch
-    fn()
-    torch.cuda.synchronize()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):        # warm on the capture stream (allocator pools), as torch's docs do
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(per_graph):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        g.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / per_graph)
-    del g
-    return statistics.median(times)
-
-
 def measure(fn, calls, log, label, graph=True, dispatch_fn=None, vendor_fn=None) -> dict:
     """host / do_bench / graph of ``fn`` (and host through Triton's dispatch, ``dispatch_fn``; with ``vendor_fn``,
-    the host times of both in alternating runs, the vendor's as ``vendor_host_us``)."""
+    the host times of both in alternating runs, the vendor's as ``vendor_host_us``); do_bench and the graph replay
+    are the timing runner's (``time_call``), whose verdict on the three is ``launch_bound``."""
     row = {}
     if vendor_fn is not None:
         pair = try_call(f"{label} host (with the vendor's)", lambda: host_pair_us(fn, vendor_fn, calls), log)
@@ -116,9 +76,18 @@ def measure(fn, calls, log, label, graph=True, dispatch_fn=None, vendor_fn=None)
         row["host_us"] = try_call(f"{label} host", lambda: host_us(fn, calls), log)
     if dispatch_fn is not None:
         row["host_dispatch_us"] = try_call(f"{label} host (dispatch)", lambda: host_us(dispatch_fn, calls), log)
-    row["bench_us"] = try_call(f"{label} do_bench", lambda: bench_us(fn), log)
+    t = try_call(f"{label} do_bench", lambda: time_call(fn, name=label, graph=graph), log)
+    if t is None:
+        return row
+    row["bench_us"] = t.median_ms * 1e3
     if graph:
-        row["graph_us"] = try_call(f"{label} graph", lambda: graph_us(fn), log)
+        row["graph_us"] = None if t.graph_ms is None else t.graph_ms * 1e3
+        if t.graph_error:
+            log.append({"what": f"{label} graph", "error": t.graph_error})
+            print(f"  !! {label} graph: {t.graph_error}", flush=True)
+    if row.get("host_us") is not None:
+        t.host_ms = row["host_us"] / 1e3
+    row["launch_bound"] = t.launch_bound
     return row
 
 
@@ -358,8 +327,8 @@ def ratios(row, vendor) -> dict:
     return out
 
 
-COLS = ["call", "shape", "host_us", "vendor_host_us", "host_dispatch_us", "bench_us", "graph_us", "host_vs_vendor", "vendor_over_ours",
-        "graph_vendor_over_ours", "check", "bound"]
+COLS = ["call", "shape", "host_us", "vendor_host_us", "host_dispatch_us", "bench_us", "graph_us", "launch_bound",
+        "host_vs_vendor", "vendor_over_ours", "graph_vendor_over_ours", "check", "bound"]
 
 
 def main(argv=None):
