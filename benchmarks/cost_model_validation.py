@@ -248,7 +248,7 @@ def timed(cell: dict, sim: dict, window: str = "do_bench", launch_us: float | No
 
 
 def _finish(cell, sim, window):
-    from tlx_workbench.sim.prediction import finish
+    from tlx_workbench.sim.timing.prediction import finish
     return finish(kernel=cell["kernel"], gpu="H200", grid=tuple(sim["grid"]),
                   sampled=dict(enumerate(sim["ctas"])), slots=sim["slots"], cta_cycles=sim["cta_cycles"],
                   tensor=sim["tensor"], nbytes=sim["nbytes"], window=window, sim_seconds=sim["sim_seconds"],
@@ -258,7 +258,7 @@ def _finish(cell, sim, window):
 def roof_tflops(cell: dict, clock_ghz: float) -> float:
     """The calibrated roof of this cell: the tensor core's sustained rate under copy load on every SM, at the
     clock the launch holds (fp8 at twice fp16's rate, as the calibration measured)."""
-    from tlx_workbench.sim.cost import cost_model
+    from tlx_workbench.sim.timing.cost import cost_model
     cm = cost_model("H200")
     per_cycle = cm.tensor_sustained_share * cm.calibration.mma_flops_per_cycle(8 if cell["kind"] == "fp8" else 16)
     return per_cycle * cm.gpu.sm_count * clock_ghz * 1e9 / 1e12
@@ -287,7 +287,7 @@ def fit_flush(reuse_paths):
     is not read. The power family's do_bench series measures it and takes precedence once it ran."""
     import dataclasses
     from tlx_workbench.calibration import load, suite
-    from tlx_workbench.sim import cost
+    from tlx_workbench.sim.timing import cost
     rows = [r for path in reuse_paths for r in json.loads(pathlib.Path(path).read_text())["rows"]
             if half(r["cell"]) == "calibration"]
     base = cost.cost_model("H200")
@@ -377,7 +377,7 @@ def main(argv=None):
         fp8 = [r for r in rows if r["cell"]["kind"] == "fp8" and r["cell"]["shape"][0] == n]
         rank[str(n)] = dict(configs=len(fp8), spearman=spearman([r["predicted_us"] for r in fp8],
                                                                 [r["measured_us"] for r in fp8]) if len(fp8) >= 3 else None)
-    from tlx_workbench.sim.cost import cost_model
+    from tlx_workbench.sim.timing.cost import cost_model
     cal = cost_model("H200").calibration
     result = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=" ".join(["benchmarks/cost_model_validation.py"] + (argv or sys.argv[1:])),
                   window=args.window, calibration=dict(date=cal.date, power=cal.power), split=dict(

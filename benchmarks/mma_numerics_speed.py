@@ -1,4 +1,4 @@
-"""Speed of the simulator's tensor-core MMA model, ``tlx_workbench.sim.mma_numerics.mma_accumulate``, against
+"""Speed of the simulator's tensor-core MMA model, ``tlx_workbench.sim.ops.mma_numerics.mma_accumulate``, against
 the plain per-slice numpy loop that defines it (``old``: numpy's float64 product per slice of K, added into the
 float32 accumulator), on fp16-valued float32 operands with a float32 accumulator, three cases:
 
@@ -6,7 +6,7 @@ float32 accumulator), on fp16-valued float32 operands with a float32 accumulator
   cta132  32 calls of (132,64,64) @ (132,64,128)          (a wgmma per CTA of a 132-CTA launch)
   att512  16 calls of (512,128,64) @ (512,64,128)         (attention-like tiles, 512 CTAs)
 
-Variants: ``old`` with BLAS limited to one thread (as during a simulated launch, sim/blas_threads.py) and with
+Variants: ``old`` with BLAS limited to one thread (as during a simulated launch, sim/schedule/blas_threads.py) and with
 two; ``new`` (the compiled kernel, one thread) and ``new-numpy`` (its path without numba: numpy's products in
 cache-sized chunks), both under the one-thread limit. Each case runs the variants in turn, three rounds; the
 best round is reported, as wall-clock ms per call, GFLOP/s (2*M*N*K per batch element) and the process's CPU
@@ -24,7 +24,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from tlx_workbench.sim import mma_numerics as mn
+from tlx_workbench.sim.ops import mma_numerics as mn
 
 CASES = {"2d": ((), 2048), "cta132": ((132,), 32), "att512": ((512,), 16)}
 SHAPES = {"2d": (64, 64, 128), "cta132": (64, 64, 128), "att512": (128, 64, 128)}

@@ -115,7 +115,7 @@ def check_counts(tr: Trace, grid: int, ctas) -> list[str]:
 
 def simulate_cta0(recorder=None):
     """CTA 0 on the simulator (timing only: the same cycles, 4-5x faster): the plain kernel, or the one
-    ``recorder`` instruments (its measured cost per record charged where it records: sim/recorder.py)."""
+    ``recorder`` instruments (its measured cost per record charged where it records: sim/timing/recorder.py)."""
     a, b = torch.empty(M, K, dtype=torch.float16), torch.empty(K, N, dtype=torch.float16)
     c = torch.empty(M, N, dtype=torch.float16)
     with warnings.catch_warnings():

@@ -3,7 +3,7 @@
 A measured trace of gemm_ws 4096^3 (CONFIGS[0]) is a trace of the kernel its recorder made (+26 % to +50 % slower
 than the plain one: benchmarks/shares_h200.py, 2026-12-02 05:44 UTC on the H200). This script simulates CTA 0 of
 the plain kernel and of each instrumented one (``wb.simulate(..., recorder=...)``: the recorder's measured cost
-after every op it records, ``sim/recorder.py``) and compares each with the measured CTA 0 of that recorder, task by
+after every op it records, ``sim/timing/recorder.py``) and compares each with the measured CTA 0 of that recorder, task by
 task (``trace_compare``: busy, barrier wait, async wait, in points of the lane's extent). The measurements are the
 ones on disk: the waits and totals traces in benchmarks/results/, and for the every-op recorder (its 4 MB trace was
 not kept) the CTA 0 lanes that shares_summary.json kept, and also the every-op trace of an earlier run of the same
@@ -32,7 +32,7 @@ import torch  # noqa: E402
 
 import tlx_workbench as wb  # noqa: E402
 from tlx_workbench.kernels import gemm_ws  # noqa: E402
-from tlx_workbench.sim.cost import cost_model, record_cycles  # noqa: E402
+from tlx_workbench.sim.timing.cost import cost_model, record_cycles  # noqa: E402
 from tlx_workbench.trace import Trace  # noqa: E402
 from tlx_workbench.trace_compare import WAITS, compare, shares  # noqa: E402
 
@@ -119,7 +119,7 @@ def totals_record_cost(waits_tr, totals_tr) -> dict:
 
 def main():
     if "--no-loader" in sys.argv:   # the generic issue / arrive / free scalars instead of cost.MEASURED_LOADER
-        from tlx_workbench.sim import cost
+        from tlx_workbench.sim.timing import cost
         cost.APPLIED_LOADER = ()
     OUT.mkdir(parents=True, exist_ok=True)
     summary = json.loads(SUMMARY.read_text())

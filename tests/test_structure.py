@@ -126,7 +126,7 @@ def test_the_graph_is_read(graph):
     assert "tlx_workbench.trace" in graph["tlx_workbench.widgets.timeline"]
     assert "tlx_workbench.compiler.source" in graph["tlx_workbench.compiler.sourcemap"]
     assert "tlx_workbench.views" in graph["tlx_workbench.trace"]          # a function-level import
-    assert "tlx_workbench.sim.cta" in graph["tlx_workbench.sim.engine"]
+    assert "tlx_workbench.sim.hardware.cta" in graph["tlx_workbench.sim.schedule.engine"]
 
 
 def test_no_import_loops(graph):

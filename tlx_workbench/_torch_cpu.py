@@ -94,10 +94,10 @@ def _matmuls():
 
 
 def _tensor_core_matmul(a, b):
-    """``a @ b`` of fp16/bf16 tensors (2-D or batched) as :func:`tlx_workbench.sim.mma_numerics.mma_accumulate`
+    """``a @ b`` of fp16/bf16 tensors (2-D or batched) as :func:`tlx_workbench.sim.ops.mma_numerics.mma_accumulate`
     adds it (that function, outside autograd): float32, the same bits as the simulator's MMA of the same operands."""
     import torch
-    from .sim.mma_numerics import k_slice
+    from .sim.ops.mma_numerics import k_slice
     step = k_slice(16)
     k = a.shape[-1]
     shape = tuple(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])) + (a.shape[-2], b.shape[-1])
@@ -122,7 +122,7 @@ def _tensor_core_matmul_autograd(a, b, step):
 def _tensor_core_matmul_blocked(a, b, step, shape):
     # the simulator's own MMA (compiled, tile by tile over the cores; the same function, so the same bits)
     import torch
-    from .sim.mma_numerics import mma_accumulate
+    from .sim.ops.mma_numerics import mma_accumulate
     out = mma_accumulate(None, a.float().numpy(), b.float().numpy(), 16)
     return torch.from_numpy(out).reshape(shape)
 
@@ -133,7 +133,7 @@ def _reduced_float_matmul(func, args, kwargs):
     On a GPU, torch's fp16/bf16 matmuls run on cuBLAS's tensor-core kernels: exact products, the same MMA
     instructions a TLX kernel issues, K summed in order into fp32, rounded once to the output type. So a GEMM
     kernel and its torch reference agree to the bit there, and GPU suites compare them at fp16's tolerance. The
-    same product here is the simulator's MMA model (``sim/mma_numerics.py``: per 16-element slice of K, the exact
+    same product here is the simulator's MMA model (``sim/ops/mma_numerics.py``: per 16-element slice of K, the exact
     sum rounded into fp32). Torch's own CPU kernel would be neither: ~300x slower (2048^3: 75 s against 0.3 s in
     fp32 on this 2-core box) and rounded differently (1 ulp in ~0.3 % of a 1024^3 product's elements)."""
     import torch

@@ -47,7 +47,7 @@ class TLXWorkbenchError(Exception):
             text += f"\n  the fix, verified by simulation (%tlx_fix applies it in a notebook):\n{fix.diff()}"
         return text
 
-    #: the verified repair (sim/repair.py: Repair) a simulator error leads with, set after the error is made
+    #: the verified repair (sim/diagnosis/repair.py: Repair) a simulator error leads with, set after the error is made
     fix = None
 
     @property

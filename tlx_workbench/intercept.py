@@ -78,7 +78,7 @@ class LaunchRecord:
     protocol error: arrivals past a count, bytes past a barrier's announcement, ...), "error" (the simulator
     stopped the launch: an out-of-bounds access, an op it refused), "warning" (outputs left unwritten or
     non-finite), "clean", or "not simulated".
-    ``prediction``: the launch's predicted time (a :class:`~tlx_workbench.sim.prediction.Prediction`) when the
+    ``prediction``: the launch's predicted time (a :class:`~tlx_workbench.sim.timing.prediction.Prediction`) when the
     interceptor was asked to predict."""
 
     def __init__(self, kernel: str, file: str | None, line: int | None, grid):
@@ -278,7 +278,7 @@ class Interceptor:
         t0 = time.perf_counter()
         facts = None
         if self.predict:
-            from .sim.prediction import launch_facts
+            from .sim.timing.prediction import launch_facts
             facts = launch_facts(jit, args, kwargs, self.gpu) if compiled is not None else \
                 (None, 0, False, f"not compiled (the installed compiler refused {name})")
             sim.occupancy, sim.spills, sim.serialized_wgmma = facts[0] or 1, facts[1], facts[2]
@@ -287,7 +287,7 @@ class Interceptor:
         try:
             sim.launch(jit, grid, args, kwargs)
             if facts is not None:
-                from .sim.prediction import prediction_from
+                from .sim.timing.prediction import prediction_from
                 la.prediction = prediction_from(sim.results[before], self.gpu, occupancy=facts[0] or 1,
                                                 spills=facts[1], compiled=facts[3],
                                                 sim_seconds=time.perf_counter() - t0)

@@ -217,7 +217,7 @@ class TLXSimPlugin:
                 rec["message"] = refused[0].refused
             warned = [(la.kernel, w) for la in launches for w in la.warnings]
             if warned:
-                # a pass, but no clean bill: an output left partly unwritten or holding NaN/Inf (sim/outputs.py)
+                # a pass, but no clean bill: an output left partly unwritten or holding NaN/Inf (sim/diagnosis/outputs.py)
                 kinds = sorted({w.split("]", 1)[0].removeprefix("[warning: ") for _, w in warned})
                 note = f"simulator warning: {', '.join(kinds)}"
                 rec["why"] = f"{rec['why']}; {note}" if rec["why"] else note
@@ -252,7 +252,7 @@ class TLXSimPlugin:
             return False
         import ctypes
         import sys
-        from .sim import scheduler
+        from .sim.schedule import scheduler
         main = threading.main_thread().ident
         for ident, frame in sys._current_frames().items():
             f = frame if ident != main else None

@@ -191,7 +191,7 @@ class Trace:
         self.meta: dict[str, Any] = dict(meta or {})
 
     # the records, built on first access when a producer deferred them (the simulator's replayed CTAs: copies of
-    # their wave leader's records, sim/batch.py)
+    # their wave leader's records, sim/schedule/batch.py)
     def defer(self, fill) -> None:
         """Let ``fill(trace)`` put the final records in ``_spans``/``_barrier_events``/``_counters`` when the trace
         is first read (it sees what was added so far)."""

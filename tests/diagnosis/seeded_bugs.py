@@ -125,7 +125,7 @@ def _persistent_gemm_check(mod):
 
 def _with_reference(kw, ref):
     """The run's reference for the repair search (candidates must reproduce it), unless the caller says otherwise."""
-    from tlx_workbench.sim.repair import matches
+    from tlx_workbench.sim.diagnosis.repair import matches
     return {"repair": matches(ref), **kw}
 
 
@@ -370,7 +370,7 @@ class Outcome:
     first_text: str
     fix_lines: set
     seeded_line: int
-    fix: object = None       # the verified repair offered (sim/repair.py: Repair), or None
+    fix: object = None       # the verified repair offered (sim/diagnosis/repair.py: Repair), or None
     fix_passes: bool | None = None   # applied to the copy, the kernel's test passes (clean, equal to the reference)
     seconds: float = 0.0     # the simulation, repair search included
     search: tuple = ()       # (the repair search's seconds, the failing launch's seconds, candidates tried)
@@ -516,7 +516,7 @@ def fixes_table(bugs):
     print(f"| **all ({n})** | {tot[1]} | {tot[2]} ({100 * tot[2] / n:.0f} %) | {tot[3]} ({100 * tot[3] / n:.0f} %) | "
           f"{tot[4]} ({100 * tot[4] / n:.0f} %) |")
     if ratios:
-        from tlx_workbench.sim.repair import BUDGET, FLOOR_OPS
+        from tlx_workbench.sim.diagnosis.repair import BUDGET, FLOOR_OPS
         ratios.sort()
         big = [r for r in ratios if r[2] * BUDGET >= FLOOR_OPS]
         small = [r for r in ratios if r[2] * BUDGET < FLOOR_OPS]

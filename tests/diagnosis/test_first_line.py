@@ -38,7 +38,7 @@ def test_the_first_line_is_the_line_to_change_in_95_percent():
     hit = [o.bug.id for o in outs if o.names_fix]
     missed = [(o.bug.id, o.seeded_line, o.first_line, o.first_text[:120]) for o in outs if not o.names_fix]
     assert len(outs) >= 44 and len({b.kernel.split("[")[0] for b in sb.BUGS}) >= 3
-    # the first line is the verified repair's where the search finds one within its budget (sim/repair.py, counted in
+    # the first line is the verified repair's where the search finds one within its budget (sim/diagnosis/repair.py, counted in
     # simulated ops: the same on every machine), the ledgers' ranking elsewhere; the goal is 95 %
     assert len(hit) >= math.ceil(0.95 * len(outs)), missed
     # a verified fix is offered for at least 80 % of them
@@ -51,7 +51,7 @@ def test_the_first_line_is_the_line_to_change_in_95_percent():
 def test_a_wrong_count_says_the_fix_in_the_kernels_terms(monkeypatch):
     # each replica arrives once on its own slot of bars_empty_a, which counts 2 (the budget is raised: this is about
     # what leads; the seeded suite measures the search's cost)
-    from tlx_workbench.sim import repair
+    from tlx_workbench.sim.diagnosis import repair
     monkeypatch.setattr(repair, "BUDGET", 1000.0)
     s = sb.seeded_copy(next(b for b in sb.BUGS if b.id == "g-empty-a-count"))
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)

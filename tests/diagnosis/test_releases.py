@@ -1,8 +1,8 @@
-"""What each release barrier guards, read off a real run (sim/releases.py): on the clean kernels every release
+"""What each release barrier guards, read off a real run (sim/diagnosis/releases.py): on the clean kernels every release
 pays for a retired read and none is left unpaid; the seeded wrong-slot release is the one early release."""
 import seeded_bugs as sb
 
-from tlx_workbench.sim.releases import Releases
+from tlx_workbench.sim.diagnosis.releases import Releases
 
 
 def _run(kernel, module):

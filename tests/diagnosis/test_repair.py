@@ -1,4 +1,4 @@
-"""Repairs the simulator proves (sim/repair.py): a failing launch's diagnosis leads with the smallest edit that
+"""Repairs the simulator proves (sim/diagnosis/repair.py): a failing launch's diagnosis leads with the smallest edit that
 runs clean on the same launch; applying it makes the kernel's test pass; %tlx_fix puts it in a new cell."""
 import pytest
 import torch
@@ -16,7 +16,7 @@ def _bug(bug_id):
                                     "fw-v-signals-k-full"])
 def test_the_verified_fix_of_each_hard_class_makes_the_test_pass(bug_id, monkeypatch):
     # the budget is raised: what the search finds is tested here, its cost by the seeded suite's table
-    from tlx_workbench.sim import repair
+    from tlx_workbench.sim.diagnosis import repair
     monkeypatch.setattr(repair, "BUDGET", 1000.0)
     o = sb.simulated(_bug(bug_id), apply_fix=True)
     assert o.detected and o.names_fix, (o.first_line, o.first_text)
@@ -43,7 +43,7 @@ def test_the_flipped_wait_is_the_wait_to_change_not_a_consequence():
 
 def test_no_verified_repair_falls_back_to_the_ranking_and_says_so(monkeypatch):
     # only the candidates away from the seeded line: none of them runs clean
-    from tlx_workbench.sim import repair
+    from tlx_workbench.sim.diagnosis import repair
     s = sb.seeded_copy(_bug("g-empty-b-phase"))
     every = repair.candidates
     monkeypatch.setattr(repair, "candidates",
@@ -57,7 +57,7 @@ def test_no_verified_repair_falls_back_to_the_ranking_and_says_so(monkeypatch):
 
 
 def test_the_fix_shows_as_a_diff_in_every_view(monkeypatch):
-    from tlx_workbench.sim import repair
+    from tlx_workbench.sim.diagnosis import repair
     monkeypatch.setattr(repair, "BUDGET", 1000.0)
     s = sb.seeded_copy(_bug("op-read-early"))
     res, _ = sb.KERNELS[s.bug.kernel].run(s.module)
@@ -83,7 +83,7 @@ def test_the_fix_shows_as_a_diff_in_every_view(monkeypatch):
 def test_tlx_fix_puts_the_fixed_cell_below_and_changes_nothing_else(monkeypatch):
     from IPython.core.interactiveshell import InteractiveShell
 
-    from tlx_workbench.sim import repair
+    from tlx_workbench.sim.diagnosis import repair
     monkeypatch.setattr(repair, "BUDGET", 1000.0)
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "tlx_magic")

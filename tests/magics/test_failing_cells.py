@@ -182,7 +182,7 @@ def test_an_out_of_bounds_store_names_the_tensor_it_ran_past(run_cell, shell):
 
 
 def test_bounds_name_the_argument_a_bad_address_lies_past():
-    from tlx_workbench.sim.bounds import argument_ranges, out_of_bounds
+    from tlx_workbench.sim.diagnosis.bounds import argument_ranges, out_of_bounds
     named = argument_ranges({"x_ptr": torch.zeros(16), "y_ptr": torch.zeros(8), "n": 8})
     low = min(named, key=lambda r: r[1])
     high = max(named, key=lambda r: r[2])

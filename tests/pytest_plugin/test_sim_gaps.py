@@ -59,7 +59,7 @@ def clamp_by_map_elementwise(x_ptr, out_ptr, lo, N: tl.constexpr):
 
 def _namespaces():
     import triton.language.math as tl_math
-    from tlx_workbench.sim.tlx_ops import _tlx_modules
+    from tlx_workbench.sim.ops.tlx_ops import _tlx_modules
     spaces = [tl, tl.core, tl_math, tl.tensor, tl.core.tensor_descriptor_base] + _tlx_modules()
     return {id(ns): (ns, dict(vars(ns))) for ns in spaces}
 

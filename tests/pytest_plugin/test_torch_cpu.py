@@ -4,7 +4,7 @@ import torch
 
 from tlx_workbench._torch_cpu import CudaOnCpu
 from tlx_workbench.sim.api import Simulation
-from tlx_workbench.sim.mma_numerics import mma_accumulate
+from tlx_workbench.sim.ops.mma_numerics import mma_accumulate
 from tlx_workbench.target import gpu_model
 
 
@@ -14,7 +14,7 @@ def _values(t):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_reduced_float_matmuls_are_the_tensor_cores_sums(dtype):
-    # as cuBLAS's tensor-core kernels add them, and as the simulator's MMA does (sim/mma_numerics.py); torch's own
+    # as cuBLAS's tensor-core kernels add them, and as the simulator's MMA does (sim/ops/mma_numerics.py); torch's own
     # CPU fp16 kernel rounds ~20 of these elements differently, and takes minutes at 2048^3
     with CudaOnCpu(gpu_model("H200")):
         a = torch.randn(192, 320, device="cuda", dtype=dtype)

@@ -16,7 +16,7 @@ import numpy as np
 def sim_clocks(step: int = 10, ghz: float = 1.6, sm_base: int = 100):
     from triton.runtime.interpreter import interpreter_builder
 
-    from tlx_workbench.sim import tl_extras
+    from tlx_workbench.sim.ops import tl_extras
     ticks = itertools.count(1)
     last = {"clock": 0}
 

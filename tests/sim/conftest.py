@@ -14,7 +14,7 @@ def load_tutorial(name, any_cluster_shape=False):
     """Import a TLX wheel tutorial, unchanged, by path (its module-level code asks the driver for the GPU).
     ``any_cluster_shape``: let its configs declare clusters uTLX refuses, e.g. (1, 2, 1) (simulator only)."""
     if name not in _loaded:
-        from tlx_workbench.sim.cluster_shapes import any_cluster_shape as lenient
+        from tlx_workbench.sim.hardware.cluster_shapes import any_cluster_shape as lenient
         with wb.offline("H100"), (lenient() if any_cluster_shape else contextlib.nullcontext()):
             spec = importlib.util.spec_from_file_location("tlxtut_" + name.replace("-", "_"), TUTORIALS / f"{name}.py")
             mod = importlib.util.module_from_spec(spec)

@@ -111,7 +111,7 @@ def test_bulk_async_load_and_async_store_copy_the_bytes_asked(dtype):
     want[:, :96] = x[:, :96] * 2
     res = simulate(_bulk_roundtrip, x, y, N=N, NBYTES=nbytes, grid=(rows,), gpu="H200")
     assert not res.errors and res.deadlock is None, res
-    # the tail of each row is left as it was on purpose, and said (sim/outputs.py)
+    # the tail of each row is left as it was on purpose, and said (sim/diagnosis/outputs.py)
     assert [f.kind for f in res.warnings] == ["unwritten-output"] and "cols 96-127" in res.warnings[0].message
     assert torch.equal(y, want)
     loads = [s for s in res.trace.spans if s.name == "async_load (bulk)"]

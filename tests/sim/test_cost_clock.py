@@ -13,8 +13,8 @@ import torch
 import tlx_workbench as wb
 from tlx_workbench.calibration import load, suite
 from tlx_workbench.kernels import gemm_ws
-from tlx_workbench.sim.cost import PowerModel, cost_model
-from tlx_workbench.sim.prediction import finish, launch_cost_us
+from tlx_workbench.sim.timing.cost import PowerModel, cost_model
+from tlx_workbench.sim.timing.prediction import finish, launch_cost_us
 
 
 def _predict(shape, window="do_bench", seed=None):

@@ -9,8 +9,8 @@ import torch
 
 import tlx_workbench as wb
 from tlx_workbench.calibration import load, suite
-from tlx_workbench.sim.cost import cost_model
-from tlx_workbench.sim.prediction import sample_ctas, schedule
+from tlx_workbench.sim.timing.cost import cost_model
+from tlx_workbench.sim.timing.prediction import sample_ctas, schedule
 
 
 def _sim(fn, **kw):
@@ -198,7 +198,7 @@ def test_an_async_dot_keeps_its_warp_group_busy_issuing_what_the_h200_measured()
     """A warp group issuing an async_dot is busy (not waiting) for its wgmma instructions' issue, ~30 cycles each
     on the H200 (cost.MEASURED_WGMMA_ISSUE, from the gemm_ws 4096^3 traces); the tensor core starts on the
     first instruction, so the wgmma's own time is unchanged. GPUs never measured keep the generic issue slot."""
-    from tlx_workbench.sim.cost import MEASURED_WGMMA_ISSUE
+    from tlx_workbench.sim.timing.cost import MEASURED_WGMMA_ISSUE
     launch, a, b, cfg = _gemm_ws((256, 128, 256))
     cm = cost_model("H200")
     assert cm.wgmma_instructions(64, 64, 16) == 4 and cm.wgmma_instructions(128, 128, 8) == 8
@@ -242,7 +242,7 @@ def test_the_loader_figures_are_what_the_stored_h200_traces_give():
     """cost.MEASURED_LOADER is benchmarks/loader_costs.py's derivation from the traces on disk (the every-op
     trace's TMA-issue and expect spans; the waits trace's loader k-step less its record, issues and expects, over
     the scalar ops the simulator counts per loader k-step): the same figures, to their rounding."""
-    from tlx_workbench.sim.cost import MEASURED_LOADER
+    from tlx_workbench.sim.timing.cost import MEASURED_LOADER
     d = _bench("loader_costs").derive()
     got = MEASURED_LOADER["H200"]
     assert got["tma_issue"] == pytest.approx(d["tma_issue"], abs=0.5)
@@ -261,8 +261,8 @@ def test_a_tma_loader_k_step_costs_what_the_h200_measured(monkeypatch):
     charges them by default (cost.APPLIED_LOADER; a study sets it to () for the generic figures); GPUs never
     measured keep the generic issue slot, an arrive for the expect, and free scalars either way."""
     from tlx_workbench.kernels import gemm_ws
-    from tlx_workbench.sim import cost
-    from tlx_workbench.sim.cost import MEASURED_LOADER, MEASURED_RECORD
+    from tlx_workbench.sim.timing import cost
+    from tlx_workbench.sim.timing.cost import MEASURED_LOADER, MEASURED_RECORD
     monkeypatch.setattr(cost, "APPLIED_LOADER", ())
     generic = cost_model("H200")
     assert (generic.tma_issue_cycles, generic.expect_cycles, generic.scalar_op) == (generic.issue,

@@ -5,7 +5,8 @@ import torch
 import triton
 import triton.language as tl
 
-from tlx_workbench.sim import simulate, tl_extras
+from tlx_workbench.sim import simulate
+from tlx_workbench.sim.ops import tl_extras
 
 
 @triton.jit

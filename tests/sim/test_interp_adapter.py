@@ -6,7 +6,7 @@ import triton
 from triton.runtime import interpreter
 
 from tlx_workbench.sim import interp_adapter as ia
-from tlx_workbench.sim import tlx_ops
+from tlx_workbench.sim.ops import tlx_ops
 
 
 def test_triton_version_is_the_pinned_one():
@@ -80,7 +80,7 @@ def test_signatures_the_bf16_numerics_wrap():
 
 
 def test_block_types_check_their_shape_where_waves_lift_it():
-    # sim/batch.py replays a reduction over a wave's CTAs as one op, the CTA axis in front: its size need not be a
+    # sim/schedule/batch.py replays a reduction over a wave's CTAs as one op, the CTA axis in front: its size need not be a
     # power of two, so interp_adapter.wave_shapes swaps the check Triton's block types call for one that allows it
     import triton.language as tl
     assert callable(tl.core.validate_block_shape), "re-check interp_adapter.wave_shapes against this Triton"

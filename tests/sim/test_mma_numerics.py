@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from tlx_workbench.sim import mma_numerics as mn
-from tlx_workbench.sim.mma_numerics import k_slice, mma_accumulate
+from tlx_workbench.sim.ops import mma_numerics as mn
+from tlx_workbench.sim.ops.mma_numerics import k_slice, mma_accumulate
 
 # the reference's float64 sums of infinities and NaN warn; the bits are what is compared
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

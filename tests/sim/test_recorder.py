@@ -11,9 +11,9 @@ import tlx_workbench as wb
 from tlx_workbench.errors import SimulationError
 from tlx_workbench.kernels import gemm_ws
 from tlx_workbench.runtime.instrument import instrument_source
-from tlx_workbench.sim import recorder as rec_mod
-from tlx_workbench.sim.cost import MEASURED_RECORD, cost_model, record_cycles
-from tlx_workbench.sim.mma_ops import MmaOps
+from tlx_workbench.sim.timing import recorder as rec_mod
+from tlx_workbench.sim.timing.cost import MEASURED_RECORD, cost_model, record_cycles
+from tlx_workbench.sim.ops.mma_ops import MmaOps
 
 CFG = dict(gemm_ws.CONFIGS[0])          # the measured config: SPLIT_FULL, DOT_WAIT0, 4 strips per tile
 KERNEL = gemm_ws.gemm_ws_coop_kernel
@@ -166,7 +166,7 @@ def test_recorded_gemm_ws_4096_shares_are_within_10_points_of_the_h200s(recorder
     free otherwise): every task's busy, barrier-wait and async-wait shares within 10 points. Without them
     (cost.APPLIED_LOADER = ()) the every-op recorder's loader is 12.9 points off (its busy share too low)."""
     import json
-    from tlx_workbench.sim import cost
+    from tlx_workbench.sim.timing import cost
     from tlx_workbench.trace import Trace
     from tlx_workbench.trace_compare import compare
     assert cost.APPLIED_LOADER == tuple(cost.MEASURED_LOADER["H200"])

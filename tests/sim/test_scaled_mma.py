@@ -127,6 +127,6 @@ def test_async_dot_scaled_mx_matches_dequantized_torch(a_fmt, b_fmt, k, scales):
 
 
 def test_mxfp4_runs_at_twice_the_mxfp8_rate():
-    from tlx_workbench.sim.cost import cost_model
+    from tlx_workbench.sim.timing.cost import cost_model
     cm = cost_model("B200")
     assert cm.mma_cycles(128, 128, 128, 4) * 2 == pytest.approx(cm.mma_cycles(128, 128, 128, 8))

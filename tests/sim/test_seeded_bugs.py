@@ -60,8 +60,8 @@ def test_wrong_arrive_count_deadlocks_on_the_empty_barrier(monkeypatch):
     assert ei.value.line == arrive
     # both lines could be the fix: the repair search tries them, and the count (line 16) is the one that runs
     # clean; the report then leads with it, the arrive against the count follows as the evidence (the budget is
-    # raised: this is about what leads, sim/repair.py's bound is measured by the seeded suite)
-    from tlx_workbench.sim import repair
+    # raised: this is about what leads, sim/diagnosis/repair.py's bound is measured by the seeded suite)
+    from tlx_workbench.sim.diagnosis import repair
     monkeypatch.setattr(repair, "BUDGET", 1000.0)
     res, x, _ = run_copy("arrive_count")
     d = res.deadlock

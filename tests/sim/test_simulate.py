@@ -100,7 +100,7 @@ def test_wrong_launch_arguments_name_the_kernel():
 
 
 def test_unsupported_op_names_the_op_and_line(monkeypatch):
-    from tlx_workbench.sim import tlx_ops
+    from tlx_workbench.sim.ops import tlx_ops
     # every TLX op is modelled today: an op listed as not modelled stands for the next new one
     monkeypatch.setattr(tlx_ops, "UNSUPPORTED", {"clock64"})
     with pytest.raises(wb.SimulationError) as ei:

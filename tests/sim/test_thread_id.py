@@ -1,4 +1,4 @@
-"""``tlx.thread_id`` per thread on the simulator (sim/threads.py), against torch: what a store or atomic under a
+"""``tlx.thread_id`` per thread on the simulator (sim/ops/threads.py), against torch: what a store or atomic under a
 condition on the thread id writes, as the compiler's sm_90 lowering does it, and the clear refusals."""
 import pytest
 import torch
@@ -250,7 +250,7 @@ def _chain_kernel(tmp_path, depth):
 def test_an_elif_chain_is_rewritten_once_per_branch(tmp_path):
     # each branch appears once in the simulator's copy of the kernel (it runs uniformly, or under the threads that
     # take it): an if/elif chain copied per level grew as 2^depth (test_bf16's 17-way chain took minutes)
-    from tlx_workbench.sim.rewrite import rewrite
+    from tlx_workbench.sim.schedule.rewrite import rewrite
     sizes = {d: len(rewrite(_chain_kernel(tmp_path, d).fn, None).__code__.co_code) for d in (8, 16)}
     assert sizes[16] < 2.5 * sizes[8], sizes
     k = _chain_kernel(tmp_path, 24)

@@ -2,7 +2,7 @@
 
 The installed compiler crashes (segfault) compiling vote_ballot_sync for sm_90 and sm_100, so these kernels are
 simulate-only here. A tensor predicate is spread over the threads as Triton's default blocked layout spreads it
-(sim/warp_vote.py says why and when that is the layout the op gets).
+(sim/ops/warp_vote.py says why and when that is the layout the op gets).
 """
 import pytest
 import torch
@@ -11,7 +11,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from tlx_workbench.sim import simulate
-from tlx_workbench.sim.warp_vote import ballot, default_blocked
+from tlx_workbench.sim.ops.warp_vote import ballot, default_blocked
 
 
 @triton.jit

@@ -1,4 +1,4 @@
-"""Waves (sim/batch.py) against one CTA at a time: the same launch on the same inputs, both paths; the output bits,
+"""Waves (sim/schedule/batch.py) against one CTA at a time: the same launch on the same inputs, both paths; the output bits,
 findings, deadlock reports, CTAs, stats and the whole trace must be identical (``_both`` runs, ``_same`` compares).
 
 Covered, at small shapes with a few CTAs: the wheel's tutorials the simulator runs and the library kernels
@@ -273,7 +273,7 @@ TUTORIALS = [
     # clusters of (4, 2, 1) CTAs, MMA pairs: four clusters, one leads and three replay it
     _tut("blackwell_gemm_2cta", _gemm_case("matmul", 2048, 256, 128, gpu="B200"), "waves"),
     _tut("blackwell_gemm_clc", _gemm_case("matmul", 256, 512, 128, gpu="B200", config=0), "waves"),
-    # more tiles than SMs: 16 tiles on 6 SMs, 6 CTAs start and their try_cancels take the other 10 (sim/clc.py);
+    # more tiles than SMs: 16 tiles on 6 SMs, 6 CTAs start and their try_cancels take the other 10 (sim/hardware/clc.py);
     # four CTAs walk 3 tiles, two walk 2
     _tut("blackwell_gemm_clc", _gemm_case("matmul", 512, 512, 64, gpu=_sms("B200", 6), config=0), "waves",
          id="blackwell_gemm_clc-steals"),

@@ -158,7 +158,7 @@ def rank(findings: list, sim) -> list:
     lead = None
     fix = getattr(sim, "fix", None) if sim is not None else None
     if fix is not None:
-        # a repair the simulator verified leads (sim/repair.py); said as a finding when none is at its line
+        # a repair the simulator verified leads (sim/diagnosis/repair.py); said as a finding when none is at its line
         lead = fix.line
         if not any(f.line == lead for f in findings):
             from .findings import Finding

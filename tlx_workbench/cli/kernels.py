@@ -250,7 +250,7 @@ def _load_kernel(path: str, name: str, gpu: str):
 def predict_main(args) -> int:
     from .. import json_schema as js
     from ..errors import SimulationError
-    from ..sim.prediction import predict
+    from ..sim.timing.prediction import predict
     from ..target import gpu_model
     path, kernel = split_target(args.file)
     gpu = gpu_model(args.sim or default_gpu()).name

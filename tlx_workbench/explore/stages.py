@@ -218,11 +218,11 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
     cycles fitted as ``a + b * work`` (work = the shape's flops over its CTA count), then evaluated
     at the real shape's work per CTA (``real_ctas`` CTAs; more than one wave counts as
     ceil(ctas / SMs) CTAs in a row on one SM). The cycles turn into time as ``wb.predict``'s do
-    (``sim.prediction.finish``): the roof of the tensor rate sustained under copy load, the clock the
+    (``sim.timing.prediction.finish``): the roof of the tensor rate sustained under copy load, the clock the
     board holds for the launch's tensor load and length, the launch's fixed cost."""
     import numpy as np
     import tlx_workbench as wb
-    from ..sim.prediction import finish, tensor_cycles
+    from ..sim.timing.prediction import finish, tensor_cycles
     from ..target import gpu_model
     model = gpu_model(gpu)
     works, cycles, shares = [], [], []
@@ -240,7 +240,7 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
         res = run()
         if not scaled:
             # spills whose locals do not fit the L1 the SMEM leaves reload from L2, as wb.predict charges them
-            from ..sim.prediction import _spill_scale
+            from ..sim.timing.prediction import _spill_scale
             scaled, scale = True, _spill_scale(res, model.name, 1, min(real_ctas or 1, model.sm_count))
             if scale > 1.0:
                 spills = spills * scale
@@ -298,7 +298,7 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
         problem = arrive(travelled)
         small = proof_shape(problem, cfg, shape, sim_shape)
         inputs = inputs_for(problem, small, "cpu", fresh=True, seed=seed)
-        # a sweep records verdicts: the repair search (sim/repair.py) is for the config a person looks into
+        # a sweep records verdicts: the repair search (sim/diagnosis/repair.py) is for the config a person looks into
         # (Exploration.simulate), not for every hanging config of a sweep
         res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, schedules=schedules, seed=seed, on_deadlock="return",
                           repair=False)

@@ -103,7 +103,7 @@ class Sweep:
         if stage == "static":
             return str(self.target)
         if stage == "simulated":
-            from ..sim.cost import model_id
+            from ..sim.timing.cost import model_id
             return f"{self.gpu}; schedules={self.schedules}; seed={self.seed}; cost model {model_id(self.gpu)}"
         return device or "gpu"
 

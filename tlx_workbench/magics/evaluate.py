@@ -129,7 +129,7 @@ def _evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90
             hint=f"add {', '.join(m + '=...' for m in missing)} to the launch (constexprs are passed by name)"))
         return res
     # what the kernel is specialized on; launch options (num_warps, ctas_per_cga, ...) are not constexprs
-    from ..sim.engine import LAUNCH_OPTIONS
+    from ..sim.schedule.engine import LAUNCH_OPTIONS
     res.constexprs = {k: v for k, v in kwargs.items()
                       if not hasattr(v, "shape") and k not in LAUNCH_OPTIONS and k != "grid"}
     res.constexprs.update(constexprs or {})         # a knob on a positional parameter too

@@ -1,6 +1,6 @@
 """``%tlx_fix``: put the verified repair of a failing simulation into the notebook, by the person's action only.
 
-The simulator proves a repair before it offers one (``tlx_workbench/sim/repair.py``: the same launch re-run with
+The simulator proves a repair before it offers one (``tlx_workbench/sim/diagnosis/repair.py``: the same launch re-run with
 the edit, over several schedules). ``%tlx_fix`` takes the last one found (or the one of a result, error or check
 named on its line) and:
 
@@ -23,7 +23,7 @@ from ..errors import TLXWorkbenchError
 def repair_of(obj):
     """The verified repair a result carries: a Repair, a SimResult (``.fix``), an error (``.verified_fix``), a
     DeadlockReport, a CheckResult (its simulation's), a %%tlx CellResult (its simulation's); None when none."""
-    from ..sim.repair import Repair
+    from ..sim.diagnosis.repair import Repair
     if obj is None or isinstance(obj, Repair):
         return obj
     for name in ("verified_fix", "fix"):
@@ -79,7 +79,7 @@ class FixMagics(Magics):
         """Apply the last verified repair: ``%tlx_fix`` (new cell below), ``%tlx_fix res --replace``."""
         from IPython.display import HTML, display
 
-        from ..sim import repair as repair_mod
+        from ..sim.diagnosis import repair as repair_mod
         args = parse_argstring(self.tlx_fix, line)
         if args.result:
             try:

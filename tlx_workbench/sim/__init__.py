@@ -9,7 +9,7 @@ cluster barriers) and CLC work stealing.
 >>> sim.result.raise_for_errors()                   # doctest: +SKIP
 """
 from .api import SimResult, Simulation, simulate
-from .diagnose import DeadlockReport
-from .prediction import Prediction, predict
+from .diagnosis.diagnose import DeadlockReport
+from .timing.prediction import Prediction, predict
 
 __all__ = ["simulate", "SimResult", "Simulation", "DeadlockReport", "predict", "Prediction"]

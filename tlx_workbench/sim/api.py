@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from ..errors import DeadlockError, SimulationError
 from ..target import offline
-from .engine import raise_deadlock, run_launch
-from .hostmem import AddressTaken
-from .races import rank_findings
-from .recorder import check_name as check_recorder
+from .schedule.engine import raise_deadlock, run_launch
+from .hardware.hostmem import AddressTaken
+from .diagnosis.races import rank_findings
+from .timing.recorder import check_name as check_recorder
 
 DEFAULT_MAX_STEPS = 2_000_000
 _active: list["Simulation"] = []
@@ -31,7 +31,7 @@ class SimResult:
         self.partial = run.partial
         self.trace = run.trace
         self.deadlock = run.deadlock
-        # the line to change first: a race a cause explains leads with that line (sim/races.py)
+        # the line to change first: a race a cause explains leads with that line (sim/diagnosis/races.py)
         run.findings[:] = rank_findings([f for f in run.findings if not getattr(f, "cause", False)], run.trace,
                                         run.file) + [f for f in run.findings if getattr(f, "cause", False)]
         self.findings = _errors_first(run.findings)
@@ -49,9 +49,9 @@ class SimResult:
         self.clc_steals = list(run.clc_log)
         self.value = None
         self.launches: list[SimResult] = [self]
-        #: the verified repair the diagnosis leads with (sim/repair.py: Repair; ``fix.diff()``, ``fix.apply()``)
+        #: the verified repair the diagnosis leads with (sim/diagnosis/repair.py: Repair; ``fix.diff()``, ``fix.apply()``)
         self.fix = None
-        #: what the repair search tried (sim/repair.py: RepairSearch), None when the launch ran clean
+        #: what the repair search tried (sim/diagnosis/repair.py: RepairSearch), None when the launch ran clean
         self.repair_search = None
 
     @property
@@ -65,7 +65,7 @@ class SimResult:
 
     @property
     def warnings(self):
-        """Findings about the outputs (``unwritten-output``, ``nonfinite-output``: sim/outputs.py): no clean bill,
+        """Findings about the outputs (``unwritten-output``, ``nonfinite-output``: sim/diagnosis/outputs.py): no clean bill,
         but nothing raises (a GPU would return as well)."""
         return [f for f in self.findings if getattr(f, "severity", "error") != "error"]
 
@@ -184,7 +184,7 @@ class Simulation:
         self.spills = spills
         self.serialized_wgmma = serialized_wgmma
         self.recorder = check_recorder(recorder)
-        from .repair import enabled_default
+        from .diagnosis.repair import enabled_default
         #: search a verified repair when a launch fails: True, False, a check ``ok(args, kwargs) -> bool`` of a
         #: candidate's outputs (the launch's arguments after it ran), or the expected outputs (sim/repair.matches)
         self.repair = enabled_default() if repair is None else repair
@@ -344,7 +344,7 @@ class Simulation:
         res.atomic_ordering = [f"under schedule seed {seed} a {dt} output of shape {list(shape)} differs from seed "
                                f"{self.seed}: {why}" for seed, shape, dt, why in ordering]
         if self.repair and (res.deadlock is not None or res.errors):
-            from . import repair
+            from .diagnosis import repair
             check = repair.as_check(self.repair)
             opts = dict(gpu=self.gpu, seed=self.seed, ctas=self.ctas, max_steps=self.max_steps,
                         resident=self.resident, memory=taken, occupancy=self.occupancy, in_flight=self.in_flight,
@@ -377,7 +377,7 @@ def _tuning_key(tuner, nargs, kwargs):
     return tuple(key)
 
 
-from .writes import explain_divergence  # noqa: E402
+from .diagnosis.writes import explain_divergence  # noqa: E402
 
 
 def _same(a, b) -> bool:
@@ -412,7 +412,7 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     ``on_deadlock`` ("raise" a DeadlockError, or "return" the result), ``resident`` (how many
     clusters run at once under one scheduler, for CTAs that wait on each other; default 1. A kernel that
     steals work with CLC starts as many clusters as fit on the GPU, or ``resident``, and each
-    ``clc_try_cancel`` takes its slot's next turn: sim/clc.py),
+    ``clc_try_cancel`` takes its slot's next turn: sim/hardware/clc.py),
     ``occupancy`` (CTAs resident per SM on the GPU: with the grid, how many CTAs share the
     TMA/L2 bandwidth, so that simulating a few CTAs times them as they run among all the others),
     ``in_flight`` (that number given outright: a small shape timed as part of a large launch),
@@ -424,12 +424,12 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     ``recorder`` (None: the plain kernel; ``"waits"``, ``"totals"`` or ``"all"``: the kernel as ``wb.profile``
     instruments it — ``profile(ops="waits")``, ``profile(ops="waits", totals=True)``, ``profile()`` — each op it
     records followed by that recorder's measured cost per record, so that shares and times are those of the
-    kernel a measured trace comes from; ``sim/recorder.py``), ``waves`` (None or True: the CTAs of a launch run
+    kernel a measured trace comes from; ``sim/timing/recorder.py``), ``waves`` (None or True: the CTAs of a launch run
     in waves — one simulated, the others replaying its data flow together, with the same values, findings and
-    trace — wherever the launch allows it; False: one CTA at a time; ``sim/batch.py``; the environment variable
+    trace — wherever the launch allows it; False: one CTA at a time; ``sim/schedule/batch.py``; the environment variable
     ``TLXWB_SIM_WAVES=0`` makes False the default), ``repair`` (None or True: when a launch deadlocks or races,
     try the small source edits its evidence suggests, each re-run on the same launch, and lead the diagnosis with
-    the first that runs clean — ``result.fix``, its ``diff()`` and ``apply()``; sim/repair.py; False: not;
+    the first that runs clean — ``result.fix``, its ``diff()`` and ``apply()``; sim/diagnosis/repair.py; False: not;
     a function ``ok(args, kwargs) -> bool`` of the launch's arguments after a candidate ran, or the expected
     output tensor(s), also checks a candidate's values; ``TLXWB_SIM_REPAIR=0`` makes False the default).
 

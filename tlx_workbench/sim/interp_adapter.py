@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 from triton.runtime import interpreter as _interp
 
-from .mma_numerics import mma_accumulate
+from .ops.mma_numerics import mma_accumulate
 
 # the Triton release this adapter was written against (checked by the tests)
 PINNED_TRITON = "3.8."
@@ -393,7 +393,7 @@ def _scalar_key(a):
             return _NO
         h = a.handle
         if type(h) is not TensorHandle or h.attr or type(h.dtype) is not _DTYPE or "_bn" in h.__dict__:
-            return _NO      # (a value that differs between the CTAs of a wave, sim/batch.py: computed, not cached)
+            return _NO      # (a value that differs between the CTAs of a wave, sim/schedule/batch.py: computed, not cached)
         d = h.data
         if d.size != 1:
             return _NO
@@ -618,7 +618,7 @@ def install_bf16_numerics():
     def create_dot(a, bb, d, input_precision, max_num_imprecise_acc):
         wa, wb = _mma_operand(a), _mma_operand(bb)
         if wa is not None and wb is not None and np.asarray(d.data).dtype == np.float32:
-            # 16- and 8-bit float operands into an fp32 accumulator: as the tensor cores add (sim/mma_numerics.py)
+            # 16- and 8-bit float operands into an fp32 accumulator: as the tensor cores add (sim/ops/mma_numerics.py)
             return TensorHandle(mma_accumulate(d.data, wa[0], wb[0], max(wa[1], wb[1])), d.dtype.scalar)
         if _is_bf16(a):
             a = TensorHandle(bf16_bits_to_f32(a.data), tl.float32)
@@ -753,7 +753,7 @@ def install_alu_costs(charge):
     return _patch_builder({name: wrap(getattr(b, name), w) for name, w in ALU_WEIGHTS.items() if hasattr(b, name)})
 
 
-# -- per-thread values (sim/threads.py) -----------------------------------------------------------------------
+# -- per-thread values (sim/ops/threads.py) -----------------------------------------------------------------------
 def install_per_thread(splat, semantic_ops: dict):
     """Hooks for values that differ between a task's threads: ``splat(ret_ty, arg, orig)`` replaces the
     builder's scalar-to-block broadcast (which takes element 0, or fails, on a multi-element scalar), and

@@ -1,13 +1,13 @@
 """Which kernel argument an out-of-bounds access ran past, for the simulator's out-of-bounds error.
 
-The access check (sim/engine.py) knows the bad addresses and the memory ranges of the launch's tensors;
+The access check (sim/schedule/engine.py) knows the bad addresses and the memory ranges of the launch's tensors;
 :func:`argument_ranges` names those ranges after the kernel's parameters, and :func:`out_of_bounds`
 words the error: the tensor whose storage the bad address lies just past (an offset too large), or
 before (a negative offset), is the one the pointer was made from.
 """
 from __future__ import annotations
 
-from ..errors import SimulationError
+from ...errors import SimulationError
 
 
 def argument_ranges(bound: dict) -> list[tuple[str, int, int]]:

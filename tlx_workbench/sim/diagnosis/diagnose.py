@@ -85,8 +85,8 @@ class DeadlockReport:
 
     ctas: list = dataclasses.field(default_factory=list)   # every CTA simulated together (a cluster)
     cause: "Cause | None" = None   # the line to change, when the ledgers name it (then the waits are its consequences)
-    fix: object = None             # the verified repair (sim/repair.py: Repair) the report leads with, or None
-    repair_search: object = None   # what the repair search tried (sim/repair.py: RepairSearch), or None
+    fix: object = None             # the verified repair (sim/diagnosis/repair.py: Repair) the report leads with, or None
+    repair_search: object = None   # what the repair search tried (sim/diagnosis/repair.py: RepairSearch), or None
 
     def _where(self) -> str:
         return f"CTA {self.cta}" if len(self.ctas) <= 1 else f"the cluster of CTAs {self.ctas}"
@@ -442,7 +442,7 @@ class Cause:
     fix: str                   # what to do, in the kernel's terms
     rule: str = ""             # which evidence named it (count, bytes, phase, skipped-arrive, ...)
     other_line: int | None = None
-    data: dict = dataclasses.field(default_factory=dict)   # what a repair needs (sim/repair.py): the barrier, lines
+    data: dict = dataclasses.field(default_factory=dict)   # what a repair needs (sim/diagnosis/repair.py): the barrier, lines
 
 
 class _SlotLedger:

@@ -2,7 +2,7 @@
 
 A GPU leaves whatever memory held where no CTA stored, and a NaN the kernel computed looks like any other value:
 both passed the simulator with a clean bill (TLX's split-K GEMM through its autotuner returned NaN). Read off the
-launch's write log (``sim/writes.py``: which line wrote each byte), per region a tensor argument (its own view:
+launch's write log (``sim/diagnosis/writes.py``: which line wrote each byte), per region a tensor argument (its own view:
 shape, strides, offset) or a descriptor (its shape and strides over its base) spans:
 
 * a region the kernel stored into, some but not all of it: ``unwritten-output``, naming the argument, how many

@@ -202,7 +202,7 @@ _UNLANDED = re.compile(r"before the TMA load into (\S+) that fills it \(line (\d
 
 def _early_wait_cause(finding, trace, file=None):
     """A read of a buffer before its TMA load landed, where the reader passed a wait on that load's barrier before
-    the barrier's phase completed: the wait's phase is the line to change (sim/diagnose.py, ``early_pass_cause``)."""
+    the barrier's phase completed: the wait's phase is the line to change (sim/diagnosis/diagnose.py, ``early_pass_cause``)."""
     if _UNLANDED.search(finding.message or "") is None or trace is None:
         return None
     from .diagnose import Ledger, early_pass_cause       # diagnose builds on this module's findings
@@ -214,7 +214,7 @@ def _early_wait_cause(finding, trace, file=None):
 
 
 def _release_cause(finding, trace, file=None):
-    """The race traced through the release barrier that guards the overwritten buffer (sim/releases.py)."""
+    """The race traced through the release barrier that guards the overwritten buffer (sim/diagnosis/releases.py)."""
     m = _OVERWRITE.search(finding.message or "")
     if m is None or trace is None:
         return None

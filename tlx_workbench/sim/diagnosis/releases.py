@@ -7,7 +7,7 @@ reads a guarded buffer (a wgmma, a ``local_load``, a TMA store) then *owes* that
 flight). Replaying every lane's spans against that gives, per release, whether it paid a debt (``ok``), came
 while the read it pays for was still in flight (``early``) or paid none (``unowed``: the lane read nothing the
 slot guards since its last release there), and per lane the debts never paid. A deadlock on a release barrier
-or a race past one is then traced to the release to add, move or re-aim (``sim/diagnose.py``, ``sim/races.py``).
+or a race past one is then traced to the release to add, move or re-aim (``sim/diagnosis/diagnose.py``, ``sim/diagnosis/races.py``).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A deadlock or a race comes with evidence (the wait-for graph, the phase and byte ledgers, the release map, the
 race's two accesses, the ranking's cause). The lines that evidence names, in its order, are the *suspects*;
-each suspect statement offers the edits its kind allows (``sim/repair_edits.py``, ``candidates``):
+each suspect statement offers the edits its kind allows (``sim/diagnosis/repair_edits.py``, ``candidates``):
 
 - an ``arrive_count=`` / ``num_arrivals=`` set to what the ledger saw arrive (lanes per phase, arrivals per phase);
 - a wait's phase flipped (``p`` <-> ``p ^ 1``);
@@ -122,7 +122,7 @@ def verify(rep: Repair, launch: Launch, schedules: int = SCHEDULES, budget: int 
     deadlocks or races at once, cheaply), the last one with values (compared with the launch's reference when it
     has one), each started only if its simulated ops (estimated by the last run) fit in ``budget``. Sets
     ``rep.verified``, or why not; ``rep.ops`` the simulated work it took."""
-    from .engine import run_launch
+    from ..schedule.engine import run_launch
     t0 = _clock()
     try:
         jit = rebuild(launch.jitfn, rep.apply(), rep.file)

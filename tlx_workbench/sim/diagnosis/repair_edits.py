@@ -1,5 +1,5 @@
 """Edits of a kernel's source: what a repair is (:class:`Repair`, its diff, the text it makes, the kernel it
-rebuilds) and the candidates a failing launch's evidence suggests (:func:`candidates`); ``sim/repair.py`` tries
+rebuilds) and the candidates a failing launch's evidence suggests (:func:`candidates`); ``sim/diagnosis/repair.py`` tries
 them on the simulator.
 
 The suspects are the lines the evidence names, in its order (the ranking's cause first, then every line its
@@ -348,7 +348,7 @@ def _mode(vals):
 # ---- candidates -------------------------------------------------------------------------------------------------
 def candidates(file, trace, texts, lead=(), cause=None) -> list[Repair]:
     """Candidate repairs of ``file`` from the evidence: ``texts`` (the diagnosis, the findings) name the suspect
-    lines in order after ``lead``; ``cause`` (a sim.diagnose.Cause) adds a release to insert where one is missing.
+    lines in order after ``lead``; ``cause`` (a sim.diagnosis.diagnose.Cause) adds a release to insert where one is missing.
     Ordered for trying: fewest lines changed, then the evidence's order."""
     try:
         src = _Source(file)

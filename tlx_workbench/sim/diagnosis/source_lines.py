@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import sys
 
-from .launch_state import _state
+from ..schedule.launch_state import _state
 
 _ASSIGN_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
 
@@ -20,7 +20,7 @@ kernel_files: set[str] = set()
 
 def kernel_frame_line() -> tuple[str | None, int | None]:
     """(file, line) of the innermost frame that runs kernel code (a rewritten kernel or helper); while a wave
-    replays a recorded op (sim/batch.py), the op's own."""
+    replays a recorded op (sim/schedule/batch.py), the op's own."""
     if _state.replay_where is not None:
         return _state.replay_where
     f = sys._getframe(1)

@@ -3,7 +3,7 @@ a race (bytes plain-stored by more than one lane), or atomics' free ordering (by
 stores of values the atomics returned in another order).
 
 Every launch that computes its outputs keeps one: every pointer store, atomic and descriptor store (the fast
-path's numpy boxes too) marks its bytes with the line that wrote them, which is what ``sim/outputs.py`` reads to
+path's numpy boxes too) marks its bytes with the line that wrote them, which is what ``sim/diagnosis/outputs.py`` reads to
 report an output left partly unwritten or written with NaN/Inf. When schedules are compared
 (``Simulation(schedules>1)``) the log also marks each byte with the storing lane (a task of a CTA) and which bytes
 atomics wrote, and keeps the atomics' order (addresses, lane).

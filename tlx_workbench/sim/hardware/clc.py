@@ -1,21 +1,21 @@
 """Cluster launch control (CLC): which clusters a launch starts and which its CTAs steal, the response buffers,
 and the try_cancel / query operations of a CTA.
 
-:class:`LaunchQueue` holds a launch's clusters; :class:`ClcOps` is mixed into :class:`~tlx_workbench.sim.cta.CTA`.
+:class:`LaunchQueue` holds a launch's clusters; :class:`ClcOps` is mixed into :class:`~tlx_workbench.sim.hardware.cta.CTA`.
 
 How the simulator answers a try_cancel (``LaunchQueue.steal``): the first ``slots`` clusters start at once (as
 many as fit on the GPU's SMs, or ``simulate(resident=...)``); the cluster in slot ``s`` takes, at its ``k``-th
 try_cancel, the cluster at position ``slots + k * slots + s`` of the launch, or -1 past the end. That is the order a
 GPU's scheduler gives CTAs that run in step (round robin), and it does not depend on the interleaving: each CTA's
 answers are its own, whichever CTAs run beside it, which is what lets the CTAs of a CLC kernel run in waves
-(``sim/batch.py``). A cluster no CTA took (a CTA stopped asking) starts after the slots, and its try_cancels take
+(``sim/schedule/batch.py``). A cluster no CTA took (a CTA stopped asking) starts after the slots, and its try_cancels take
 the next cluster not yet started.
 """
 from __future__ import annotations
 
-from .races import Access
-from .scheduler import AsyncOp
-from .source_lines import name_from_line
+from ..diagnosis.races import Access
+from ..schedule.scheduler import AsyncOp
+from ..diagnosis.source_lines import name_from_line
 
 CLC_LATENCY = 400.0     # try_cancel round trip to the cluster scheduler, cycles (an L2-like round trip)
 

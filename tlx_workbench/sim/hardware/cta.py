@@ -18,19 +18,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import SimulationError
-from ..trace import BarrierEvent, Span
-from .barrier_ops import BarrierOps
+from ...errors import SimulationError
+from ...trace import BarrierEvent, Span
+from ..ops.barrier_ops import BarrierOps
 from .barriers import MBarrierArray, MBarrierSlot, NamedBarrier, vc_join
-from .bulk_copy_ops import BulkCopyOps
+from ..ops.bulk_copy_ops import BulkCopyOps
 from .clc import ClcOps
-from .cluster_ops import ClusterOps
+from ..ops.cluster_ops import ClusterOps
 from .memory import AliasSpec, BufferList, SmemAlloc, SmemView
-from .memory_ops import MemoryOps
-from .mma_ops import MmaOps
-from .races import RaceTracker
-from .scheduler import CTAScheduler, Task
-from .source_lines import kernel_frame_line, name_from_line
+from ..ops.memory_ops import MemoryOps
+from ..ops.mma_ops import MmaOps
+from ..diagnosis.races import RaceTracker
+from ..schedule.scheduler import CTAScheduler, Task
+from ..diagnosis.source_lines import kernel_frame_line, name_from_line
 
 
 class SimGroup:

@@ -1,16 +1,16 @@
 """mbarrier and named-barrier operations of a CTA: arrive, expect, wait, transaction bytes, named barriers.
 
-:class:`BarrierOps` is mixed into :class:`~tlx_workbench.sim.cta.CTA`; the barrier state itself (phases,
+:class:`BarrierOps` is mixed into :class:`~tlx_workbench.sim.hardware.cta.CTA`; the barrier state itself (phases,
 pending arrivals and bytes, vector clocks) is in ``barriers.py``. The transaction-byte helpers
 (``_issue_bytes``/``_land``) are shared by every async copy that completes bytes on a barrier: TMA loads,
 async remote stores and CLC responses.
 """
 from __future__ import annotations
 
-from .barriers import MBarrierSlot, NamedBarrier, vc_join
+from ..hardware.barriers import MBarrierSlot, NamedBarrier, vc_join
 from .cluster_ops import RemoteSlot
 from . import threads
-from .scheduler import Task
+from ..schedule.scheduler import Task
 
 
 class BarrierOps:

@@ -26,10 +26,10 @@ from __future__ import annotations
 import numpy as np
 import triton.language as tl
 
-from . import interp_adapter as ia
-from .memory import SmemView
-from .races import Access
-from .scheduler import AsyncOp
+from .. import interp_adapter as ia
+from ..hardware.memory import SmemView
+from ..diagnosis.races import Access
+from ..schedule.scheduler import AsyncOp
 
 # (kind -> element types the compiler accepts), as AsyncTMAReduceOp::isSupportedReduceKind says
 _REDUCE_TYPES = {
@@ -84,7 +84,7 @@ def _int(h) -> int:
 
 
 class BulkCopyOps:
-    """The bulk-copy methods of a CTA (mixed into :class:`~tlx_workbench.sim.cta.CTA`)."""
+    """The bulk-copy methods of a CTA (mixed into :class:`~tlx_workbench.sim.hardware.cta.CTA`)."""
 
     def _bulk_checks(self, what, addr, nbytes, view, line):
         if nbytes % 16 or addr % 16:

@@ -1,6 +1,6 @@
 """Clusters: a CTA's peers, remote barriers and buffers, the cluster barrier, remote SMEM stores.
 
-:class:`ClusterOps` is mixed into :class:`~tlx_workbench.sim.cta.CTA` (which holds the state it uses:
+:class:`ClusterOps` is mixed into :class:`~tlx_workbench.sim.hardware.cta.CTA` (which holds the state it uses:
 ``cluster``, ``rank``, ``barrier_arrays``, ``allocs``, the scheduler). A CTA's own barrier or buffer and its
 counterpart in a peer CTA share the allocation ordinal, so a peer's is found by position. A peer is
 another CTA, typed here by this mix-in (the class that mixes it in sits above this module, which does not
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .barriers import MBarrierSlot, vc_join
-from .memory import SmemAlloc, SmemView
-from .races import Access
-from .scheduler import AsyncOp
+from ..hardware.barriers import MBarrierSlot, vc_join
+from ..hardware.memory import SmemAlloc, SmemView
+from ..diagnosis.races import Access
+from ..schedule.scheduler import AsyncOp
 
 
 class RemoteSlot:

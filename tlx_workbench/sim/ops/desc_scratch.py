@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import triton.language as tl
 
-from . import interp_adapter as ia
+from .. import interp_adapter as ia
 
 DESCRIPTOR_BYTES = 128
 

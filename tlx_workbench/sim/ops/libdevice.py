@@ -38,20 +38,20 @@ for _name, _fn in {
 def _function(name: str):
     def call(*args, **kwargs):
         import triton.language as tl
-        from . import interp_adapter as ia
+        from .. import interp_adapter as ia
         kwargs.pop("_semantic", None)
         kwargs.pop("_builder", None)
         fn = FUNCTIONS.get(name)
         if fn is None:
-            from ..errors import SimulationError
-            from .source_lines import kernel_frame_line
+            from ...errors import SimulationError
+            from ..diagnosis.source_lines import kernel_frame_line
             file, line = kernel_frame_line()
             raise SimulationError(f"libdevice.{name}: the CPU simulator has no meaning for this libdevice function",
                                   file=file, line=line,
-                                  hint=f"give it one: tlx_workbench.sim.libdevice.register_libdevice({name!r}, "
+                                  hint=f"give it one: tlx_workbench.sim.ops.libdevice.register_libdevice({name!r}, "
                                        f"numpy_fn), or run on a GPU")
         tensors = [a for a in args if isinstance(a, tl.tensor)]
-        from .batch import refuse_variant
+        from ..schedule.batch import refuse_variant
         refuse_variant(f"libdevice.{name}", *tensors)
         dtype = tensors[0].dtype if tensors else tl.float32
         np_dt = ia.np_dtype(dtype)

@@ -1,19 +1,19 @@
 """Data movement of a CTA: TMA loads and stores, cp.async, SMEM/TMEM <-> registers, global loads and stores.
 
-:class:`MemoryOps` is mixed into :class:`~tlx_workbench.sim.cta.CTA`. Async copies write their data and land
-their bytes on a barrier through scheduled :class:`~tlx_workbench.sim.scheduler.AsyncOp` s; every copy
+:class:`MemoryOps` is mixed into :class:`~tlx_workbench.sim.hardware.cta.CTA`. Async copies write their data and land
+their bytes on a barrier through scheduled :class:`~tlx_workbench.sim.schedule.scheduler.AsyncOp` s; every copy
 shares the CTA's TMA bandwidth (``tma_free``).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import batch
-from .barriers import MBarrierSlot
+from ..schedule import batch
+from ..hardware.barriers import MBarrierSlot
 from .cluster_ops import RemoteSlot
-from .memory import SmemView
-from .races import Access
-from .scheduler import AsyncOp
+from ..hardware.memory import SmemView
+from ..diagnosis.races import Access
+from ..schedule.scheduler import AsyncOp
 
 
 class MemoryOps:

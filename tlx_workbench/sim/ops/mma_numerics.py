@@ -46,7 +46,7 @@ import threading
 
 import numpy as np
 
-from .blas_threads import on_every_core
+from ..schedule.blas_threads import on_every_core
 
 SLICE_BYTES = 32
 

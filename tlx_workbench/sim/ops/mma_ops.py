@@ -1,6 +1,6 @@
 """Tensor-core operations of a CTA: Hopper wgmma, Blackwell tcgen05 MMA (1- and 2-CTA), commit, tmem_copy.
 
-:class:`MmaOps` is mixed into :class:`~tlx_workbench.sim.cta.CTA`. wgmma is tracked per task (its own wait
+:class:`MmaOps` is mixed into :class:`~tlx_workbench.sim.hardware.cta.CTA`. wgmma is tracked per task (its own wait
 groups); tcgen05 ops are tracked per SM (``tc_epoch``/``tc_end``) and complete on barriers through commits,
 delivered in issue order.
 """
@@ -10,11 +10,11 @@ import bisect
 
 import numpy as np
 
-from . import batch
-from .memory import SmemView
-from .races import Access
+from ..schedule import batch
+from ..hardware.memory import SmemView
+from ..diagnosis.races import Access
 from .scaled_mma_ops import scales_to_logical
-from .scheduler import AsyncOp, Task
+from ..schedule.scheduler import AsyncOp, Task
 
 TMEM_LATENCY = 16.0     # tcgen05.ld/st issue-to-data, cycles (order of a shared-memory access)
 

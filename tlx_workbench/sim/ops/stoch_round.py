@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import triton.language as tl
 
-from . import interp_adapter as ia
+from .. import interp_adapter as ia
 
 # dtype name -> (mantissa bits, smallest normal exponent, largest finite value, random bits used, pack size)
 _FORMATS = {

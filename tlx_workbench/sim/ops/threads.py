@@ -28,10 +28,10 @@ import functools
 import numpy as np
 import triton.language as tl
 
-from ..errors import SimulationError
-from . import interp_adapter as ia
-from .launch_state import _state
-from .source_lines import kernel_frame_line
+from ...errors import SimulationError
+from .. import interp_adapter as ia
+from ..schedule.launch_state import _state
+from ..diagnosis.source_lines import kernel_frame_line
 from .warp_vote import _owners
 
 # TLX builtins that may run under a per-thread condition: views, ids and hints change no state; barrier_arrive

@@ -77,9 +77,9 @@ def _has_control_flow(fn) -> bool:
 def map_elementwise(scalar_fn, *args, pack=1, _semantic=None, _generator=None):
     """The simulator's ``tl.map_elementwise``."""
     import triton.language as tl
-    from . import interp_adapter as ia
+    from .. import interp_adapter as ia
     tensors = [a if isinstance(a, tl.tensor) else ia.interpreter_semantic.to_tensor(a) for a in args]
-    from .batch import refuse_variant
+    from ..schedule.batch import refuse_variant
     refuse_variant("tl.map_elementwise", *tensors)
     datas = np.broadcast_arrays(*[np.asarray(t.handle.data) for t in tensors])
     dts = [t.dtype for t in tensors]

@@ -5,7 +5,7 @@ TLX ops are Triton builtins: ``tlx.barrier_wait(bar, p)`` is declared once in th
 interpreter is "just another builder" for ``tl.*``; this module is another builder
 for TLX: :class:`SimBuilder` extends the interpreter's numpy builder with the
 ``create_*`` methods TLX's frontend calls, each delegating to the current
-:class:`~tlx_workbench.sim.cta.CTA`. The TLX builtins themselves are not
+:class:`~tlx_workbench.sim.hardware.cta.CTA`. The TLX builtins themselves are not
 re-declared: :func:`patch_tlx` rebinds each one, for the duration of a simulation,
 to call the original with ``_semantic`` = a semantic over :class:`SimBuilder`.
 """
@@ -18,22 +18,22 @@ import types
 import numpy as np
 import triton.language as tl
 
-from ..errors import SimulationError, TLXWorkbenchError
-from . import batch
-from . import interp_adapter as ia
+from ...errors import SimulationError, TLXWorkbenchError
+from ..schedule import batch
+from .. import interp_adapter as ia
 from . import warp_vote
 from . import threads
-from .barriers import MBarrierArray
+from ..hardware.barriers import MBarrierArray
 from .bulk_copy_ops import BulkCopyBuilderOps
 from .cluster_ops import RemoteSlot
 from .desc_scratch import DescScratchOps, reinterpret_tensor_descriptor
-from .memory import SmemAlloc, SmemView
+from ..hardware.memory import SmemAlloc, SmemView
 from .mma_numerics import mma_accumulate
 from .scaled_mma_ops import format_name, mx_product, operand_bits
-from .scheduler import Abort, StepLimit
+from ..schedule.scheduler import Abort, StepLimit
 from .stoch_round import StochRoundBuilderOps
 
-from .launch_state import _state  # noqa: E402,F401 - re-exported: the builder ops' shared launch state
+from ..schedule.launch_state import _state  # noqa: E402,F401 - re-exported: the builder ops' shared launch state
 # the TLX builtins being called, innermost last, per task (each task runs in its own thread)
 _calls = threading.local()
 
@@ -332,7 +332,7 @@ class _TLXBuilder(ia.InterpreterBuilder):
 
     # -- ids, clock, cluster ------------------------------------------------------------------------------
     def create_thread_id(self, axis):
-        # one value per thread of the task along x (sim/threads.py); a CTA is 1-D, so y and z are 0
+        # one value per thread of the task along x (sim/ops/threads.py); a CTA is 1-D, so y and z are 0
         if int(axis) != 0:
             return _scalar(0)
         return _Handle(threads.thread_ids(self.cta.task), tl.int32)
@@ -368,7 +368,7 @@ class _TLXBuilder(ia.InterpreterBuilder):
         bits = av.tl_dtype.primitive_bitwidth
 
         def product(x, y, acc=None):
-            # exact operands into the fp32 accumulator as the tensor cores add them (sim/mma_numerics.py)
+            # exact operands into the fp32 accumulator as the tensor cores add them (sim/ops/mma_numerics.py)
             return mma_accumulate(acc, ia.mma_operand_values(x, av.tl_dtype), ia.mma_operand_values(y, bv.tl_dtype),
                                   bits)
         product.accumulates = True
@@ -690,7 +690,7 @@ def _one_slot(bar, op: str):
     say so once per line. More than one slot is ambiguous: an error naming the fix."""
     if not isinstance(bar, MBarrierArray):
         return bar
-    from .source_lines import kernel_frame_line
+    from ..diagnosis.source_lines import kernel_frame_line
     file, line = kernel_frame_line()
     if len(bar.slots) != 1:
         raise SimulationError(f"tlx.{op}: {bar.name} ({len(bar.slots)} barriers) passed where one barrier is expected",
@@ -732,7 +732,7 @@ def _wrap(name, member, semantic):
             if unsupported:
                 raise NotImplementedError(name)
             if is_wait and args and isinstance(getattr(args[0], "handle", None), RemoteSlot):
-                from .source_lines import kernel_frame_line
+                from ..diagnosis.source_lines import kernel_frame_line
                 file, line = kernel_frame_line()
                 raise SimulationError(
                     f"tlx.barrier_wait on remote_view(bar, {args[0].handle.rank}): a CTA waits only on mbarriers "
@@ -743,13 +743,13 @@ def _wrap(name, member, semantic):
         except (TLXWorkbenchError, Abort, StepLimit, batch.Unsupported):
             raise
         except NotImplementedError as e:
-            from .source_lines import kernel_frame_line
+            from ..diagnosis.source_lines import kernel_frame_line
             file, line = kernel_frame_line()
             raise SimulationError(f"tlx.{name}: the CPU simulator does not model {e or name} yet",
                                   file=file, line=line,
                                   hint="simulate a Hopper kernel without it, or run on a GPU") from None
         except Exception as e:  # noqa: BLE001 - becomes one error naming the op and the kernel line
-            from .source_lines import kernel_frame_line
+            from ..diagnosis.source_lines import kernel_frame_line
             file, line = kernel_frame_line()
             raise SimulationError(f"tlx.{name} failed: {type(e).__name__}: {e}", file=file, line=line,
                                   hint="check this op's arguments (shapes, dtypes, buffer indices)") from e

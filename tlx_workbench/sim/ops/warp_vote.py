@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import triton.language as tl
 
-from . import interp_adapter as ia
+from .. import interp_adapter as ia
 
 
 def default_blocked(shape, num_warps: int, lanes: int = 32):
@@ -87,7 +87,7 @@ def vote_ballot_sync(cta, mask, pred):
     mask = int(tl._unwrap_if_constexpr(mask))
     if not isinstance(pred, tl.tensor):
         pred = ia.interpreter_semantic.to_tensor(tl._unwrap_if_constexpr(pred))
-    from .batch import refuse_variant
+    from ..schedule.batch import refuse_variant
     refuse_variant("vote_ballot_sync", pred)
     t = cta.task
     start = t.clock

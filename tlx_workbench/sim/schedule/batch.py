@@ -36,10 +36,10 @@ import dataclasses
 import numpy as np
 import triton.language as tl
 
-from . import interp_adapter as ia
+from .. import interp_adapter as ia
 from .blas_threads import on_every_core
 from .launch_state import _state
-from .source_lines import kernel_frame_line
+from ..diagnosis.source_lines import kernel_frame_line
 
 #: a wave replays at most this many CTAs at once (memory: each holds its shared memory and live values)
 MAX_WAVE = 1024
@@ -236,7 +236,7 @@ def _recording(name, orig):
 
 def clc_answer(resp, out):
     """A CLC query's answer ``out`` (a scalar handle) read from response ``resp``: while a leader records, a source
-    like ``tl.program_id``: each CTA of a wave reads its own try_cancel's answer (sim/clc.py)."""
+    like ``tl.program_id``: each CTA of a wave reads its own try_cancel's answer (sim/hardware/clc.py)."""
     rec = _state.rec
     if rec is None or rec.depth.get(_task_key()):
         return out
@@ -1357,7 +1357,7 @@ class TracePlan:
         self.trace = trace
         self.runs: list = []        # (marks before, marks after, the leader's CTA ids by rank)
         self.source: dict = {}      # first CTA id of a cluster -> (index in runs, its CTA ids by rank)
-        self.clc_value = None       # (pid, k) -> what the k-th CLC try_cancel of cluster pid took (sim/clc.py)
+        self.clc_value = None       # (pid, k) -> what the k-th CLC try_cancel of cluster pid took (sim/hardware/clc.py)
 
     @staticmethod
     def marks(trace):

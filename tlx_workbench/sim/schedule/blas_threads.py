@@ -5,8 +5,8 @@ long stretches of single-threaded Python. OpenBLAS's extra threads spin-wait bet
 whose other cores are busy (CI, a notebook beside other jobs) they fought the simulator for the CPU: a 512^3
 GEMM took 3.1 s with OpenBLAS's default two threads against 0.43 s with one, on this 2-core box under load.
 The limit is the process's, for the launch only, and restored after it (nothing of the user's is changed).
-The simulator's own big operations (a wave's MMAs and elementwise ops, a large MMA's tiles, ``sim/batch.py``,
-``sim/mma_numerics.py``) split their leading axis over the machine's cores instead (:func:`on_every_core`): the
+The simulator's own big operations (a wave's MMAs and elementwise ops, a large MMA's tiles, ``sim/schedule/batch.py``,
+``sim/ops/mma_numerics.py``) split their leading axis over the machine's cores instead (:func:`on_every_core`): the
 compiled MMA kernel and numpy's ufuncs release the GIL.
 """
 from __future__ import annotations

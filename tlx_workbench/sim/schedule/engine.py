@@ -10,20 +10,22 @@ import warnings
 import numpy as np
 import triton.language as tl
 
-from ..errors import DeadlockError, SimulationError, TLXWorkbenchError
-from ..trace import Trace
-from . import interp_adapter as ia
-from . import recorder as recording
-from . import batch, bounds, rewrite, threads, tl_extras
+from ...errors import DeadlockError, SimulationError, TLXWorkbenchError
+from ...trace import Trace
+from .. import interp_adapter as ia
+from ..timing import recorder as recording
+from . import batch, rewrite
+from ..diagnosis import bounds
+from ..ops import threads, tl_extras
 from .blas_threads import one_blas_thread
-from .cost import cost_model, record_cycles
-from .clc import LaunchQueue
-from .cta import CTA, SimGroup
-from .hostmem import HostMemory
-from .diagnose import deadlock_report
+from ..timing.cost import cost_model, record_cycles
+from ..hardware.clc import LaunchQueue
+from ..hardware.cta import CTA, SimGroup
+from ..hardware.hostmem import HostMemory
+from ..diagnosis.diagnose import deadlock_report
 from .scheduler import StepLimit
-from .source_lines import kernel_files, kernel_frame_line
-from .tlx_ops import SimBuilder, _state, patch_tlx
+from ..diagnosis.source_lines import kernel_files, kernel_frame_line
+from ..ops.tlx_ops import SimBuilder, _state, patch_tlx
 
 # launch options a kernel call may carry besides its parameters
 LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "ctas_per_cga", "maxnreg", "enable_fp_fusion",
@@ -40,7 +42,7 @@ class Finding:
             kind, message, line, lane, other_line, file)
         self.hint = hint            # what to do, when the simulator knows it
         #: "error" (the protocol is broken: raise_for_errors raises, a pytest test fails) or "warning" (an output
-        #: left partly unwritten or holding NaN/Inf, sim/outputs.py: shown, the run is no clean bill, nothing raises)
+        #: left partly unwritten or holding NaN/Inf, sim/diagnosis/outputs.py: shown, the run is no clean bill, nothing raises)
         self.severity = severity
 
     def __repr__(self):
@@ -64,7 +66,7 @@ def _jit_call(self, *args, **kwargs):
         if _state.batching:
             batch.patch_conversions()
     if _state.rec is not None:
-        # a loop variable of a wave (sim/batch.py) passed where a constexpr goes: its value, guarded
+        # a loop variable of a wave (sim/schedule/batch.py) passed where a constexpr goes: its value, guarded
         names = [p.name for p in self.params]
         args = tuple(int(a) if batch.is_py(a) and i < len(names) and self.params[i].is_constexpr else a
                      for i, a in enumerate(args))
@@ -97,7 +99,7 @@ class LaunchRun:
         self.stats: dict = {}
         self.partial = False
         self.cluster_dims = (1, 1, 1)
-        self.clc = LaunchQueue([], 1)   # the launch's clusters: started, taken by CLC (sim/clc.py)
+        self.clc = LaunchQueue([], 1)   # the launch's clusters: started, taken by CLC (sim/hardware/clc.py)
         self.numerics = True          # False: timing only (no data moved or computed by TMA and wgmma)
         self.writes = None            # a writes.WriteLog when schedules are compared
         self.cta_end: dict = {}       # CTA id -> the cycle its last span ends
@@ -151,10 +153,10 @@ def _memory_ranges(values):
 
 def _access_checker(run: LaunchRun, ranges, named=()):
     """The check of every global access: bytes charged, the write log, and out-of-bounds addresses (an error naming
-    the argument ``named`` (sim/bounds.py) the pointer ran past)."""
+    the argument ``named`` (sim/diagnosis/bounds.py) the pointer ran past)."""
     lo = np.array([r[0] for r in ranges], dtype=np.uint64)
     hi = np.array([r[1] for r in ranges], dtype=np.uint64)
-    _state.ranges = (lo, hi)             # for a wave's batched loads (sim/batch.py)
+    _state.ranges = (lo, hi)             # for a wave's batched loads (sim/schedule/batch.py)
 
     def check(ptrs, mask, itemsize, is_store):
         p = np.asarray(ptrs, dtype=np.uint64).reshape(-1)
@@ -217,7 +219,7 @@ def _account_global(nbytes, is_store, region=None):
     if cta is not None:
         cta.global_access(nbytes, is_store)
     batch.note_bytes(nbytes)
-    run = cta.run if cta is not None else _state.run       # (no CTA: a wave replaying, sim/batch.py)
+    run = cta.run if cta is not None else _state.run       # (no CTA: a wave replaying, sim/schedule/batch.py)
     if region is not None and run is not None and run.writes is not None:
         if is_store:
             run.writes.store_box(region, _lane(), kernel_frame_line())
@@ -307,14 +309,14 @@ def _charge_scalar():
 
 
 def batching_default() -> bool:
-    """Whether launches run their CTAs in waves (sim/batch.py) unless told: yes, unless the environment variable
+    """Whether launches run their CTAs in waves (sim/schedule/batch.py) unless told: yes, unless the environment variable
     ``TLXWB_SIM_WAVES`` is ``0``."""
     import os
     return os.environ.get("TLXWB_SIM_WAVES", "1") != "0"
 
 
 class _OneAtATime(Exception):
-    """The launch cannot run in waves (sim/batch.py): its memory is put back and it runs one CTA at a time."""
+    """The launch cannot run in waves (sim/schedule/batch.py): its memory is put back and it runs one CTA at a time."""
 
     def __init__(self, why, saved):
         super().__init__(why)
@@ -323,7 +325,7 @@ class _OneAtATime(Exception):
 
 def run_launch(jitfn, grid, args, kwargs, *, waves=None, **kw) -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
-    ``waves``: run the CTAs in waves (one simulated, the others replaying it together, sim/batch.py), falling back
+    ``waves``: run the CTAs in waves (one simulated, the others replaying it together, sim/schedule/batch.py), falling back
     to one CTA at a time where a wave cannot; False: one CTA at a time; None: :func:`batching_default`.
     The other keywords: :func:`_run_launch`."""
     if waves is None:
@@ -350,7 +352,7 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     ``spills``: ptxas's spill loads, bytes per thread (the compile report's), charged around each async_dot;
     ``serialized_wgmma``: ptxas serialized the wgmma pipeline (each instruction waits for the previous).
     ``recorder``: "waits", "totals" or "all": the kernel as ``wb.profile`` instruments it, each recorded op followed
-    by the recorder's measured cost (sim/recorder.py); None: the plain kernel.
+    by the recorder's measured cost (sim/timing/recorder.py); None: the plain kernel.
     ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken);
     ``track_writes``: keep a ``writes.WriteLog`` (who stored, which bytes atomics wrote) in ``run.writes``."""
     from triton.runtime.jit import JITFunction
@@ -422,23 +424,23 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
                           f"(ctas={sorted(wanted)}); outputs written by the other CTAs are NOT computed",
                           stacklevel=3)
         clusters = keep
-    # who wrote which bytes: for schedule comparison (lanes), and for the outputs' check (sim/outputs.py), which
+    # who wrote which bytes: for schedule comparison (lanes), and for the outputs' check (sim/diagnosis/outputs.py), which
     # needs every CTA's stores: not for a partial run, nor a timing-only one (nothing is computed)
     check_outputs = run.numerics and not run.partial
     if track_writes or check_outputs:
-        from .writes import WriteLog
+        from ..diagnosis.writes import WriteLog
         run.writes = WriteLog(ranges, lanes=track_writes)
         if check_outputs:
-            from .outputs import OutputCheck
+            from ..diagnosis.outputs import OutputCheck
             out_check = OutputCheck(bound, memory, arg_ranges)
     # clusters run one after another (``resident``: that many at once, under one scheduler). A kernel that steals
-    # work with CLC starts as many clusters as fit on the GPU (or ``resident``); try_cancel answers in sim/clc.py
+    # work with CLC starts as many clusters as fit on the GPU (or ``resident``); try_cancel answers in sim/hardware/clc.py
     clc = "clc_" in (getattr(jitfn, "src", "") or "")
     fit = max(1, run.gpu.sm_count * max(1, int(occupancy or 1)) // (cga[0] * cga[1] * cga[2]))
     run.clc = LaunchQueue(clusters, int(resident) if resident else fit if clc else len(clusters))
     run.resident = max(1, int(resident or 1))
     run.num_clusters = len(clusters)
-    # waves (sim/batch.py): CTAs of one, the launch's own CTAs only; the memory the launch may write is saved first
+    # waves (sim/schedule/batch.py): CTAs of one, the launch's own CTAs only; the memory the launch may write is saved first
     if waves:
         why_not = ("one CTA at a time: several CTAs resident at once" if run.resident != 1 else
                    "one CTA at a time: the recorder's kernel" if recorder is not None else
@@ -549,7 +551,7 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
 
 def group_seed(seed: int) -> int:
     """The scheduler seed of every group of CTAs run together: one interleaving per seed, the same in every CTA (or
-    cluster) of the launch, which is what lets a wave replay its leader (sim/batch.py)."""
+    cluster) of the launch, which is what lets a wave replay its leader (sim/schedule/batch.py)."""
     return seed * 1_000_003
 
 
@@ -567,7 +569,7 @@ def _save_memory(ranges):
 
 
 def _install_batch(semantic):
-    """The recording hooks of a launch run in waves (sim/batch.py); returns the undo."""
+    """The recording hooks of a launch run in waves (sim/schedule/batch.py); returns the undo."""
     # the interpreter's own ops: the TLX builder's additions record themselves (batch.smem_read, batch.mma, ...)
     names = [n for n in dir(type(ia.interpreter_builder)) if n.startswith(("create_", "binary_op", "unary_op",
                                                                           "ternary_op", "cast_impl"))]
@@ -586,7 +588,7 @@ def _install_batch(semantic):
 def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_resume, cga):
     """Run the launch's clusters (of one CTA, outside clusters) in waves: the first not yet run leads (simulated, its
     data flow recorded), those that failed the same guard as it (all of them, at first) replay the record together
-    (sim/batch.py)."""
+    (sim/schedule/batch.py)."""
     order = {cl[0][1]: i for i, cl in enumerate(clusters)}
     queue = run.clc
     pending = queue.start(queue.slots)              # clusters [(grid index, pid, rank), ...]: what starts at once
@@ -633,7 +635,7 @@ def _run_waves(run, clusters, kernel, kargs, num_warps, g, seed, max_steps, on_r
         passed = set(wave.passed)
         done = [m for m in members if m[0][1] in passed]
         asks = queue.asked.get(queue.slot_of.get(pids[0]), 0)
-        for m in done:                              # the clusters their try_cancels took (sim/clc.py)
+        for m in done:                              # the clusters their try_cancels took (sim/hardware/clc.py)
             for _ in range(asks):
                 queue.steal(m[0][1])
         pending = [m for m in pending if m[0][1] not in passed]

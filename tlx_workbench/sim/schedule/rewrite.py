@@ -11,7 +11,7 @@ wait forever. This module rewrites (once per function) the kernel's AST:
 * the interpreter's own assignment pass (Python numbers become Triton scalars) is
   applied, as Triton's interpreter does;
 * every ``if`` asks ``threads.branch`` which way to go, so a condition that differs between a
-  task's threads (from ``tlx.thread_id``) runs each branch under those threads (``sim/threads.py``).
+  task's threads (from ``tlx.thread_id``) runs each branch under those threads (``sim/ops/threads.py``).
 
 A task body gets its own copy of the outer variables it assigns (each warp group
 has its own registers), and shares read-only access to the rest. Line numbers are
@@ -23,9 +23,10 @@ import ast
 import inspect
 import textwrap
 
-from ..errors import SimulationError
-from . import interp_adapter, libdevice, threads
-from .source_lines import kernel_files
+from ...errors import SimulationError
+from .. import interp_adapter
+from ..ops import libdevice, threads
+from ..diagnosis.source_lines import kernel_files
 
 RUN_TASKS = "__tlxwb_run_tasks"
 CONSTEXPR = "__tlxwb_constexpr"
@@ -237,7 +238,7 @@ def rewrite(fn, run_tasks):
     code = compile(tree, filename=filename, mode="exec")
     glb = dict(fn.__globals__)
     glb.update(libdevice.replacements(glb))
-    from .tlx_ops import late_bound_builtins
+    from ..ops.tlx_ops import late_bound_builtins
     glb.update(late_bound_builtins(glb))
     glb.update(interp_adapter.interpreter_globals())
     glb[RUN_TASKS] = run_tasks
@@ -247,7 +248,7 @@ def rewrite(fn, run_tasks):
     # as Triton's code generator does: min/max of tensors are tl.minimum/tl.maximum
     glb.setdefault("min", _tl_min)
     glb.setdefault("max", _tl_max)
-    # Python's range, except over CTA-dependent bounds while a wave records (sim/batch.py)
+    # Python's range, except over CTA-dependent bounds while a wave records (sim/schedule/batch.py)
     from .batch import wave_range
     glb.setdefault("range", wave_range)
     if fn.__closure__:

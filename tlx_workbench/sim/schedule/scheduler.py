@@ -68,7 +68,7 @@ class Task:
         self.glet = None                # its greenlet, when tasks run as greenlets
         self.last_poll = None           # ((line, addresses + operands), global writes seen) of its last poll
         self.thread0 = 0                # its first thread's CTA-wide index (tlx.thread_id(0) of its thread 0)
-        self.lanes: list = []           # thread masks of the per-thread `if`s it is inside (sim/threads.py)
+        self.lanes: list = []           # thread masks of the per-thread `if`s it is inside (sim/ops/threads.py)
 
     @property
     def lane(self):

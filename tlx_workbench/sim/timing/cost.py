@@ -17,7 +17,7 @@ import functools
 
 import numpy as np
 
-from ..target import GPUModel, gpu_model
+from ...target import GPUModel, gpu_model
 
 
 #: Hopper's unified L1 / shared memory per SM, and the shared-memory carveouts a launch can get (KiB; CUDA
@@ -317,7 +317,7 @@ MEASURED_WGMMA_ISSUE = {"H200": 30.0}
 
 #: the clock recorder (runtime/instrument.py) on the H200, cycles its warp group spends per recorded op, from the
 #: op's end-clock read to the next op's start-clock read (the record's branches and stores, or atomics, and the
-#: count); what simulate(recorder=...) charges after each recorded op (sim/recorder.py). Measured in gemm_ws 4096^3
+#: count); what simulate(recorder=...) charges after each recorded op (sim/timing/recorder.py). Measured in gemm_ws 4096^3
 #: CONFIGS[0], 2026-12-02 05:44 UTC, `benchmarks/shares_h200.py` (traces in benchmarks/shares/), by recorder:
 #: - "waits": 114, the median gap between the two barrier_waits of _wait_full (adjacent statements, nothing between
 #:   them; 8 consumer lanes x 256, mean 115.1), `benchmarks/shares_kstep.py` on gemm_ws_4096_waits.json.gz;
@@ -418,7 +418,7 @@ def power_model(cal) -> PowerModel | None:
 
 
 def cost_model(gpu) -> CostModel:
-    from ..calibration import load
+    from ...calibration import load
     model = gpu_model(gpu)
     cal = load(model.name)
     return from_calibration(model, cal) if cal is not None else CostModel(model)
@@ -431,7 +431,7 @@ def model_id(gpu) -> str:
     per process: every row key asks for it."""
     import hashlib
     import pathlib
-    from ..calibration import load
+    from ...calibration import load
     h = hashlib.sha256(pathlib.Path(__file__).read_bytes())
     cal = load(gpu_model(gpu).name)
     if cal is not None:

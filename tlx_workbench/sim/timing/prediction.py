@@ -1,7 +1,7 @@
 """Whole-launch time from its simulated CTAs: waves, tails and the DRAM floor.
 
 Every CTA of the launch is simulated, timing only, each with the TMA/L2 share of every CTA resident with it
-(``sim/cost.py``: contention): the CTAs run in waves (``sim/batch.py``), so a launch of thousands of CTAs costs
+(``sim/timing/cost.py``: contention): the CTAs run in waves (``sim/schedule/batch.py``), so a launch of thousands of CTAs costs
 about one simulated CTA per distinct control flow (a persistent kernel's tile counts, a causal attention's query
 tiles). ``samples=k`` simulates k CTAs along the grid's x axis instead and interpolates the others (the older,
 cheaper estimate). The GPU's block scheduler is replayed on that: CTAs
@@ -125,7 +125,7 @@ def finish(*, kernel, gpu, grid, sampled, slots, cta_cycles, tensor, nbytes, win
     The roof: the CTAs' tensor cores are busy ``tensor`` of the CTAs' own cycles (summed; ``sampled`` stands for
     every CTA); a share above what the tensor core sustains under a pipeline's copy load stretches every CTA
     (each CTA's tensor work is taken as its share of its cycles), and the critical path with them."""
-    from ..target import gpu_model
+    from ...target import gpu_model
     from .cost import cost_model
     model = gpu_model(gpu)
     cm = cost_model(model.name)
@@ -200,10 +200,10 @@ def compiled_facts(result, gpu) -> tuple:
 
 def launch_facts(jit, args, kwargs, gpu) -> tuple:
     """:func:`compiled_facts` of the launch ``jit[grid](*args, **kwargs)`` before it is simulated."""
-    from ..compiler import compile as wb_compile
-    from ..compiler.launch_options import compile_kwargs
-    from ..compiler.occupancy import occupancy, serializes_wgmma, spill_loads
-    from ..target import gpu_model
+    from ...compiler import compile as wb_compile
+    from ...compiler.launch_options import compile_kwargs
+    from ...compiler.occupancy import occupancy, serializes_wgmma, spill_loads
+    from ...target import gpu_model
     try:
         report = wb_compile(jit, *args, target=gpu, sass="lazy", **compile_kwargs(kwargs))
         res = report.resources
@@ -226,8 +226,8 @@ def spill_loads_of(note: str) -> float:
 def _spill_scale(result, gpu, ctas_per_sm, resident: int | None = None) -> float:
     """``cost.spill_rate_scale`` of the launch ``result`` simulated: its SMEM and spilled locals from the offline
     compile (cached), the L2 rate of its resident CTAs (``resident``: those of the real launch it stands for)."""
-    from ..compiler import compile as wb_compile
-    from ..compiler.launch_options import compile_kwargs
+    from ...compiler import compile as wb_compile
+    from ...compiler.launch_options import compile_kwargs
     from .cost import cost_model
     if result.launch is None:
         return 1.0
@@ -236,7 +236,7 @@ def _spill_scale(result, gpu, ctas_per_sm, resident: int | None = None) -> float
         res = wb_compile(jit, *args, target=gpu, sass="lazy", **compile_kwargs(kwargs)).resources
     except Exception:  # noqa: BLE001 - the compiled facts said why already
         return 1.0
-    from ..target import gpu_model
+    from ...target import gpu_model
     grid = tuple(result.grid) + (1,) * (3 - len(result.grid))
     resident = resident or min(grid[0] * grid[1] * grid[2], gpu_model(gpu).sm_count * ctas_per_sm)
     cm = cost_model(gpu).for_launch(resident)
@@ -248,7 +248,7 @@ def prediction_from(result, gpu, *, occupancy: int = 1, spills: int = 0, compile
     """The Prediction of a launch already simulated whole (every CTA; ``result`` a SimResult, simulated with
     this ``occupancy`` and ``spills``): what :func:`predict` says of it, without simulating it again (numerics
     do not change the cycles)."""
-    from ..target import gpu_model
+    from ...target import gpu_model
     model = gpu_model(gpu)
     grid = tuple(result.grid)
     total = int(grid[0]) * int(grid[1]) * int(grid[2])
@@ -270,11 +270,11 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     ``numerics``: by default timing only (``simulate(numerics=False)``); True also computes the data.
     ``window``: how the launch is timed, which sets the clock it runs at: "do_bench" (L2 flushed between
     launches, the default), "sustained" (back to back) or "single" (once, after idle)."""
-    from ..target import gpu_model
-    from .api import simulate
+    from ...target import gpu_model
+    from ..api import simulate
     from .cost import WINDOWS
     if window not in WINDOWS:
-        from ..errors import TLXWorkbenchError
+        from ...errors import TLXWorkbenchError
         raise TLXWorkbenchError(f"predict(window={window!r}) is not a timing window",
                                 hint=f"use one of {', '.join(WINDOWS)}")
     t0 = time.perf_counter()

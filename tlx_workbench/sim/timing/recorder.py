@@ -25,7 +25,7 @@ import dataclasses
 import inspect
 import os
 
-from ..errors import SimulationError
+from ...errors import SimulationError
 
 #: recorder name -> the ``instrument``/``profile`` options it stands for
 RECORDERS = {"waits": {"ops": "waits", "totals": False},
@@ -47,7 +47,7 @@ _sites_cache: dict = {}
 def sites(fn, recorder: str) -> frozenset:
     """The (file, line, op) sites that ``instrument(fn, ops=...)`` records for ``recorder``: the same source
     rewrite (``instrument.instrument_source``, AST only, nothing compiled). Files are real paths."""
-    from ..runtime.instrument import instrument_source
+    from ...runtime.instrument import instrument_source
     ops = RECORDERS[recorder]["ops"]
     key = (fn, ops)
     hit = _sites_cache.get(key)
@@ -81,8 +81,8 @@ class Recording:
 
     def charge(self, op: str) -> None:
         """After a TLX op ``op`` returned: its record, when the instrumented kernel records that call."""
-        from .launch_state import _state
-        from .source_lines import kernel_frame_line
+        from ..schedule.launch_state import _state
+        from ..diagnosis.source_lines import kernel_frame_line
         cta = _state.cta
         t = cta.sched.current if cta is not None else None
         if t is None:
@@ -109,8 +109,8 @@ def install(rec: Recording) -> None:
     """Wrap the launch's TLX builtins that ``rec`` records (as ``tlx_ops.patch_tlx`` bound them) so that each
     call, when it is not inside another TLX builtin, is followed by ``rec.charge``. Call it right after
     ``patch_tlx``: its undo restores the frontend's own builtins, which also removes these wrappers."""
-    from .launch_state import _state
-    from .tlx_ops import _call_stack, _tlx_modules
+    from ..schedule.launch_state import _state
+    from ..ops.tlx_ops import _call_stack, _tlx_modules
     wrapped = _state.wrapped
     ops = rec.ops
     made: dict = {}
