@@ -5,7 +5,7 @@ stage, the library's autotuner, the calibration suite and the benchmark suites a
 
 >>> t = time_call(lambda: torch.matmul(a, b), graph=True, host=True)    # doctest: +SKIP
 >>> t                                                                   # doctest: +SKIP
-Timing(matmul: do_bench median 612.3 us (p20-p80 608.1-615.0 us, 161 runs), graph 600.2 us, host 11.4 us/call: GPU-bound)
+Timing(matmul: do_bench median 612.3 us (p20-p80 608.1-615.0 us, 161 runs), graph 600.2 us, host 11.4 us/call: ...)
 
 A measurement is *launch-bound* when do_bench's time is well above the CUDA-graph replay's (more than
 :data:`LAUNCH_BOUND_RATIO` times: the launch, not the kernel, fills the window) or when the host takes at least as
@@ -242,6 +242,8 @@ def time_call(fn: Callable, *, name: str | None = None, warmup: float = 25, rep:
     False
     """
     name = name or getattr(fn, "__name__", "call").replace("<lambda>", "call")
+    if graph or host:
+        _require_cuda(f"timing {name}'s " + ("CUDA-graph replay" if graph else "host time"))
     runs, medians = [], []
     for _ in range(repeats):
         times = do_bench_runs(fn, warmup, rep)
@@ -249,12 +251,10 @@ def time_call(fn: Callable, *, name: str | None = None, warmup: float = 25, rep:
         runs.extend(times)
     t = Timing(name, runs, medians, warmup, rep)
     if graph:
-        _require_cuda(f"timing {name}'s CUDA-graph replay")
         try:
             t.graph_ms = graph_ms(fn, per_graph)
         except Exception as e:  # noqa: BLE001 - not capturable: do_bench's time stands, the reason is kept
             t.graph_error = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
     if host:
-        _require_cuda(f"timing {name}'s host time")
         t.host_ms = host_ms(fn, host_calls)
     return t
