@@ -8,7 +8,12 @@ kernel's Python: identical hashes mean identical PTX code, so the GPU measuremen
     python benchmarks/ptx_fingerprint.py > /tmp/before.txt      # on the old code
     python benchmarks/ptx_fingerprint.py > /tmp/after.txt       # on the new code
     diff /tmp/before.txt /tmp/after.txt && echo "same code"
-    python benchmarks/ptx_fingerprint.py --only attention        # one module
+    python benchmarks/ptx_fingerprint.py --only attention        # one kernel
+    python benchmarks/ptx_fingerprint.py --only attention_bwd
+
+Rows: the attention forward's CONFIGS; the backward's main kernel at every config it names (CONFIGS,
+VARIANT_CONFIGS, SIM_CONFIGS; a non-causal SPLIT_TAIL config in its parts form); every GEMM's CONFIGS and
+SIM_CONFIGS (the FP8 GEMM at per-tensor scales into bf16 and row-wise scales into fp16).
 """
 from __future__ import annotations
 
@@ -48,6 +53,29 @@ def attention_rows():
                                                                                causal=causal))
 
 
+def attention_bwd_rows():
+    from tlx_workbench.kernels import attention_bwd as B
+    named = [*B.CONFIGS, *B.VARIANT_CONFIGS.values(), *B.SIM_CONFIGS.values()]
+    cfgs = [c for i, c in enumerate(named) if c not in named[:i]]
+    for cfg in cfgs:
+        for causal in (False, True):
+            for d in (64, 128):
+                if B.suits(cfg, d, causal):
+                    yield (f"attention_bwd D={d} causal={causal}", cfg,
+                           lambda cfg=cfg, d=d, causal=causal: B.compile_offline(cfg, shape=(1, 2, 1000, d),
+                                                                               causal=causal))
+
+
+def gemm_fp8_rows():
+    from tlx_workbench.kernels import gemm_fp8 as F
+    for kind, table in (("cfg", dict(enumerate(F.CONFIGS))), ("sim", F.SIM_CONFIGS)):
+        for key, cfg in table.items():
+            for out, rowwise in (("bfloat16", False), ("float16", True)):
+                yield (f"gemm_fp8 {kind}{key} {out} rowwise={rowwise}", cfg,
+                       lambda cfg=cfg, out=out, rowwise=rowwise: F.compile_offline(
+                           cfg, shape=(1000, 1032, 512), out_dtype=out, rowwise=rowwise))
+
+
 def gemm_rows():
     import torch
     from tlx_workbench.kernels import gemm_cluster, gemm_pingpong, gemm_pipelined, gemm_streamk, gemm_ws
@@ -67,16 +95,17 @@ def gemm_rows():
 
     for mod, kernel in kernels:
         name = mod.__name__.rsplit(".", 1)[1]
-        for i, cfg in enumerate(mod.CONFIGS):
+        for key, cfg in [(f"cfg{i}", c) for i, c in enumerate(mod.CONFIGS)] + \
+                [(f"sim_{k}", c) for k, c in mod.SIM_CONFIGS.items()]:
             for dt in (torch.float16, torch.bfloat16):
-                yield (f"{name} cfg{i} {str(dt)[6:]}", cfg, lambda mod=mod, kernel=kernel, cfg=cfg, dt=dt:
+                yield (f"{name} {key} {str(dt)[6:]}", cfg, lambda mod=mod, kernel=kernel, cfg=cfg, dt=dt:
                        build(mod, kernel, cfg, dt))
 
 
 def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
-    for label, cfg, make in list(attention_rows()) + list(gemm_rows()):
-        if only and not label.startswith(only):
+    for label, cfg, make in [*attention_rows(), *attention_bwd_rows(), *gemm_rows(), *gemm_fp8_rows()]:
+        if only and label.split()[0] != only:
             continue
         try:
             digest = _digest(make())
