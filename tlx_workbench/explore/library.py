@@ -1,5 +1,9 @@
 """Problems and spaces of the library's own kernels (``tlx_workbench.kernels``).
 
+A problem takes what its kernel's :class:`~tlx_workbench.kernels.KernelSpec` says (reference, fresh inputs,
+flops, default config) and adds what only the explorer asks: a launch of one explicit config, the bytes moved
+and the small shapes the simulator proves and times a config at.
+
 >>> p = problem("gemm_ws"); s = space("gemm_ws")
 >>> len(s) >= 100
 True
@@ -21,6 +25,18 @@ CPU_SCORES = 1 << 24
 def _gemm_module(name):
     import importlib
     return importlib.import_module(f"tlx_workbench.kernels.{name}")
+
+
+def _spec(name):
+    from ..kernels import spec
+    return spec(name)
+
+
+def _shape_flops(name, **variant):
+    """``flops(shape)`` of library kernel ``name``: its spec's ``flops(*shape, **variant)``."""
+    def flops(shape):
+        return _spec(name).flops(*shape, **variant)
+    return flops
 
 
 def gemm_launch(name):
@@ -52,22 +68,6 @@ def _gemm_timing_shapes(shape, cfg):
 def _gemm_bytes(shape, elem=2):
     M, N, K = shape
     return float(elem * (M * K + K * N + M * N))
-
-
-def _gemm_flops(shape):
-    M, N, K = shape
-    return 2.0 * M * N * K
-
-
-def _gemm_inputs(shape, dtype, device):
-    import torch
-    from ..kernels._common import gemm_inputs
-    return gemm_inputs(shape, getattr(torch, dtype) if isinstance(dtype, str) else dtype, device)
-
-
-def _gemm_reference(a, b):
-    from ..kernels._common import gemm_reference
-    return gemm_reference(a, b)
 
 
 def _attention_parts(causal):
@@ -124,6 +124,7 @@ ATTENTION_BWD = "attention_bwd"
 
 def _attention_bwd_problem(causal: bool, dtype: str, suffix: str, ref) -> Problem:
     from ..kernels import attention_bwd as bwd
+    spec = _spec(ATTENTION_BWD)
 
     def launch(q, k, v, o, do, lse, delta, lse2, cfg):
         import torch
@@ -132,21 +133,15 @@ def _attention_bwd_problem(causal: bool, dtype: str, suffix: str, ref) -> Proble
 
     def make_inputs(shape, dtype, device):
         import torch
-        from ..kernels import attention as att
-        dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-        q, k, v, do = bwd.make_inputs(shape, dt, device)
         Z, H, N, D = shape
-        if str(device).startswith("cuda"):
-            # the library's forward gives o and lse (a float64 reference at the timed shape would need
-            # Z*H*N*N doubles)
-            o, lse = att.attention(q, k, v, causal, config=att.DEFAULTS[(D <= 64, causal)], return_lse=True)
-        elif Z * H * N * N > CPU_SCORES:
-            # a CPU input this large is only compiled (static stage) or timed without numerics: any values
-            # (the reference says so: it gives None at this size)
+        if not str(device).startswith("cuda") and Z * H * N * N > CPU_SCORES:
+            # a CPU input this large is only compiled (static stage) or timed without numerics: any forward
+            # statistics (a float64 forward would need Z*H*N*N doubles; the reference gives None at this size)
+            dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+            q, k, v, do = bwd.make_inputs(shape, dt, device)
             o, lse = torch.randn_like(q), torch.zeros((Z, H, N))
         else:
-            o, lse, *_ = bwd.reference64(q, k, v, do, causal)
-            o, lse = o.to(dt), lse.float()
+            q, k, v, o, do, lse = spec.make_inputs(shape, dtype, device, causal=causal)
         return (q, k, v, o, do, lse) + bwd.row_statistics(o, do, lse)
 
     def reference(q, k, v, o, do, lse, delta, lse2):
@@ -154,7 +149,7 @@ def _attention_bwd_problem(causal: bool, dtype: str, suffix: str, ref) -> Proble
         Z, H, N, _ = q.shape
         if Z * H * N * N > CPU_SCORES:
             return None         # no reference: a CPU input this large has placeholder forward statistics
-        return torch.stack(bwd.reference64(q, k, v, do, causal)[2:])
+        return torch.stack(spec.reference(q, k, v, o, do, lse, causal=causal))
 
     def nbytes(shape, elem=2):
         Z, H, N, D = shape
@@ -166,7 +161,7 @@ def _attention_bwd_problem(causal: bool, dtype: str, suffix: str, ref) -> Proble
         return (1, 4, min(N, 4 * cfg["BN"] + N % cfg["BN"]), D)
 
     return Problem(name=("attention_bwd_causal" if causal else "attention_bwd") + suffix, launch=launch,
-                   make_inputs=make_inputs, reference=reference, flops=lambda shape: bwd.flops(*shape, causal=causal),
+                   make_inputs=make_inputs, reference=reference, flops=_shape_flops(ATTENTION_BWD, causal=causal),
                    bytes=nbytes,
                    # two K/V blocks of two heads (ragged by 40 rows), at the real shape's head dim
                    sim_shape=lambda cfg, shape=None: (1, 2, 2 * cfg["BN"] - 40, shape[-1] if shape else 128),
@@ -221,8 +216,9 @@ def _fp8_problem(name: str, dtype: str, ref) -> Problem:
     # tolerance: |out - ref| max over |ref| max; the output's rounding is 2^-9 of it (bf16) and the fp8
     # tensor cores' accumulation adds some at large K
     return Problem(name=name + suffix, launch=launch, make_inputs=make_inputs, reference=reference,
-                   flops=_gemm_flops, bytes=nbytes, sim_shape=_gemm_sim_shape, timing_shapes=_gemm_timing_shapes,
-                   dtype=dtype, tolerance=1e-2, ref=ref, default=dict(g.CONFIGS[0]))
+                   flops=_shape_flops("gemm_fp8"), bytes=nbytes, sim_shape=_gemm_sim_shape,
+                   timing_shapes=_gemm_timing_shapes, dtype=dtype, tolerance=1e-2, ref=ref,
+                   default=dict(_spec("gemm_fp8").configs[0]))
 
 
 def _fp8_space(seeds) -> Space:
@@ -255,10 +251,11 @@ def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Probl
     # the name says what decides the numbers besides the config: rows of a bf16 sweep are not an fp16 one's
     suffix = "" if dtype == "float16" else "_" + {"bfloat16": "bf16"}.get(dtype, dtype)
     if name in GEMMS:
-        mod = _gemm_module(name)
-        return Problem(name=name + suffix, launch=gemm_launch(name), make_inputs=_gemm_inputs, reference=_gemm_reference,
-                       flops=_gemm_flops, bytes=_gemm_bytes, sim_shape=_gemm_sim_shape,
-                       timing_shapes=_gemm_timing_shapes, dtype=dtype, ref=ref, default=dict(mod.CONFIGS[0]))
+        spec = _spec(name)
+        return Problem(name=name + suffix, launch=gemm_launch(name), make_inputs=spec.make_inputs,
+                       reference=spec.reference, flops=_shape_flops(name), bytes=_gemm_bytes,
+                       sim_shape=_gemm_sim_shape, timing_shapes=_gemm_timing_shapes, dtype=dtype, ref=ref,
+                       default=dict(spec.configs[0]))
     if name in FP8_GEMMS:
         return _fp8_problem(name, dtype, ref)
     if name == ATTENTION_BWD:

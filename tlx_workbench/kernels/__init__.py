@@ -9,8 +9,9 @@
 | ``gemm_cluster`` | gemm_cluster.py | ``gemm_ws`` in 2-CTA clusters, B multicast to both (inline PTX) |
 | ``gemm_fp8`` | gemm_fp8.py | ``gemm_ws`` for fp8 (e4m3/e5m2): B read K-major, per-tensor or row-wise scales in the epilogue |
 | ``attention`` | attention.py (host), attention_configs.py, attention_kernel.py (device) | flash-attention forward, warp-specialized ping-pong |
+| ``attention_bwd`` | attention_bwd.py (host), attention_bwd_configs.py, attention_bwd_kernel.py (device) | flash-attention backward (dQ, dK, dV), warp-specialized |
 
-Each module has ``matmul``/``attention`` (the launcher), ``launch`` (one explicit
+Each module has ``matmul``/``attention``/``attention_backward`` (the launcher), ``launch`` (one explicit
 config), ``CONFIGS`` (autotune space, default first), ``SIM_CONFIGS`` (small, for the
 simulator), ``compile_offline`` and ``SPEC`` (a :class:`KernelSpec`). What they share on the
 host (tuning and its per-shape cache, the GEMM ``matmul``/``tune``/``compile_offline``, TMA
@@ -33,7 +34,7 @@ from ._common import KernelSpec
 
 MODULES = {"gemm_pipelined": "gemm_pipelined", "gemm_ws": "gemm_ws", "gemm_pingpong": "gemm_pingpong",
            "gemm_streamk": "gemm_streamk", "gemm_cluster": "gemm_cluster", "attention": "attention",
-           "gemm_fp8": "gemm_fp8"}
+           "gemm_fp8": "gemm_fp8", "attention_bwd": "attention_bwd"}
 
 
 def spec(name: str) -> KernelSpec:

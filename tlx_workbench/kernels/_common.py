@@ -164,8 +164,9 @@ def gemm_flops(M, N, K) -> float:
 
 
 def gemm_inputs(shape, dtype, device):
-    """Fresh random (a, b) for a GEMM of ``shape`` = (M, N, K)."""
+    """Fresh random (a, b) for a GEMM of ``shape`` = (M, N, K); ``dtype`` a torch dtype or its name."""
     import torch
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     M, N, K = shape
     a = torch.randn((M, K), dtype=dtype, device=device)
     b = torch.randn((K, N), dtype=dtype, device=device)

@@ -48,7 +48,7 @@ import triton
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
-from ._common import sm_count, torch_alloc
+from ._common import KernelSpec, sm_count, torch_alloc
 from .attention_bwd_configs import (CONFIGS, DEFAULTS, DQ_TMA_CONFIGS, SIM_CONFIGS, VARIANT_CONFIGS,  # noqa: F401
                                     _config, configs_for, default_for,
                                     smem_bytes, suits)
@@ -409,6 +409,29 @@ def flops(Z, H, N, D, causal=False):
     return f / 2 if causal else f
 
 
+def backward_inputs(shape, dtype, device, causal=False):
+    """Fresh random (q, k, v, o, do, lse) of ``shape`` = (Z, H, N, D), what ``attention_backward`` takes: o and lse
+    the forward's, by the library's forward on a GPU (its default config for the head dim and masking), in float64
+    by torch on the CPU."""
+    import torch
+    dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    q, k, v, do = make_inputs(shape, dt, device)
+    if str(device).startswith("cuda"):
+        from .attention import DEFAULTS as FORWARD_DEFAULTS, attention
+        o, lse = attention(q, k, v, causal, config=FORWARD_DEFAULTS[(shape[-1] <= 64, bool(causal))],
+                           return_lse=True)
+    else:
+        o, lse, *_ = reference64(q, k, v, do, causal)
+        o, lse = o.to(dt), lse.float()
+    return q, k, v, o, do, lse
+
+
+def backward_reference(q, k, v, o, do, lse, causal=False, sm_scale=None):
+    """(dq, dk, dv) as ``attention_backward(q, k, v, o, do, lse)`` returns them, in float64 on the CPU by torch
+    autograd (o and lse are the forward's, recomputed there), cast back to q's dtype and device."""
+    return reference(q, k, v, do, causal, sm_scale)[2:]
+
+
 def _offline_tail(cfg, causal, shape):
     """A SPLIT_TAIL config compiles (offline) in its parts form, the launch only it has (the main launch is the plain
     kernel; the parts' epilogue adds dK, dV by TMA reduce-add, or atomics without DQ_TMA): one leftover block (the
@@ -452,3 +475,8 @@ def compile_report(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128),
     args, options = _kernel_call(q, k, v, do, lse, delta, dq32, dk, dv, causal, 1 / math.sqrt(shape[-1]), cfg,
                                  tail=_offline_tail(cfg, causal, shape))
     return wb_compile(attention_bwd_kernel, *args, target=target, **options)
+
+
+SPEC = KernelSpec(name="attention_bwd", kernel=attention_bwd_kernel, launch=attention_backward,
+                  reference=backward_reference, configs=CONFIGS, sim_configs=SIM_CONFIGS, make_inputs=backward_inputs,
+                  flops=flops, doc=__doc__)
