@@ -68,4 +68,4 @@ def test_graph_or_host_time_without_a_gpu_says_so_first(ask):
     called = []
     with pytest.raises(NoGPUError, match="needs a CUDA GPU") as e:
         timing.time_call(lambda: called.append(1), name="tiny", **ask)
-    assert not called and "predict" in e.value.hint
+    assert not called and "simulator" in e.value.hint

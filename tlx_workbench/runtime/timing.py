@@ -20,18 +20,11 @@ import statistics
 import time
 from typing import Callable
 
+from .launch import require_gpu
+
 #: do_bench's time over the graph replay's above which a measurement is launch-bound: a kernel's own time is the
 #: same in both, while do_bench adds the launch (host and driver) to each run and a graph replays launches at once
 LAUNCH_BOUND_RATIO = 1.25
-
-
-def _require_cuda(what: str) -> None:
-    from ..errors import NoGPUError
-    from ..target import has_gpu
-    if not has_gpu():
-        raise NoGPUError(f"{what} needs a CUDA GPU and none is usable here",
-                         hint="time on a machine with a GPU, or predict the launch's time on the CPU with "
-                              "tlx_workbench.predict")
 
 
 def do_bench_runs(fn: Callable, warmup: float = 25, rep: float = 100) -> list[float]:
@@ -243,7 +236,7 @@ def time_call(fn: Callable, *, name: str | None = None, warmup: float = 25, rep:
     """
     name = name or getattr(fn, "__name__", "call").replace("<lambda>", "call")
     if graph or host:
-        _require_cuda(f"timing {name}'s " + ("CUDA-graph replay" if graph else "host time"))
+        require_gpu(f"timing {name}'s " + ("CUDA-graph replay" if graph else "host time"))
     runs, medians = [], []
     for _ in range(repeats):
         times = do_bench_runs(fn, warmup, rep)
