@@ -260,8 +260,9 @@ def bench(fn, *args, grid=None, flops: float | None = None, bytes: float | None 
     Timed by :func:`~.timing.time_call`: ``triton.testing.do_bench`` runs ``repeats`` times
     (warm-up, L2 flush, ``rep`` ms each); the table gives the median, the p20–p80 range and
     the spread of the repeats. ``graph`` adds each row's CUDA-graph replay and whether the
-    do_bench time is launch-bound (the launch, not the kernel, fills it). ``flops``/``bytes`` (per call) turn times into TFLOP/s and GB/s and a
-    share of the ceilings measured once per process (a device copy, a bf16 matmul).
+    do_bench time is launch-bound (the launch, not the kernel, fills it). ``flops``/``bytes``
+    (per call) turn times into TFLOP/s and GB/s and a share of the ceilings measured once per
+    process (a device copy, a bf16 matmul).
     ``baselines`` maps names to no-argument callables (:func:`cublas_matmul`,
     :func:`torch_sdpa`). The kernel runs in the watchdog worker (``timeout``).
 
