@@ -40,3 +40,10 @@ def test_ci_runs_the_readme_test_command():
     assert "    make test\n" in readme and "    make demo\n" in readme
     ci = [l for l in (ROOT / ".ci/run").read_text().splitlines() if l and not l.startswith(("#", "set ", "cd "))]
     assert ci == ["make test"]
+
+
+def test_the_version_is_said_once_in_the_package_and_matches_pyproject():
+    import tlx_workbench
+    from tlx_workbench._version import __version__
+    pyproject = tomllib.loads((pathlib.Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    assert tlx_workbench.__version__ == __version__ == pyproject["project"]["version"]

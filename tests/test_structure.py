@@ -7,6 +7,10 @@ Read from the source with ``ast``, not by importing. What counts as an import, a
   level, inside a function (a lazy import is still a dependency; laziness only hides a loop until the
   function runs) and under ``if TYPE_CHECKING:`` (a reader sees the dependency all the same);
 * ``from pkg import name`` counts as an import of ``pkg.name`` when that is a module, else of ``pkg``;
+* the façade: ``import tlx_workbench as wb`` then ``wb.simulate`` counts as an import of the module that
+  defines ``simulate`` (the package's eager imports and its ``_LAZY`` table say which), as does
+  ``from tlx_workbench import simulate``; a use of the façade that names nothing it exports (``wb`` handed
+  on as a whole) counts as an import of ``tlx_workbench`` itself, which sits above every layer;
 * the implicit import of a module's parent packages does not count (every module would then depend
   on ``tlx_workbench/__init__.py``), nor do imports by string (``importlib.import_module``, the
   registry in ``tlx_workbench.views``): that is how a result reaches its view without depending on it.
@@ -23,6 +27,26 @@ PRODUCERS = ("tlx_workbench.compiler", "tlx_workbench.sim", "tlx_workbench.runti
              "tlx_workbench.trace", "tlx_workbench.checker", "tlx_workbench.puzzles")
 VIEWS = "tlx_workbench.widgets"
 
+#: the layers, lowest first: a module may import its own unit and the units of lower layers, never a unit of its
+#: own layer from another package (peers stay independent: the simulator and the GPU runtime each stand alone) nor of a higher one. A
+#: unit is a package or module under ``tlx_workbench`` (the longest that matches); ``tlx_workbench`` alone is the
+#: façade (``__init__.py``), above everything.
+LAYERS = (
+    ("errors", "_version"),
+    ("target", "views"),                 # views: the registry results reach their views through, by name
+    ("trace",),
+    ("trace_compare", "json_schema", "calibration"),   # calibration: the measured figures the cost model reads
+    ("compiler",),
+    ("sim", "runtime"),                  # the CPU simulator and the GPU runtime: peers
+    ("_torch_cpu", "kernels", "calibration.suite", "calibration.kernels"),  # the suite measures on a GPU
+    ("checker",),                        # static + simulated checks; the advisor measures its forms on a GPU
+    ("intercept", "explore"),
+    ("widgets",),
+    ("demo", "puzzles", "magics", "pytest_plugin"),
+    ("cli",),                            # the command line: its verbs include the demo page
+    ("magic",),                          # ``%load_ext tlx_magic``'s shim over magics
+)
+
 #: loops known and owned elsewhere, each with who breaks it; test_known_loops_are_still_there keeps the list
 #: honest (a loop broken must leave it)
 KNOWN_LOOPS: dict[frozenset, str] = {}
@@ -38,9 +62,27 @@ def _modules() -> dict[str, pathlib.Path]:
     return out
 
 
-def _imports(name: str, path: pathlib.Path, modules) -> dict[str, int]:
+def _facade(modules) -> dict[str, str]:
+    """What ``tlx_workbench`` exports -> the module that defines it: its eager ``from .x import ...`` lines and
+    its ``_LAZY`` table (name -> module), read from ``__init__.py``."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    out = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            for a in node.names:
+                out[a.asname or a.name] = f"tlx_workbench.{node.module}"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+            target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if getattr(target, "id", None) == "_LAZY":
+                for k, v in zip(node.value.keys, node.value.values):
+                    out[k.value] = v.value
+    return {name: mod for name, mod in out.items() if mod in modules}
+
+
+def _imports(name: str, path: pathlib.Path, modules, facade=None) -> dict[str, int]:
     """``{imported module: first line}`` for module ``name``."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    facade = facade if facade is not None else _facade(modules)
 
     def owner(dotted: str) -> str | None:        # the module a dotted name lives in
         while dotted and dotted not in modules:
@@ -48,10 +90,16 @@ def _imports(name: str, path: pathlib.Path, modules) -> dict[str, int]:
         return dotted or None
 
     found: dict[str, int] = {}
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    aliases = set()                       # names bound to the façade: ``import tlx_workbench as wb``
+    for node in ast.walk(tree):
         targets = []
         if isinstance(node, ast.Import):
-            targets = [owner(a.name) for a in node.names if a.name.split(".")[0] == "tlx_workbench"]
+            for a in node.names:
+                if a.name == "tlx_workbench":
+                    aliases.add(a.asname or a.name)
+                elif a.name.split(".")[0] == "tlx_workbench":
+                    targets.append(owner(a.name))
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[:len(package.split(".")) - node.level + 1]
@@ -59,17 +107,51 @@ def _imports(name: str, path: pathlib.Path, modules) -> dict[str, int]:
             else:
                 base = node.module or ""
             if base.split(".")[0] == "tlx_workbench":
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else owner(base) for a in node.names]
+                for a in node.names:
+                    if f"{base}.{a.name}" in modules:
+                        targets.append(f"{base}.{a.name}")
+                    elif base == "tlx_workbench":
+                        targets.append(facade.get(a.name, "tlx_workbench"))
+                    else:
+                        targets.append(owner(base))
         for t in targets:
             if t and t != name:
                 found.setdefault(t, node.lineno)
+    if aliases:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+                t = facade.get(node.attr, "tlx_workbench")
+                if t != name:
+                    found.setdefault(t, node.lineno)
+            elif isinstance(node, ast.Name) and node.id in aliases and not isinstance(node.ctx, ast.Store):
+                parent_is_attr = False          # a bare ``wb`` (handed on whole) is counted below
+                for other in ast.walk(tree):
+                    if isinstance(other, ast.Attribute) and other.value is node:
+                        parent_is_attr = True
+                        break
+                if not parent_is_attr and name != "tlx_workbench":
+                    found.setdefault("tlx_workbench", node.lineno)
     return found
 
 
 @pytest.fixture(scope="module")
 def graph() -> dict[str, dict[str, int]]:
     modules = _modules()
-    return {name: _imports(name, path, modules) for name, path in modules.items()}
+    facade = _facade(modules)
+    return {name: _imports(name, path, modules, facade) for name, path in modules.items()}
+
+
+def _layer(module: str) -> tuple[int, str] | None:
+    """(layer index, unit) of a module; None for the façade itself."""
+    parts = module.split(".")[1:]
+    if not parts:
+        return None
+    units = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+    for n in range(len(parts), 0, -1):
+        unit = ".".join(parts[:n])
+        if unit in units:
+            return units[unit], unit
+    raise AssertionError(f"{module}: its package {parts[0]!r} is in no layer of LAYERS: add it where it belongs")
 
 
 def _loops(graph) -> list[list[str]]:
@@ -127,6 +209,31 @@ def test_the_graph_is_read(graph):
     assert "tlx_workbench.compiler.source" in graph["tlx_workbench.compiler.sourcemap"]
     assert "tlx_workbench.views" in graph["tlx_workbench.trace"]          # a function-level import
     assert "tlx_workbench.sim.hardware.cta" in graph["tlx_workbench.sim.schedule.engine"]
+
+
+def test_the_facade_is_read(graph):
+    # ``wb.simulate`` inside a function counts as an import of the simulator, not of the façade
+    import_lines = graph["tlx_workbench.explore.stages"]
+    assert "tlx_workbench.sim" in import_lines or any(t.startswith("tlx_workbench.sim.") for t in import_lines)
+    assert "tlx_workbench" not in import_lines
+
+
+def test_layers_are_kept(graph):
+    bad = []
+    for m, targets in sorted(graph.items()):
+        src = _layer(m)
+        if src is None:
+            continue
+        for t, ln in sorted(targets.items()):
+            dst = _layer(t)
+            if dst is None:
+                bad.append(f"{m} (line {ln}) uses the façade tlx_workbench as a whole: import what it uses from "
+                           "the module that defines it")
+            elif dst[0] > src[0] or (dst[0] == src[0] and dst[1].split(".")[0] != src[1].split(".")[0]):
+                kind = "a peer" if dst[0] == src[0] else "a higher layer"
+                bad.append(f"{m} (line {ln}) imports {t}, {kind} ({LAYERS[dst[0]]} over {LAYERS[src[0]]})")
+    assert not bad, ("layer order broken (tests/test_structure.py LAYERS, lowest first; move the shared piece "
+                     "down into a module both may import):\n" + "\n".join(bad))
 
 
 def test_no_import_loops(graph):

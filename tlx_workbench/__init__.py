@@ -22,7 +22,7 @@ from .errors import TLXWorkbenchError, CompileError, SimulationError, DeadlockEr
 from .target import offline, gpu_model, GPU_MODELS, GPUModel, has_gpu
 from .trace import Trace, Span, BarrierEvent, Counter
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # name -> module that defines it; imported on first use so `import tlx_workbench` stays cheap
 _LAZY = {

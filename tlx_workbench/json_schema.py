@@ -64,7 +64,7 @@ def document(verb: str, *, gpu: str | None, exit_code: int, **body) -> dict:
     """The envelope every verb writes; ``body`` holds the verb's results (already JSON data)."""
     if verb not in VERBS:
         raise ValueError(f"verb {verb!r} is not one of {VERBS}")
-    from . import __version__
+    from ._version import __version__
     return {"schema": SCHEMA_ID, "verb": verb, "workbench": __version__, "gpu": gpu, "ok": exit_code == 0,
             "exit_code": int(exit_code), **body}
 

@@ -235,7 +235,7 @@ def _versions() -> str:
         out.append(f"utlx={version('triton-utlx')}")
     except Exception:
         pass
-    from .. import __version__ as wb
+    from .._version import __version__ as wb
     out.append(f"wb={wb}")
     return ";".join(out)
 

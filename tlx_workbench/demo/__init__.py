@@ -4,7 +4,7 @@ GEMM (sm_100) offline, and write one self-contained HTML report.
 The subjects are TLX's own tutorials, loaded unchanged from the installed wheel.
 The page is a list of sections. Other parts of the workbench add theirs either with
 :func:`add_section` (a title and a function ``render(ctx) -> HTML fragment``), or by
-shipping a module named in ``SECTION_PROVIDERS`` (e.g. ``tlx_workbench.sim.demo``) with
+shipping a module named in ``SECTION_PROVIDERS`` (e.g. ``tlx_workbench.demo.simulator``) with
 ``sections() -> list[Section]``; ``ctx.reports`` / ``ctx.kernels`` hold the compiled
 reports and the (kernel, args, compile kwargs) of "hopper" and "blackwell".
 
@@ -21,8 +21,8 @@ import os
 import pathlib
 from typing import Callable
 
-from .compiler import compile, load_module
-from .widgets.compile_report import render_html
+from ..compiler import compile, load_module
+from ..widgets.compile_report import render_html
 
 
 @dataclasses.dataclass
@@ -92,7 +92,7 @@ def _failed_section(name: str, e: Exception) -> Section:
 
 
 # modules that may contribute sections: each, when it exists, has `sections() -> list[Section]`
-SECTION_PROVIDERS = ("tlx_workbench.sim.demo", "tlx_workbench.checker.demo")
+SECTION_PROVIDERS = ("tlx_workbench.demo.simulator",)
 
 
 def default_sections() -> list[Section]:

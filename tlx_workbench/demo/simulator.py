@@ -23,10 +23,10 @@ def _one_cta(trace: Trace, cta: int = 0) -> Trace:
 
 def render(ctx) -> str:
     import torch
-    from ..compiler import load_module
-    from ..demo import _tutorial
     from .. import views
-    from . import simulate
+    from ..compiler import load_module
+    from ..sim import simulate
+    from . import _tutorial
 
     mod = load_module(_tutorial("hopper_gemm_ws.py"), "sm_90")
     gen = torch.Generator().manual_seed(0)
@@ -51,5 +51,5 @@ def render(ctx) -> str:
 
 
 def sections():
-    from ..demo import Section
+    from . import Section
     return [Section("Simulated: hopper_gemm_ws on the CPU (timeline, barrier phases)", render)]

@@ -35,7 +35,7 @@ def default_store_path() -> str:
 def versions_text() -> str:
     import triton
     from importlib.metadata import PackageNotFoundError, version
-    from .. import __version__
+    from .._version import __version__
     try:
         utlx = version("triton-utlx")
     except PackageNotFoundError:

@@ -46,8 +46,8 @@ _sites_cache: dict = {}
 
 def sites(fn, recorder: str) -> frozenset:
     """The (file, line, op) sites that ``instrument(fn, ops=...)`` records for ``recorder``: the same source
-    rewrite (``instrument.instrument_source``, AST only, nothing compiled). Files are real paths."""
-    from ...runtime.instrument import instrument_source
+    rewrite (``compiler/instrument_rewrite.py``, AST only, nothing compiled). Files are real paths."""
+    from ...compiler.instrument_rewrite import instrument_source
     ops = RECORDERS[recorder]["ops"]
     key = (fn, ops)
     hit = _sites_cache.get(key)
