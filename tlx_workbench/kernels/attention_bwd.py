@@ -22,11 +22,11 @@ Three launches (the D=128 default, SPLIT_TAIL, adds two when the last wave is sh
    of the seven GEMMs again, ~30 % more tensor work; atomics cost L2 bandwidth instead (2 adds per
    dQ element per K/V block). ``DQ_SPLIT`` (D=128): each group instead computes 64 columns of dQ_i
    from both groups' dS (a named barrier per step, dS double-buffered): one add per element per K/V
-   block, as FlashAttention-2 does. ``DQ_TMA`` = n (an experiment, off by default until measured):
-   FlashAttention-3's way instead of the atomics: each (BM, 64) fp32 dQ tile goes to one of the group's
-   n SMEM tiles and one TMA reduce-add (``cp.reduce.async.bulk.tensor``) adds it into dQ, so the adds
-   leave the consumers' instruction stream (one bulk op per tile instead of 32 atomic instructions a
-   thread); the tile is reused after ``async_descriptor_store_wait(n - 1)``.
+   block, as FlashAttention-2 does. ``DQ_TMA`` = n (with DQ_SPLIT; the D=128 defaults): FlashAttention-3's
+   way instead of the atomics: each (BM, 64) fp32 dQ tile goes to one of the group's n SMEM tiles and one
+   TMA reduce-add (``cp.reduce.async.bulk.tensor``) adds it into dQ, so the adds leave the consumers'
+   instruction stream (one bulk op per tile instead of 32 atomic instructions a thread); the tile is
+   reused after ``async_descriptor_store_wait(n - 1)``.
 
 ``VARIANT_CONFIGS`` (D=128): the DQ_TMA form with fewer registers live across the exps (``DP_DELTA``, ``P_ROUND``:
 its step loop about spill-free), with dS^T handed between the groups by arrive / wait pairs (``DQ_HANDOFF``), and
@@ -35,7 +35,8 @@ checks and times them. Two are the D=128 defaults (``default_for``): ``split_tai
 causal.
 ``VARIANT_CONFIGS["split_tail"]`` (``SPLIT_TAIL``, non-causal): when the last wave is a small part of one, the plain
 kernel runs all heads but the last few, whose K/V blocks a second launch splits over query blocks in one wave
-(``tail_split``), the parts' dK, dV summed in fp32 and cast by ``attention_bwd_tail_cast_kernel``.
+(``tail_split``), the parts' dK, dV summed in fp32 (by TMA reduce-add through the DQ_TMA tiles) and cast by
+``attention_bwd_tail_cast_kernel``.
 
 >>> from tlx_workbench.kernels.attention_bwd import attention_with_grad     # on a Hopper GPU
 >>> o, (dq, dk, dv) = attention_with_grad(q, k, v, do, causal=True)
@@ -49,7 +50,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..errors import TLXWorkbenchError
 from ._common import KernelSpec, sm_count, torch_alloc
-from .attention_bwd_configs import (CONFIGS, DEFAULTS, DQ_TMA_CONFIGS, SIM_CONFIGS, VARIANT_CONFIGS,  # noqa: F401
+from .attention_bwd_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, VARIANT_CONFIGS,  # noqa: F401
                                     _config, configs_for, default_for,
                                     smem_bytes, suits)
 from .attention_bwd_kernel import attention_bwd_delta_kernel, attention_bwd_kernel, attention_bwd_tail_cast_kernel
@@ -104,8 +105,8 @@ def _kernel_call(q, k, v, do, lse2, delta, dq32, dk, dv, causal, sm_scale, cfg, 
     kw = {key: val for key, val in cfg.items() if key != "SPLIT_TAIL"}
     if tail is not None:
         part, main_ctas, splits, blocks = tail
-        if cfg.get("DQ_TMA"):   # the partials by TMA reduce-add: (2 * leftover * BN, D) fp32 in (64, 64) tiles
-            part = TensorDescriptor(part, [part.numel() // D, D], [D, 1], [64, 64])
+        # the partials by TMA reduce-add: (2 * leftover * BN, D) fp32 in (64, 64) tiles
+        part = TensorDescriptor(part, [part.numel() // D, D], [D, 1], [64, 64])
         kw.update(SPLIT_TAIL=True, dkv_tail_ptr=part, main_ctas=main_ctas, tail_splits=splits, tail_blocks=blocks)
     return (sm_scale, Z, H, N, *descs, dq32, dk, dv, desc_dq), dict(
         HEAD_DIM=D, CAUSAL=bool(causal), num_warps=4, num_stages=0, **kw)
@@ -434,8 +435,8 @@ def backward_reference(q, k, v, o, do, lse, causal=False, sm_scale=None):
 
 def _offline_tail(cfg, causal, shape):
     """A SPLIT_TAIL config compiles (offline) in its parts form, the launch only it has (the main launch is the plain
-    kernel; the parts' epilogue adds dK, dV by TMA reduce-add, or atomics without DQ_TMA): one leftover block (the
-    last of ``shape``) in two parts."""
+    kernel; the parts' epilogue adds dK, dV by TMA reduce-add): one leftover block (the last of ``shape``) in two
+    parts."""
     import torch
     if not cfg.get("SPLIT_TAIL") or causal:
         return None

@@ -10,7 +10,7 @@ from .attention_configs import SMEM_LIMIT
 
 
 def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False, DQ_TMA=0,
-            DP_DELTA=False, P_ROUND=False, S_LSE=False, DQ_HANDOFF=False, DQ_STAGGER=False, SPLIT_TAIL=False):
+            DP_DELTA=False, P_ROUND=False, DQ_HANDOFF=False, DQ_STAGGER=False, SPLIT_TAIL=False):
     """A config dict of ``attention_bwd_kernel``:
 
     - BM: query rows per step of the loop (the N side of S^T = K Q^T, the K side of dV, dK);
@@ -20,19 +20,19 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
     - DQ_SPLIT (D = 64 x groups, i.e. D=128 with BN=128): each group computes 64 columns of dQ_i from both
       groups' dS (a named barrier per step, dS double-buffered), so each dQ element gets one atomic add
       per K/V block instead of one per group. Off: each group adds its own keys' share of all of dQ_i.
-    - DQ_TMA = n > 0: dQ's adds by TMA reduce-add (one ``cp.reduce.async.bulk.tensor`` per (BM, 64) fp32 tile,
-      from n SMEM tiles per group used in turn) instead of ``tl.atomic_add``; 0: the atomics.
-    - DP_DELTA, P_ROUND, S_LSE (register pressure of the exp/dS stretch, where the default spills at
-      D=128): dP^T's accumulator starts at -delta; dS^T from P^T rounded to the input dtype (dV's operand),
-      dV's wgmma issued before dP^T is waited; S^T's accumulator starts at -lse2 / scale.
+    - DQ_TMA = n > 0 (with DQ_SPLIT): dQ's adds by TMA reduce-add (one ``cp.reduce.async.bulk.tensor`` per (BM, 64)
+      fp32 tile, from n SMEM tiles per group used in turn) instead of ``tl.atomic_add``; 0: the atomics.
+    - DP_DELTA, P_ROUND (register pressure of the exp/dS stretch, where the default spills at D=128): dP^T's
+      accumulator starts at -delta; dS^T from P^T rounded to the input dtype (dV's operand), dV's wgmma issued
+      before dP^T is waited.
     - DQ_HANDOFF (with DQ_SPLIT, two groups): each group announces its dS^T with a bar.arrive right after storing it
       and waits (bar.sync) for the other's only before the half of its dQ that reads it, its own half issued first;
       instead of one bar.sync of both groups before dQ (barriers 10..13: per group and step parity).
     - DQ_STAGGER (with DQ_HANDOFF): group 1 starts its first step once group 0's first P^T is computed (barrier 9),
       and nothing pulls it back into step: group 1's S^T, dP^T wgmmas run under group 0's exps, a ping-pong.
-    - SPLIT_TAIL (non-causal; ignored when causal): when the last wave is a small part of one, the last heads' K/V
-      blocks are left to a second launch that splits each over query blocks across the SMs, the parts' dK, dV summed
-      in fp32 (``tail_split``); the plain kernel runs the other heads, its code unchanged (a one-launch form,
+    - SPLIT_TAIL (with DQ_TMA and BM=64; non-causal, ignored when causal): when the last wave is a small part of one,
+      the last heads' K/V blocks are left to a second launch that splits each over query blocks across the SMs, the
+      parts' dK, dV summed in fp32 by TMA reduce-add through the dQ tiles (``tail_split``); the plain kernel runs the other heads, its code unchanged (a one-launch form,
       every CTA choosing main or part at run time, measured 4-6 % slower on the same work: ptxas scheduled it worse).
     """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
@@ -40,7 +40,7 @@ def _config(BM, BN=128, NUM_BUFS=2, LOADER_REGS=24, MMA_REGS=240, DQ_SPLIT=False
         cfg["DQ_SPLIT"] = True
     if DQ_TMA:
         cfg["DQ_TMA"] = DQ_TMA
-    for name, on in (("DP_DELTA", DP_DELTA), ("P_ROUND", P_ROUND), ("S_LSE", S_LSE), ("DQ_HANDOFF", DQ_HANDOFF),
+    for name, on in (("DP_DELTA", DP_DELTA), ("P_ROUND", P_ROUND), ("DQ_HANDOFF", DQ_HANDOFF),
                      ("DQ_STAGGER", DQ_STAGGER), ("SPLIT_TAIL", SPLIT_TAIL)):
         if on:
             cfg[name] = True
@@ -76,11 +76,13 @@ def suits(cfg, head_dim, causal=False) -> bool:
         return False
     if cfg.get("DQ_SPLIT") and head_dim // 64 != cfg["BN"] // 64:
         return False
+    if cfg.get("DQ_TMA") and not cfg.get("DQ_SPLIT"):
+        return False
     if cfg.get("DQ_HANDOFF") and not (cfg.get("DQ_SPLIT") and cfg["BN"] == 128):
         return False
     if cfg.get("DQ_STAGGER") and not cfg.get("DQ_HANDOFF"):
         return False
-    if cfg.get("SPLIT_TAIL") and cfg.get("DQ_TMA") and cfg["BM"] != 64:
+    if cfg.get("SPLIT_TAIL") and not (cfg.get("DQ_TMA") and cfg["BM"] == 64):
         return False        # the parts' dK, dV go out through the (BM, 64) dQ tiles as 64-row tiles
     return smem_bytes(cfg, head_dim) <= SMEM_LIMIT
 
@@ -100,22 +102,15 @@ CONFIGS = (
     _config(128, NUM_BUFS=3),           # D=64 only
 )
 
-# DQ_TMA: dQ by TMA reduce-add from
-# (BM, 64) fp32 SMEM tiles; at D=128 dQ's B operand is a view of K (no second copy). DQ_SPLIT holds one tile
-# per group (two pass 227 KiB): it is written again a whole step later, so its reduce has the step's five
-# wgmmas to read it. benchmarks/attention_bwd_tma_h200.py checks and times them.
-DQ_TMA_CONFIGS = (
-    _config(64, DQ_SPLIT=True, DQ_TMA=1),   # D=128 only
-    _config(64, DQ_TMA=1),                  # D=128: dQ's two column tiles a step through one buffer
-    _config(64, DQ_TMA=2),                  # D=64 and 128
-    _config(128, DQ_TMA=1),                 # D=64 only
-)
+# DQ_TMA: dQ by TMA reduce-add from (BM, 64) fp32 SMEM tiles; at D=128 dQ's B operand is a view of K (no second
+# copy). With DQ_SPLIT one tile per group (two pass 227 KiB): it is written again a whole step later, so its reduce
+# has the step's five wgmmas to read it. Without DQ_SPLIT (each group reducing all D columns) it measured 0.94-1.02x
+# the atomics and is gone (benchmarks/RESULTS.md, attention backward, levers measured).
 
 # Register pressure and the consumers' dS^T hand-over at D=128: the default (DQ_SPLIT + DQ_TMA=1) with
 # DP_DELTA + P_ROUND ("lean"; its hot loop about spill-free at sm_90, benchmarks/RESULTS.md), with DQ_HANDOFF, with
-# both, and lean + DQ_HANDOFF + DQ_STAGGER (group 1 half a step behind: a ping-pong). S_LSE ("lean3" in SIM_CONFIGS)
-# spills more in the plain loop than lean and gets no timing slot. benchmarks/attention_bwd_variants_h200.py checks and times them against the default;
-# none is in the autotune space until measured.
+# both, and lean + DQ_HANDOFF + DQ_STAGGER (group 1 half a step behind: a ping-pong).
+# benchmarks/attention_bwd_variants_h200.py checks and times them against the default.
 VARIANT_CONFIGS = {
     "lean": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True),
     "handoff": _config(64, DQ_SPLIT=True, DQ_TMA=1, DQ_HANDOFF=True),
@@ -129,8 +124,7 @@ VARIANT_CONFIGS = {
 }
 
 # D=128: DQ_SPLIT, 1.27-1.30x the plain form on the H200 (2026-12-02, every D=128 cell); with DQ_TMA=1 (dQ by TMA
-# reduce-add) 1.05-1.14x DQ_SPLIT's atomics, every D=128 cell (2026-12-02 06:33 UTC; benchmarks/RESULTS.md); the
-# other DQ_TMA configs (without DQ_SPLIT) were 0.94-1.02x the atomics and stay out of the autotune space. Since
+# reduce-add) 1.05-1.14x DQ_SPLIT's atomics, every D=128 cell (2026-12-02 06:33 UTC; benchmarks/RESULTS.md). Since
 # 2026-12-02 13:19 UTC (benchmarks/attention_bwd_variants_h200.py, one run, interleaved rounds): lean_pingpong,
 # 0.990-1.00x SDPA's backward in the four D=128 cells (never below 0.99x; the DQ_TMA form 0.909-1.00x), 0.997-1.09x
 # the DQ_TMA form. Since 2026-12-03 (two-launch SPLIT_TAIL): split_tail, which is lean_pingpong when causal; faster
@@ -169,16 +163,11 @@ SIM_CONFIGS = {
     "ring_of_1": _config(64, NUM_BUFS=1),
     # D=128: dQ's columns split between the groups (named barrier per step, dS double-buffered)
     "dq_split": _config(64, DQ_SPLIT=True),
-    # dQ by TMA reduce-add (DQ_TMA): D=128 split, one tile per group; double-buffered (D=64 or 128)
+    # dQ by TMA reduce-add (DQ_TMA): D=128 split, one tile per group
     "dq_tma": _config(64, DQ_SPLIT=True, DQ_TMA=1),
-    "dq_tma2": _config(64, DQ_TMA=2),
     # VARIANT_CONFIGS (D=128): fewer registers across the exp/dS stretch (lean), dS^T handed between the groups by
-    # arrive / wait pairs (handoff), both (lean_handoff), and group 1 staggered (lean_pingpong); lean with S_LSE too
-    # (lean3); the three register switches at D=64 (atomics)
+    # arrive / wait pairs (handoff), both (lean_handoff), group 1 staggered (lean_pingpong), the split tail
+    # (split_tail); the two register switches at D=64 (atomics)
     **VARIANT_CONFIGS,
-    "lean3": _config(64, DQ_SPLIT=True, DQ_TMA=1, DP_DELTA=True, P_ROUND=True, S_LSE=True),
-    "lean_d64": _config(64, DP_DELTA=True, P_ROUND=True, S_LSE=True),
-    # SPLIT_TAIL at D=64 (the plain form; D=128: VARIANT_CONFIGS' split_tail)
-    "split_tail_d64": _config(64, SPLIT_TAIL=True),
-    "split_tail_tma2": _config(64, DQ_TMA=2, SPLIT_TAIL=True),       # the parts' dK, dV by TMA reduce-add
+    "lean_d64": _config(64, DP_DELTA=True, P_ROUND=True),
 }

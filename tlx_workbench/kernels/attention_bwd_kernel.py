@@ -16,8 +16,8 @@ all "64 rows of this group":
     dS^T = P^T * (dP^T - delta_i)
     dK_g += dS^T Q_i            dQ_i += (dS^T)^T K_g       (dS^T through SMEM; atomics)
 
-With ``DQ_TMA`` each (BM, 64) dQ tile goes to SMEM instead and one TMA reduce-add per tile adds it
-into dQ (FlashAttention-3's way): the adds leave the consumers' instruction stream.
+With ``DQ_TMA`` (and ``DQ_SPLIT``) each (BM, 64) dQ tile goes to SMEM instead and one TMA reduce-add per tile
+adds it into dQ (FlashAttention-3's way): the adds leave the consumers' instruction stream.
 
 dQ is computed 64 columns of D at a time, from a second copy of K in 64-column tiles (D=128 only): a
 64 x D fp32 dQ tile needs 32 KB of the compiler's layout-change scratch per group before its atomics,
@@ -120,7 +120,7 @@ def attention_bwd_tail_cast_kernel(dkv_tail_ptr, dk_ptr, dv_ptr, N_CTX, main_cta
 
 @triton.jit
 def _tail_reduce(x, dq_tiles, desc_part, g, n, row, DQ_TMA: tl.constexpr, HEAD_DIM: tl.constexpr):
-    """SPLIT_TAIL with DQ_TMA: add a group's 64 x D fp32 dK or dV share into the partials at ``row`` by TMA
+    """SPLIT_TAIL (with DQ_TMA): add a group's 64 x D fp32 dK or dV share into the partials at ``row`` by TMA
     reduce-add, 64 columns at a time through the group's dQ tiles, the n-th tile of the epilogue first (the
     loop's reduces were all waited; consecutive reduces take the tiles in turn, as in the loop)."""
     if HEAD_DIM == 64:
@@ -138,24 +138,22 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
               MASK: tl.constexpr, CAUSAL: tl.constexpr, BM: tl.constexpr, HEAD_DIM: tl.constexpr,
               NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, KC: tl.constexpr, GROUPS: tl.constexpr,
               DQ_SPLIT: tl.constexpr, dq_tiles=None, desc_dq=None, DQ_TMA: tl.constexpr = 0,
-              LEAN: tl.constexpr = (False, False, False), HANDOFF: tl.constexpr = False,
+              LEAN: tl.constexpr = (False, False), HANDOFF: tl.constexpr = False,
               STAGGER: tl.constexpr = False):
     """Query block i (the it-th through the Q/dO ring) for consumer group g: the five products of
     the module docstring. Returns the new (dk, dv).
 
-    ``LEAN`` = (DP_DELTA, P_ROUND, S_LSE), registers the exp/dS stretch holds (where dK, dV, S^T, dP^T and
+    ``LEAN`` = (DP_DELTA, P_ROUND), registers the exp/dS stretch holds (where dK, dV, S^T, dP^T and
     the row statistics are all live; the default form spills there at D=128). ``DP_DELTA``: dP^T's
     accumulator starts at -delta (the wgmma adds V dO^T to it), so delta's registers die before the exps
     and dS^T = P^T * dP^T. ``P_ROUND``: dS^T is computed from P^T rounded to the input dtype (dV's operand,
     16 registers instead of P^T's fp32 32 next to it; dS^T is rounded to it anyway) and dV's wgmma is issued
-    before dP^T is waited. ``S_LSE``: S^T's accumulator starts at -lse2 / scale, so lse's registers die
-    before dP^T is issued and P^T = exp2(acc * scale). ``HANDOFF`` (DQ_SPLIT, two groups): the groups hand
+    before dP^T is waited. ``HANDOFF`` (DQ_SPLIT, two groups): the groups hand
     each other their dS^T by bar.arrive / bar.sync pairs instead of one bar.sync of both, and each
     group's dQ starts with its own dS^T's share, before it waits for the other's. ``STAGGER`` (with HANDOFF):
     group 0 tells group 1 to start once its first P^T is computed (the kernel holds group 1 back until then)."""
     DP_DELTA: tl.constexpr = LEAN[0]
     P_ROUND: tl.constexpr = LEAN[1]
-    S_LSE: tl.constexpr = LEAN[2]
     if DQ_SPLIT:
         ds_g = ds_tiles[(it % 2) * GROUPS + g]      # two sets: the other group may still read the last one
     else:
@@ -166,12 +164,7 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
     q_tile = q_tiles[slot]
     do_tile = do_tiles[slot]
     tlx.barrier_wait(q_full[slot], parity)
-    if S_LSE:
-        # lse rides with Q_i: the accumulator starts at -lse2 / scale
-        s_t = tlx.async_dot(k_g, tlx.local_trans(q_tile),
-                            tl.zeros([64, BM], tl.float32) - tlx.local_load(lse_tiles[slot]) / qk_scale)
-    else:
-        s_t = tlx.async_dot(k_g, tlx.local_trans(q_tile))
+    s_t = tlx.async_dot(k_g, tlx.local_trans(q_tile))
     tlx.barrier_wait(do_full[slot], parity)
     if DP_DELTA:
         # delta rides with dO_i: the accumulator starts at -delta, dP^T - delta comes out of the wgmma
@@ -182,11 +175,8 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
     s_t = tlx.async_dot_wait(1, s_t)
     # the row statistics came with Q_i and dO_i (TMA into SMEM): loaded from global memory here,
     # their pointers in the accumulator's column layout made ptxas spill at D=128
-    if S_LSE:
-        p_t = tl.math.exp2(s_t * qk_scale)
-    else:
-        lse2 = tlx.local_load(lse_tiles[slot])
-        p_t = tl.math.exp2(s_t * qk_scale - lse2)
+    lse2 = tlx.local_load(lse_tiles[slot])
+    p_t = tl.math.exp2(s_t * qk_scale - lse2)
     if MASK:
         keep = (q_rows[None, :] < N_CTX) & (kv_rows[:, None] < N_CTX)
         if CAUSAL:
@@ -263,11 +253,8 @@ def _bwd_step(i, it, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_til
                 # every wgmma that read Q_i and dO_i has retired: hand the slots back
                 tlx.barrier_arrive(q_empty[slot])
                 tlx.barrier_arrive(do_empty[slot])
-            if DQ_TMA:
-                _dq_reduce(dq * sm_scale, dq_tiles, desc_dq, g, it * KC + c, head_row + i * BM, c * 64, DQ_TMA)
-            else:
-                ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (c * 64 + cols)[None, :]
-                tl.atomic_add(ptrs, dq * sm_scale, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
+            ptrs = dq_ptr + (head_row + q_rows)[:, None].to(tl.int64) * HEAD_DIM + (c * 64 + cols)[None, :]
+            tl.atomic_add(ptrs, dq * sm_scale, mask=(q_rows < N_CTX)[:, None], sem="relaxed")
     dk = tlx.async_dot_wait(0, dk)
     return dk, dv
 
@@ -279,7 +266,7 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
                          DQ_SPLIT: tl.constexpr = False, DQ_TMA: tl.constexpr = 0,
-                         DP_DELTA: tl.constexpr = False, P_ROUND: tl.constexpr = False, S_LSE: tl.constexpr = False,
+                         DP_DELTA: tl.constexpr = False, P_ROUND: tl.constexpr = False,
                          DQ_HANDOFF: tl.constexpr = False, DQ_STAGGER: tl.constexpr = False,
                          SPLIT_TAIL: tl.constexpr = False, dkv_tail_ptr=None, main_ctas=0, tail_splits=1,
                          tail_blocks=1):
@@ -289,18 +276,17 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     dO_i of each query block through a NUM_BUFS-deep ring (``*_full``: landed bytes; ``*_empty``:
     every group's wgmmas that read the slot retired). Causal: the loop starts at the first query
     block that sees this K/V block; the blocks across the diagonal and the ragged tail are masked.
-    DQ_TMA = n > 0: dQ goes out by TMA reduce-add through n (BM, 64) fp32 SMEM tiles per group, on
+    DQ_TMA = n > 0 (with DQ_SPLIT): dQ goes out by TMA reduce-add through n (BM, 64) fp32 SMEM tiles per group, on
     ``desc_dq`` (a (BM, 64) descriptor of the (Z*H*N, D) fp32 dQ); 0: atomics, ``desc_dq`` is None.
-    DP_DELTA, P_ROUND, S_LSE: fewer registers live across the exps (``_bwd_step``'s ``LEAN``); DQ_HANDOFF (with
+    DP_DELTA, P_ROUND: fewer registers live across the exps (``_bwd_step``'s ``LEAN``); DQ_HANDOFF (with
     DQ_SPLIT): dS^T handed between the groups by arrive / wait pairs (``_bwd_step``'s ``HANDOFF``); DQ_STAGGER (with
     DQ_HANDOFF): group 1 starts when group 0's first P^T is done and stays that far behind.
 
     ``SPLIT_TAIL`` (non-causal): this launch is the parts of the leftover K/V blocks (block ``main_ctas`` on, the
     last heads' blocks: the plain form of this kernel runs the blocks before them, its code untouched), a 1-D grid
     of leftover x ``tail_splits`` CTAs of ``tail_blocks`` query blocks each, which add their partial dK (scaled),
-    dV into the fp32 ``dkv_tail_ptr`` ((2, leftover x BN, D): dK's rows, then dV's) with relaxed atomics, or with
-    DQ_TMA by TMA reduce-add (``dkv_tail_ptr`` is then a (64, 64) descriptor of it);
-    ``attention_bwd_tail_cast_kernel`` writes them out."""
+    dV into the fp32 partials ((2, leftover x BN, D): dK's rows, then dV's) by TMA reduce-add through the DQ_TMA
+    tiles (``dkv_tail_ptr``: a (64, 64) descriptor of them); ``attention_bwd_tail_cast_kernel`` writes them out."""
     GROUPS: tl.constexpr = BN // 64
     HALF: tl.constexpr = 64
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
@@ -312,6 +298,7 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
     # (1, BM) tiles of the (Z*H, N_PAD) base-2 lse and delta (a 1-D TMA tile does not lower)
     lse_tiles = tlx.local_alloc((1, BM), tl.float32, NUM_BUFS)     # ride with Q_i
     delta_tiles = tlx.local_alloc((1, BM), tl.float32, NUM_BUFS)   # ride with dO_i
+    tl.static_assert(DQ_SPLIT or not DQ_TMA, "DQ_TMA needs DQ_SPLIT")
     if DQ_SPLIT:
         tl.static_assert(HEAD_DIM // 64 == GROUPS, "DQ_SPLIT: one 64-column slice of dQ per consumer group")
         ds_tiles = tlx.local_alloc((HALF, BM), dtype, 2 * GROUPS)
@@ -414,21 +401,21 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF,
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND), DQ_HANDOFF,
                                    DQ_STAGGER)
             for i in range(i_mid, n_full):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    False, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF,
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND), DQ_HANDOFF,
                                    DQ_STAGGER)
             for i in range(tl.maximum(i_mid, n_full), q_hi):
                 dk, dv = _bwd_step(i, i - i_start, g, k_g, v_g, ds_tiles, kc_tiles, q_tiles, do_tiles, lse_tiles,
                                    delta_tiles, q_full, q_empty, do_full, do_empty, dk, dv, dq_ptr,
                                    head_row, kv_rows, qk_scale, sm_scale, N_CTX,
                                    True, CAUSAL, BM, HEAD_DIM, NUM_BUFS, dtype, KC, GROUPS, DQ_SPLIT,
-                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND, S_LSE), DQ_HANDOFF,
+                                   dq_tiles, desc_dq, DQ_TMA, (DP_DELTA, P_ROUND), DQ_HANDOFF,
                                    DQ_STAGGER)
             if DQ_TMA:
                 tlx.async_descriptor_store_wait(0)      # the last reduces have read their SMEM
@@ -436,18 +423,13 @@ def attention_bwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_do,
                 # a part of a leftover block: its share of dK, dV into the fp32 partials (rows past N too:
                 # exact zeros, P is masked there; the cast kernel leaves them out)
                 prow0 = (blk - main_ctas) * BN + g * HALF
-                if DQ_TMA:
-                    # by TMA reduce-add through the group's dQ tiles (atomics' layout-change scratch would
-                    # not fit beside them at D=128), 64 columns a reduce
-                    tl.static_assert(BM == HALF, "SPLIT_TAIL with DQ_TMA: the (BM, 64) dQ tiles take 64 rows")
-                    _tail_reduce(dk * sm_scale, dq_tiles, dkv_tail_ptr, g, 0, prow0, DQ_TMA, HEAD_DIM)
-                    _tail_reduce(dv, dq_tiles, dkv_tail_ptr, g, HEAD_DIM // 64, left_rows + prow0, DQ_TMA,
-                                 HEAD_DIM)
-                    tlx.async_descriptor_store_wait(0)
-                else:
-                    prow = prow0 + tl.arange(0, HALF)
-                    poffs = prow[:, None].to(tl.int64) * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
-                    tl.atomic_add(dkv_tail_ptr + poffs, dk * sm_scale, sem="relaxed")
-                    tl.atomic_add(dkv_tail_ptr + left_rows * HEAD_DIM + poffs, dv, sem="relaxed")
+                # by TMA reduce-add through the group's dQ tiles (atomics' layout-change scratch would
+                # not fit beside them at D=128), 64 columns a reduce
+                tl.static_assert(DQ_TMA > 0, "SPLIT_TAIL needs DQ_TMA: the parts' dK, dV go out through its tiles")
+                tl.static_assert(BM == HALF, "SPLIT_TAIL with DQ_TMA: the (BM, 64) dQ tiles take 64 rows")
+                _tail_reduce(dk * sm_scale, dq_tiles, dkv_tail_ptr, g, 0, prow0, DQ_TMA, HEAD_DIM)
+                _tail_reduce(dv, dq_tiles, dkv_tail_ptr, g, HEAD_DIM // 64, left_rows + prow0, DQ_TMA,
+                             HEAD_DIM)
+                tlx.async_descriptor_store_wait(0)
             else:
                 _store_dkv(dk, dv, dk_ptr, dv_ptr, head_row, kv_rows, sm_scale, N_CTX, HEAD_DIM)
