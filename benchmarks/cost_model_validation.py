@@ -16,14 +16,13 @@ work and the tensor core's sustained rate. So the cells of those two library ker
 TLX's tutorial kernels (``hopper_gemm_ws``, ``hopper_gemm_pipelined``, ``hopper_fa_ws``), the library's
 ``gemm_pingpong`` and ``gemm_pipelined``, and the FP8 GEMM's configs. The rule is :func:`half`, fixed here.
 
-**Cells.** The predict cells (``benchmarks/predict_cells.py``) measured by ``benchmarks/predict_h200.py``
-(do_bench median of three interleaved rounds, L2 flushed; nvidia-smi's SM clock in each window); the FP8 GEMM's
+**Cells.** The predict cells (``benchmarks/predict_cells.py``) measured on the GPU by ``--gpu`` (do_bench median of
+three interleaved rounds, L2 flushed; nvidia-smi's SM clock in each window; the 2026-12-02 figures by the script
+that ``--gpu`` replaced, deleted after 7f4523c); the FP8 GEMM's
 14 configs at 4096^3 per-tensor scaling (``--fp8-sizes 4096 8192``: and 8192^3; ``benchmarks/gemm_fp8_h200.py``;
 the configs as that run timed them), also ranked per size (Spearman). Each cell is simulated once (``wb.predict``: every CTA, timing only, occupancy and
 spills from the offline compile); its simulated facts are kept in the output so ``--reuse`` re-times them under
 a changed clock model without simulating again.
-
-Supersedes ``benchmarks/predict_table.py`` (the same predict cells, one table, no split, no clock or roof).
 """
 from __future__ import annotations
 
@@ -67,7 +66,7 @@ def flops(cell: dict) -> float:
 
 # ------------------------------------------------------------------------------------------------ cells
 def predict_cells(measured_path, timer="do_bench", kinds=("gemm", "attention")) -> list[dict]:
-    """The measured predict cells of a predict_h200.py (or ``--gpu``) run; ``timer="graph"``: its CUDA-graph times."""
+    """The measured predict cells of a ``--gpu`` run; ``timer="graph"``: its CUDA-graph times."""
     data = json.loads(pathlib.Path(measured_path).read_text())
     out = []
     for r in data["rows"]:
@@ -83,7 +82,7 @@ def predict_cells(measured_path, timer="do_bench", kinds=("gemm", "attention")) 
 
 
 def cells_fp8_measured(measured_path, timer="do_bench") -> list[dict]:
-    """The FP8 cells of a ``--gpu`` run (none in a predict_h200.py run)."""
+    """The FP8 cells of a ``--gpu`` run (none in the 2026-12-02 file)."""
     return predict_cells(measured_path, timer, kinds=("fp8",))
 
 
@@ -155,7 +154,7 @@ def _graph_us(fn, n=50):
 def measure(out_dir, rounds=3):
     """Time every predict cell and the FP8 configs on this GPU: do_bench (warmup 30 ms, rep 120 ms, median,
     L2 flushed; ``rounds`` interleaved rounds) with nvidia-smi's SM clock in each window, and once replayed from
-    a CUDA graph (flushed, no host launch path). Writes ``cost_model_measured.json`` in the predict_h200 format."""
+    a CUDA graph (flushed, no host launch path). Writes ``cost_model_measured.json``."""
     import traceback
     import torch
     import triton
@@ -322,7 +321,7 @@ def fit_flush(reuse_paths):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=[], help="cells whose key holds one of these substrings")
-    ap.add_argument("--measured", default=str(MEASURED), help="a predict_h200.py run's JSON")
+    ap.add_argument("--measured", default=str(MEASURED), help="a --gpu run's JSON")
     ap.add_argument("--no-fp8", action="store_true", help="leave the FP8 configs out")
     ap.add_argument("--fp8-sizes", nargs="*", type=int, default=[4096], help="the FP8 cubes to check (4096, 8192)")
     ap.add_argument("--reuse", nargs="*", default=[],
