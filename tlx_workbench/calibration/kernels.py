@@ -54,6 +54,26 @@ def _record(rec_ptr, slot, c0, n0, TIMED: tl.constexpr):
 
 
 @triton.jit
+def _mma_loop(a_ptr, b_ptr, a_buf, b_buf, wg, ITERS, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+              IN_FLIGHT: tl.constexpr, TIMED: tl.constexpr):
+    """One consumer group's timed wgmma loop: its operands into SMEM (random data, loaded once), then ITERS wgmmas
+    (BM x BK) @ (BK x BN) keeping IN_FLIGHT outstanding. Returns (acc, clock0, ns0): the record is the caller's."""
+    rm = tl.arange(0, BM)[:, None]
+    rn = tl.arange(0, BN)[:, None]
+    rk = tl.arange(0, BK)[None, :]
+    tlx.local_store(a_buf[wg], tl.load(a_ptr + rm * BK + rk))
+    tlx.local_store(b_buf[wg], tl.load(b_ptr + rn * BK + rk))
+    tlx.fence("async_shared")
+    c0, n0 = _start(TIMED)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for _ in range(ITERS):
+        acc = tlx.async_dot(a_buf[wg], tlx.local_trans(b_buf[wg]), acc)
+        acc = tlx.async_dot_wait(IN_FLIGHT - 1, acc)
+    acc = tlx.async_dot_wait(0, acc)
+    return acc, c0, n0
+
+
+@triton.jit
 def mma_loop_kernel(a_ptr, b_ptr, out_ptr, rec_ptr, ITERS,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CONSUMERS: tl.constexpr,
                     IN_FLIGHT: tl.constexpr, TIMED: tl.constexpr):
@@ -68,18 +88,7 @@ def mma_loop_kernel(a_ptr, b_ptr, out_ptr, rec_ptr, ITERS,
             pass
         with tlx.async_task(num_warps=4, replicate=CONSUMERS):
             wg = tlx.async_task_replica_id()
-            rm = tl.arange(0, BM)[:, None]
-            rn = tl.arange(0, BN)[:, None]
-            rk = tl.arange(0, BK)[None, :]
-            tlx.local_store(a_buf[wg], tl.load(a_ptr + rm * BK + rk))
-            tlx.local_store(b_buf[wg], tl.load(b_ptr + rn * BK + rk))
-            tlx.fence("async_shared")
-            c0, n0 = _start(TIMED)
-            acc = tl.zeros((BM, BN), tl.float32)
-            for _ in range(ITERS):
-                acc = tlx.async_dot(a_buf[wg], tlx.local_trans(b_buf[wg]), acc)
-                acc = tlx.async_dot_wait(IN_FLIGHT - 1, acc)
-            acc = tlx.async_dot_wait(0, acc)
+            acc, c0, n0 = _mma_loop(a_ptr, b_ptr, a_buf, b_buf, wg, ITERS, BM, BN, BK, IN_FLIGHT, TIMED)
             _record(rec_ptr, tl.program_id(0) * CONSUMERS + wg, c0, n0, TIMED)
             base = out_ptr + (tl.program_id(0) * CONSUMERS + wg) * BM * BN
             tl.store(base + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], acc)
@@ -273,18 +282,7 @@ def mma_copy_kernel(a_ptr, b_ptr, desc, out_ptr, rec_ptr, ITERS, LOADS, REGION,
             _record(rec_ptr, tl.program_id(0) * (CONSUMERS + 1) + CONSUMERS, c0, n0, TIMED)
         with tlx.async_task(num_warps=4, replicate=CONSUMERS):
             wg = tlx.async_task_replica_id()
-            rm = tl.arange(0, BM)[:, None]
-            rn = tl.arange(0, BN)[:, None]
-            rk = tl.arange(0, BK)[None, :]
-            tlx.local_store(a_buf[wg], tl.load(a_ptr + rm * BK + rk))
-            tlx.local_store(b_buf[wg], tl.load(b_ptr + rn * BK + rk))
-            tlx.fence("async_shared")
-            c0, n0 = _start(TIMED)
-            acc = tl.zeros((BM, BN), tl.float32)
-            for _ in range(ITERS):
-                acc = tlx.async_dot(a_buf[wg], tlx.local_trans(b_buf[wg]), acc)
-                acc = tlx.async_dot_wait(1, acc)
-            acc = tlx.async_dot_wait(0, acc)
+            acc, c0, n0 = _mma_loop(a_ptr, b_ptr, a_buf, b_buf, wg, ITERS, BM, BN, BK, 2, TIMED)
             _record(rec_ptr, tl.program_id(0) * (CONSUMERS + 1) + wg, c0, n0, TIMED)
             # row sums only: the whole accumulator's layout conversion would need the SMEM the ring holds
             tl.store(out_ptr + (tl.program_id(0) * CONSUMERS + wg) * BM + tl.arange(0, BM), tl.sum(acc, axis=1))
