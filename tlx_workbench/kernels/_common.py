@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import triton
 import triton.language as tl
+import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
 from ..target import GPU_MODELS
@@ -61,6 +62,28 @@ def grouped_tile(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 def ring_slot(counter, DEPTH: tl.constexpr):
     """Slot index and mbarrier parity of the ``counter``-th use of a DEPTH-deep ring."""
     return counter % DEPTH, (counter // DEPTH) & 1
+
+
+@triton.jit
+def load_tiles(a_desc, b_desc, a_ring, b_ring, full, empty, num_tiles, num_pid_m, num_pid_n, k_steps,
+               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, STAGES: tl.constexpr,
+               NUM_SMS: tl.constexpr, STAGE_BYTES: tl.constexpr, B_K_MAJOR: tl.constexpr):
+    """The loader task of a persistent GEMM whose consumer groups take whole tiles (ping-pong): every k-step of
+    each tile this CTA walks (grouped order), A's (BM, BK) box and B's (BK, BN) box into the next ring slot once
+    its readers released it; ``B_K_MAJOR``: B is given as B^T and its box is (BN, BK)."""
+    use = 0
+    for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
+        pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+        for k in range(k_steps):
+            s, parity = ring_slot(use, STAGES)
+            tlx.barrier_wait(empty[s], parity ^ 1)
+            tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
+            tlx.async_descriptor_load(a_desc, a_ring[s], [pid_m * BM, k * BK], full[s])
+            if B_K_MAJOR:
+                tlx.async_descriptor_load(b_desc, b_ring[s], [pid_n * BN, k * BK], full[s])
+            else:
+                tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, pid_n * BN], full[s])
+            use += 1
 
 
 def torch_alloc(size: int, align: int, stream):

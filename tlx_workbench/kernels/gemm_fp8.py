@@ -43,8 +43,8 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
-from ._common import (SMEM_LIMIT, KernelSpec, check_aligned, check_same_device, grouped_tile, persistent_ctas,
-                      ring_slot, sm_count, torch_alloc)
+from ._common import (SMEM_LIMIT, KernelSpec, check_aligned, check_same_device, grouped_tile, load_tiles,
+                      persistent_ctas, ring_slot, sm_count, torch_alloc)
 from .gemm_pingpong import TURN_0, TURN_1
 from .gemm_ws import _store_strips
 from .host import LaunchPlans, TunedConfigs, config_key, fastest_first, kernel_plan, operand_key, tuned_config
@@ -217,16 +217,8 @@ def gemm_fp8_pingpong_kernel(a_desc, b_desc, c_desc, scale_a, scale_b, M, N, K,
 
     with tlx.async_tasks():
         with tlx.async_task("default", num_regs=LOADER_REGS):
-            use = 0
-            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
-                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                for k in range(k_steps):
-                    s, parity = ring_slot(use, STAGES)
-                    tlx.barrier_wait(empty[s], parity ^ 1)
-                    tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
-                    tlx.async_descriptor_load(a_desc, a_ring[s], [pid_m * BM, k * BK], full[s])
-                    tlx.async_descriptor_load(b_desc, b_ring[s], [pid_n * BN, k * BK], full[s])
-                    use += 1
+            load_tiles(a_desc, b_desc, a_ring, b_ring, full, empty, num_tiles, num_pid_m, num_pid_n, k_steps,
+                       BM, BN, BK, GROUP_M, STAGES, NUM_SMS, STAGE_BYTES, True)
 
         with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
             wg = tlx.async_task_replica_id()
