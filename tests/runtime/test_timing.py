@@ -24,6 +24,8 @@ def test_quantiles_are_torch_quantiles(seed):
     ref = torch.quantile(torch.tensor(runs, dtype=torch.float64), torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64))
     assert [t.median_ms, t.p20_ms, t.p80_ms] == pytest.approx(ref.tolist(), rel=1e-12)
     assert t.min_ms == min(runs) and t.summary()["samples"] == len(runs)
+    # do_bench's default figure, which a suite that quoted it keeps
+    assert t.mean_ms == pytest.approx(torch.tensor(runs, dtype=torch.float64).mean().item(), rel=1e-12)
 
 
 def test_launch_bound_verdict():

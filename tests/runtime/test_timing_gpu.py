@@ -1,12 +1,14 @@
 """The timing runner on a real GPU: a large matmul is the kernel's time, a tiny launch is the launch's; a CUDA-graph
-replay is never slower than do_bench's window; and ``wb.bench`` and the autotuner, both timing through the runner,
-rank two clearly different GEMM configs as bare ``triton.testing.do_bench`` does."""
+replay is never slower than do_bench's window, flushed or not (the flush's own time taken off); and ``wb.bench`` and
+the autotuner, both timing through the runner, rank two clearly different GEMM configs as bare
+``triton.testing.do_bench`` does."""
 import pytest
 import torch
 import triton
 import triton.testing
 
 import tlx_workbench as wb
+from tlx_workbench.runtime import timing
 from tlx_workbench.runtime.timing import time_call
 
 pytestmark = pytest.mark.gpu
@@ -71,3 +73,19 @@ def test_bench_and_autotuner_rank_two_configs_as_do_bench_does():
         print(res)
         assert res.main.graph_ms is not None and res.main.launch_bound is False, res
     assert sorted(benched, key=lambda n: benched[n].median_ms) == order, (benched, bare)
+
+
+def test_a_flushed_graph_replay_is_the_cold_kernel_without_the_flush():
+    n = 4 * 2**20                         # 16 MB in, 16 MB out: fits the L2, so a warm replay reads it from there
+    x = torch.randn(n, device="cuda")
+    y = torch.empty_like(x)
+
+    def scale():
+        torch.mul(x, 2.0, out=y)
+    warm, cold = timing.graph_ms(scale), timing.graph_ms(scale, flush=True)
+    bench = time_call(scale, name="mul 16 MB").median_ms
+    print(f"graph warm {warm * 1e3:.2f} us, flushed {cold * 1e3:.2f} us, do_bench {bench * 1e3:.2f} us")
+    torch.testing.assert_close(y, 2.0 * x)
+    # the flush's own time (a 256 MB memset, ~100 us) is not in it: at most do_bench's time, which flushes too
+    assert 0 < cold <= 1.10 * bench, (cold, bench)
+    assert warm <= 1.03 * cold, (warm, cold)

@@ -56,13 +56,17 @@ def event_ms(fn: Callable):
     return out, start.elapsed_time(end)
 
 
-def graph_ms(fn: Callable, per_graph: int = 20, replays: int = 10) -> float:
+def graph_ms(fn: Callable, per_graph: int = 20, replays: int = 10, flush: bool = False) -> float:
     """Milliseconds per call of a CUDA graph of ``per_graph`` calls of ``fn``, replayed (median of ``replays``):
-    the GPU's time with no launch cost and no L2 flush between calls. Raises what capture raises for a callable
-    that cannot be captured (one that synchronizes, or allocates outside the graph's pool).
+    the GPU's time with no launch cost and no L2 flush between calls. With ``flush`` the L2 is flushed before each
+    call as do_bench flushes it (each call starts as cold as in do_bench's window), and the flushes' own time, a
+    graph of the flushes alone replayed beside it, is taken off. Raises what capture raises for a callable that
+    cannot be captured (one that synchronizes, or allocates outside the graph's pool).
 
     >>> graph_ms(lambda: torch.matmul(a, b))       # doctest: +SKIP
     0.6002
+    >>> graph_ms(lambda: torch.matmul(a, b), flush=True)       # doctest: +SKIP
+    0.6108
     """
     import torch
     fn()
@@ -72,15 +76,39 @@ def graph_ms(fn: Callable, per_graph: int = 20, replays: int = 10) -> float:
     with torch.cuda.stream(side):        # warm on the capture stream (allocator pools), as torch's docs do
         fn()
     torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(per_graph):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    times = [event_ms(g.replay)[1] / per_graph for _ in range(replays)]
+    clear = _l2_flush() if flush else None
+
+    def capture(call):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(per_graph):
+                if clear is not None:
+                    clear()
+                if call is not None:
+                    call()
+        g.replay()
+        torch.cuda.synchronize()
+        return g
+
+    def replayed(g):
+        return statistics.median(event_ms(g.replay)[1] / per_graph for _ in range(replays))
+
+    g = capture(fn)
+    ms = replayed(g)
     del g
-    return statistics.median(times)
+    if clear is not None:
+        g = capture(None)
+        ms -= replayed(g)
+        del g
+    return ms
+
+
+def _l2_flush() -> Callable:
+    """What do_bench runs before each timed call: Triton's own L2 flush (zeroing its 256 MB buffer)."""
+    import triton
+    driver = triton.runtime.driver.active
+    cache = driver.get_empty_cache_for_benchmark()
+    return lambda: driver.clear_cache(cache)
 
 
 def host_ms(fn: Callable, calls: int = 100, runs: int = 5) -> float:
@@ -144,6 +172,11 @@ class Timing:
     @property
     def median_ms(self) -> float:
         return quantile(self.runs_ms, 0.5)
+
+    @property
+    def mean_ms(self) -> float:
+        """The mean of every run (``triton.testing.do_bench``'s default figure; ``median_ms`` is the one to quote)."""
+        return statistics.fmean(self.runs_ms) if self.runs_ms else math.nan
 
     @property
     def p20_ms(self) -> float:
