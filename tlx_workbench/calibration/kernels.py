@@ -95,6 +95,27 @@ def mma_loop_kernel(a_ptr, b_ptr, out_ptr, rec_ptr, ITERS,
 
 
 @triton.jit
+def _tma_stream(desc, ring, full, LOADS, REGION, BOX_M: tl.constexpr, STAGES: tl.constexpr,
+                BOX_BYTES: tl.constexpr, TIMED: tl.constexpr):
+    """LOADS TMA box loads into ``ring``, STAGES in flight; box i of CTA p is rows ``((p * LOADS + i) % REGION) *
+    BOX_M``. Returns (clock0, ns0) of the timed stretch (after the first STAGES are issued): the record is the
+    caller's."""
+    first = tl.program_id(0) * LOADS
+    for j in tl.static_range(STAGES):
+        tlx.barrier_expect_bytes(full[j], BOX_BYTES)
+        tlx.async_descriptor_load(desc, ring[j], [((first + j) % REGION) * BOX_M, 0], full[j])
+    c0, n0 = _start(TIMED)
+    for i in range(LOADS):
+        s = i % STAGES
+        tlx.barrier_wait(full[s], (i // STAGES) & 1)
+        nxt = i + STAGES
+        if nxt < LOADS:
+            tlx.barrier_expect_bytes(full[s], BOX_BYTES)
+            tlx.async_descriptor_load(desc, ring[s], [((first + nxt) % REGION) * BOX_M, 0], full[s])
+    return c0, n0
+
+
+@triton.jit
 def tma_stream_kernel(desc, rec_ptr, ITERS, REGION,
                       BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr):
     """TMA load bandwidth and latency: each CTA keeps STAGES box loads in flight, ITERS loads in
@@ -104,18 +125,7 @@ def tma_stream_kernel(desc, rec_ptr, ITERS, REGION,
     BOX_BYTES: tl.constexpr = BOX_M * BOX_K * tlx.size_of(dtype)
     buf = tlx.local_alloc((BOX_M, BOX_K), dtype, STAGES)
     full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
-    first = tl.program_id(0) * ITERS
-    for j in tl.static_range(STAGES):
-        tlx.barrier_expect_bytes(full[j], BOX_BYTES)
-        tlx.async_descriptor_load(desc, buf[j], [((first + j) % REGION) * BOX_M, 0], full[j])
-    c0, n0 = _start(TIMED)
-    for i in range(ITERS):
-        s = i % STAGES
-        tlx.barrier_wait(full[s], (i // STAGES) & 1)
-        nxt = i + STAGES
-        if nxt < ITERS:
-            tlx.barrier_expect_bytes(full[s], BOX_BYTES)
-            tlx.async_descriptor_load(desc, buf[s], [((first + nxt) % REGION) * BOX_M, 0], full[s])
+    c0, n0 = _tma_stream(desc, buf, full, ITERS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED)
     _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
 
 
@@ -267,18 +277,7 @@ def mma_copy_kernel(a_ptr, b_ptr, desc, out_ptr, rec_ptr, ITERS, LOADS, REGION,
     full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
     with tlx.async_tasks():
         with tlx.async_task("default"):
-            first = tl.program_id(0) * LOADS
-            for j in tl.static_range(STAGES):
-                tlx.barrier_expect_bytes(full[j], BOX_BYTES)
-                tlx.async_descriptor_load(desc, ring[j], [((first + j) % REGION) * BOX_M, 0], full[j])
-            c0, n0 = _start(TIMED)
-            for i in range(LOADS):
-                s = i % STAGES
-                tlx.barrier_wait(full[s], (i // STAGES) & 1)
-                nxt = i + STAGES
-                if nxt < LOADS:
-                    tlx.barrier_expect_bytes(full[s], BOX_BYTES)
-                    tlx.async_descriptor_load(desc, ring[s], [((first + nxt) % REGION) * BOX_M, 0], full[s])
+            c0, n0 = _tma_stream(desc, ring, full, LOADS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED)
             _record(rec_ptr, tl.program_id(0) * (CONSUMERS + 1) + CONSUMERS, c0, n0, TIMED)
         with tlx.async_task(num_warps=4, replicate=CONSUMERS):
             wg = tlx.async_task_replica_id()
