@@ -9,7 +9,7 @@ run in the watchdog worker:
    SM, start and end;
 2. the *recording* launch: the selected CTAs (``ctas=``: first N, the last ids, the last to
    start, by SM, ids), buffers sized from the counts, so every event is kept;
-3. the same launch plain and instrumented, timed (``triton.testing.do_bench``): the
+3. the same launch plain and instrumented, timed (:func:`.timing.time_call`, do_bench's median): the
    instrumentation's own cost, in ``trace.meta["overhead"]`` and the Trace's repr.
 
 The kernel runs several times: a kernel that accumulates into its outputs (atomics,
@@ -26,6 +26,7 @@ import inspect
 
 from ..errors import GPUError
 from .launch import dispatch, install_launch_hook, is_kernel, launch_name, require_gpu
+from .timing import time_call
 from .watchdog import DEFAULT_COMPILE_TIMEOUT, DEFAULT_TIMEOUT, report_phase
 
 
@@ -134,10 +135,10 @@ def _launch(fn, inst, target, make, grid, args, kwargs, kernel_name):
         g[kernel_name] = saved
 
 
-def _time_ms(f) -> float:
-    import triton.testing
+def _time_ms(f, name: str) -> float:
+    """do_bench's median of ``f`` through the timing runner, in a short window (10 ms warm-up, 60 ms measured)."""
     report_phase("run")
-    return float(triton.testing.do_bench(f, warmup=10, rep=60, return_mode="median"))
+    return time_call(f, name=name, warmup=10, rep=60).median_ms
 
 
 def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, method="clock", ctas=None,
@@ -201,11 +202,12 @@ def profile_job(spec, args, kwargs, grid, capacity, max_ctas, kernel_name=None, 
         report_phase("compile")
         _launch(fn, None, target, None, grid, args, kwargs, kernel_name)
         torch.cuda.synchronize()
-        plain = _time_ms(lambda: _launch(fn, None, target, None, grid, args, kwargs, kernel_name))
-        instr = _time_ms(lambda: _launch(fn, inst, target, lambda _g: record, grid, args, kwargs, kernel_name))
+        plain = _time_ms(lambda: _launch(fn, None, target, None, grid, args, kwargs, kernel_name), "plain")
+        instr = _time_ms(lambda: _launch(fn, inst, target, lambda _g: record, grid, args, kwargs, kernel_name),
+                         "instrumented")
         count_only = inst.buffer("cuda", grid=g, ctas=range(g), capacity=0)
         counting_ms = _time_ms(lambda: _launch(fn, inst, target, lambda _g: count_only, grid, args, kwargs,
-                                               kernel_name))
+                                               kernel_name), "counting")
         timing = {"plain_ns": plain * 1e6, "instrumented_ns": instr * 1e6, "counting_ns": counting_ms * 1e6,
                   "ratio": instr / plain if plain else None, "method": "triton.testing.do_bench median"}
     all_ctas = [{"cta": p, "sm": c["smid"], "start": c["gt0"], "end": c["gt1"], "events": c["events"]}
