@@ -207,13 +207,12 @@ def child_time(job):
             errs[name] = float("inf")
             made[name] = f"{type(e).__name__}: {str(e)[:300]}"
         triton.set_allocator(torch_alloc)
-    from _harness import round_order     # a shuffled order each round (since 2026-12-04)
+    from _harness import bench_ms, round_order     # a shuffled order each round (since 2026-12-04)
     for r in range(job["rounds"]):
         for name in round_order(subjects, r):
             if errs[name] == float("inf"):
                 continue
-            times[name].append(float(triton.testing.do_bench(subjects[name], warmup=10, rep=100,
-                                                             return_mode="median")))
+            times[name].append(bench_ms(subjects[name], warmup=10, rep=100))
     med = {n: statistics.median(t) for n, t in times.items() if t}
     for name, ts in times.items():
         row = dict(cell, kernel=name, cfg=cfgs.get(name), err_vs_sdpa=errs.get(name), rounds_ms=ts,

@@ -39,7 +39,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from _harness import Clocks, spearman  # noqa: E402
+from _harness import Clocks, bench_ms, spearman  # noqa: E402
 
 MEASURED = HERE / "results" / "predict_measured_h200_2026-12-02.json"
 FP8 = HERE / "results" / "fp8_gemm_h200_2026-12-02.json"
@@ -119,36 +119,12 @@ def make_launch(cell: dict):
 
 
 # ------------------------------------------------------------------------------------------------ GPU side
-def _graph_us(fn, n=50):
+def _graph_us(fn):
     """One launch's time replayed from a CUDA graph, L2 flushed before each as do_bench does, without the host's
-    launch path: (graph of n x (flush, launch) - graph of n x flush) / n, median of 5 replays."""
-    import torch
-    import triton
-    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
-    s = torch.cuda.Stream()
-    graphs = []
-    with torch.cuda.stream(s):
-        for with_fn in (True, False):
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, stream=s):
-                for _ in range(n):
-                    cache.zero_()
-                    if with_fn:
-                        fn()
-            graphs.append(g)
-    torch.cuda.synchronize()
-    out = []
-    for g in graphs:
-        ts = []
-        for _ in range(5):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            g.replay()
-            b.record()
-            torch.cuda.synchronize()
-            ts.append(a.elapsed_time(b))
-        out.append(statistics.median(ts))
-    return (out[0] - out[1]) * 1e3 / n
+    launch path: the timing runner's flushed replay (50 launches a graph, the flushes' own time taken off, median
+    of 5 replays)."""
+    from tlx_workbench.runtime.timing import graph_ms
+    return graph_ms(fn, per_graph=50, replays=5, flush=True) * 1e3
 
 
 def measure(out_dir, rounds=3):
@@ -185,7 +161,7 @@ def measure(out_dir, rounds=3):
     for r in range(rounds):
         for cell, fn in subjects:
             t0 = time.time()
-            ms = float(triton.testing.do_bench(fn, warmup=30, rep=120, return_mode="median"))
+            ms = bench_ms(fn, warmup=30, rep=120)
             mhz, watts = clocks.between(t0, time.time())
             times[key(cell)].append(dict(ms=ms, sm_mhz=mhz, watts=watts))
         print(f"round {r} done at {time.time() - t_start:.0f} s", flush=True)
@@ -201,8 +177,7 @@ def measure(out_dir, rounds=3):
     # the empty launch (132 CTAs) both ways: what each timer adds to any kernel's own time
     from tlx_workbench.calibration import kernels as K
     x = torch.empty(1, device="cuda")
-    empty = dict(do_bench_us=float(triton.testing.do_bench(lambda: K.empty_kernel[(132,)](x), warmup=30, rep=120,
-                                                          return_mode="median")) * 1e3,
+    empty = dict(do_bench_us=bench_ms(lambda: K.empty_kernel[(132,)](x), warmup=30, rep=120) * 1e3,
                  graph_us=_graph_us(lambda: K.empty_kernel[(132,)](x)))
     print(f"empty launch: do_bench {empty['do_bench_us']:.2f} us, graph {empty['graph_us']:.2f} us", flush=True)
     rows = []

@@ -50,7 +50,7 @@ def _vendor(part, inputs):
 
 def rounds(problem, part, configs: dict, n: int):
     import torch
-    import triton
+    from _harness import bench_ms
     from tlx_workbench.explore.stages import inputs_for
     shape = part["shape"]
     inputs = inputs_for(problem, shape, "cuda", seed=1)
@@ -64,7 +64,7 @@ def rounds(problem, part, configs: dict, n: int):
     ms = {name: [] for name in calls}
     for _ in range(n):
         for name, c in calls.items():
-            ms[name].append(float(triton.testing.do_bench(c, warmup=25, rep=100, return_mode="median")))
+            ms[name].append(bench_ms(c, warmup=25, rep=100))
     flops = problem.flops(shape)
     return {name: dict(median_us=statistics.median(v) * 1e3, rounds_us=[x * 1e3 for x in v],
                        tflops=flops / (statistics.median(v) * 1e-3) / 1e12) for name, v in ms.items()}, vname

@@ -122,17 +122,13 @@ def job_check(ci, shapes, variants):
     return rows
 
 
-def _bench(fn):
-    import triton
-    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
-
-
 def job_transpose():
     import torch
+    from _harness import WINDOWS, bench_ms
     rows = []
     for n in (4096, 8192):
         b = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)     # row-major (K, N)
-        ms = _bench(lambda: b.t().contiguous())
+        ms = bench_ms(lambda: b.t().contiguous(), *WINDOWS["goal"])
         rows.append(dict(K=n, N=n, transpose_us=ms * 1e3, gbps=2 * n * n / (ms * 1e-3) / 1e9))
     return rows
 
@@ -159,10 +155,10 @@ def job_time(shape, rowwise, configs, rounds):
         fn()
     torch.cuda.synchronize()
     times = {n: [] for n in subjects}
-    from _harness import round_order
+    from _harness import WINDOWS, bench_ms, round_order
     for r in range(rounds):
         for n in round_order(subjects, r):
-            times[n].append(_bench(subjects[n]))
+            times[n].append(bench_ms(subjects[n], *WINDOWS["goal"]))
     import statistics
     flops = 2.0 * M * N * K
     out = {n: dict(ms=statistics.median(t), rounds_ms=t, tflops=flops / (statistics.median(t) * 1e-3) / 1e12)

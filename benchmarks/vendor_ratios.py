@@ -49,11 +49,10 @@ def _rounds(subjects, ref, n, window=WINDOWS["goal"]):
             errs[name] = f"{type(e).__name__}: {str(e)[:300]}"
             del subjects[name]
         triton.set_allocator(torch_alloc)
-    from _harness import round_order
+    from _harness import bench_ms, round_order
     for r in range(n):
         for name in round_order(subjects, r):
-            times[name].append(float(triton.testing.do_bench(subjects[name], warmup=window[0], rep=window[1],
-                                                             return_mode="median")))
+            times[name].append(bench_ms(subjects[name], *window))
     return {k: v for k, v in times.items() if v}, errs
 
 
