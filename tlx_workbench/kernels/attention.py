@@ -118,9 +118,8 @@ def _kernel_call(q, k, v, o, causal, sm_scale, cfg, num_sms, lse=None, main_tile
     backward pass); without it the kernel is compiled exactly as before (PTX unchanged)."""
     Z, H, N, D = q.shape
     dq, dk, dv, do = _descriptors(q, k, v, o, cfg)
-    # a causal launch drops SPLIT_TAIL (below: launch plans no tail), a non-causal one DIAG_FIRST (no diagonal)
-    kw = {key: val for key, val in cfg.items()
-          if key not in ("PERSISTENT", "SPLIT_TAIL") and not (key == "DIAG_FIRST" and not causal)}
+    # a causal launch drops SPLIT_TAIL (below: launch plans no tail)
+    kw = {key: val for key, val in cfg.items() if key not in ("PERSISTENT", "SPLIT_TAIL")}
     kernel = attention_fwd_kernel
     if cfg.get("PERSISTENT"):
         kernel, kw = attention_fwd_persistent_kernel, dict(kw, NUM_SMS=num_sms)

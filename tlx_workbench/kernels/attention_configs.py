@@ -11,8 +11,7 @@ from ..target import GPU_MODELS
 
 def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
             P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False,
-            WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False, SPLIT_TAIL=False, CHAIN=False, HALF_DIAG=False,
-            DIAG_FIRST=False):
+            WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False, SPLIT_TAIL=False):
     """A config dict; a switch appears in it only when it is not at its default, so each config names
     what it changes. The switches:
 
@@ -36,16 +35,6 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
       (4096 tiles on 132 SMs: 31 waves and 4 tiles), the persistent kernel walks the whole waves only and
       the leftover tiles are split over their K/V blocks across the SMs (``tail_plan``), their partial
       softmax sums merged by a second small kernel: the last wave costs a fraction of a tile, not a tile.
-    - CHAIN (persistent, not Q_REGS): a consumer group walks its tiles as one chain of steps: the turn that
-      issues a tile's last P V also issues the next tile's S_0, whose softmax runs under that P V, and the
-      tile's epilogue takes the place of a step's rescale; only a CTA's first tile starts with S_0 alone.
-    - HALF_DIAG (causal, two groups, BN = BM, not Q_REGS or CHAIN): the first consumer group's rows see only the left
-      half of a tile's diagonal block, so its last S and P V run on half of K and V (``local_slice``): a quarter of
-      the diagonal block's wgmma work less per tile.
-    - DIAG_FIRST (causal, BN = BM, not CHAIN or HALF_DIAG; a non-causal launch drops it): a tile's K/V blocks are
-      loaded and multiplied from the diagonal down, so its one masked block is block 0 (which a causal tile masks
-      anyway) and no step is masked: one masked softmax less per tile, and the masked step's code is not compiled
-      (3808 SASS instructions instead of 5184 at D=128). Level to 1.8 % slower at N=8192 on an H100 (2026-12-05).
     """
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if PERSISTENT:
@@ -54,9 +43,7 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
                                  ("EX2_F16", EX2_F16, False), ("LAZY", LAZY, False), ("P_LATE", P_LATE, False),
                                  ("GROUPS", GROUPS, 2), ("WARP1_LOADER", WARP1_LOADER, False),
                                  ("PIN_SOFTMAX", PIN_SOFTMAX, False), ("Q_REGS", Q_REGS, False),
-                                 ("ZIGZAG", ZIGZAG, False), ("SPLIT_TAIL", SPLIT_TAIL, False),
-                                 ("CHAIN", CHAIN, False), ("HALF_DIAG", HALF_DIAG, False),
-                                 ("DIAG_FIRST", DIAG_FIRST, False)):
+                                 ("ZIGZAG", ZIGZAG, False), ("SPLIT_TAIL", SPLIT_TAIL, False)):
         if value != default:
             cfg[name] = value
     return cfg
@@ -169,13 +156,6 @@ def suits(cfg, head_dim, causal=False, n_ctx=None) -> bool:
         return False        # measured for causal runs only
     if cfg.get("SPLIT_TAIL") and (causal or not cfg.get("PERSISTENT")):
         return False        # the tail's splits are of the non-causal walk
-    if cfg.get("CHAIN") and (not cfg.get("PERSISTENT") or cfg.get("Q_REGS")):
-        return False        # a chain runs across a persistent CTA's tiles, reading Q from SMEM
-    if cfg.get("HALF_DIAG") and (not causal or cfg["BN"] != cfg["BM"] or cfg.get("GROUPS", 2) != 2
-                                 or cfg.get("Q_REGS") or cfg.get("CHAIN")):
-        return False        # the first group's half of a causal diagonal block, BN = BM = two groups of rows
-    if cfg.get("DIAG_FIRST") and (not causal or cfg["BN"] != cfg["BM"] or cfg.get("CHAIN") or cfg.get("HALF_DIAG")):
-        return False        # one masked block a tile, the diagonal, walked first
     even_m = n_ctx is None or n_ctx % cfg["BM"] == 0
     return (cfg["BM"] <= 128 or head_dim <= 64) and smem_bytes(cfg, head_dim, even_m=even_m) <= SMEM_LIMIT
 
@@ -207,21 +187,6 @@ SIM_CONFIGS = {
     "three_groups_persistent": _config(32, 3, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2),
     # persistent, zig-zag pairs of query tiles (a causal schedule)
     "persistent_zigzag": _config(64, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
-    # chained tiles: a tile's last P V shares a turn with the next tile's S_0 (one Q set too: the next Q lands
-    # only after this tile's last S; three groups; zig-zag pairs; the split tail after a chained walk)
-    "persistent_chain": _config(64, 2, PERSISTENT=True, Q_BUFS=2, CHAIN=True),
-    "persistent_chain_q1": _config(32, 3, PERSISTENT=True, Q_BUFS=1, CHAIN=True),
-    "three_groups_chain": _config(32, 3, BM=192, GROUPS=3, MMA_REGS=160, PERSISTENT=True, Q_BUFS=2, CHAIN=True),
-    "persistent_zigzag_chain": _config(64, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, CHAIN=True),
-    "persistent_split_tail_chain": _config(64, 2, PERSISTENT=True, Q_BUFS=2, SPLIT_TAIL=True, CHAIN=True),
-    # the first group on the left half of each causal diagonal block (BN = BM; at N=200 a head's two query tiles
-    # have one and two K/V blocks), plain and zig-zag, with P_LATE
-    "plain_half_diag": _config(128, 2, HALF_DIAG=True),
-    "persistent_zigzag_half_diag": _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, HALF_DIAG=True),
-    "zigzag_half_diag_plate": _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, HALF_DIAG=True, P_LATE=True),
-    # a causal tile's K/V from the diagonal block down (BN = BM), plain and zig-zag (a non-causal run drops it)
-    "plain_diag_first": _config(128, 2, DIAG_FIRST=True),
-    "persistent_zigzag_diag_first": _config(128, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True, DIAG_FIRST=True),
     # the last partial wave split over K/V (run on 3 CTAs: 4 tiles leave one to split)
     "persistent_split_tail": _config(64, 2, PERSISTENT=True, Q_BUFS=2, SPLIT_TAIL=True),
     "persistent_warp1_loader": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True),

@@ -14,8 +14,7 @@ How the constexpr switches travel: a kernel takes each one by name (the configs 
 hands its device functions only the groups they read, as constexpr tuples (read back with
 ``X: tl.constexpr = GROUP[i]``: an unpacked tuple would give tensors, and ``if X:`` must stay static):
 ``SOFTMAX`` = (P_EARLY, EX2_F16, LAZY), how a block's softmax runs; ``OVERLAP`` = (P_LATE,
-PIN_SOFTMAX, Q_REGS, CHAIN; the plain kernel's has no CHAIN), what runs under or outside this group's
-wgmmas. The K/V ring travels as one
+PIN_SOFTMAX, Q_REGS), what runs under or outside this group's wgmmas. The K/V ring travels as one
 tuple too: ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty).
 """
 from __future__ import annotations
@@ -115,31 +114,6 @@ def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
 
 
 @triton.jit
-def _s_alone(q_tile, k_tile, k_full_b, k_empty_b, parity, wg, GROUPS: tl.constexpr):
-    """S = Q K^T with no P V beside it in this group's turn (a tile's block 0): wait for K, take the turn, wait
-    for the wgmma, hand K back. Returns S. (``_attend`` writes the same inline: as a call, ptxas orders the
-    defaults' address arithmetic differently, 30 of 5184 SASS lines at D=128 causal, and the defaults stay as
-    measured.)"""
-    tlx.barrier_wait(k_full_b, parity)
-    _wait_turn(wg, GROUPS)
-    qk = tlx.async_dot(q_tile, tlx.local_trans(k_tile))
-    _pass_turn(wg, GROUPS)
-    qk = tlx.async_dot_wait(0, qk)
-    tlx.barrier_arrive(k_empty_b)
-    return qk
-
-
-@triton.jit
-def _pv_alone(p, v_tile, v_full_b, v_empty_b, parity, acc, DTYPE: tl.constexpr):
-    """A tile's last O += P V, outside the turns (no S beside it): wait for V, wait for the wgmma, hand V back."""
-    tlx.barrier_wait(v_full_b, parity)
-    acc = tlx.async_dot(p.to(DTYPE), v_tile, acc)
-    acc = tlx.async_dot_wait(0, acc)
-    tlx.barrier_arrive(v_empty_b)
-    return acc
-
-
-@triton.jit
 def _kv_step(q_tile, ring, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring0, pin_ptr,
              MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
              DTYPE: tl.constexpr, GROUPS: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
@@ -189,18 +163,15 @@ def _kv_step(q_tile, ring, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring0
 @triton.jit
 def _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks, pin_ptr,
            CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr,
-           GROUPS: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr, MASKED: tl.constexpr = True):
+           GROUPS: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
     """Steps 1 .. n_blocks-1 of one tile (``_kv_step``): the blocks before ``n_plain`` unmasked, the rest
-    (the diagonal, the ragged end of N) masked; ``MASKED=False``: every step is unmasked (a ``DIAG_FIRST`` walk
-    took its only masked block as block 0), and the masked loop is not compiled. Returns the new (p, m_i, l_i,
-    acc)."""
+    (the diagonal, the ragged end of N) masked. Returns the new (p, m_i, l_i, acc)."""
     for j in range(1, tl.maximum(n_plain, 1)):
         p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
                                     False, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
-    if MASKED:
-        for j in range(tl.maximum(n_plain, 1), n_blocks):
-            p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
-                                        True, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+    for j in range(tl.maximum(n_plain, 1), n_blocks):
+        p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
+                                    True, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
     return p, m_i, l_i, acc
 
 
@@ -208,23 +179,12 @@ def _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plai
 def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, pin_ptr,
             HEAD_DIM: tl.constexpr, HALF: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
             BN: tl.constexpr, NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, GROUPS: tl.constexpr,
-            RELEASE_Q: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr, HALF_DIAG: tl.constexpr = False,
-            DIAG_FIRST: tl.constexpr = False):
+            RELEASE_Q: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
     """One consumer group's pass over the K/V blocks of one query tile: S_0 alone, the steps (unmasked
-    blocks first), the last P V. ``DIAG_FIRST`` (causal, BN = BM): the loader brings the blocks last first, so
-    block 0 is the diagonal (masked, as a causal block 0 always is) and every step is unmasked. ``kv``: the K/V
-    ring (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty); ``ring``: K/V blocks through it before this tile's
-    block 0. ``RELEASE_Q``: arrive on
-    ``q_empty[qslot]`` once the tile's last Q K^T retired (persistent form). ``HALF_DIAG`` (causal, two
-    groups, BN = BM): group 0 takes ``_attend_half_diag``.
+    blocks first), the last P V. ``kv``: the K/V ring (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty);
+    ``ring``: K/V blocks through it before this tile's block 0. ``RELEASE_Q``: arrive on ``q_empty[qslot]`` once
+    the tile's last Q K^T retired (persistent form).
     Returns (the unnormalised O, the row sums, the row maxima in base-2 units)."""
-    tl.static_assert(not (HALF_DIAG and DIAG_FIRST), "HALF_DIAG walks the diagonal last (no DIAG_FIRST)")
-    if HALF_DIAG and CAUSAL and wg == 0:
-        tl.static_assert(BN == 2 * HALF, "HALF_DIAG needs BN = BM = two groups of rows")
-        tl.static_assert(not OVERLAP[2], "HALF_DIAG reads Q from SMEM (no Q_REGS)")
-        return _attend_half_diag(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_blocks,
-                                 pin_ptr, HEAD_DIM, HALF, EVEN_M, BN, NUM_BUFS, DTYPE, GROUPS, RELEASE_Q, SOFTMAX,
-                                 OVERLAP)
     k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
     P_EARLY: tl.constexpr = SOFTMAX[0]
     EX2_F16: tl.constexpr = SOFTMAX[1]
@@ -245,15 +205,11 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empty[b0])
     # block 0's P is converted in its softmax under P_LATE too (no P V wgmma is in flight yet)
-    if DIAG_FIRST:
-        # block 0 is the diagonal (masked: a causal block 0 always is), every step is unmasked
-        tl.static_assert(CAUSAL and BN == 2 * HALF, "DIAG_FIRST is for causal tiles with BN = BM")
-        n_plain = n_blocks
-    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, _kv_row(0, n_blocks, BN, DIAG_FIRST), N_CTX,
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
                                          CAUSAL or not EVEN_M, CAUSAL, BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
     acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
     p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks,
-                              pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP, not DIAG_FIRST)
+                              pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
     if RELEASE_Q:
         # every S = Q K^T of this tile has retired: the loader may refill this Q slot
         tlx.barrier_arrive(q_empty[qslot])
@@ -267,73 +223,6 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
     tlx.barrier_arrive(v_empty[vb])
     return acc, l_i, m_i
 
-
-
-@triton.jit
-def _attend_half_diag(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_blocks, pin_ptr,
-                      HEAD_DIM: tl.constexpr, HALF: tl.constexpr, EVEN_M: tl.constexpr, BN: tl.constexpr,
-                      NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, GROUPS: tl.constexpr, RELEASE_Q: tl.constexpr,
-                      SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
-    """HALF_DIAG: ``_attend`` for consumer group 0 of a causal tile with BN = BM. Its rows are the tile's first
-    HALF, so the diagonal block (the last, ``n_blocks - 1``) has all of its right half masked for them: S and P V of
-    that block run on the first HALF rows of K and V only (``local_slice``), half the wgmma work. The group takes the
-    same turns and arrives on the same barriers as before; group 1 takes the whole diagonal block."""
-    k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
-    P_EARLY: tl.constexpr = SOFTMAX[0]
-    EX2_F16: tl.constexpr = SOFTMAX[1]
-    LAZY: tl.constexpr = SOFTMAX[2]
-    P_LATE: tl.constexpr = OVERLAP[0]
-    FIRST: tl.constexpr = (P_EARLY or P_LATE, EX2_F16, LAZY)     # block 0's P is converted in its softmax
-    diag = ring + n_blocks - 1
-    kd = diag % NUM_BUFS
-    if n_blocks == 1:
-        # the diagonal is block 0: S_0 on half of K, its P V on half of V
-        qk = _s_alone(q_tile, tlx.local_slice(k_tiles[kd], [0, 0], [HALF, HEAD_DIM]), k_full[kd], k_empty[kd],
-                      (diag // NUM_BUFS) & 1, wg, GROUPS)
-        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX, True, True, HALF, DTYPE, FIRST)
-        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-    else:
-        b0 = ring % NUM_BUFS
-        qk = _s_alone(q_tile, k_tiles[b0], k_full[b0], k_empty[b0], (ring // NUM_BUFS) & 1, wg, GROUPS)
-        pf, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX, not EVEN_M, True, BN, DTYPE,
-                                              FIRST)
-        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-        # blocks 1 .. diag - 1 lie below the diagonal: unmasked steps
-        pf, m_i, l_i, acc = _steps(q_tile, kv, wg, pf, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_blocks - 1,
-                                   n_blocks - 1, pin_ptr, True, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
-        # the diagonal step: S on half of K, the previous block's whole P V
-        vb = (diag - 1) % NUM_BUFS
-        tlx.barrier_wait(k_full[kd], (diag // NUM_BUFS) & 1)
-        tlx.barrier_wait(v_full[vb], ((diag - 1) // NUM_BUFS) & 1)
-        _wait_turn(wg, GROUPS)
-        qk = tlx.async_dot(q_tile, tlx.local_trans(tlx.local_slice(k_tiles[kd], [0, 0], [HALF, HEAD_DIM])))
-        acc = tlx.async_dot(pf.to(DTYPE), v_tiles[vb], acc)
-        _pass_turn(wg, GROUPS)
-        qk = tlx.async_dot_wait(1, qk)
-        tlx.barrier_arrive(k_empty[kd])
-        p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, (n_blocks - 1) * BN, N_CTX, True, True,
-                                             HALF, DTYPE, SOFTMAX)
-        acc = tlx.async_dot_wait(0, acc)
-        tlx.barrier_arrive(v_empty[vb])
-        acc = acc * alpha[:, None]
-        if P_LATE:
-            p = p.to(DTYPE)
-    if RELEASE_Q:
-        tlx.barrier_arrive(q_empty[qslot])
-    # the diagonal block's P V on half of V
-    acc = _pv_alone(p, tlx.local_slice(v_tiles[kd], [0, 0], [HALF, HEAD_DIM]), v_full[kd], v_empty[kd],
-                    (diag // NUM_BUFS) & 1, acc, DTYPE)
-    return acc, l_i, m_i
-
-
-@triton.jit
-def _kv_row(j, n_blocks, BN: tl.constexpr, DIAG_FIRST: tl.constexpr):
-    """The first K/V row (within the head) of a tile's j-th block in walk order: blocks 0, 1, ..., or under
-    ``DIAG_FIRST`` the last (the causal diagonal) first, then down to block 0."""
-    if DIAG_FIRST:
-        return (n_blocks - 1 - j) * BN
-    else:
-        return j * BN
 
 
 @triton.jit
@@ -356,8 +245,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                          P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
                          ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
-                         Q_REGS: tl.constexpr = False, STORE_LSE: tl.constexpr = False, lse_ptr=None,
-                         HALF_DIAG: tl.constexpr = False, DIAG_FIRST: tl.constexpr = False):
+                         Q_REGS: tl.constexpr = False, STORE_LSE: tl.constexpr = False, lse_ptr=None):
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -389,7 +277,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
             for j in range(n_blocks):
                 b = j % NUM_BUFS
                 parity = (j // NUM_BUFS) & 1
-                col = _kv_row(j, n_blocks, BN, DIAG_FIRST)
+                col = j * BN
                 tlx.barrier_wait(k_empty[b], parity ^ 1)
                 tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
                 tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + col, 0], k_full[b])
@@ -410,7 +298,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
 
             acc, l_i, m_i = _attend(q_tile, kv, None, 0, wg, 0, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, o_ptr,
                                HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, False,
-                               (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS), HALF_DIAG, DIAG_FIRST)
+                               (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS))
             if STORE_LSE:
                 _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
 
@@ -488,10 +376,9 @@ def _tile_span(start_m, N_CTX, BM: tl.constexpr, BN: tl.constexpr, CAUSAL: tl.co
 def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                        BM: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr,
                        NUM_SMS: tl.constexpr, Q_BUFS: tl.constexpr, HALF: tl.constexpr, TILE_BYTES: tl.constexpr,
-                       Q_BYTES: tl.constexpr, GROUPS: tl.constexpr, ZIGZAG: tl.constexpr,
-                       DIAG_FIRST: tl.constexpr = False):
+                       Q_BYTES: tl.constexpr, GROUPS: tl.constexpr, ZIGZAG: tl.constexpr):
     """The loader of ``attention_fwd_persistent_kernel``: Q of each tile, then its K/V blocks
-    through the ring ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty) (``DIAG_FIRST``: last first)."""
+    through the ring ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty)."""
     k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
     ring = 0
     it = 0
@@ -511,7 +398,7 @@ def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_C
         for j in range(n_blocks):
             b = ring % NUM_BUFS
             parity = (ring // NUM_BUFS) & 1
-            col = _kv_row(j, n_blocks, BN, DIAG_FIRST)
+            col = j * BN
             tlx.barrier_wait(k_empty[b], parity ^ 1)
             tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
             tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + col, 0], k_full[b])
@@ -550,135 +437,34 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr,
                          Q_BUFS: tl.constexpr, HALF: tl.constexpr, dtype: tl.constexpr, GROUPS: tl.constexpr,
                          ZIGZAG: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr,
-                         STORE_LSE: tl.constexpr = False, lse_ptr=None, HALF_DIAG: tl.constexpr = False,
-                         DIAG_FIRST: tl.constexpr = False):
-    """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile
-    (``OVERLAP[3]``, CHAIN: ``_chained_consumer``; HALF_DIAG, DIAG_FIRST: see ``_attend``)."""
-    CHAIN: tl.constexpr = OVERLAP[3]
-    if CHAIN:
-        tl.static_assert(not HALF_DIAG, "CHAIN walks whole diagonal blocks (no HALF_DIAG)")
-        tl.static_assert(not DIAG_FIRST, "CHAIN walks a tile's blocks in order (no DIAG_FIRST)")
-        _chained_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
-                          num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype,
-                          GROUPS, ZIGZAG, SOFTMAX, OVERLAP, STORE_LSE, lse_ptr)
-    else:
-        qk_scale = sm_scale * LOG2E
-        if wg == GROUPS - 1:
-            tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn, once
-        ring = 0
-        it = 0
-        k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
-        for k_tile in range(k_first, k_end, k_step):
-            tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
-            start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
-            head_row = bh * N_CTX
-            n_plain, n_blocks = _tile_span(start_m, N_CTX, BM, BN, CAUSAL)
-            rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
-            m_i = tl.full([HALF], float("-inf"), tl.float32)
-            l_i = tl.zeros([HALF], tl.float32)
-            qslot = GROUPS * (it % Q_BUFS) + wg
-            q_tile = q_tiles[qslot]
-            tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
-
-            acc, l_i, m_i = _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain,
-                                    n_blocks, o_ptr, HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, True,
-                                    SOFTMAX, OVERLAP, HALF_DIAG, DIAG_FIRST)
-            ring += n_blocks
-            it += 1
-            _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
-                           HEAD_DIM, HALF, BM, EVEN_M, STORE_LSE)
-    tlx.async_descriptor_store_wait(0)
-
-
-@triton.jit
-def _chained_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX, num_tiles,
-                      num_m, ZH, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-                      NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr,
-                      Q_BUFS: tl.constexpr, HALF: tl.constexpr, dtype: tl.constexpr, GROUPS: tl.constexpr,
-                      ZIGZAG: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr,
-                      STORE_LSE: tl.constexpr, lse_ptr):
-    """CHAIN: consumer group ``wg`` walks its tiles as one chain of steps. Between two tiles, the turn that
-    issues this tile's last P V also issues the next tile's S_0 = Q' K_0^T (its Q is in the other Q set); the
-    next tile's first softmax runs under that P V, and this tile's epilogue where a step rescales O. Only a
-    CTA's first tile starts with S_0 alone: a tile costs as many turns as before, and the exposed S_0 latency,
-    first softmax and last P V of every other tile overlap GEMMs of this group."""
-    k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
-    P_EARLY: tl.constexpr = SOFTMAX[0]
-    EX2_F16: tl.constexpr = SOFTMAX[1]
-    LAZY: tl.constexpr = SOFTMAX[2]
-    P_LATE: tl.constexpr = OVERLAP[0]
-    tl.static_assert(not OVERLAP[2], "CHAIN reads Q from SMEM (no Q_REGS)")
-    FIRST: tl.constexpr = (P_EARLY or P_LATE, EX2_F16, LAZY)      # block 0's P is converted in its softmax
-    MASK0: tl.constexpr = CAUSAL or not EVEN_M
+                         STORE_LSE: tl.constexpr = False, lse_ptr=None):
+    """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile."""
     qk_scale = sm_scale * LOG2E
     if wg == GROUPS - 1:
         tlx.named_barrier_arrive(TURN_0, 256)   # group 0 takes the first turn, once
-    pid = tl.program_id(0)
-    k_first, k_end, k_step = _walk(pid, num_tiles, NUM_SMS, ZIGZAG)
-    if k_first < k_end:
-        # the CTA's first tile: S_0 alone
-        start_m, bh = _tile_coords(_tile_at(k_first, pid, NUM_SMS, ZIGZAG), num_m, ZH, CAUSAL, ZIGZAG)
+    ring = 0
+    it = 0
+    k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
+    for k_tile in range(k_first, k_end, k_step):
+        tile = _tile_at(k_tile, tl.program_id(0), NUM_SMS, ZIGZAG)
+        start_m, bh = _tile_coords(tile, num_m, ZH, CAUSAL, ZIGZAG)
         head_row = bh * N_CTX
         n_plain, n_blocks = _tile_span(start_m, N_CTX, BM, BN, CAUSAL)
         rows = start_m * BM + wg * HALF + tl.arange(0, HALF)
-        qslot = wg
-        tlx.barrier_wait(q_full[qslot], 0)
-        qk = _s_alone(q_tiles[qslot], k_tiles[0], k_full[0], k_empty[0], 0, wg, GROUPS)
-        p, m_i, l_i, alpha = _online_softmax(qk, tl.full([HALF], float("-inf"), tl.float32),
-                                             tl.zeros([HALF], tl.float32), qk_scale, rows, 0, N_CTX, MASK0, CAUSAL,
-                                             BN, dtype, FIRST)
-        acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-        ring = 0
-        it = 0
-        for k_tile in range(k_first, k_end - k_step, k_step):
-            # every tile but the CTA's last: its steps, then the turn it shares with the next tile
-            p, m_i, l_i, acc = _steps(q_tiles[qslot], kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring,
-                                      n_plain, n_blocks, o_ptr, CAUSAL, BN, NUM_BUFS, dtype, GROUPS, SOFTMAX,
-                                      OVERLAP)
-            tlx.barrier_arrive(q_empty[qslot])      # every S = Q K^T of this tile has retired
-            start_m2, bh2 = _tile_coords(_tile_at(k_tile + k_step, pid, NUM_SMS, ZIGZAG), num_m, ZH, CAUSAL, ZIGZAG)
-            n_plain2, n_blocks2 = _tile_span(start_m2, N_CTX, BM, BN, CAUSAL)
-            rows2 = start_m2 * BM + wg * HALF + tl.arange(0, HALF)
-            qslot2 = GROUPS * ((it + 1) % Q_BUFS) + wg
-            ring2 = ring + n_blocks
-            kb = ring2 % NUM_BUFS
-            vb = (ring2 - 1) % NUM_BUFS
-            tlx.barrier_wait(q_full[qslot2], ((it + 1) // Q_BUFS) & 1)
-            tlx.barrier_wait(k_full[kb], (ring2 // NUM_BUFS) & 1)
-            tlx.barrier_wait(v_full[vb], ((ring2 - 1) // NUM_BUFS) & 1)
-            _wait_turn(wg, GROUPS)
-            qk = tlx.async_dot(q_tiles[qslot2], tlx.local_trans(k_tiles[kb]))
-            acc = tlx.async_dot(p.to(dtype), v_tiles[vb], acc)
-            _pass_turn(wg, GROUPS)
-            qk = tlx.async_dot_wait(1, qk)          # the next tile's S_0 (this tile's last P V may still run)
-            tlx.barrier_arrive(k_empty[kb])
-            p, m2, l2, alpha = _online_softmax(qk, tl.full([HALF], float("-inf"), tl.float32),
-                                               tl.zeros([HALF], tl.float32), qk_scale, rows2, 0, N_CTX, MASK0,
-                                               CAUSAL, BN, dtype, FIRST)
-            acc = tlx.async_dot_wait(0, acc)
-            tlx.barrier_arrive(v_empty[vb])
-            _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
-                           HEAD_DIM, HALF, BM, EVEN_M, STORE_LSE)
-            acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
-            m_i = m2
-            l_i = l2
-            rows = rows2
-            head_row = bh2 * N_CTX
-            start_m = start_m2
-            n_plain = n_plain2
-            n_blocks = n_blocks2
-            qslot = qslot2
-            ring = ring2
-            it += 1
-        # the CTA's last tile: its steps and its last P V alone
-        p, m_i, l_i, acc = _steps(q_tiles[qslot], kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain,
-                                  n_blocks, o_ptr, CAUSAL, BN, NUM_BUFS, dtype, GROUPS, SOFTMAX, OVERLAP)
-        tlx.barrier_arrive(q_empty[qslot])
-        last = ring + n_blocks - 1
-        vb = last % NUM_BUFS
-        acc = _pv_alone(p, v_tiles[vb], v_full[vb], v_empty[vb], (last // NUM_BUFS) & 1, acc, dtype)
-        _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX, HEAD_DIM,
-                       HALF, BM, EVEN_M, STORE_LSE)
+        m_i = tl.full([HALF], float("-inf"), tl.float32)
+        l_i = tl.zeros([HALF], tl.float32)
+        qslot = GROUPS * (it % Q_BUFS) + wg
+        q_tile = q_tiles[qslot]
+        tlx.barrier_wait(q_full[qslot], (it // Q_BUFS) & 1)
+
+        acc, l_i, m_i = _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain,
+                                n_blocks, o_ptr, HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, True,
+                                SOFTMAX, OVERLAP)
+        ring += n_blocks
+        it += 1
+        _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
+                       HEAD_DIM, HALF, BM, EVEN_M, STORE_LSE)
+    tlx.async_descriptor_store_wait(0)
 
 
 @triton.jit
@@ -693,17 +479,13 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     ZIGZAG: tl.constexpr = False, WARP1_LOADER: tl.constexpr = False,
                                     PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False,
                                     STORE_LSE: tl.constexpr = False, lse_ptr=None,
-                                    SPLIT_TAIL: tl.constexpr = False, main_tiles=0, CHAIN: tl.constexpr = False,
-                                    HALF_DIAG: tl.constexpr = False, DIAG_FIRST: tl.constexpr = False):
+                                    SPLIT_TAIL: tl.constexpr = False, main_tiles=0):
     """The same computation as ``attention_fwd_kernel``, but NUM_SMS persistent CTAs walk query tiles
     ``pid, pid + NUM_SMS, ...``: the K/V ring, the turn order and the barriers run on across
     tiles, Q of the next tile is loaded while this one finishes (Q_BUFS sets of Q buffers, a set
     is handed back as soon as its last S = Q K^T retired), and the O store of a tile goes out
     through its own SMEM buffer without being waited for: the next tile's first wgmmas overlap it.
-    ``SPLIT_TAIL``: only tiles 0 .. main_tiles-1 (whole waves); the split tail's kernels do the rest.
-    ``CHAIN``: a tile's last P V and the next tile's S_0 share a turn (``_chained_consumer``). ``HALF_DIAG``: group 0
-    multiplies only the left half of a causal tile's diagonal block (``_attend_half_diag``). ``DIAG_FIRST``: a causal
-    tile's K/V blocks are walked from the diagonal down (``_attend``)."""
+    ``SPLIT_TAIL``: only tiles 0 .. main_tiles-1 (whole waves); the split tail's kernels do the rest."""
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -737,28 +519,27 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                 _persistent_consumer(0, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG, DIAG_FIRST)
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
             with tlx.async_task(num_warps=4, num_regs=MMA_REGS):
                 _persistent_consumer(1, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
                                      num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
                                      Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr, HALF_DIAG, DIAG_FIRST)
+                                     (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
             with tlx.async_task(num_warps=1, num_regs=LOADER_REGS):
                 _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                                    BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
-                                   ZIGZAG, DIAG_FIRST)
+                                   ZIGZAG)
     else:
         with tlx.async_tasks():
             with tlx.async_task("default", num_regs=LOADER_REGS):
                 _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
                                    BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
-                                   ZIGZAG, DIAG_FIRST)
+                                   ZIGZAG)
             with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
                 _persistent_consumer(tlx.async_task_replica_id(), q_tiles, q_full, q_empty, kv, o_tiles, desc_o,
                                      o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
                                      CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype, GROUPS, ZIGZAG,
-                                     (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS, CHAIN), STORE_LSE, lse_ptr,
-                                     HALF_DIAG, DIAG_FIRST)
+                                     (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
 
 
 # ---- the split tail (SPLIT_TAIL): the leftover tiles of a persistent launch, split over K/V ------------
