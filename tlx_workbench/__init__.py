@@ -39,6 +39,8 @@ _LAZY = {
     "run": "tlx_workbench.runtime",
     "bench": "tlx_workbench.runtime",
     "profile": "tlx_workbench.runtime",
+    "time_call": "tlx_workbench.runtime",
+    "Timing": "tlx_workbench.runtime",
     "RunResult": "tlx_workbench.runtime",
     "BenchResult": "tlx_workbench.runtime",
     "explore": "tlx_workbench.explore",
