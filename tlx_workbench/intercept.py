@@ -9,7 +9,9 @@ Two pieces:
 - :class:`Interceptor`: inside it every ``kernel[grid](...)`` is first compiled for the GPU through Triton's own
   JIT path (``JITFunction.run(..., warmup=True)``: the kernel's own cache, the real ``asm`` and ``metadata``), in a
   forked child first (a compiler crash takes the child down, not the program), then simulated by
-  :class:`tlx_workbench.sim.api.Simulation`. Each launch leaves a :class:`LaunchRecord`.
+  :class:`tlx_workbench.sim.api.Simulation`. Each launch leaves a :class:`LaunchRecord`. The launches are caught
+  as everywhere else in the package, by :class:`tlx_workbench.compiler.launches.catch_launches`, inside the
+  simulator's own catcher (which picks an autotuned launch's config).
 
 What a launch answers is what a GPU machine with the installed compiler would answer:
 
@@ -93,6 +95,7 @@ class LaunchRecord:
         self.error: BaseException | None = None     # what the launch raised (deadlock, finding, simulator error)
         self.seconds = 0.0
         self.launch = None               # (JITFunction, args, kwargs) as the program made the launch
+        self.caller = (None, None)       # the program's (file, line) that made the launch
 
     @property
     def cycles(self) -> float | None:
@@ -201,56 +204,47 @@ class Interceptor:
         self.launches: list[LaunchRecord] = launches if launches is not None else []
         self.kernel_file: str | None = None
         self._sim = None
-        self._orig = None
-        self._sim_run = None
+        self._catch = None
 
     def __enter__(self) -> "Interceptor":
-        from triton.runtime.jit import JITFunction
+        from .compiler.launches import catch_launches
         from .sim.api import Simulation
-        icpt = self
         self._sim = Simulation(gpu=self.gpu, seed=self.seed, schedules=self.schedules, on_deadlock="raise")
         self._sim.__enter__()
-        # Simulation has put its own JITFunction.run in place (it keeps Triton's); ours compiles first, then
-        # hands over to the simulator
-        self._orig = next(orig for cls, name, orig in self._sim._saved if cls is JITFunction)
-
-        def run(jit, *args, grid, warmup, **kwargs):
-            __tracebackhide__ = True
-            return icpt._launch(jit, args, kwargs, grid, warmup)
-
-        self._sim_run = JITFunction.run
-        JITFunction.run = run
+        # inside the simulator's catcher (which still picks an autotuned launch's config): ours compiles first,
+        # warmups too, then hands the launch to the simulator
+        self._catch = catch_launches(self._launch).__enter__()
         return self
 
     def __exit__(self, *exc):
-        from triton.runtime.jit import JITFunction
-        if self._sim_run is not None:
-            JITFunction.run = self._sim_run
-            self._sim_run = None
+        if self._catch is not None:
+            self._catch.__exit__(*exc)
+            self._catch = None
         if self._sim is not None:
             self._sim.__exit__(*exc)
             self._sim = None
         return False
 
-    def _launch(self, jit, args, kwargs, grid, warmup):
+    def _record(self, launch) -> "LaunchRecord":
+        la = LaunchRecord(launch.kernel, launch.file, launch.def_line, launch.grid)
+        la.launch = (launch.jit, launch.args, launch.kwargs)
+        la.caller = launch.caller
+        self.launches.append(la)
+        return la
+
+    def _launch(self, launch):
         __tracebackhide__ = True
-        orig, sim = self._orig, self._sim
-        name = getattr(jit, "__name__", None) or jit.fn.__name__
-        fn = getattr(jit, "fn", None)
-        code = getattr(fn, "__code__", None)
+        sim, jit, args, kwargs, grid = self._sim, launch.jit, launch.args, launch.kwargs, launch.grid
+        name = launch.kernel
         if self.capture_only:
-            if not warmup:
-                la = LaunchRecord(name, code.co_filename if code else None, _def_line(jit), grid)
-                la.launch = (jit, tuple(args), dict(kwargs))
-                self.launches.append(la)
+            if not launch.warmup:
+                self._record(launch)
             return None
-        unbound = unbound_arguments(jit, args, kwargs)
+        unbound = launch.unbound()
         if unbound:
             raise LaunchArgumentError(f"{name}(): {unbound} (the launch does not give every kernel parameter; "
                                       f"Triton refuses it on a GPU too)")
-
-        def compile_once():
-            return orig(jit, *args, grid=grid, warmup=True, **kwargs)
+        compile_once = launch.compile
         compiled = None
         kind, refused = compile_in_child(compile_once, jit, self.model, name)
         if kind == FRONT_END:
@@ -265,14 +259,12 @@ class Interceptor:
             except Exception as e:  # noqa: BLE001 - the compiler's refusal is reported, the launch still simulated
                 from .compiler.diagnose import compile_error
                 refused = str(compile_error(e, jit, self.model))
-        if warmup:
+        if launch.warmup:
             if refused is not None:
                 raise RuntimeError(f"{name}: the installed compiler refused the kernel: {refused}")
             return compiled
-        la = LaunchRecord(name, code.co_filename if code else None, _def_line(jit), grid)
+        la = self._record(launch)
         la.compiled, la.refused = compiled is not None, refused
-        la.launch = (jit, tuple(args), dict(kwargs))
-        self.launches.append(la)
         if self.on_start is not None:
             self.on_start(la)
         t0 = time.perf_counter()
@@ -282,7 +274,7 @@ class Interceptor:
             facts = launch_facts(jit, args, kwargs, self.gpu) if compiled is not None else \
                 (None, 0, False, f"not compiled (the installed compiler refused {name})")
             sim.occupancy, sim.spills, sim.serialized_wgmma = facts[0] or 1, facts[1], facts[2]
-        self.kernel_file = code.co_filename if code else None
+        self.kernel_file = launch.file
         before = len(sim.results)
         try:
             sim.launch(jit, grid, args, kwargs)
@@ -306,13 +298,6 @@ class Interceptor:
         return compiled if compiled is not None else SimulateOnlyKernel(name, refused)
 
 
-def _def_line(jit) -> int | None:
-    # the kernel's `def` line (the code object's first line is its decorator's)
-    line = getattr(jit, "def_file_line_number", None)
-    code = getattr(getattr(jit, "fn", None), "__code__", None)
-    return line if line is not None else (code.co_firstlineno if code else None)
-
-
 def alias_tlx_tutorials() -> str | None:
     """TLX's tests import its tutorials as ``triton.language.extra.tlx.tutorials`` (TLX's own tree);
     the triton-utlx wheel ships them as ``tlx.tutorials``. Alias the one to the other, so the tests
@@ -331,21 +316,6 @@ def alias_tlx_tutorials() -> str | None:
         return None
     sys.modules[name] = mod
     return f"{name} aliased to tlx.tutorials (the triton-utlx wheel's layout)"
-
-
-def unbound_arguments(jit, args, kwargs) -> str | None:
-    """Why the launch's arguments (an autotuner's config already merged in) do not bind to the kernel's
-    parameters, or None; keywords that are not parameters are launch options (num_warps, ...)."""
-    import inspect
-    try:
-        sig = inspect.signature(jit.fn)
-    except (TypeError, ValueError):
-        return None
-    try:
-        sig.bind(*args, **{k: v for k, v in kwargs.items() if k in sig.parameters})
-    except TypeError as e:
-        return str(e)
-    return None
 
 
 def compile_in_child(compile_once, jit, model, name: str) -> tuple[str | None, str | None]:

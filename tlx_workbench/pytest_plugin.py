@@ -12,7 +12,8 @@ still needed: the plugin is never loaded behind a user's back). Under it:
 - Every launch is first compiled for the target through Triton's own JIT path
   (``JITFunction.run(..., warmup=True)``: the kernel's own cache, the real ``asm`` and
   ``metadata``), then simulated by :class:`tlx_workbench.sim.api.Simulation`
-  (:mod:`tlx_workbench.intercept`, shared with ``tlx-workbench run``). A kernel the compiler's front
+  (:mod:`tlx_workbench.intercept`, shared with ``tlx-workbench run``; the launches are caught as everywhere
+  in the package, by :mod:`tlx_workbench.compiler.launches`). A kernel the compiler's front
   end rejects raises Triton's own ``CompilationError``, as on a GPU machine. A launch whose lowering
   the installed compiler refuses is still simulated: the test is then "simulate-only", and the
   launch returns a stand-in whose ``asm``/``metadata`` raise with the compiler's message.

@@ -1,13 +1,12 @@
 """``check``: run the barrier-protocol rules on a kernel, a launch or a CompileReport."""
 from __future__ import annotations
 
+from ..compiler.launch_options import compile_kwargs as _compile_kwargs  # noqa: F401 - the advisor's too
 from ..errors import CompileError, TLXWorkbenchError
 from .facts import slot_facts
 from .findings import CheckResult
 from .rules import ALL_RULES, Context, cta_source_rules, shape_finding_from_error, sim_findings, \
     two_ctas_source_rule
-
-_OPTION_KEYS = ("num_warps", "num_stages", "ctas_per_cga", "num_ctas", "maxnreg", "ir_override", "pre_hook")
 
 
 def _is_hopper(target) -> bool:
@@ -29,66 +28,42 @@ def _is_report(obj) -> bool:
     return isinstance(obj, CompileReport)
 
 
-def _compile_kwargs(kwargs: dict) -> dict:
-    """A launch's kwargs as compile() takes them: constexprs plus num_warps/num_stages/ctas_per_cga."""
-    out = {k: v for k, v in kwargs.items() if k not in _OPTION_KEYS}
-    for k in ("num_warps", "num_stages", "ctas_per_cga"):
-        if kwargs.get(k) is not None:
-            out[k] = kwargs[k]
-    n = kwargs.get("num_ctas")
-    if n and n > 1 and "ctas_per_cga" not in out:
-        out["ctas_per_cga"] = (n, 1, 1)
-    return out
-
-
 def record_launch(fn, args, kwargs, *, run: bool, gpu="H200", seed=0, config=None, ctas=None):
     """(jitfn, args, kwargs, SimResult | None) of the first kernel the host function `fn` launches.
 
     With ``run`` the launch is simulated (outputs written back, trace kept); without, it is only
     captured (nothing runs).
     """
+    from ..compiler.launches import catch_launches
     from ..sim.api import Simulation
 
-    class _Recording(Simulation):
-        def __init__(self, *a, **kw):
-            super().__init__(*a, **kw)
-            self.captured = []
-
-        def launch(self, jitfn, grid, largs, lkwargs):
-            self.captured.append((jitfn, tuple(largs), dict(lkwargs), grid))
-            if not run:
-                raise _Captured
-            return super().launch(jitfn, grid, largs, lkwargs)
-
-    sim = _Recording(gpu=gpu, seed=seed, config=config, ctas=ctas, on_deadlock="return")
+    sim = Simulation(gpu=gpu, seed=seed, config=config, ctas=ctas, on_deadlock="return")
     value = None
     with sim:
-        try:
+        # inside the simulator's catcher (which picks an autotuned launch's config): with ``run`` each launch
+        # goes on to the simulator, without it the call stops at the first
+        with catch_launches((lambda la: la.proceed()) if run else None, warmups=False, stop=not run) as caught:
             value = fn(*args, **kwargs)
-        except _Captured:
-            pass
-    if not sim.captured:
+    first = caught.first
+    if first is None:
         raise TLXWorkbenchError(f"{getattr(fn, '__name__', fn)} launched no kernel",
                                 hint="pass a host function that launches a TLX kernel, or the kernel itself")
-    jitfn, largs, lkwargs, grid = sim.captured[0]
     res = sim.results[0] if (run and sim.results) else None
     if res is not None:
         res.value = value
-    return jitfn, largs, lkwargs, res
-
-
-class _Captured(Exception):
-    pass
+    return first.jit, first.args, first.kwargs, res
 
 
 def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True, grid=None, config=None,
-          gpu: str = "H200", seed: int = 0, ctas=None, **constexprs) -> CheckResult:
+          gpu: str = "H200", seed: int = 0, ctas=None, sim_result=None, **constexprs) -> CheckResult:
     """Check a TLX kernel's barrier protocol; findings carry the exact line and the exact fix.
 
     Pass a kernel with example arguments (as for ``compile``; ``grid=`` for the simulator run,
     default one program), a host function with its arguments (its first kernel launch is
     compiled and simulated), or a CompileReport (static rules only). Per-phase rules read
-    a short simulator run (Hopper targets, ``simulate=True``).
+    a short simulator run (Hopper targets, ``simulate=True``); ``sim_result``: the SimResult of this same launch
+    when the caller has simulated it already (``%%tlx --sim --check``): the rules read it, nothing is simulated
+    again.
 
     >>> import tlx_workbench as wb
     >>> res = wb.check(mod.matmul, a, b)                      # doctest: +SKIP
@@ -105,6 +80,8 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
         if simulate and not can_sim:
             notes.append(f"the simulator runs Hopper kernels only: {target} is checked statically")
         def simulated():
+            if sim_result is not None:
+                return sim_result
             from ..sim import simulate as _simulate
             return _simulate(obj, *args, grid=grid or (1,), gpu=gpu, seed=seed, ctas=ctas, config=config,
                              on_deadlock="return", **constexprs)
@@ -115,8 +92,11 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
                 if can_sim:
                     sim_res = simulated()
             else:
-                jitfn, largs, lkwargs, sim_res = record_launch(obj, args, constexprs, run=can_sim, gpu=gpu,
+                jitfn, largs, lkwargs, sim_res = record_launch(obj, args, constexprs,
+                                                               run=can_sim and sim_result is None, gpu=gpu,
                                                                seed=seed, config=config, ctas=ctas)
+                if can_sim and sim_result is not None:
+                    sim_res = sim_result
                 report = _compile(jitfn, largs, target, None, _compile_kwargs(lkwargs))
         except _ShapeRejected as e:
             return CheckResult([e.finding], kernel=getattr(obj, "__name__", str(obj)),

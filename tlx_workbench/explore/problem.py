@@ -34,6 +34,10 @@ from typing import Any, Callable
 
 from ..errors import TLXWorkbenchError
 
+# the launch options a triton.Config (uTLX's) takes apart from its kwargs
+_CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ctas_per_cga", "num_buffers_warp_spec",
+                   "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer")
+
 
 @dataclasses.dataclass
 class Problem:
@@ -181,42 +185,42 @@ class imposed_config:
 
     def __init__(self, cfg: dict):
         self.cfg = cfg
+        self._catch = None
 
     def __enter__(self):
-        import triton
-        from triton.runtime.autotuner import Autotuner
-        self._saved = Autotuner.__dict__.get("run")
-        cfg = self.cfg
-        options = {"num_warps", "num_stages", "num_ctas", "maxnreg", "ctas_per_cga", "num_buffers_warp_spec",
-                   "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer"}
-
-        def run(tuner, *args, **kwargs):
-            # the kernel's own Config when the space came from it: it keeps its pre_hook (TLX tutorials
-            # set their TMA descriptors' block shapes there)
-            config = next((c for c in tuner.configs if dict(c.all_kwargs()) == cfg), None)
-            if config is None:
-                kw = {k: v for k, v in cfg.items() if k not in options}
-                opts = {k: v for k, v in cfg.items() if k in options}
-                config = triton.Config(kw, **opts)
-            nargs = dict(zip(tuner.arg_names, args))
-            tuner.nargs = nargs
-            tuner.best_config = config
-            if config.pre_hook is not None:
-                config.pre_hook({**nargs, **kwargs, **config.all_kwargs()})
-            return tuner.fn.run(*args, **kwargs, **config.all_kwargs())
-
-        Autotuner.run = run
+        from ..compiler.launches import catch_launches
+        # only autotuned calls are taken here; the kernel's own launch goes on to whatever runs it
+        self._catch = catch_launches(kernels=(), on_autotuned=self._run).__enter__()
         return self
 
+    def _run(self, tuner, args, kwargs):
+        __tracebackhide__ = True
+        import triton
+        cfg = self.cfg
+        # the kernel's own Config when the space came from it: it keeps its pre_hook (TLX tutorials
+        # set their TMA descriptors' block shapes there)
+        config = next((c for c in tuner.configs if dict(c.all_kwargs()) == cfg), None)
+        if config is None:
+            kw = {k: v for k, v in cfg.items() if k not in _CONFIG_OPTIONS}
+            opts = {k: v for k, v in cfg.items() if k in _CONFIG_OPTIONS}
+            config = triton.Config(kw, **opts)
+        nargs = dict(zip(tuner.arg_names, args))
+        tuner.nargs = nargs
+        tuner.best_config = config
+        if config.pre_hook is not None:
+            config.pre_hook({**nargs, **kwargs, **config.all_kwargs()})
+        return tuner.fn.run(*args, **kwargs, **config.all_kwargs())
+
     def __exit__(self, *exc):
-        from triton.runtime.autotuner import Autotuner
-        Autotuner.run = self._saved
+        self._catch.__exit__(*exc)
+        self._catch = None
         return False
 
 
 class captured_launches:
     """Within this block, kernel launches are recorded, not run: ``.launches`` holds
-    (JITFunction, grid, args, kwargs) for each. Used to compile what a launcher would launch.
+    (JITFunction, grid, args, kwargs) for each (``.caught`` the :class:`CaughtLaunch` of each, with the
+    caller's line). Used to compile what a launcher would launch.
 
     >>> with captured_launches() as cap:                      # doctest: +SKIP
     ...     gemm_ws.launch(a, b, c, cfg)
@@ -224,19 +228,18 @@ class captured_launches:
     """
 
     def __enter__(self):
-        from triton.runtime.jit import JITFunction
-        self.launches = []
-        self._saved = JITFunction.__dict__.get("run")
-        cap = self
-
-        def run(jit_self, *args, grid, warmup=False, **kwargs):
-            cap.launches.append((jit_self, grid, args, kwargs))
-            return None
-
-        JITFunction.run = run
+        from ..compiler.launches import catch_launches
+        self._catch = catch_launches().__enter__()
         return self
 
+    @property
+    def caught(self) -> list:
+        return self._catch.launches
+
+    @property
+    def launches(self) -> list[tuple]:
+        return [la.as_tuple() for la in self._catch.launches]
+
     def __exit__(self, *exc):
-        from triton.runtime.jit import JITFunction
-        JITFunction.run = self._saved
+        self._catch.__exit__(*exc)
         return False

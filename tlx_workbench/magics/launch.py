@@ -173,30 +173,11 @@ def capture_kernel_launch(launch: Launch, kwargs: dict):
     if not kernels:
         raise CellError(f"{launch.name} names no @triton.jit kernel to compile",
                         hint="end the cell with the kernel launch itself: kernel[grid](...)")
-    captured = []
-
-    class _Stop(Exception):
-        pass
-
-    def recorder(k):
-        def run(*args, grid=None, warmup=False, **kw):
-            captured.append((k, args, kw))
-            raise _Stop
-        return run
-    saved = []
-    for _, k in kernels:
-        saved.append((k, k.__dict__.get("run")))
-        k.run = recorder(k)
-    try:
+    from ..compiler.launches import catch_launches
+    # the first launch of a kernel the function names ends the call: nothing runs
+    with catch_launches(kernels=[k for _, k in kernels], stop=True) as caught:
         launch.fn(*launch.args, **kwargs)
-    except _Stop:
-        pass
-    finally:
-        for k, old in saved:
-            if old is None:
-                del k.run
-            else:
-                k.run = old
+    captured = [(la.jit, la.args, la.kwargs) for la in caught.launches]
     if not captured:
         raise CellError(f"{launch.name} launched no kernel", hint="call the kernel inside the function")
     return captured[0]

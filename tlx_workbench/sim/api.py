@@ -190,7 +190,7 @@ class Simulation:
         self.repair = enabled_default() if repair is None else repair
         self.results: list[SimResult] = []
         self._offline = None
-        self._saved = []
+        self._catch = None
         self._taken = None
 
     @property
@@ -200,31 +200,24 @@ class Simulation:
 
     # -- entering / leaving -----------------------------------------------------------
     def __enter__(self):
-        from triton.runtime.autotuner import Autotuner
-        from triton.runtime.jit import JITFunction
+        from ..compiler.launches import catch_launches
         self._offline = offline(self.gpu).enable()
         self._taken = AddressTaken().enable()
-        sim = self
-
-        def jit_run(jit_self, *args, grid, warmup=False, **kwargs):
-            if warmup:
-                return None
-            return sim.launch(jit_self, grid, args, kwargs)
-
-        def autotune_run(tuner, *args, **kwargs):
-            return sim.launch_autotuned(tuner, args, kwargs)
-
-        self._saved = [(JITFunction, "run", JITFunction.__dict__.get("run")),
-                       (Autotuner, "run", Autotuner.__dict__.get("run"))]
-        JITFunction.run = jit_run
-        Autotuner.run = autotune_run
+        # every launch inside runs here (a warmup compiles nothing); an autotuned one picks its config first
+        self._catch = catch_launches(self._caught, on_autotuned=self.launch_autotuned).__enter__()
         _active.append(self)
         return self
 
+    def _caught(self, launch):
+        __tracebackhide__ = True
+        if launch.warmup:
+            return None
+        return self.launch(launch.jit, launch.grid, launch.args, launch.kwargs)
+
     def __exit__(self, *exc):
-        for cls, name, orig in reversed(self._saved):
-            setattr(cls, name, orig)
-        self._saved = []
+        if self._catch is not None:
+            self._catch.__exit__(*exc)
+            self._catch = None
         if self in _active:
             _active.remove(self)
         if self._taken is not None:
@@ -244,6 +237,7 @@ class Simulation:
         run (TLX's split-K GEMM reduces its workspace into C only in its post-hook). So a first call runs the
         user's post-hook after the launch; a later call with the same key, cached as Triton caches it, does not
         (on a GPU, neither)."""
+        __tracebackhide__ = True
         nargs = dict(zip(tuner.arg_names, args))
         tuner.nargs = nargs
         key = _tuning_key(tuner, nargs, kwargs)

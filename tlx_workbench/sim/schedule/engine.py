@@ -26,12 +26,7 @@ from ..diagnosis.diagnose import deadlock_report
 from .scheduler import StepLimit
 from ..diagnosis.source_lines import kernel_files, kernel_frame_line
 from ..ops.tlx_ops import SimBuilder, _state, patch_tlx
-
-# launch options a kernel call may carry besides its parameters
-LAUNCH_OPTIONS = {"num_warps", "num_stages", "num_ctas", "ctas_per_cga", "maxnreg", "enable_fp_fusion",
-                  "launch_cooperative_grid", "launch_pdl", "debug", "stream", "warmup", "device",
-                  "minRegAutoWS", "maxRegAutoWS", "pingpongAutoWS", "cluster_dims", "num_buffers_warp_spec",
-                  "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer", "early_tma_store_lowering"}
+from ...compiler.launch_options import launch_options, split_options
 
 
 class Finding:
@@ -116,8 +111,7 @@ class LaunchRun:
 def _bind(jitfn, args, kwargs):
     sig = inspect.signature(jitfn.fn)
     # anything that is not a parameter of the kernel is a launch option (num_warps, ctas_per_cga, ...)
-    params = {k: v for k, v in kwargs.items() if k in sig.parameters}
-    opts = {k: v for k, v in kwargs.items() if k not in sig.parameters}
+    params, opts = split_options(kwargs, sig.parameters)
     try:
         bound = sig.bind(*args, **params)
     except TypeError as e:
@@ -357,16 +351,15 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     ``track_writes``: keep a ``writes.WriteLog`` (who stored, which bytes atomics wrote) in ``run.writes``."""
     from triton.runtime.jit import JITFunction
     bound, opts = _bind(jitfn, args, kwargs)
-    num_warps = int(opts.get("num_warps") or 4)
-    cga = opts.get("ctas_per_cga") or opts.get("cluster_dims")
-    if int(opts.get("num_ctas") or 1) > 1 and not cga:
-        raise SimulationError(f"{jitfn.fn.__name__}: launched with num_ctas={opts.get('num_ctas')} (one program split "
+    options = launch_options(opts)
+    num_warps = options.num_warps
+    if options.num_ctas > 1 and options.cluster is None:
+        raise SimulationError(f"{jitfn.fn.__name__}: launched with num_ctas={options.num_ctas} (one program split "
                               f"over a cluster by the compiler); the simulator runs TLX clusters (ctas_per_cga), "
                               f"where each CTA runs the kernel", file=inspect.getsourcefile(jitfn.fn),
                               line=jitfn.fn.__code__.co_firstlineno,
                               hint="launch with ctas_per_cga=(n, 1, 1) (the grid then counts CTAs), or num_ctas=1")
-    cga = tuple(int(x) for x in (cga or (1, 1, 1)))
-    cga = cga + (1,) * (3 - len(cga))
+    cga = options.cluster_dims
     run = LaunchRun(jitfn, grid, gpu, seed, ctas, max_steps, num_warps)
     run.numerics = bool(numerics)
     run.launch = (jitfn, tuple(args), dict(kwargs))      # what was launched: wb.predict compiles it
