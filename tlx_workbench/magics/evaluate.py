@@ -129,7 +129,7 @@ def _evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90
             hint=f"add {', '.join(m + '=...' for m in missing)} to the launch (constexprs are passed by name)"))
         return res
     # what the kernel is specialized on; launch options (num_warps, ctas_per_cga, ...) are not constexprs
-    from ..sim.schedule.engine import LAUNCH_OPTIONS
+    from ..compiler.launch_options import LAUNCH_OPTIONS
     res.constexprs = {k: v for k, v in kwargs.items()
                       if not hasattr(v, "shape") and k not in LAUNCH_OPTIONS and k != "grid"}
     res.constexprs.update(constexprs or {})         # a knob on a positional parameter too
@@ -152,13 +152,14 @@ def _evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90
         except TLXWorkbenchError as e:
             res.add_error(e)
             return res
-    if checker:
+    def run_checker():
         from ..checker import check as _check
         try:
             if mode == "sim":
-                # the checker's per-phase rules read its own short simulator run of this launch
+                # the checker's per-phase rules read the cell's own simulation of this launch (one run, not
+                # two); when the simulator stopped the launch, its error is said already: the static rules only
                 res.findings = _check(launch.fn, *launch.args, target=gpu.name, grid=launch.grid, gpu=model,
-                                        seed=seed, **kwargs)
+                                      seed=seed, simulate=res.sim is not None, sim_result=res.sim, **kwargs)
             elif res.report is not None:
                 # GPU tensors do not go through the simulator: the static rules only
                 res.findings = _check(res.report)
@@ -166,12 +167,16 @@ def _evaluate(launch: Launch | None, *, mode: str = "auto", target: str = "sm_90
             res.add_error(e)
         except Exception as e:  # a checker problem must not hide the run
             res.notes.append(f"barrier-protocol check could not run: {type(e).__name__}: {e}")
-    elif check:
+    if checker and mode != "sim":
+        run_checker()
+    elif check and not checker:
         res.notes.append("tlx_workbench.checker is not available: only the outputs are checked")
 
     if mode == "sim":
         _evaluate_sim(res, launch, kwargs, check=check, reference=reference, outputs=outputs, model=model,
                       seed=seed, schedules=schedules)
+        if checker:
+            run_checker()
         if bench:
             res.notes.append("--bench needs a GPU: in simulator mode the simulated cycles are shown instead "
                              f"({res.sim.cycles:.0f} cycles)" if res.sim is not None else "--bench needs a GPU")
