@@ -45,7 +45,7 @@ import triton.language.extra.tlx as tlx
 from ..errors import TLXWorkbenchError
 from ._common import (SMEM_LIMIT, KernelSpec, check_aligned, check_same_device, grouped_tile, load_tiles,
                       persistent_ctas, ring_slot, sm_count, torch_alloc)
-from .gemm_pingpong import TURN_0, TURN_1
+from .gemm_pingpong import TURN_0, pingpong_mainloop
 from .gemm_ws import _store_strips
 from .host import LaunchPlans, TunedConfigs, config_key, fastest_first, kernel_plan, operand_key, tuned_config
 
@@ -234,30 +234,7 @@ def gemm_fp8_pingpong_kernel(a_desc, b_desc, c_desc, scale_a, scale_b, M, N, K,
                                           A_ROWWISE, B_COLWISE)
                 use = seq * k_steps
                 seq += 2
-                if wg == 0:
-                    tlx.named_barrier_wait(TURN_0, 256)
-                else:
-                    tlx.named_barrier_wait(TURN_1, 256)
-                s, parity = ring_slot(use, STAGES)
-                tlx.barrier_wait(full[s], parity)
-                acc = tlx.async_dot(a_ring[s], tlx.local_trans(b_ring[s]))
-                prev = s
-                use += 1
-                for k in range(1, k_steps):
-                    s, parity = ring_slot(use, STAGES)
-                    tlx.barrier_wait(full[s], parity)
-                    acc = tlx.async_dot(a_ring[s], tlx.local_trans(b_ring[s]), acc)
-                    acc = tlx.async_dot_wait(1, acc)
-                    tlx.barrier_arrive(empty[prev])
-                    prev = s
-                    use += 1
-                # every wgmma of this tile is issued: the other group may start its mainloop
-                if wg == 0:
-                    tlx.named_barrier_arrive(TURN_1, 256)
-                else:
-                    tlx.named_barrier_arrive(TURN_0, 256)
-                acc = tlx.async_dot_wait(0, acc)
-                tlx.barrier_arrive(empty[prev])
+                acc = pingpong_mainloop(a_ring, b_ring, full, empty, wg, use, k_steps, STAGES, True)
                 if not SCALES_EARLY:
                     sa, sb = _load_scales(scale_a, scale_b, sa_one, sb_one, pid_m * BM, pid_n * BN, M, N, BM, BN,
                                           A_ROWWISE, B_COLWISE)

@@ -28,6 +28,46 @@ TURN_1 = tl.constexpr(15)
 
 
 @triton.jit
+def pingpong_mainloop(a_ring, b_ring, full, empty, wg, use, k_steps, STAGES: tl.constexpr,
+                      B_K_MAJOR: tl.constexpr):
+    """Consumer group ``wg``'s mainloop of one whole tile: it waits for its turn, issues the wgmma of every k-step
+    from ring position ``use`` on (one kept in flight behind the newest, each slot released once the wgmma after it
+    is issued), hands the turn to the other group once all are issued, then waits for them and releases the last
+    slot. Returns the fp32 accumulator. ``B_K_MAJOR``: B's slices are (BN, BK) boxes of B^T, read transposed."""
+    if wg == 0:
+        tlx.named_barrier_wait(TURN_0, 256)
+    else:
+        tlx.named_barrier_wait(TURN_1, 256)
+    s, parity = ring_slot(use, STAGES)
+    tlx.barrier_wait(full[s], parity)
+    if B_K_MAJOR:
+        acc = tlx.async_dot(a_ring[s], tlx.local_trans(b_ring[s]))
+    else:
+        acc = tlx.async_dot(a_ring[s], b_ring[s])
+    prev = s
+    use += 1
+    for k in range(1, k_steps):
+        s, parity = ring_slot(use, STAGES)
+        tlx.barrier_wait(full[s], parity)
+        if B_K_MAJOR:
+            acc = tlx.async_dot(a_ring[s], tlx.local_trans(b_ring[s]), acc)
+        else:
+            acc = tlx.async_dot(a_ring[s], b_ring[s], acc)
+        acc = tlx.async_dot_wait(1, acc)
+        tlx.barrier_arrive(empty[prev])
+        prev = s
+        use += 1
+    # every wgmma of this tile is issued: the other group may start its mainloop
+    if wg == 0:
+        tlx.named_barrier_arrive(TURN_1, 256)
+    else:
+        tlx.named_barrier_arrive(TURN_0, 256)
+    acc = tlx.async_dot_wait(0, acc)
+    tlx.barrier_arrive(empty[prev])
+    return acc
+
+
+@triton.jit
 def gemm_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
                          BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                          GROUP_M: tl.constexpr, STAGES: tl.constexpr,
@@ -69,30 +109,7 @@ def gemm_pingpong_kernel(a_desc, b_desc, c_desc, M, N, K,
                 pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
                 use = seq * k_steps
                 seq += 2
-                if wg == 0:
-                    tlx.named_barrier_wait(TURN_0, 256)
-                else:
-                    tlx.named_barrier_wait(TURN_1, 256)
-                s, parity = ring_slot(use, STAGES)
-                tlx.barrier_wait(full[s], parity)
-                acc = tlx.async_dot(a_ring[s], b_ring[s])
-                prev = s
-                use += 1
-                for k in range(1, k_steps):
-                    s, parity = ring_slot(use, STAGES)
-                    tlx.barrier_wait(full[s], parity)
-                    acc = tlx.async_dot(a_ring[s], b_ring[s], acc)
-                    acc = tlx.async_dot_wait(1, acc)
-                    tlx.barrier_arrive(empty[prev])
-                    prev = s
-                    use += 1
-                # every wgmma of this tile is issued: the other group may start its mainloop
-                if wg == 0:
-                    tlx.named_barrier_arrive(TURN_1, 256)
-                else:
-                    tlx.named_barrier_arrive(TURN_0, 256)
-                acc = tlx.async_dot_wait(0, acc)
-                tlx.barrier_arrive(empty[prev])
+                acc = pingpong_mainloop(a_ring, b_ring, full, empty, wg, use, k_steps, STAGES, False)
                 _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, pid_m * BM, pid_n * BN,
                               STRIPS, EPI_BUFS, EPI_N)
             tlx.async_descriptor_store_wait(0)
