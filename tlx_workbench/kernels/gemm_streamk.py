@@ -39,8 +39,8 @@ import triton.language.extra.tlx as tlx
 
 from ..errors import TLXWorkbenchError
 from ._common import grouped_tile, sm_count, torch_alloc
-from .gemm_ws import (CONFIGS as _WS_CONFIGS, _config, _halves, _load_steps, _mma_steps, _ring_barriers,
-                      _store_strips, make_descriptors)
+from .gemm_ws import (CONFIGS as _WS_CONFIGS, _config, _load_steps, _load_tiles, _mma_steps, _mma_tiles,
+                      _ring_barriers, _store_strips, _strips, _ws_buffers, make_descriptors)
 from .host import gemm_entry_points, gemm_spec, tma_gemm_call
 
 # named barrier ids of the two consumer warp groups' workspace sync (Triton keeps 0 for the CTA)
@@ -134,17 +134,7 @@ def _fixup(acc, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, pid, wg, d0
     """Strip by strip (EPI_N columns; 1, 2 or 4 strips): OWNER adds the partials of CTAs d0..d1-1 and
     stores the tile's rows to C at (row, col); otherwise ``acc`` goes to workspace slot (pid, wg)."""
     STRIPS: tl.constexpr = BN // EPI_N
-    if STRIPS == 1:
-        strips = (acc,)
-    else:
-        left, right = _halves(acc)
-        if STRIPS == 2:
-            strips = (left, right)
-        else:
-            tl.static_assert(STRIPS == 4, "EPI_N must be BN, BN/2 or BN/4")
-            s0, s1 = _halves(left)
-            s2, s3 = _halves(right)
-            strips = (s0, s1, s2, s3)
+    strips = _strips(acc, STRIPS)
     for j in tl.static_range(STRIPS):
         _fixup_strip(strips[j], j, stage, c_desc, c_strips, buf_base, row, col, ws_ptr, pid, wg, d0, d1, sk_iters,
                      OWNER, BAR, NUM_SMS, HALF_M, BN, EPI_N, EPI_BUFS)
@@ -158,14 +148,10 @@ def gemm_streamk_kernel(a_desc, b_desc, c_desc, M, N, K, ws_ptr, flags_ptr,
                         NUM_SMS: tl.constexpr, WARP_BARRIER: tl.constexpr = False,
                         LOADER_REGS: tl.constexpr = 40, MMA_REGS: tl.constexpr = 232,
                         SPLIT_FULL: tl.constexpr = False, DOT_WAIT0: tl.constexpr = False):
+    a_ring, b_ring, c_strips = _ws_buffers(a_desc, c_desc, BM, BN, BK, STAGES, EPI_N, EPI_BUFS)     # gemm_ws's SMEM
     HALF_M: tl.constexpr = BM // 2
     STRIPS: tl.constexpr = BN // EPI_N
     dtype: tl.constexpr = tlx.dtype_of(a_desc)
-
-    # SMEM as in gemm_ws: A half-tiles of stage s at 2*s and 2*s+1, B, the epilogue strips
-    a_ring = tlx.local_alloc((HALF_M, BK), dtype, 2 * STAGES)
-    b_ring = tlx.local_alloc((BK, BN), dtype, STAGES)
-    c_strips = tlx.local_alloc((HALF_M, EPI_N), tlx.dtype_of(c_desc), 2 * EPI_BUFS)
     # the fix-up's fp32 strip of each consumer group, over that group's EPI_BUFS epilogue strips
     tl.static_assert(EPI_BUFS == 2, "stream-K stages an fp32 strip in a group's 2 epilogue strip buffers")
     tl.static_assert(tlx.size_of(tlx.dtype_of(c_desc)) == 2, "C must be fp16 or bf16")
@@ -186,12 +172,9 @@ def gemm_streamk_kernel(a_desc, b_desc, c_desc, M, N, K, ws_ptr, flags_ptr,
 
     with tlx.async_tasks():
         with tlx.async_task("default", num_regs=LOADER_REGS):
-            use = 0
-            for tile in range(pid, dp_tiles, NUM_SMS):
-                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                use = _load_steps(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, pid_m * BM,
-                                  pid_n * BN, 0, k_steps, use, HALF_M, BK, STAGES, STAGE_BYTES, HALF_A_BYTES,
-                                  B_BYTES, SPLIT_FULL)
+            # the data-parallel tiles as gemm_ws walks them, then this CTA's stream-K segments
+            use = _load_tiles(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, dp_tiles, num_pid_m,
+                              num_pid_n, k_steps, BM, BN, BK, GROUP_M, STAGES, NUM_SMS, SPLIT_FULL)
             it = sk_start
             while it < sk_end:
                 sk_tile, k0, k1 = _sk_segment(it, sk_end, k_steps)
@@ -203,13 +186,9 @@ def gemm_streamk_kernel(a_desc, b_desc, c_desc, M, N, K, ws_ptr, flags_ptr,
 
         with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
             wg = tlx.async_task_replica_id()
-            use = 0
-            for tile in range(pid, dp_tiles, NUM_SMS):
-                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                acc, use = _mma_steps(a_ring, b_ring, full, full_a, full_b, empty, wg, 0, k_steps, use,
-                                      STAGES, SPLIT_FULL, DOT_WAIT0)
-                _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, pid_m * BM + wg * HALF_M, pid_n * BN,
-                              STRIPS, EPI_BUFS, EPI_N)
+            use = _mma_tiles(a_ring, b_ring, full, full_a, full_b, empty, c_desc, c_strips, wg, dp_tiles, num_pid_m,
+                             num_pid_n, k_steps, BM, BN, GROUP_M, STAGES, EPI_N, EPI_BUFS, NUM_SMS, SPLIT_FULL,
+                             DOT_WAIT0)
             it = sk_start
             while it < sk_end:
                 sk_tile, k0, k1 = _sk_segment(it, sk_end, k_steps)

@@ -27,19 +27,12 @@ from .host import gemm_descriptors, gemm_entry_points, gemm_spec, tma_gemm_call
 
 
 @triton.jit
-def _store_strips(acc, c_desc, c_smem, buf_base, row, col, STRIPS: tl.constexpr,
-                  EPI_BUFS: tl.constexpr, EPI_N: tl.constexpr):
-    """Write ``acc`` (rows x STRIPS*EPI_N, fp32) to C at (row, col) through SMEM + TMA,
-    one EPI_N-wide strip at a time, rotating over EPI_BUFS strip buffers."""
-    # strip j goes to buffer j % EPI_BUFS and the rotation restarts every tile, so it only
-    # stays a true rotation across tiles when EPI_BUFS divides the strip count
-    tl.static_assert(STRIPS % EPI_BUFS == 0, "EPI_BUFS must divide BN // EPI_N")
-    out = acc.to(tlx.dtype_of(c_desc))
+def _strips(x, STRIPS: tl.constexpr):
+    """The columns of ``x`` as STRIPS equal strips, left to right: 1, 2 or 4 (halves, recursively)."""
     if STRIPS == 1:
-        strips = (out,)
+        strips = (x,)
     else:
-        # split the columns in two halves (recursively: 2 or 4 strips)
-        left, right = _halves(out)
+        left, right = _halves(x)
         if STRIPS == 2:
             strips = (left, right)
         else:
@@ -47,6 +40,18 @@ def _store_strips(acc, c_desc, c_smem, buf_base, row, col, STRIPS: tl.constexpr,
             s0, s1 = _halves(left)
             s2, s3 = _halves(right)
             strips = (s0, s1, s2, s3)
+    return strips
+
+
+@triton.jit
+def _store_strips(acc, c_desc, c_smem, buf_base, row, col, STRIPS: tl.constexpr,
+                  EPI_BUFS: tl.constexpr, EPI_N: tl.constexpr):
+    """Write ``acc`` (rows x STRIPS*EPI_N, fp32) to C at (row, col) through SMEM + TMA,
+    one EPI_N-wide strip at a time, rotating over EPI_BUFS strip buffers."""
+    # strip j goes to buffer j % EPI_BUFS and the rotation restarts every tile, so it only
+    # stays a true rotation across tiles when EPI_BUFS divides the strip count
+    tl.static_assert(STRIPS % EPI_BUFS == 0, "EPI_BUFS must divide BN // EPI_N")
+    strips = _strips(acc.to(tlx.dtype_of(c_desc)), STRIPS)
     for j in tl.static_range(STRIPS):
         buf = buf_base + (j % EPI_BUFS)
         tlx.async_descriptor_store_wait(EPI_BUFS - 1)
@@ -150,6 +155,58 @@ def _mma_steps(a_ring, b_ring, full, full_a, full_b, empty, wg, k0, k1, use,
 
 
 @triton.jit
+def _ws_buffers(a_desc, c_desc, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr,
+                EPI_N: tl.constexpr, EPI_BUFS: tl.constexpr):
+    """SMEM of the cooperative kernel: (A ring, B ring, epilogue strips). The A half-tiles of stage s live at 2*s
+    (rows 0..BM/2) and 2*s+1; each consumer group has EPI_BUFS strips."""
+    HALF_M: tl.constexpr = BM // 2
+    dtype: tl.constexpr = tlx.dtype_of(a_desc)
+    a_ring = tlx.local_alloc((HALF_M, BK), dtype, 2 * STAGES)
+    b_ring = tlx.local_alloc((BK, BN), dtype, STAGES)
+    c_strips = tlx.local_alloc((HALF_M, EPI_N), tlx.dtype_of(c_desc), 2 * EPI_BUFS)
+    return a_ring, b_ring, c_strips
+
+
+@triton.jit
+def _load_tiles(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, end, num_pid_m, num_pid_n, k_steps,
+                BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, STAGES: tl.constexpr,
+                NUM_SMS: tl.constexpr, SPLIT_FULL: tl.constexpr):
+    """Loader: every k-slice of the tiles this CTA walks (tiles pid, pid + NUM_SMS, ... below ``end``, in grouped
+    order) into the ring; returns the ring counter."""
+    HALF_M: tl.constexpr = BM // 2
+    dtype: tl.constexpr = tlx.dtype_of(a_desc)
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(dtype)
+    HALF_A_BYTES: tl.constexpr = HALF_M * BK * tlx.size_of(dtype)
+    B_BYTES: tl.constexpr = BK * BN * tlx.size_of(dtype)
+    use = 0
+    for tile in range(tl.program_id(0), end, NUM_SMS):
+        pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+        use = _load_steps(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, pid_m * BM,
+                          pid_n * BN, 0, k_steps, use, HALF_M, BK, STAGES, STAGE_BYTES, HALF_A_BYTES,
+                          B_BYTES, SPLIT_FULL)
+    return use
+
+
+@triton.jit
+def _mma_tiles(a_ring, b_ring, full, full_a, full_b, empty, c_desc, c_strips, wg, end, num_pid_m, num_pid_n,
+               k_steps, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr, STAGES: tl.constexpr,
+               EPI_N: tl.constexpr, EPI_BUFS: tl.constexpr, NUM_SMS: tl.constexpr, SPLIT_FULL: tl.constexpr,
+               DOT_WAIT0: tl.constexpr):
+    """Consumer group ``wg``: the tiles ``_load_tiles`` loads, each accumulated and stored (its BM/2 rows);
+    returns the ring counter."""
+    HALF_M: tl.constexpr = BM // 2
+    STRIPS: tl.constexpr = BN // EPI_N
+    use = 0
+    for tile in range(tl.program_id(0), end, NUM_SMS):
+        pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
+        acc, use = _mma_steps(a_ring, b_ring, full, full_a, full_b, empty, wg, 0, k_steps, use,
+                              STAGES, SPLIT_FULL, DOT_WAIT0)
+        _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, pid_m * BM + wg * HALF_M, pid_n * BN,
+                      STRIPS, EPI_BUFS, EPI_N)
+    return use
+
+
+@triton.jit
 def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                         GROUP_M: tl.constexpr, STAGES: tl.constexpr,
@@ -157,43 +214,22 @@ def gemm_ws_coop_kernel(a_desc, b_desc, c_desc, M, N, K,
                         NUM_SMS: tl.constexpr, WARP_BARRIER: tl.constexpr = False,
                         LOADER_REGS: tl.constexpr = 40, MMA_REGS: tl.constexpr = 232,
                         SPLIT_FULL: tl.constexpr = False, DOT_WAIT0: tl.constexpr = False):
-    HALF_M: tl.constexpr = BM // 2
-    STRIPS: tl.constexpr = BN // EPI_N
-    dtype: tl.constexpr = tlx.dtype_of(a_desc)
-
-    # SMEM: the A half-tiles of stage s live at 2*s (rows 0..HALF_M) and 2*s+1
-    a_ring = tlx.local_alloc((HALF_M, BK), dtype, 2 * STAGES)
-    b_ring = tlx.local_alloc((BK, BN), dtype, STAGES)
-    c_strips = tlx.local_alloc((HALF_M, EPI_N), tlx.dtype_of(c_desc), 2 * EPI_BUFS)
-
+    a_ring, b_ring, c_strips = _ws_buffers(a_desc, c_desc, BM, BN, BK, STAGES, EPI_N, EPI_BUFS)
     full, full_a, full_b, empty = _ring_barriers(STAGES, SPLIT_FULL, WARP_BARRIER)
-
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
     num_tiles = num_pid_m * num_pid_n
     k_steps = tl.cdiv(K, BK)
-    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * tlx.size_of(dtype)
-    HALF_A_BYTES: tl.constexpr = HALF_M * BK * tlx.size_of(dtype)
-    B_BYTES: tl.constexpr = BK * BN * tlx.size_of(dtype)
 
     with tlx.async_tasks():
         with tlx.async_task("default", num_regs=LOADER_REGS):
-            use = 0
-            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
-                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                use = _load_steps(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, pid_m * BM,
-                                  pid_n * BN, 0, k_steps, use, HALF_M, BK, STAGES, STAGE_BYTES, HALF_A_BYTES,
-                                  B_BYTES, SPLIT_FULL)
+            _load_tiles(a_desc, b_desc, a_ring, b_ring, full, full_a, full_b, empty, num_tiles, num_pid_m, num_pid_n,
+                        k_steps, BM, BN, BK, GROUP_M, STAGES, NUM_SMS, SPLIT_FULL)
 
         with tlx.async_task(num_warps=4, replicate=2, num_regs=MMA_REGS):
             wg = tlx.async_task_replica_id()
-            use = 0
-            for tile in range(tl.program_id(0), num_tiles, NUM_SMS):
-                pid_m, pid_n = grouped_tile(tile, num_pid_m, num_pid_n, GROUP_M)
-                acc, use = _mma_steps(a_ring, b_ring, full, full_a, full_b, empty, wg, 0, k_steps, use,
-                                      STAGES, SPLIT_FULL, DOT_WAIT0)
-                _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, pid_m * BM + wg * HALF_M, pid_n * BN,
-                              STRIPS, EPI_BUFS, EPI_N)
+            _mma_tiles(a_ring, b_ring, full, full_a, full_b, empty, c_desc, c_strips, wg, num_tiles, num_pid_m,
+                       num_pid_n, k_steps, BM, BN, GROUP_M, STAGES, EPI_N, EPI_BUFS, NUM_SMS, SPLIT_FULL, DOT_WAIT0)
             tlx.async_descriptor_store_wait(0)
 
 
