@@ -13,22 +13,9 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
+from ..runtime.counters import global_ns as _ns, sm_clock as _clock, sm_id as _smid
+
 REC = 5          # int64 fields per record
-
-
-@triton.jit
-def _clock():
-    return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-
-
-@triton.jit
-def _ns():
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-
-
-@triton.jit
-def _smid():
-    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit

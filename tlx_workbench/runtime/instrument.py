@@ -211,24 +211,11 @@ def sizes_from_counts(counts: dict, ctas) -> int:
     return max([1] + [max(counts[p]["events"]) for p in ctas if p in counts])
 
 
-# tlx.clock64 does not lower on triton 3.8 + triton-utlx ("uTLX op 'clock64' is not available"),
-# so read the SM cycle counter (and the SM id, the global ns timer) with one PTX instruction each.
-# The lane's base and limit come from the buffer's header: one compiled kernel counts (capacity 0)
-# and records (capacity from the counts), for any CTAs; limit > 0 keeps the first events, < 0 the
+# The SM's cycle counter, SM id and global ns timer are ``counters.py``'s (_wb_clock, _wb_smid, _wb_gtime in
+# the instrumented module). The lane's base and limit come from the buffer's header: one compiled kernel counts
+# (capacity 0) and records (capacity from the counts), for any CTAs; limit > 0 keeps the first events, < 0 the
 # last (circular), 0: the CTA is not recorded.
 _RECORD_SRC = '''
-@triton.jit
-def _wb_clock():
-    return tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-
-@triton.jit
-def _wb_gtime():
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
-
-@triton.jit
-def _wb_smid():
-    return tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
-
 @triton.jit
 def _wb_start(buf, pid, lane):
     grid = tl.load(buf)
@@ -342,8 +329,10 @@ def instrument(kernel, *, capacity: int = 512, max_ctas: int = 4, mode: str = "c
         os.replace(path + ".tmp", path)
     ns = dict(func.__globals__)
     import triton.language.extra.tlx as tlx
+    from .counters import global_ns, sm_clock, sm_id
     modname = f"tlxwb_instrumented_{digest}"
-    ns.update(triton=triton, tl=tl, tlx=tlx, __file__=path, __name__=modname)
+    ns.update(triton=triton, tl=tl, tlx=tlx, __file__=path, __name__=modname, _wb_clock=sm_clock, _wb_gtime=global_ns,
+              _wb_smid=sm_id)
     if mode == "proton":
         import triton.profiler.language as pl
         ns["pl"] = pl
