@@ -62,6 +62,18 @@ class TLXMagics(Magics):
     def _where(self) -> str:
         return f"cell [{cell_number(self.shell)}]"
 
+    def _line(self, magic, line: str, work):
+        """What every line magic does around its work: ``--help`` prints its options; otherwise
+        ``work(args, raise_, where)`` runs on the parsed line, and a failure (the parse's too) is shown as one error
+        box and fails the cell unless the line says ``--no-raise``."""
+        if print_help(magic, line):
+            return None
+        raise_, where = self._raises(line), self._where()
+        try:
+            return work(opts.parse(magic, line), raise_, where)
+        except BaseException as e:  # noqa: BLE001
+            return self._fail(e, raise_=raise_, where=where)
+
     def _mode(self, args) -> str:
         if getattr(args, "sim", False):
             return "sim"
@@ -180,19 +192,15 @@ class TLXMagics(Magics):
     @line_magic
     def tlx_bench(self, line):
         """Benchmark one launch expression on the GPU: ``%tlx_bench matmul(a, b) --flops 2*M*N*K``."""
-        if print_help(self.tlx_bench, line):
-            return None
-        raise_, where = self._raises(line), self._where()
-        try:
-            args = opts.parse(self.tlx_bench, line)
-            launch = parse_launch(" ".join(args.expr), self._ns())
-            import tlx_workbench as wb
-            res = wb.bench(launch.fn, *launch.args, grid=launch.grid, flops=self._eval(args.flops, "--flops"),
-                           bytes=self._eval(args.bytes, "--bytes"), baselines=self._baselines(args.baseline),
-                           timeout=args.timeout or self.settings["timeout"], isolate=self.settings["isolate"],
-                           **launch.kwargs)
-        except BaseException as e:  # noqa: BLE001
-            return self._fail(e, raise_=raise_, where=where)
+        return self._line(self.tlx_bench, line, self._bench)
+
+    def _bench(self, args, raise_, where):
+        launch = parse_launch(" ".join(args.expr), self._ns())
+        import tlx_workbench as wb
+        res = wb.bench(launch.fn, *launch.args, grid=launch.grid, flops=self._eval(args.flops, "--flops"),
+                       bytes=self._eval(args.bytes, "--bytes"), baselines=self._baselines(args.baseline),
+                       timeout=args.timeout or self.settings["timeout"], isolate=self.settings["isolate"],
+                       **launch.kwargs)
         if args.output:
             self._ns()[args.output] = res
         display(res)
@@ -204,22 +212,19 @@ class TLXMagics(Magics):
     @line_magic
     def tlx_profile(self, line):
         """A timeline of one launch: measured on the GPU, simulated without one (or with --sim)."""
-        if print_help(self.tlx_profile, line):
-            return None
-        raise_, where = self._raises(line), self._where()
-        try:
-            args = opts.parse(self.tlx_profile, line)
-            mode = "sim" if args.sim else self.settings["mode"]
-            with offline_context(mode, self.settings["target"]):
-                launch = parse_launch(" ".join(args.expr), self._ns())
-                res = evaluate(launch, mode=mode, target=self.settings["target"], profile=True, show=("timeline",),
-                               timeout=args.timeout or self.settings["timeout"], seed=self.settings["seed"],
-                               isolate=self.settings["isolate"])
-        except BaseException as e:  # noqa: BLE001
-            return self._fail(e, raise_=raise_, where=where)
+        return self._line(self.tlx_profile, line, self._profile)
+
+    def _profile(self, args, raise_, where):
+        mode = "sim" if args.sim else self.settings["mode"]
+        with offline_context(mode, self.settings["target"]):
+            launch = parse_launch(" ".join(args.expr), self._ns())
+            res = evaluate(launch, mode=mode, target=self.settings["target"], profile=True, show=("timeline",),
+                           timeout=args.timeout or self.settings["timeout"], seed=self.settings["seed"],
+                           isolate=self.settings["isolate"])
         if args.output:
             self._ns()[args.output] = res.trace
-        # a deadlock or a race is shown once, with its views, as %%tlx shows it; then the cell fails
+        # a deadlock or a race is shown once, with its views, as %%tlx shows it; then the cell fails (CellFailed
+        # passes through _line's error box: it was shown)
         display_result(res)
         reason = res.failure()
         if raise_ and reason:
@@ -232,19 +237,14 @@ class TLXMagics(Magics):
     @line_magic
     def tlx_show(self, line):
         """Show a result object with its best view: ``%tlx_show trace``."""
-        if print_help(self.tlx_show, line):
-            return None
-        raise_, where = self._raises(line), self._where()
-        try:
-            args = opts.parse(self.tlx_show, line)
-            obj = self._eval(args.obj, "the object")
-            shown = show_object(obj, barriers=args.barriers)
-            if isinstance(shown, CellResult):
-                display_result(shown)
-            else:
-                display(shown)
-        except BaseException as e:  # noqa: BLE001
-            return self._fail(e, raise_=raise_, where=where)
+        return self._line(self.tlx_show, line, self._show)
+
+    def _show(self, args, raise_, where):
+        shown = show_object(self._eval(args.obj, "the object"), barriers=args.barriers)
+        if isinstance(shown, CellResult):
+            display_result(shown)
+        else:
+            display(shown)
         return None
 
     # ---- %tlx_explore
