@@ -1,7 +1,8 @@
 """Browser fixtures: Debian's Chromium driven by Playwright (never a downloaded browser).
 
 Each test's page is screenshotted into build/test-results/browser/ (kept with the test
-results); a JavaScript error on the page fails the test.
+results); a JavaScript error on the page fails the test. A page's own waits (an element to show, a click to
+land) get ``paint_ms()``: generous, and longer the busier the machine (deadlines.py).
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pathlib
 import shutil
 
 import pytest
+
+from deadlines import paint_ms
 
 CHROMIUM = os.environ.get("TLXWB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # closed network: no background fetches, no GPU, root needs --no-sandbox
@@ -45,6 +48,8 @@ def browser():
 @pytest.fixture
 def page(browser, request):
     pg = browser.new_page(viewport={"width": 1200, "height": 800})
+    pg.set_default_timeout(paint_ms())
+    pg.set_default_navigation_timeout(paint_ms())
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -66,7 +71,13 @@ def show(page, tmp_path):
         path = tmp_path / name
         path.write_text(standalone_html(list(views)))
         page.goto(path.as_uri())
-        page.wait_for_selector("body[data-ready='1']", state="attached", timeout=15000)
+        # the harness marks the body once every view's render returned (a render that threw never does)
+        timeout = paint_ms()
+        try:
+            page.wait_for_selector("body[data-ready='1']", state="attached", timeout=timeout)
+        except Exception:
+            raise AssertionError(f"waited {timeout / 1000:.0f} s for the views of {path.name} to be drawn; the page "
+                                 f"shows: {page.inner_text('body')[:600]!r}") from None
         return page
     return _show
 

@@ -13,7 +13,8 @@ import threading
 import nbformat
 import pytest
 
-from lab_pages import HANG_MS, run_all, run_cell, wait_cells_done, wait_idle
+from deadlines import HANG_MS
+from lab_pages import open_notebook, run_all, run_cell, wait_cells_done, wait_views
 from tlx_workbench.widgets import TimelineWidget
 from tlx_workbench.widgets.sample import sample_trace
 
@@ -80,17 +81,11 @@ def lab(tmp_path_factory, browser):
 
 
 def test_notebook_shows_every_view_and_a_click_reaches_the_kernel(lab, page):
-    page.set_default_timeout(120_000)        # what the page itself draws; the kernel's work is waited for below
-    page.goto(lab)
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    wait_idle(page, "views.ipynb")
-    run_all(page)
-    # the kernel has run every cell (however long a busy machine takes): then every view renders live
+    open_notebook(page, lab, "views.ipynb")                # its kernel up and idle in the page
+    run_all(page, "views.ipynb")
+    # the kernel has run every cell (however long a busy machine takes), then each view marks itself drawn
     wait_cells_done(page, "views.ipynb")
-    for selector in (".tlxwb-timeline canvas", ".tlxwb-barriers canvas", ".tlxwb-memmap .tlxwb-alloc",
-                     ".tlxwb-ir .tlxwb-ir-pane"):
-        # in the page (a view below the fold may be laid out lazily: it is scrolled to where it is looked at)
-        page.wait_for_selector(selector, state="attached")
+    wait_views(page, "views.ipynb", {0: ".tlxwb-timeline", 1: ".tlxwb-barriers", 2: ".tlxwb-memmap", 3: ".tlxwb-ir"})
     assert page.locator(".tlxwb-ir .tlxwb-ir-pane").count() == 4
     # the SMEM buffers left to right in address order (c_smem reuses a_smem's space: same x)
     page.locator(".tlxwb-memmap").first.scroll_into_view_if_needed()
@@ -126,5 +121,5 @@ def test_notebook_shows_every_view_and_a_click_reaches_the_kernel(lab, page):
     # the clicked span's line, highlighted in the view's source pane
     assert "tlx.async_dot" in page.locator(".tlxwb-timeline .tlxwb-source .tlxwb-src-sel").inner_text()
     # the kernel handles the click's message before the next cell it is sent
-    out = run_cell(page, 4).locator(".jp-OutputArea-output")
+    out = run_cell(page, "views.ipynb", 4).locator(".jp-OutputArea-output")
     assert f"CLICKED [{span.line}] {span.line}" in out.inner_text()

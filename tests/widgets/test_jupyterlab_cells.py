@@ -9,7 +9,7 @@ import pytest
 
 from magic_cells import HANDSHAKE, TMA_REF, TMA_RELU
 from test_jupyterlab import lab  # noqa: F401 - the fixture, reused
-from lab_pages import attach_every_cell, put_notebook, run_all, wait_cells_done, wait_idle
+from lab_pages import attach_every_cell, open_notebook, put_notebook, run_all, wait_cells_done, wait_views
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -26,15 +26,11 @@ GOOD, DEAD, BROKEN, AFTER = 1, 2, 3, 4
 def test_tlx_cells_in_jupyterlab_fail_like_cells_and_draw_each_thing_once(lab, page):  # noqa: F811
     attach_every_cell(lab)
     url = put_notebook(lab, "cells.ipynb", CELLS)
-    page.set_default_timeout(120_000)        # what the page draws; the kernel's work is waited for as an event
-    page.goto(url)
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    wait_idle(page, "cells.ipynb")
-    run_all(page)
-    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells = open_notebook(page, url, "cells.ipynb").locator(".jp-Cell")
+    run_all(page, "cells.ipynb")
     # Run All ran until the failing cell: the kernel is done with everything it was given
     wait_cells_done(page, "cells.ipynb")
-    page.wait_for_selector(".tlxwb-timeline canvas")
+    wait_views(page, "cells.ipynb", {GOOD: ".tlxwb-timeline"})
 
     # Run All stopped at the failing cell: the next one has no execution count and no output
     broken = cells.nth(BROKEN)

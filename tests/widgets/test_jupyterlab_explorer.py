@@ -8,7 +8,8 @@ import pytest
 import tlx_workbench.explore as tx
 
 from test_explorer import SHAPE, small_exploration
-from lab_pages import HANG_MS, put_notebook, run_all, wait_cells_done, wait_idle
+from deadlines import HANG_MS
+from lab_pages import open_notebook, put_notebook, run_all, wait_cells_done, wait_views
 from test_jupyterlab import lab  # noqa: F401 - the fixture, reused
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -24,13 +25,10 @@ def test_explorer_in_jupyterlab_draws_every_config_and_a_click_opens_its_report(
         "import tlx_workbench.explore as tx\nfrom tlx_workbench.widgets import ExplorerWidget\n"
         f"ex = tx.Exploration.load({sweep.store.path!r}, 'gemm_ws')\nw = ExplorerWidget(ex)\nw",
     ])
-    page.set_default_timeout(120_000)        # what the page draws; the kernel's work is waited for as an event
-    page.goto(url)
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    wait_idle(page, "explorer.ipynb")
-    run_all(page)
+    open_notebook(page, url, "explorer.ipynb")
+    run_all(page, "explorer.ipynb")
     wait_cells_done(page, "explorer.ipynb")
-    page.wait_for_selector(".tlxwb-explorer .tlxwb-ex-scatter svg")
+    wait_views(page, "explorer.ipynb", {0: ".tlxwb-explorer"})
     alive = [e for e in sweep.entries() if e["status"] not in ("dropped", "hung", "crashed", "error")]
     dropped = sweep.dropped()
     assert len(alive) == 2 and len(dropped) == 2

@@ -9,7 +9,9 @@ import pytest
 
 from magic_cells import CROSSED, TMA_REF, TMA_RELU
 from test_jupyterlab import lab  # noqa: F401 - the fixture, reused
-from lab_pages import HANG_MS, attach_every_cell, put_notebook, run_all, wait_cells_done, wait_idle
+from deadlines import HANG_MS
+from lab_pages import (attach_every_cell, open_notebook, put_notebook, run_all, wait_cells_done, wait_idle,
+                       wait_until, wait_views)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -24,16 +26,11 @@ KNOBS, DEAD = 1, 2
 def test_a_knob_reruns_a_tma_cell_and_a_deadlock_marks_every_task(lab, page):  # noqa: F811
     attach_every_cell(lab)
     url = put_notebook(lab, "knobs.ipynb", CELLS)
-    page.set_default_timeout(120_000)        # what the page draws; the kernel's work is waited for as an event
-    page.goto(url)
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
-    wait_idle(page, "knobs.ipynb")
-    run_all(page)
-    cells = page.locator(".jp-Notebook .jp-Cell")
+    cells = open_notebook(page, url, "knobs.ipynb").locator(".jp-Cell")
+    run_all(page, "knobs.ipynb")
     knob_cell, dead = cells.nth(KNOBS), cells.nth(DEAD)
     wait_cells_done(page, "knobs.ipynb")
-    page.wait_for_function(f"""() => {{ const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[{DEAD}];
-        return c && c.querySelectorAll('.tlxwb-barriers canvas').length > 0; }}""", polling=500)
+    wait_views(page, "knobs.ipynb", {KNOBS: ".tlxwb-timeline", DEAD: [".tlxwb-timeline", ".tlxwb-barriers"]})
 
     # --- the deadlock at once: a stuck-here marker per task, in each of the three pictures
     assert dead.locator(".tlxwb-error").count() == 1
@@ -62,9 +59,12 @@ def test_a_knob_reruns_a_tma_cell_and_a_deadlock_marks_every_task(lab, page):  #
     select.select_option(label="16")
     compare = knob_cell.locator(".tlxwb-knob-compare")
     # the kernel re-runs the cell's host code and the launch: the comparison appears when it is done
-    page.wait_for_function(f"""() => {{ const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[{KNOBS}];
+    wait_until(page, "knobs.ipynb", f"""() => {{ const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[{KNOBS}];
         const k = c.querySelector('.tlxwb-knob-compare'); return k && k.innerText.includes('2 runs compared'); }}""",
-                           polling=500, timeout=HANG_MS)
+               None, "the knob's re-run, compared with the first run", HANG_MS)
+    # the kernel idle again: every output of the re-run is in the page; then its timeline marks itself drawn
+    wait_idle(page, "knobs.ipynb")
+    wait_views(page, "knobs.ipynb", {KNOBS: ".widget-output .tlxwb-timeline"})
     text = compare.inner_text()
     rows = compare.locator("table.tlxwb-knob-runs tr").all_inner_texts()[1:]
     assert [re.split(r"\s+", r.strip())[:2] for r in rows] == [["1", "32"], ["2", "16"]], rows

@@ -6,7 +6,8 @@ import pathlib
 
 import pytest
 
-from lab_pages import attach_every_cell, put_stored_notebook
+from lab_pages import attach_every_cell, notebook, put_stored_notebook, wait_until
+from deadlines import paint_ms
 from test_jupyterlab import lab  # noqa: F401 - the fixture, reused
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -28,15 +29,15 @@ def test_a_fresh_clone_shows_its_stored_views_as_pictures(lab, page, name):  # n
     assert expected >= 2, f"{name}: no stored pictures to look at"
     attach_every_cell(lab)
     url = put_stored_notebook(lab, f"clone_{name}.ipynb", path)
-    page.set_default_timeout(120_000)
     page.goto(url)
-    page.wait_for_selector(f"{NB} .jp-Cell .jp-OutputArea-output")
+    notebook(page, f"clone_{name}.ipynb")
     outputs = page.locator(f"{NB} .jp-OutputArea-output")
     # untrusted: JupyterLab sanitized the HTML (no <svg> left) and drew no widget
     pictures = page.locator(f"{NB} .jp-OutputArea-output .tlxwb-untrusted-picture")
     # the page renders the stored outputs (no kernel: nothing runs); wait until it has rendered them all
-    page.wait_for_function("([nb, n]) => document.querySelectorAll(nb + ' .jp-OutputArea-output "
-                           ".tlxwb-untrusted-picture').length >= n", arg=[NB, expected], polling=250)
+    wait_until(page, f"clone_{name}.ipynb", "([nb, n]) => document.querySelectorAll(nb + ' .jp-OutputArea-output "
+               ".tlxwb-untrusted-picture').length >= n", [NB, expected], f"the {expected} stored pictures of {name}",
+               paint_ms())
     assert page.locator(f"{NB} .jp-OutputArea-output svg").count() == 0
     assert page.locator(f"{NB} .jp-OutputArea-output :is(.tlxwb-timeline, .tlxwb-barriers)").count() == 0
     # every stored picture is there, drawn: a box of its size with many drawn boxes inside, some with tooltips

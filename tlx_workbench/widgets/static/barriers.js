@@ -214,6 +214,7 @@ function render({ model, el }) {
   const onRange = () => { const v = model.get("view_range"); if (v && v.length === 2 && v[1] > v[0]) { vp.set(v[0], v[1]); draw(); } };
   model.on("change:view_range", onRange);
   draw();
+  tlxRendered(root);
   el.tlxwb = {
     event(i) { return { x: vp.x(evT[i]), y: rowY[eRow[i]] + BAND / 2 }; },
     wait(i) { return { x: (Math.max(vp.x(wS[i]), vp.x0) + Math.min(vp.x(wE[i]), vp.x0 + vp.width)) / 2, y: subY[wRow[i]][wSub[i]] + SUB / 2 }; },

@@ -22,6 +22,10 @@ function tlxEl(tag, cls, parent, text) {
   return e;
 }
 
+// The view's own "drawn" mark, set as the last step of render (everything it shows is in the page by then):
+// a notebook page or a test waits for this event, not for a time; a render that threw halfway leaves it unset.
+function tlxRendered(root) { root.dataset.rendered = "1"; }
+
 // A canvas sized in CSS pixels, drawn at device resolution.
 function tlxCanvas(parent, w, h) {
   const c = tlxEl("canvas", "tlxwb-canvas", parent);

@@ -373,6 +373,7 @@ function render({ model, el }) {
   model.on("change:detail", onDetail);
   drawAll();
   drawDetail();
+  tlxRendered(root);
   el.tlxwb = { points: () => scatterBox.querySelectorAll(".tlxwb-ex-pt").length, redraw: drawAll };
   return () => { for (const k of names) model.off("change:" + k, onData); model.off("change:detail", onDetail); };
 }

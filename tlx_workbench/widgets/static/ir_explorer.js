@@ -71,6 +71,7 @@ function render({ model, el }) {
   const onSel = () => { const s = model.get("selected_line"); if (s != null) select(s, "source", s, false); };
   model.on("change:selected_line", onSel);
   if (model.get("selected_line") != null) onSel();
+  tlxRendered(root);
   return () => model.off("change:selected_line", onSel);
 }
 

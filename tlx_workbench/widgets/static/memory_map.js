@@ -36,6 +36,7 @@ function render({ model, el }) {
       status.textContent = "selected: " + a.name + (a.line ? " at line " + a.line + (a.text ? ": " + a.text : "") : "");
     });
   });
+  tlxRendered(root);
 }
 
 export default { render };

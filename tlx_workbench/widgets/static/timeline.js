@@ -312,6 +312,7 @@ function render({ model, el }) {
 
   draw();
   el.dataset.paintMs = (performance.now() - tStart).toFixed(1);
+  tlxRendered(root);
   // for tests and benchmarks: where span i is drawn (canvas coordinates), what is visible
   el.tlxwb = {
     locate(i) { const x0 = Math.max(vp.x(starts[i]), vp.x0), x1 = Math.min(vp.x(ends[i]), vp.x0 + vp.width); return { x: (x0 + x1) / 2, y: laneYOf(laneOf[i]) + LANE_H / 2 }; },
