@@ -293,6 +293,50 @@ def fit_flush(reuse_paths):
     return best
 
 
+def _sim_share(sim: dict, peak: float, sms: int) -> tuple[float, float]:
+    """(u, F): a simulated cell's tensor-busy share of its CTAs' cycles and its flop per cycle per SM on ``sms`` SMs,
+    its wgmmas at the loop's ``peak`` as simulated."""
+    g = sim["grid"]
+    own = sum(sim["ctas"]) * (g[0] * g[1] * g[2]) / len(sim["ctas"])
+    return sim["tensor"] / own, peak * sim["tensor"] / (sms * sim["cta_cycles"])
+
+
+def derive_copy_share(reuse_paths):
+    """The tensor core's rate under copy load over its peak (``cost.MEASURED_COPY_SHARE``), from the calibration
+    half only: each kernel the calibration ran for seconds (``sustained_kernels``: flop per cycle per SM, its own
+    clock) against its simulated cell at the same shape and config (the library's gemm_ws, CONFIGS[0]): the share s
+    with 1 - u + u / s = F_sim / F_measured. Attention's sustained runs (Z=4 / Z=2) against the Z=1 cells of the same
+    N are printed as a cross-check, not used. Prints each and the median; writes nothing."""
+    from tlx_workbench.calibration import load
+    from tlx_workbench.target import gpu_model
+    cal = load("H200")
+    peak, sms = cal.mma_flops_per_cycle(16), gpu_model("H200").sm_count
+    sustained = json.loads(pathlib.Path(cal.path).read_text())["raw"]["sustained_kernels"]["rows"]
+    cells = [r for path in reuse_paths for r in json.loads(pathlib.Path(path).read_text())["rows"]
+             if half(r["cell"]) == "calibration" and r["cell"]["config"] == "default" and not r["cell"].get("causal")]
+    used, cross = [], []
+    for row in sustained:
+        if row["subject"] not in ("gemm_ws", "ours"):
+            continue
+        dims = [int(x) for x in row["cell"].split()[1].replace("^3", "").split("x")]
+        if row["cell"].startswith("gemm"):
+            match = [r for r in cells if r["cell"]["kernel"] == "gemm_ws" and r["cell"]["shape"] == dims * 3]
+        else:
+            match = [r for r in cells if r["cell"]["kernel"] == "attention" and r["cell"]["shape"][2:] == dims[2:]]
+        if not match:
+            continue
+        u, f_sim = _sim_share(match[0]["sim"], peak, sms)
+        share = u / (f_sim / row["flop_per_clk_sm"] - 1 + u)
+        (used if row["cell"].startswith("gemm") else cross).append(share)
+        print(f"{row['cell']:36s} measured {row['flop_per_clk_sm']:5.0f} flop/cycle/SM, simulated {f_sim:5.0f} "
+              f"(u {u:.3f} over {label(match[0]['cell'])}): share {share:.3f}"
+              + ("" if row["cell"].startswith("gemm") else "  (cross-check)"))
+    med = statistics.median(used)
+    print(f"copy-load share: median {med:.3f} over {len(used)} gemm_ws rows"
+          + (f"; attention cross-check {min(cross):.3f}-{max(cross):.3f}" if cross else ""))
+    return med
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=[], help="cells whose key holds one of these substrings")
@@ -307,6 +351,9 @@ def main(argv=None):
     ap.add_argument("--fit-flush", action="store_true",
                     help="fit the L2 flush's draw on the calibration half of --reuse's cells and write it into the "
                          "calibration file (until the power family measures it)")
+    ap.add_argument("--derive-copy-share", action="store_true",
+                    help="the tensor core's rate under copy load (cost.MEASURED_COPY_SHARE) from the calibration's "
+                         "sustained kernels against --reuse's calibration cells; prints it, writes nothing")
     ap.add_argument("--timer", default="do_bench", choices=("do_bench", "graph"),
                     help="which measured time to check against (graph: a --gpu run's CUDA-graph replay)")
     args = ap.parse_args(argv)
@@ -314,6 +361,8 @@ def main(argv=None):
         return measure(args.out)
     if args.fit_flush:
         return fit_flush(args.reuse)
+    if args.derive_copy_share:
+        return derive_copy_share(args.reuse)
     cells = predict_cells(args.measured, args.timer)
     cells += [c for c in cells_fp8_measured(args.measured, args.timer)] or \
         ([] if args.no_fp8 else fp8_cells(sizes=tuple(args.fp8_sizes)))

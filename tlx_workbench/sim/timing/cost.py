@@ -62,7 +62,7 @@ class PowerModel:
 
     >>> pm = PowerModel(boost_ghz=1.98, cap_demand=0.463, data_factor=1.23, flush_us=55.0, boost_s=0.017)
     >>> pm.clock(cycles=20_000, tensor_util=0.5).regime, round(pm.clock(cycles=3e6, tensor_util=0.85).ghz, 2)
-    ('boost', 1.53)
+    ('boost', 1.52)
     """
     boost_ghz: float
     cap_demand: float
@@ -168,9 +168,12 @@ class CostModel:
     mma_serial: tuple = ()
     # the clock the board holds for a launch (None: the fixed ``clock_ghz``, an estimate where not measured)
     power: PowerModel | None = None
-    # the tensor core's rate sustained under a pipeline's copy load over the wgmma loop's peak (<= 1): the roof of
-    # any launch's tensor work; 1 = not measured
+    # the best rate a whole launch's tensor work sustains on every SM, over the wgmma loop's peak (<= 1): the roof no
+    # launch passes; 1 = not measured
     tensor_sustained_share: float = 1.0
+    # the tensor core's own rate while TMA streams into its SM, over the wgmma loop's peak (<= 1): what a pipeline's
+    # copy load costs its wgmmas (the simulator runs them at the loop's peak); 1 = not measured
+    tensor_copy_share: float = 1.0
     # DRAM bandwidth in GB/s sustained by every SM streaming (None: the spec sheet's)
     hbm_gbps: float | None = None
     #: how many CTAs share the bandwidth (for_launch); where the figures came from
@@ -270,14 +273,28 @@ class CostModel:
                                duty=1.0, window=window)
         return self.power.clock(cycles, tensor_util, window)
 
-    def tensor_roof_share(self, tensor_cycles: float, cta_cycles: float) -> float:
-        """How much longer CTAs must run than simulated for their tensor work to stay at the rate the tensor core
-        sustains under copy load: their tensor cores' busy share of their own cycles (``tensor_cycles`` at the
-        wgmma loop's peak over ``cta_cycles``, both summed over CTAs) over the sustained share; at most 1 unless the
-        simulation ran the tensor cores faster than the chip sustains."""
+    def copy_load_stretch(self, tensor_cycles: float, cta_cycles: float) -> float:
+        """How much longer CTAs run than simulated once their wgmmas run at the rate the tensor core keeps under a
+        pipeline's copy load (``tensor_copy_share``): the tensor-busy share u of their cycles (``tensor_cycles`` at
+        the wgmma loop's peak over ``cta_cycles``, both summed over CTAs) stretches by 1 / share, the rest (waits
+        on loads, epilogue, issue) stays: 1 - u + u / share (1 for a launch without tensor work).
+
+        >>> cm = CostModel(gpu_model("H200"), tensor_copy_share=0.98)
+        >>> round(cm.copy_load_stretch(80.0, 100.0), 4), cm.copy_load_stretch(0.0, 100.0)
+        (1.0163, 1.0)
+        """
         if cta_cycles <= 0 or tensor_cycles <= 0:
+            return 1.0
+        u = min(1.0, tensor_cycles / cta_cycles)
+        return 1.0 - u + u / self.tensor_copy_share
+
+    def tensor_roof_cycles(self, tensor_cycles: float) -> float:
+        """The fewest cycles a launch whose tensor cores are busy ``tensor_cycles`` (at the wgmma loop's peak, summed
+        over its CTAs) can take: that work spread over every SM at the best rate a launch sustains
+        (``tensor_sustained_share``)."""
+        if tensor_cycles <= 0:
             return 0.0
-        return tensor_cycles / cta_cycles / self.tensor_sustained_share
+        return tensor_cycles / (self.gpu.sm_count * self.tensor_sustained_share)
 
     def spill_rate_scale(self, smem_bytes: int, local_bytes: int, ctas_per_sm: int = 1) -> float:
         """How much dearer a register spill's reload is than through L1 (what ``spill_bytes`` is charged at): 1 when
@@ -402,9 +419,32 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
         power=power_model(cal),
         tensor_sustained_share=min(1.0, (cal.power.get("tensor_sustained") or 0.0) / cal.mma_flops_per_cycle(16)
                                    or 1.0),
+        tensor_copy_share=copy_share(model.name, cal),
         hbm_gbps=cal.power.get("hbm_gbps"),
         calibration=cal,
     )
+
+
+#: the tensor core's rate while TMA streams into its SM, over the wgmma loop's peak, on the H200. Until the
+#: calibration's ``mma_copy`` family runs (the wgmma loop with TMA streaming into the same SMs, which then gives it
+#: directly), derived from the calibration half: the simulator runs wgmmas at the loop's peak, so a kernel run for
+#: seconds (calibration ``sustained_kernels``: flop per cycle per SM at its own clock, no launch gaps to speak of)
+#: against its simulated cells (u: the CTAs' tensor-busy share; F_sim: its flop per cycle per SM) gives the share s
+#: that makes 1 - u + u / s = F_sim / F_measured. `.venv/bin/python benchmarks/cost_model_validation.py
+#: --derive-copy-share --reuse CELLS.json` (2026-12-07, on the simulated cells of 2026-12-07): the library's gemm_ws
+#: CONFIGS[0], the sustained runs' config, at 4096^3 / 8192^3, fp16 and bf16 (bf16 simulates as fp16): 0.972 / 0.973 /
+#: 1.004 / 0.992, median 0.983 (attention's sustained runs at Z=4 / Z=2 against the Z=1 cells, a cross-check only:
+#: 0.973-1.008). Other GPUs: not measured (1: no copy-load cost)
+MEASURED_COPY_SHARE = {"H200": 0.983}
+
+
+def copy_share(gpu: str, cal) -> float:
+    """The tensor core's rate under copy load over its peak: the ``mma_copy`` family's where it ran (the calibration
+    takes it as its sustained rate then), else ``MEASURED_COPY_SHARE``, else 1."""
+    p = getattr(cal, "power", None) or {}
+    if str(p.get("tensor_sustained_from", "")).startswith("mma_copy") and p.get("tensor_sustained"):
+        return min(1.0, float(p["tensor_sustained"]) / cal.mma_flops_per_cycle(16))
+    return min(1.0, MEASURED_COPY_SHARE.get(gpu, 1.0))
 
 
 def power_model(cal) -> PowerModel | None:

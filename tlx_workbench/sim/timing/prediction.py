@@ -6,15 +6,17 @@ about one simulated CTA per distinct control flow (a persistent kernel's tile co
 tiles). ``samples=k`` simulates k CTAs along the grid's x axis instead and interpolates the others (the older,
 cheaper estimate). The GPU's block scheduler is replayed on that: CTAs
 start in launch order on the first free SM slot (``occupancy`` per SM), so more CTAs than slots make
-waves and a tail. The result is at least the time the launch needs to move its tensors through DRAM
-once, and at least the time its tensor work takes at the rate the tensor cores sustain under a pipeline's copy
-load (the roof: no launch is predicted faster than the chip sustains). Cycles turn into microseconds at the clock
+waves and a tail. The simulator runs wgmmas at the bare wgmma loop's peak; a pipeline's copy load slows them
+(``cost.copy_load_stretch``: the tensor-busy share of the critical path stretches, its waits and epilogue stay).
+The result is at least the time the launch needs to move its tensors through DRAM once, and at least the time its
+tensor work takes on every SM at the best rate a launch sustains (the roof: no launch is predicted faster than the
+chip sustains). Cycles turn into microseconds at the clock
 the board holds for this launch (``cost.PowerModel``): the boost clock while its power draw fits under the cap,
 lower for a long tensor-core-bound launch; ``window`` says how the launch is timed ("do_bench": the L2 flush
 between launches, as the project measures; "sustained": back to back; "single": once, after idle).
 
 >>> p = wb.predict(gemm_ws.launch, a, b, c, cfg, gpu="H200")           # doctest: +SKIP
->>> p.us, p.bound
+>>> p.us, p.bound                                                       # doctest: +SKIP
 (199.0, 'ctas')
 """
 from __future__ import annotations
@@ -49,7 +51,8 @@ class Prediction:
     compiled: str = ""            # what the real compiler said (registers, SMEM, spills), or why it was not asked
     launch_us: float = 0.0        # the fixed cost of a launch as do_bench sees it (calibrated), added to the time
     tensor_cycles: float = 0.0    # the tensor cores' busy cycles at the wgmma loop's peak, summed over CTAs
-    roof_cycles: float = 0.0      # the critical path with each CTA's tensor work at the rate sustained under copy load
+    roof_cycles: float = 0.0      # the launch's tensor work on every SM at the best rate a launch sustains
+    copy_stretch: float = 1.0     # the critical path's stretch once its wgmmas run at their rate under copy load
     clock: object = None          # the LaunchClock: the clock this launch runs at, and why
     window: str = "do_bench"
 
@@ -61,9 +64,11 @@ class Prediction:
 
     @property
     def bound(self) -> str:
-        """What sets the time: "ctas" (the simulated critical path), "tensor roof" or "dram"."""
-        worst = max(self.cta_cycles, self.roof_cycles, self.hbm_floor_cycles)
-        if worst == self.cta_cycles:
+        """What sets the time: "ctas" (the simulated critical path, its wgmmas at their rate under copy load),
+        "tensor roof" or "dram"."""
+        body = self.cta_cycles * self.copy_stretch
+        worst = max(body, self.roof_cycles, self.hbm_floor_cycles)
+        if worst == body:
             return "ctas"
         return "tensor roof" if worst == self.roof_cycles else "dram"
 
@@ -76,7 +81,8 @@ class Prediction:
                 f"  {len(self.sampled)} CTA(s) simulated ({', '.join(f'{k}: {v:.0f}' for k, v in list(self.sampled.items())[:8])}"
                 f"{', ...' if len(self.sampled) > 8 else ''} cycles), {self.slots} resident at once, "
                 f"{self.waves:.2f} wave(s)",
-                f"  critical path over CTAs {self.cta_cycles:.0f} cycles; tensor roof {self.roof_cycles:.0f}; DRAM floor "
+                f"  critical path over CTAs {self.cta_cycles:.0f} cycles (x {self.copy_stretch:.3f} for the wgmmas under "
+                f"copy load); tensor roof {self.roof_cycles:.0f}; DRAM floor "
                 f"{self.hbm_floor_cycles:.0f} cycles ({self.kernel_bytes / 2**20:.1f} MiB) -> {self.bound}-bound",
                 f"  clock: {self._clock_text()}",
                 f"  compiled: {self.compiled}",
@@ -94,7 +100,8 @@ class Prediction:
             ("clock", self._clock_text()),
             ("grid", f"{self.grid}: {self.slots} resident, {self.waves:.2f} wave(s)"),
             ("CTAs simulated", ", ".join(f"{k}: {v:.0f}" for k, v in shown) + (", …" if len(self.sampled) > 8 else "")),
-            ("bound", f"{self.bound} (CTAs {self.cta_cycles:.0f}, tensor roof {self.roof_cycles:.0f}, DRAM floor "
+            ("bound", f"{self.bound} (CTAs {self.cta_cycles:.0f} x {self.copy_stretch:.3f} under copy load, tensor "
+                      f"roof {self.roof_cycles:.0f}, DRAM floor "
                       f"{self.hbm_floor_cycles:.0f} cycles)"),
             ("compiled", self.compiled),
             ("cost model", f"calibrated {self.calibration}" if self.calibration else "estimates"),
@@ -119,20 +126,23 @@ def launch_cost_us(cal) -> float:
 
 def finish(*, kernel, gpu, grid, sampled, slots, cta_cycles, tensor, nbytes, window="do_bench", **facts) -> Prediction:
     """The Prediction of a launch whose CTAs' critical path is ``cta_cycles`` and whose tensor cores are busy
-    ``tensor`` cycles (summed over CTAs): the roof and the DRAM floor below it, the clock the board holds for it
-    (``window``), the calibrated launch cost on top.
+    ``tensor`` cycles (summed over CTAs): its wgmmas at their rate under copy load, the roof and the DRAM floor
+    below it, the clock the board holds for it (``window``), the calibrated launch cost on top.
 
-    The roof: the CTAs' tensor cores are busy ``tensor`` of the CTAs' own cycles (summed; ``sampled`` stands for
-    every CTA); a share above what the tensor core sustains under a pipeline's copy load stretches every CTA
-    (each CTA's tensor work is taken as its share of its cycles), and the critical path with them."""
+    Copy load: the CTAs' tensor cores are busy ``tensor`` of the CTAs' own cycles (summed; ``sampled`` stands for
+    every CTA), at the wgmma loop's peak as simulated; that share of the critical path stretches by what TMA
+    streaming into the SM costs the tensor core, the rest (waits, epilogue, issue) stays
+    (``cost.copy_load_stretch``), so configs keep the order their pipelines give them. The roof: the launch's
+    tensor work spread over every SM at the best rate a launch sustains (``cost.tensor_roof_cycles``)."""
     from ...target import gpu_model
     from .cost import cost_model
     model = gpu_model(gpu)
     cm = cost_model(model.name)
     total = int(grid[0]) * int(grid[1]) * int(grid[2])
     own = sum(sampled.values()) * total / max(1, len(sampled))
-    roof = cta_cycles * cm.tensor_roof_share(tensor, own)
-    cycles = max(cta_cycles, roof)
+    stretch = cm.copy_load_stretch(tensor, own)
+    roof = cm.tensor_roof_cycles(tensor)
+    cycles = max(cta_cycles * stretch, roof)
     util = tensor / (model.sm_count * cycles) if cycles else 0.0
     clock = cm.launch_clock(cycles, util, window)
     floor_us = cm.hbm_floor_us(nbytes) if nbytes else 0.0
@@ -141,7 +151,7 @@ def finish(*, kernel, gpu, grid, sampled, slots, cta_cycles, tensor, nbytes, win
     return Prediction(kernel=kernel, gpu=model.name, grid=tuple(grid), cycles=max(cycles, floor), clock_ghz=clock.ghz,
                       sampled=sampled, slots=slots, waves=total / slots, cta_cycles=cta_cycles, hbm_floor_cycles=floor,
                       kernel_bytes=nbytes, calibration=getattr(cal, "date", None),
-                      launch_us=launch_cost_us(cal), tensor_cycles=tensor, roof_cycles=roof,
+                      launch_us=launch_cost_us(cal), tensor_cycles=tensor, roof_cycles=roof, copy_stretch=stretch,
                       clock=clock, window=window, **facts)
 
 
