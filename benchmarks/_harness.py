@@ -138,21 +138,22 @@ def run_check_sweep_compare(out_dir, stem, title, check, check_cols, sweep, swee
 # ---- inputs and float64 checks -------------------------------------------------------------
 
 def gemm_inputs(M, N, K, dt):
-    """Fresh ``a`` (M x K) and ``b`` (K x N) of dtype ``dt`` on the GPU, drawn in that order."""
-    import torch
-    return torch.randn(M, K, device="cuda", dtype=dt), torch.randn(K, N, device="cuda", dtype=dt)
+    """Fresh ``a`` (M x K) and ``b`` (K x N) of dtype ``dt`` on the GPU, drawn in that order (the GEMMs'
+    KernelSpec's inputs)."""
+    from tlx_workbench.kernels import spec
+    return spec("gemm_ws").make_inputs((M, N, K), dt, "cuda")
 
 
 def attn_inputs(shape, dt):
-    """Fresh q, k, v of ``shape`` (Z, H, N, D) and their softmax scale 1/sqrt(D)."""
-    import torch
-    q, k, v = (torch.randn(shape, device="cuda", dtype=dt) for _ in range(3))
-    return q, k, v, 1.0 / math.sqrt(shape[-1])
+    """Fresh q, k, v of ``shape`` (Z, H, N, D) (the attention KernelSpec's inputs) and their softmax scale
+    1/sqrt(D)."""
+    from tlx_workbench.kernels import spec
+    return (*spec("attention").make_inputs(tuple(shape), dt, "cuda"), 1.0 / math.sqrt(shape[-1]))
 
 
 def attn_flops(shape, causal) -> float:
-    Z, H, N, D = shape
-    return 4.0 * Z * H * N * N * D / (2 if causal else 1)
+    from tlx_workbench.kernels import spec
+    return spec("attention").flops(*shape, causal=causal)
 
 
 def attn_ref64(q, k, v, causal, sm_scale):

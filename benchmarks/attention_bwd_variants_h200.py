@@ -131,9 +131,11 @@ def _rel(out, ref):
 
 
 def _inputs(shape, seed, dtype="float16"):
+    """Fresh q, k, v, do (the backward's own inputs; its forward statistics come from SDPA or float64 here)."""
     import torch
+    from tlx_workbench.kernels import attention_bwd as B
     torch.manual_seed(seed)
-    return tuple(torch.randn(shape, dtype=getattr(torch, dtype), device="cuda") for _ in range(4))
+    return B.make_inputs(tuple(shape), getattr(torch, dtype), "cuda")
 
 
 def child_check(job):
@@ -181,7 +183,8 @@ def child_time(job):
     shape, causal = job["shape"], job["causal"]
     Z, H, N, Dh = shape
     scale = 1.0 / math.sqrt(Dh)
-    cell = dict(kind="time", shape=shape, causal=causal, flops=B.flops(Z, H, N, Dh, causal))
+    from tlx_workbench.kernels import spec
+    cell = dict(kind="time", shape=shape, causal=causal, flops=spec("attention_bwd").flops(Z, H, N, Dh, causal))
     q, k, v, do = _inputs(shape, 7 + 100 * job.get("run", 0))    # each run its own inputs
     qg, kg, vg = (t.detach().clone().requires_grad_() for t in (q, k, v))
     o_s = torch.nn.functional.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, scale=scale)

@@ -160,7 +160,8 @@ def job_time(shape, rowwise, configs, rounds):
         for n in round_order(subjects, r):
             times[n].append(bench_ms(subjects[n], *WINDOWS["goal"]))
     import statistics
-    flops = 2.0 * M * N * K
+    from tlx_workbench.kernels import spec
+    flops = spec("gemm_fp8").flops(M, N, K)
     out = {n: dict(ms=statistics.median(t), rounds_ms=t, tflops=flops / (statistics.median(t) * 1e-3) / 1e12)
            for n, t in times.items()}
     return dict(shape=list(shape), rowwise=rowwise, subjects=out, notes=notes)

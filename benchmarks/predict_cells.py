@@ -63,11 +63,10 @@ def attention_config(shape, causal):
 
 
 def flops(cell) -> float:
+    from tlx_workbench.kernels import spec
     if cell["kind"] == "gemm":
-        M, N, K = cell["shape"]
-        return 2.0 * M * N * K
-    Z, H, N, D = cell["shape"]
-    return 4.0 * Z * H * N * N * D * (0.5 if cell.get("causal") else 1.0)
+        return spec("gemm_ws").flops(*cell["shape"])
+    return spec("attention").flops(*cell["shape"], causal=bool(cell.get("causal")))
 
 
 def _tutorial(stem):
