@@ -189,6 +189,8 @@ def _attention_bwd_space(seeds, head_dim: int, causal: bool) -> Space:
 # -- gemm_fp8: e4m3 operands (b column-major, as torch._scaled_mm takes it), scales per tensor or per
 # row/column; the problem's dtype is the output's (float16 or bfloat16)
 FP8_GEMMS = ("gemm_fp8", "gemm_fp8_rowwise")
+#: every library problem's name
+NAMES = GEMMS + FP8_GEMMS + ("attention", ATTENTION_BWD)
 
 
 def _fp8_problem(name: str, dtype: str, ref) -> Problem:
@@ -245,8 +247,8 @@ def _fp8_space(seeds) -> Space:
 
 
 def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Problem:
-    """The :class:`Problem` of library kernel ``name`` ("gemm_ws", "gemm_pingpong",
-    "gemm_streamk", "gemm_pipelined", "attention")."""
+    """The :class:`Problem` of library kernel ``name`` (``NAMES``: the GEMMs, the FP8 GEMM per tensor or row-wise,
+    attention and its backward)."""
     ref = ("tlx_workbench.explore.library:problem", (name,), {"dtype": dtype, "causal": causal})
     # the name says what decides the numbers besides the config: rows of a bf16 sweep are not an fp16 one's
     suffix = "" if dtype == "float16" else "_" + {"bfloat16": "bf16"}.get(dtype, dtype)
@@ -268,7 +270,7 @@ def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Probl
                        reference=reference, flops=flops, bytes=nbytes, sim_shape=sim_shape, timing_shapes=timing,
                        verify_shape=verify,
                        dtype=dtype, ref=ref, default=dict(att.DEFAULTS[(False, bool(causal))]))
-    raise TLXWorkbenchError(f"no library problem named {name!r}", hint=f"use one of {GEMMS + ('attention',)}")
+    raise TLXWorkbenchError(f"no library problem named {name!r}", hint=f"use one of {NAMES}")
 
 
 def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> Space:
@@ -296,7 +298,7 @@ def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> 
                      fixed={"GROUP_M": 8, "EPI_BUFS": 2, "MMA_REGS": 232, "LOADER_REGS": 40},
                      seeds=seeds)
     if name in GEMMS:
-        return Space(_gemm_module(name).CONFIGS, seeds=seeds)
+        return Space(_spec(name).configs, seeds=seeds)
     if name in FP8_GEMMS:
         return _fp8_space(seeds)
     if name == ATTENTION_BWD:
@@ -310,7 +312,7 @@ def space(name: str, *, seeds=(), head_dim: int = 128, causal: bool = False) -> 
                 for bn in (64, 128):
                     extra.append({**c, "NUM_BUFS": bufs, "BN": bn})
         return Space(base + extra, constraints=[lambda c: att.suits(c, head_dim, causal)], seeds=seeds)
-    raise TLXWorkbenchError(f"no library space named {name!r}", hint=f"use one of {GEMMS + ('attention',)}")
+    raise TLXWorkbenchError(f"no library space named {name!r}", hint=f"use one of {NAMES}")
 
 
 def seeded(name: str) -> dict:
