@@ -18,7 +18,7 @@ cell: torch SDPA and ours, checked against each other, then ``--rounds`` interle
 (``_harness.sdpa_rounds``: do_bench 100/300 ms, median).
 
     source .gpu/env.sh && python3 benchmarks/attention_tile_costs_h200.py           # H200: $OUT/attention_tile_costs_h200.{json,md}
-    source .gpu/env.sh && python3 benchmarks/attention_tile_costs_h200.py --switch CHAIN --switch HALF_DIAG \
+    source .gpu/env.sh && python3 benchmarks/attention_tile_costs_h200.py --switch PIN_SOFTMAX --switch P_LATE \
         --dtypes float16 --no-plain
     .venv/bin/python benchmarks/attention_tile_costs_h200.py --fit PATH.json         # the fit again, from a stored run
 """

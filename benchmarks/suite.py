@@ -48,7 +48,7 @@ class Part:
     """Named configs of one library kernel, each timed at every cell (``(shape, dtype)``) of the part.
 
     ``dtypes``: config name -> the dtypes it is timed (and checked) in, where not all of the
-    part's (``EX2_F16`` is fp16 only). ``tutorials``: (label, dtypes) of TLX tutorial baselines
+    part's (a switch for one dtype only). ``tutorials``: (label, dtypes) of TLX tutorial baselines
     (:data:`TUTORIALS`) timed beside the configs. ``rounds``: interleaved rounds of this part's
     cells (default the round's)."""
     name: str
@@ -176,8 +176,7 @@ ATTN_CHECK_PERSISTENT = [(1, 2, 200, 64), (2, 2, 1000, 128), (1, 2, 130, 128), (
 #: the kernels' config builders as the experiments called them (``gemm_ws._config``, ``attention._config`` of those
 #: commits), pinned here so that an experiment names the configs that ran even after a kernel drops a switch: a
 #: switch appears in an attention config only when it is not at its default, as then
-_ATTN_DEFAULTS = dict(P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2,
-                      WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False, ZIGZAG=False)
+_ATTN_DEFAULTS = dict(LAZY=False, P_LATE=False, GROUPS=2, WARP1_LOADER=False, PIN_SOFTMAX=False, ZIGZAG=False)
 
 
 def attention_config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1, **switches):
@@ -268,11 +267,11 @@ def _experiment(name, title, parts, command, commit, raw):
                  [(command, commit, raw)])
 
 
-def _noncausal(configs, d64_extra=None, dtypes=None):
+def _noncausal(configs, d64_extra=None):
     """The non-causal cells of the attention switch experiments: D=128 at N=4096 and 8192 (fp16, bf16), D=64 at N=4096 (fp16)."""
     d64 = dict(configs, **(d64_extra or {}))
-    return [Part("attention D=128", "attention", configs, cells([A4096, A8192], BOTH), dtypes=dtypes or {}),
-            Part("attention D=64", "attention", d64, cells([A4096_64], FP), dtypes=dtypes or {})]
+    return [Part("attention D=128", "attention", configs, cells([A4096, A8192], BOTH)),
+            Part("attention D=64", "attention", d64, cells([A4096_64], FP))]
 
 
 def _switches():
@@ -282,23 +281,7 @@ def _switches():
     W = dict(P, WARP1_LOADER=True)
     G3 = dict(BM=192, GROUPS=3, MMA_REGS=160)
     PIN = dict(PIN_SOFTMAX=True, P_LATE=True)
-    QR = dict(Q_REGS=True, P_LATE=True)
-    return A, P, Z, W, G3, PIN, QR
-
-
-def softmax_steps():
-    A, P, *_ = _switches()
-    return _experiment("softmax_steps", "P_EARLY / WARP_BAR / EX2_F16; the GEMM default vs cuBLAS",
-               _noncausal({"pers": A(128, 2, **P), "pers_pe": A(128, 2, P_EARLY=True, **P),
-                           "pers_wb": A(128, 2, WARP_BAR=True, **P),
-                           "pers_pe_wb": A(128, 2, P_EARLY=True, WARP_BAR=True, **P),
-                           "pers_ex2h_wb": A(128, 2, EX2_F16=True, WARP_BAR=True, **P)},
-                          dtypes={"pers_ex2h_wb": FP})
-               + [Part("attention causal", "attention", {"plain": A(128, 2), "plain_pe_wb": A(128, 2, P_EARLY=True,
-                                                                                              WARP_BAR=True)},
-                       cells([A4096], FP), causal=True)]
-               + _gemm_parts(streamk=False),
-               "the GPU script of its commit", "a665bcf", "softmax_steps_h200_2026-11-30.json")
+    return A, P, Z, W, G3, PIN
 
 
 def lazy_rescale():
@@ -343,19 +326,8 @@ def zigzag():
                "the GPU script of its commit", "35a2282", "zigzag_h200_2026-11-30.json")
 
 
-def one_warp_loader():
-    A, P, Z, W, *_ = _switches()
-    return _experiment("one_warp_loader", "the one-warp loader (its variants were timed in pinned_softmax)",
-               [Part("attention D=128", "attention", {"pers": A(128, 2, **P), "pers_warp1": A(128, 2, **W)},
-                     cells([A4096, A8192], BOTH)),
-                Part("attention causal", "attention", {"pers_zigzag": A(128, 2, **Z),
-                                                       "pers_zigzag_warp1": A(128, 2, ZIGZAG=True, **W)},
-                     cells([A4096], FP), causal=True)],
-               "the GPU script of its commit", None, None)
-
-
 def pinned_softmax():
-    A, P, Z, W, G3, PIN, _ = _switches()
+    A, P, Z, W, G3, PIN = _switches()
     G3P = dict(G3, **P)
     return _experiment("pinned_softmax", "the softmax pinned under P V, the one-warp loader",
                _noncausal({"pers": A(128, 2, **P), "pers_plate": A(128, 2, P_LATE=True, **P),
@@ -373,21 +345,6 @@ def pinned_softmax():
                "the GPU script of its commit", "0b4fb36", "pinned_softmax_h200_2026-11-30.json")
 
 
-def q_in_registers():
-    A, P, Z, _, G3, PIN, QR = _switches()
-    G3P = dict(G3, **P)
-    zz = {"pers_zigzag": A(128, 2, **Z), "pers_zigzag_qregs": A(128, 2, **QR, **Z),
-          "pers_zigzag_pin": A(128, 2, **PIN, **Z), "pers_zigzag_qregs_pin": A(128, 2, PIN_SOFTMAX=True, **QR, **Z)}
-    return _experiment("q_in_registers", "Q in registers",
-               _noncausal({"pers": A(128, 2, **P), "pers_plate": A(128, 2, P_LATE=True, **P),
-                           "pers_qregs": A(128, 2, **QR, **P), "pers_qregs_pin": A(128, 2, PIN_SOFTMAX=True, **QR, **P)},
-                          d64_extra={"g3": A(128, 2, **G3P)})
-               + [Part("attention causal D=128", "attention", zz, cells([A4096], BOTH), causal=True),
-                  Part("attention causal D=64", "attention", dict(zz, g3_zigzag=A(128, 2, ZIGZAG=True, **G3P)),
-                       cells([A4096_64], BOTH), causal=True)],
-               "the GPU script of its commit", "ee4e936", "q_in_registers_h200_2026-11-30.json")
-
-
 def validate():
     from tlx_workbench.kernels import gemm_ws
     ws = gemm_ws.CONFIGS[0]
@@ -399,8 +356,8 @@ def validate():
 
 
 #: experiment name -> its builder (a builder imports the kernels, so listing the names costs nothing)
-ROUNDS = {f.__name__: f for f in (ws_switches, persistent, softmax_steps, lazy_rescale, late_p, three_groups, zigzag,
-                                  one_warp_loader, pinned_softmax, q_in_registers, validate)}
+ROUNDS = {f.__name__: f for f in (ws_switches, persistent, lazy_rescale, late_p, three_groups, zigzag, pinned_softmax,
+                                  validate)}
 
 
 def get(name) -> Round:

@@ -101,21 +101,12 @@ def test_specs_are_registered():
         assert s.configs and s.sim_configs and callable(s.launch) and callable(s.reference)
 
 
-def test_attention_compile_report_shows_the_wgmma_serialization_the_h200_measured():
-    """The default attention config compiles without ptxas advisories; converting P inside the
-    softmax (P_EARLY) makes ptxas serialize the wgmmas (C7513), which cost 27 % in fp16 on the
-    H200 (benchmarks/RESULTS.md, attention forward, levers measured): the report must say so and point at the
-    P V `async_dot`."""
-    import inspect
-
+def test_attention_default_compiles_without_ptxas_advisories():
+    """The default attention config compiles without ptxas advisories (no C7513: ptxas keeps its wgmmas
+    asynchronous; converting P inside the softmax serialized them and cost 27 % in fp16 on the H200,
+    benchmarks/RESULTS.md, attention forward, levers measured)."""
     default = attention.compile_report(attention.CONFIGS[0])
     assert default.ptxas_advisories == []
-    early = attention.compile_report(attention._config(128, 2, PERSISTENT=True, Q_BUFS=2, P_EARLY=True))
-    [adv] = early.ptxas_advisories
-    assert adv.code == "C7513" and "async_dot_wait" in adv.hint
-    # the report's lines are the kernel's file (attention_kernel.py, the device code)
-    src_lines = inspect.getsource(inspect.getmodule(attention.attention_fwd_persistent_kernel.fn)).splitlines()
-    assert "tlx.async_dot(p" in src_lines[adv.line - 1]
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["non-causal", "causal"])
@@ -132,17 +123,6 @@ def test_attention_defaults_divide_once_a_row_not_once_an_element(causal, n_ctx)
     ptx = attention.compile_offline(cfg, shape=(1, 2, n_ctx, 128), causal=causal).asm["ptx"]
     divisions = len(re.findall(r"\bdiv\.(?:full|rn|approx)\.f32", ptx))
     assert 0 < divisions <= 8, divisions
-
-
-def test_one_warp_loader_variant_compiles_with_a_padded_warp_group():
-    """WARP1_LOADER: the loader is a 1-warp task; Triton pads its warp group (12 warps in all), the
-    consumers keep 240 registers, nothing spills and ptxas has no advisory."""
-    r = attention.compile_report(attention._config(128, 2, PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True),
-                                 shape=(1, 2, 4096, 128))
-    assert r.resources.num_warps == 12 and r.resources.spills == 0 and r.resources.local_bytes == 0
-    assert r.resources.smem_bytes <= SMEM_LIMIT and r.ptxas_advisories == []
-    ptx = str(r.ir("ptx"))
-    assert "setmaxnreg.inc.sync.aligned.u32 \t240" in ptx and "setmaxnreg.dec.sync.aligned.u32 \t24" in ptx
 
 
 @pytest.mark.parametrize("n_ctx", [1000, 1024], ids=["ragged", "even"])

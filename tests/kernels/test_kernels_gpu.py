@@ -66,21 +66,6 @@ def test_attention_causal_default_zigzag_schedule_matches_float64(shape, dtype):
     assert _rel(o, torch.softmax(s, -1) @ v.double()) < TOL[dtype] * 1.5
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("shape", [(1, 3, 200, 128), (2, 16, 2048, 128), (1, 5, 1000, 64)], ids=str)
-def test_attention_one_warp_loader_matches_float64(shape, causal):
-    """WARP1_LOADER (the loader is one warp; the consumers the default task + one 4-warp task)."""
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
-    o = torch.full_like(q, float("nan"))
-    scale = 1 / math.sqrt(shape[-1])
-    cfg = attention._config(128, 2, PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True, ZIGZAG=causal)
-    attention.launch(q, k, v, o, causal, scale, cfg)
-    s = (q.double() @ k.double().transpose(-1, -2)) * scale
-    if causal:
-        s = s.masked_fill(torch.ones(shape[2], shape[2], dtype=torch.bool, device="cuda").triu(1), float("-inf"))
-    assert _rel(o, torch.softmax(s, -1) @ v.double()) < TOL[torch.float16] * 1.5
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape", [(2, 3, 256, 128), (1, 2, 200, 64), (1, 1, 1000, 128), (2, 2, 128, 64)], ids=str)

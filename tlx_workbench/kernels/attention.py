@@ -34,17 +34,9 @@ One CTA owns BM = 128 query rows of one (batch, head) (192 with three consumer g
   the P V wgmma (``PIN_SOFTMAX`` + ``P_LATE``, below): 1.00x SDPA in fp16 vs 0.96-0.97x for three
   groups; in bf16 the three-group zig-zag is faster (0.96x vs 0.91x), and ``attention()`` autotunes
   over both.
-* switches, all off by default and each measured slower or level on the H200 (benchmarks/RESULTS.md,
-  attention forward, levers measured), kept so the experiments can be re-run: ``P_EARLY`` (P converted in the
-  softmax: ptxas then serializes the wgmmas, C7513, -27 % in fp16), ``P_LATE`` (converted after
-  the P V wgmma retired), ``WARP_BAR`` (warp-barrier releases), ``EX2_F16`` (packed fp16 exp2),
-  ``LAZY`` (O rescaled only when a row max grew by > 2^8), ``WARP1_LOADER`` (a one-warp loader, as
-  in FlashAttention-3: level), ``Q_REGS`` (Q in registers as the operand of Q K^T, with ``P_LATE``:
-  level), ``PIN_SOFTMAX`` (see below: -2 to -7 % at D=128), ``CHAIN`` (a tile's last P V and the next tile's S_0
-  in one turn: -2 % causal at 4096, level at 8192 non-causal, -3 to -17 % at D=64) and ``HALF_DIAG`` (group 0 on
-  the left half of a causal diagonal block: -2 to -3 % at 4096, +0.7 % at 8192 fp16; both 2026-12-04) and
-  ``DIAG_FIRST`` (a causal tile's K/V from the diagonal block down, so no step is masked: level at 4096, -0.5 to
-  -1.8 % at 8192 on an H100, 2026-12-05).
+* the levers measured slower or level on the H200 and H100 are not in the kernel (benchmarks/RESULTS.md,
+  attention forward, levers measured, names the commit each was measured at); ``PIN_SOFTMAX`` and ``P_LATE``
+  stay because the causal D=64 default uses them (at D=128 they lost 2-7 %).
 * the epilogue normalises O with one reciprocal per row and a multiply per element, not a division per element
   (``_normalised``: 169 SASS instructions per group and tile at D=128 instead of 601; +0.5 to +1 % non-causal).
 * what ptxas overlaps: in SASS the wait for the P V wgmma sits *above* the softmax written under it
@@ -76,8 +68,8 @@ from .attention_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, TAIL_BN, _PERSIS
                                 _THREE_GROUPS, _ZIGZAG, _ZIGZAG_PINNED, _config, configs_for, persistent_schedule,
                                 smem_bytes, suits, tail_plan)
 from .attention_kernel import (LOG2E, TURN_0, TURN_1, TURN_2, _attend, _kv_step, _online_softmax,  # noqa: F401
-                               _pass_turn, _persistent_consumer, _persistent_loader, _release_barriers, _tile_at,
-                               _tile_coords, _wait_turn, _walk, attention_fwd_kernel, attention_fwd_persistent_kernel,
+                               _pass_turn, _persistent_consumer, _persistent_loader, _tile_at, _tile_coords,
+                               _wait_turn, _walk, attention_fwd_kernel, attention_fwd_persistent_kernel,
                                attention_tail_merge_kernel, attention_tail_split_kernel)
 from .host import LaunchPlans, TunedConfigs, config_key, fastest_first, kernel_plan, operand_key, tuned_config
 
@@ -391,9 +383,9 @@ def compile_report(cfg, target="sm_90", dtype="float16", shape=(1, 2, 256, 128),
     """The workbench's CompileReport of one config, compiled offline on any machine: SMEM map,
     registers per task, IR/PTX/SASS by source line, barrier table, ptxas advisories.
 
-    >>> r = compile_report(_config(128, 2, PERSISTENT=True, Q_BUFS=2, P_EARLY=True))  # doctest: +SKIP
-    >>> [a.code for a in r.ptxas_advisories]                                          # doctest: +SKIP
-    ['C7513']
+    >>> r = compile_report(_PERSISTENT_TAIL)                   # doctest: +SKIP
+    >>> [a.code for a in r.ptxas_advisories]                 # doctest: +SKIP
+    []
     """
     import torch
     from ..compiler import compile as wb_compile

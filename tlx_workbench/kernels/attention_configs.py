@@ -9,26 +9,17 @@ from __future__ import annotations
 from ..target import GPU_MODELS
 
 
-def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1,
-            P_EARLY=False, WARP_BAR=False, EX2_F16=False, LAZY=False, P_LATE=False, GROUPS=2, ZIGZAG=False,
-            WARP1_LOADER=False, PIN_SOFTMAX=False, Q_REGS=False, SPLIT_TAIL=False):
+def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False, Q_BUFS=1, P_LATE=False, GROUPS=2,
+            ZIGZAG=False, PIN_SOFTMAX=False, SPLIT_TAIL=False):
     """A config dict; a switch appears in it only when it is not at its default, so each config names
     what it changes. The switches:
 
     - PERSISTENT: attention_fwd_persistent_kernel (one CTA per SM; with ZIGZAG, ``_common.persistent_ctas``),
       with Q_BUFS sets of Q buffers;
-    - P_EARLY: P is converted to fp16/bf16 in the softmax, outside the GEMM turn;
-    - WARP_BAR: the K/V/Q release barriers are warp barriers (no group-wide bar.sync per release);
-    - EX2_F16 (fp16 only): exp2 on packed fp16 pairs;
-    - LAZY: O is rescaled only when a row max grew by more than 2^8 (skipped for the whole group otherwise);
-    - P_LATE: P is converted after the P V wgmma retired;
+    - P_LATE: P is converted to fp16/bf16 after the P V wgmma retired, outside the GEMM turn;
     - GROUPS: consumer groups of 64 query rows each take GEMM turns in a ring (BM = 64 * GROUPS);
-    - WARP1_LOADER (persistent only): the loader is one warp, not a spinning warp group; level with the
-      four-warp loader on the H200;
     - PIN_SOFTMAX: the softmax is pinned above the P V wgmma's wait (a never-taken store that needs it), so
       it overlaps P V in the SASS too; spills 7 registers at D=128 unless P_LATE;
-    - Q_REGS: Q is loaded into registers once per tile and is the register operand of S = Q K^T (the
-      wgmmas then read only K from SMEM); spills at D=128 unless P_LATE;
     - ZIGZAG (persistent only): each CTA takes pairs of tiles (heaviest + lightest query block of one
       head), a causal schedule with equal work per pair (1.08-1.10x SDPA at D=128).
     - SPLIT_TAIL (persistent, non-causal): when the tiles leave a last wave of at most half the CTAs
@@ -39,10 +30,7 @@ def _config(BN, NUM_BUFS, BM=128, LOADER_REGS=24, MMA_REGS=240, PERSISTENT=False
     cfg = dict(BM=BM, BN=BN, NUM_BUFS=NUM_BUFS, LOADER_REGS=LOADER_REGS, MMA_REGS=MMA_REGS)
     if PERSISTENT:
         cfg.update(PERSISTENT=True, Q_BUFS=Q_BUFS)
-    for name, value, default in (("P_EARLY", P_EARLY, False), ("WARP_BAR", WARP_BAR, False),
-                                 ("EX2_F16", EX2_F16, False), ("LAZY", LAZY, False), ("P_LATE", P_LATE, False),
-                                 ("GROUPS", GROUPS, 2), ("WARP1_LOADER", WARP1_LOADER, False),
-                                 ("PIN_SOFTMAX", PIN_SOFTMAX, False), ("Q_REGS", Q_REGS, False),
+    for name, value, default in (("P_LATE", P_LATE, False), ("GROUPS", GROUPS, 2), ("PIN_SOFTMAX", PIN_SOFTMAX, False),
                                  ("ZIGZAG", ZIGZAG, False), ("SPLIT_TAIL", SPLIT_TAIL, False)):
         if value != default:
             cfg[name] = value
@@ -175,12 +163,7 @@ SIM_CONFIGS = {
     # persistent, 2 CTAs for 8+ tiles: ring, turns and Q sets carry across tiles
     "persistent": _config(64, 2, PERSISTENT=True, Q_BUFS=2),
     "persistent_q1": _config(32, 3, PERSISTENT=True, Q_BUFS=1),
-    # P converted outside the GEMM turn, warp-barrier releases (each thread arrives)
-    "persistent_pe_wb": _config(64, 2, PERSISTENT=True, Q_BUFS=2, P_EARLY=True, WARP_BAR=True),
-    "plain_pe_wb": _config(64, 2, P_EARLY=True, WARP_BAR=True),
-    "persistent_ex2h": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP_BAR=True, EX2_F16=True),
-    "persistent_lazy": _config(64, 2, PERSISTENT=True, Q_BUFS=2, LAZY=True),
-    "blocks_of_32_lazy": _config(32, 2, LAZY=True),
+    # P converted after the P V wgmma retired
     "persistent_plate": _config(64, 2, PERSISTENT=True, Q_BUFS=2, P_LATE=True),
     # three consumer groups in a turn ring (BM=192: ragged query tiles at N=200)
     "three_groups": _config(64, 2, BM=192, GROUPS=3, MMA_REGS=160),
@@ -189,12 +172,8 @@ SIM_CONFIGS = {
     "persistent_zigzag": _config(64, 2, PERSISTENT=True, Q_BUFS=2, ZIGZAG=True),
     # the last partial wave split over K/V (run on 3 CTAs: 4 tiles leave one to split)
     "persistent_split_tail": _config(64, 2, PERSISTENT=True, Q_BUFS=2, SPLIT_TAIL=True),
-    "persistent_warp1_loader": _config(64, 2, PERSISTENT=True, Q_BUFS=2, WARP1_LOADER=True),
     "plain_plate": _config(32, 3, P_LATE=True),
     # the softmax pinned above the P V wait by a never-taken store (with and without P_LATE)
     "persistent_pin_plate": _config(64, 2, PERSISTENT=True, Q_BUFS=2, PIN_SOFTMAX=True, P_LATE=True),
     "plain_pin": _config(32, 2, PIN_SOFTMAX=True),
-    # Q in registers as the S = Q K^T operand (with P_LATE), persistent and plain
-    "persistent_qregs": _config(64, 2, PERSISTENT=True, Q_BUFS=2, Q_REGS=True, P_LATE=True),
-    "plain_qregs": _config(32, 3, Q_REGS=True, P_LATE=True),
 }

@@ -6,16 +6,13 @@ per SM walking tiles) and every device function of their tasks are in this one f
 compile report maps IR/PTX/SASS lines to lines of the kernel's own file (a helper from another file
 shows as its call line), and the wgmma-overlap findings name the softmax's own lines.
 
-In order: what the tasks share (the GEMM turn, release barriers); the consumer groups' device
+In order: what the tasks share (the GEMM turn, the log-sum-exp store); the consumer groups' device
 functions (the softmax of a block, a K/V step, one tile's pass); the plain kernel; the persistent
 kernel's tile walk, its loader task and its consumer task; the persistent kernel; SPLIT_TAIL's two Triton kernels.
 
-How the constexpr switches travel: a kernel takes each one by name (the configs name them), and
-hands its device functions only the groups they read, as constexpr tuples (read back with
-``X: tl.constexpr = GROUP[i]``: an unpacked tuple would give tensors, and ``if X:`` must stay static):
-``SOFTMAX`` = (P_EARLY, EX2_F16, LAZY), how a block's softmax runs; ``OVERLAP`` = (P_LATE,
-PIN_SOFTMAX, Q_REGS), what runs under or outside this group's wgmmas. The K/V ring travels as one
-tuple too: ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty).
+A kernel takes each constexpr switch by name (the configs name them) and hands its device functions the ones
+they read (``P_LATE``, ``PIN_SOFTMAX``: what runs outside or under this group's wgmmas). The K/V ring travels
+as one tuple: ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty).
 """
 from __future__ import annotations
 
@@ -29,7 +26,7 @@ TURN_2 = tl.constexpr(13)
 LOG2E = tl.constexpr(1.4426950408889634)
 
 
-# ---- what the tasks share: the GEMM turn, the release barriers -----------------------------------
+# ---- what the tasks share: the GEMM turn, the log-sum-exp store -----------------------------------
 @triton.jit
 def _wait_turn(wg, GROUPS: tl.constexpr = 2):
     """Wait for this group's GEMM turn (named barrier TURN_wg: this group + the one before it)."""
@@ -53,17 +50,6 @@ def _pass_turn(wg, GROUPS: tl.constexpr = 2):
 
 
 @triton.jit
-def _release_barriers(n: tl.constexpr, groups: tl.constexpr, WARP_BAR: tl.constexpr):
-    """Barriers that consumer groups arrive on to hand a buffer back. ``WARP_BAR``: every thread
-    of a group arrives (warp barriers), instead of one thread after a group-wide ``bar.sync``."""
-    if WARP_BAR:
-        return tlx.alloc_warp_barrier(num_barriers=n, num_warps=4, num_arrivals=groups)
-    else:
-        return tlx.alloc_barriers(num_barriers=n, arrive_count=groups)
-
-
-
-@triton.jit
 def _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX):
     """STORE_LSE (for the backward pass): log-sum-exp of each query row's scaled scores, natural log
     (m_i is in base-2 units: lse = (m_i + log2 l_i) * ln 2)."""
@@ -74,17 +60,8 @@ def _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX):
 
 @triton.jit
 def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
-                    MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, DTYPE: tl.constexpr,
-                    SOFTMAX: tl.constexpr):
-    """One block of the streaming softmax in base 2. Returns (p, m_new, l_new, alpha).
-
-    ``SOFTMAX`` = (P_EARLY, EX2_F16, LAZY). ``P_EARLY``: p comes back already in the MMA operand
-    dtype, so the conversion runs here, under the other group's GEMMs, not inside this group's
-    GEMM turn. ``EX2_F16`` (fp16 only): the exponent is rounded to fp16 and exp2 runs on packed
-    pairs (half the MUFU work). ``LAZY``: a row's reference max moves only when it grew by > 2^8."""
-    P_EARLY: tl.constexpr = SOFTMAX[0]
-    EX2_F16: tl.constexpr = SOFTMAX[1]
-    LAZY: tl.constexpr = SOFTMAX[2]
+                    MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr):
+    """One block of the streaming softmax in base 2. Returns (p, m_new, l_new, alpha), p in fp32."""
     if MASK:
         cols = col0 + tl.arange(0, BN)
         keep = cols[None, :] < N_CTX
@@ -92,41 +69,24 @@ def _online_softmax(qk, m_i, l_i, qk_scale, rows, col0, N_CTX,
             keep = keep & (cols[None, :] <= rows[:, None])
         qk = tl.where(keep, qk, float("-inf"))
     m_blk = tl.max(qk, 1) * qk_scale
-    if LAZY:
-        # move a row's reference max only when it grew by more than 2^8: otherwise alpha is
-        # exactly 1 and p <= 256, and the caller may skip rescaling O (the result is the same)
-        m_new = tl.where(m_blk > m_i + 8.0, m_blk, m_i)
-    else:
-        m_new = tl.maximum(m_i, m_blk)
+    m_new = tl.maximum(m_i, m_blk)
     alpha = tl.math.exp2(m_i - m_new)
-    if EX2_F16:
-        # exponent rounded to fp16, two exp2 per MUFU instruction; P is fp16 anyway
-        x = (qk * qk_scale - m_new[:, None]).to(tl.float16)
-        p = tl.inline_asm_elementwise("ex2.approx.f16x2 $0, $1;", "=r,r", [x], dtype=tl.float16,
-                                      is_pure=True, pack=2)
-        l_new = l_i * alpha + tl.sum(p.to(tl.float32), 1)
-    else:
-        p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-        l_new = l_i * alpha + tl.sum(p, 1)
-        if P_EARLY:
-            p = p.to(DTYPE)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    l_new = l_i * alpha + tl.sum(p, 1)
     return p, m_new, l_new, alpha
 
 
 @triton.jit
 def _kv_step(q_tile, ring, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring0, pin_ptr,
              MASK: tl.constexpr, CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr,
-             DTYPE: tl.constexpr, GROUPS: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
+             DTYPE: tl.constexpr, GROUPS: tl.constexpr, P_LATE: tl.constexpr, PIN_SOFTMAX: tl.constexpr):
     """Step j >= 1: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in this group's turn, softmax of S_j
     under the P V wgmma, then rescale O. Returns the new (p, m_i, l_i, acc).
 
     ``ring`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty); ``ring0``: how many K/V blocks
     went through it before this tile's block 0 (a persistent CTA keeps one ring across its tiles).
-    ``SOFTMAX`` = (P_EARLY, EX2_F16, LAZY), ``OVERLAP`` = (P_LATE, PIN_SOFTMAX, Q_REGS): see ``_config``."""
+    ``P_LATE``, ``PIN_SOFTMAX``: see ``_config``."""
     k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = ring
-    LAZY: tl.constexpr = SOFTMAX[2]
-    P_LATE: tl.constexpr = OVERLAP[0]
-    PIN_SOFTMAX: tl.constexpr = OVERLAP[1]
     kb = (ring0 + j) % NUM_BUFS
     vb = (ring0 + j - 1) % NUM_BUFS
     tlx.barrier_wait(k_full[kb], ((ring0 + j) // NUM_BUFS) & 1)
@@ -137,8 +97,7 @@ def _kv_step(q_tile, ring, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring0
     _pass_turn(wg, GROUPS)
     qk = tlx.async_dot_wait(1, qk)          # S_j ready (P V may still run)
     tlx.barrier_arrive(k_empty[kb])
-    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, j * BN, N_CTX, MASK, CAUSAL, BN,
-                                         DTYPE, SOFTMAX)
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, j * BN, N_CTX, MASK, CAUSAL, BN)
     if PIN_SOFTMAX:
         # a store that never happens (N_CTX < 0) but needs every exp2 of the softmax (through l_i):
         # ptxas may not move a store below the wgmma wait, so the softmax stays above it and runs
@@ -148,14 +107,10 @@ def _kv_step(q_tile, ring, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring0
         tl.store(pin_ptr + rows, l_i.to(pin_ptr.dtype.element_ty), mask=N_CTX < 0)
     acc = tlx.async_dot_wait(0, acc)
     tlx.barrier_arrive(v_empty[vb])
-    if LAZY:
-        if tl.min(alpha, 0) < 1.0:      # some row's reference max moved (rare after the first blocks)
-            acc = acc * alpha[:, None]
-    else:
-        acc = acc * alpha[:, None]
+    acc = acc * alpha[:, None]
     if P_LATE:
         # no wgmma of this group is in flight now: converting here keeps the conversion out of
-        # the GEMM turn without ptxas serializing the wgmmas (C7513), as P_EARLY did
+        # the GEMM turn without ptxas serializing the wgmmas (C7513), as converting inside the softmax did
         p = p.to(DTYPE)
     return p, m_i, l_i, acc
 
@@ -163,15 +118,15 @@ def _kv_step(q_tile, ring, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring0
 @triton.jit
 def _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks, pin_ptr,
            CAUSAL: tl.constexpr, BN: tl.constexpr, NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr,
-           GROUPS: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
+           GROUPS: tl.constexpr, P_LATE: tl.constexpr, PIN_SOFTMAX: tl.constexpr):
     """Steps 1 .. n_blocks-1 of one tile (``_kv_step``): the blocks before ``n_plain`` unmasked, the rest
     (the diagonal, the ragged end of N) masked. Returns the new (p, m_i, l_i, acc)."""
     for j in range(1, tl.maximum(n_plain, 1)):
         p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
-                                    False, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+                                    False, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, P_LATE, PIN_SOFTMAX)
     for j in range(tl.maximum(n_plain, 1), n_blocks):
         p, m_i, l_i, acc = _kv_step(q_tile, kv, j, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, pin_ptr,
-                                    True, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+                                    True, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, P_LATE, PIN_SOFTMAX)
     return p, m_i, l_i, acc
 
 
@@ -179,23 +134,13 @@ def _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plai
 def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, pin_ptr,
             HEAD_DIM: tl.constexpr, HALF: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
             BN: tl.constexpr, NUM_BUFS: tl.constexpr, DTYPE: tl.constexpr, GROUPS: tl.constexpr,
-            RELEASE_Q: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr):
+            RELEASE_Q: tl.constexpr, P_LATE: tl.constexpr, PIN_SOFTMAX: tl.constexpr):
     """One consumer group's pass over the K/V blocks of one query tile: S_0 alone, the steps (unmasked
     blocks first), the last P V. ``kv``: the K/V ring (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty);
     ``ring``: K/V blocks through it before this tile's block 0. ``RELEASE_Q``: arrive on ``q_empty[qslot]`` once
     the tile's last Q K^T retired (persistent form).
     Returns (the unnormalised O, the row sums, the row maxima in base-2 units)."""
     k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
-    P_EARLY: tl.constexpr = SOFTMAX[0]
-    EX2_F16: tl.constexpr = SOFTMAX[1]
-    LAZY: tl.constexpr = SOFTMAX[2]
-    P_LATE: tl.constexpr = OVERLAP[0]
-    PIN_SOFTMAX: tl.constexpr = OVERLAP[1]
-    Q_REGS: tl.constexpr = OVERLAP[2]
-    if Q_REGS:
-        # Q as the register operand of every S = Q K^T wgmma (read from SMEM once per tile,
-        # not once per step); fits 240 registers only with P_LATE
-        q_tile = tlx.local_load(q_tile)
     # block 0: S_0 alone (nothing to multiply with V yet)
     b0 = ring % NUM_BUFS
     tlx.barrier_wait(k_full[b0], (ring // NUM_BUFS) & 1)
@@ -204,12 +149,12 @@ def _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CT
     _pass_turn(wg, GROUPS)
     qk = tlx.async_dot_wait(0, qk)
     tlx.barrier_arrive(k_empty[b0])
-    # block 0's P is converted in its softmax under P_LATE too (no P V wgmma is in flight yet)
-    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX,
-                                         CAUSAL or not EVEN_M, CAUSAL, BN, DTYPE, (P_EARLY or P_LATE, EX2_F16, LAZY))
+    p, m_i, l_i, alpha = _online_softmax(qk, m_i, l_i, qk_scale, rows, 0, N_CTX, CAUSAL or not EVEN_M, CAUSAL, BN)
+    if P_LATE:
+        p = p.to(DTYPE)     # block 0's P too: no P V wgmma is in flight yet
     acc = tl.zeros([HALF, HEAD_DIM], tl.float32)
     p, m_i, l_i, acc = _steps(q_tile, kv, wg, p, m_i, l_i, acc, qk_scale, rows, N_CTX, ring, n_plain, n_blocks,
-                              pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, SOFTMAX, OVERLAP)
+                              pin_ptr, CAUSAL, BN, NUM_BUFS, DTYPE, GROUPS, P_LATE, PIN_SOFTMAX)
     if RELEASE_Q:
         # every S = Q K^T of this tile has retired: the loader may refill this Q slot
         tlx.barrier_arrive(q_empty[qslot])
@@ -241,11 +186,8 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                          HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
                          LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
-                         P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
-                         EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
-                         P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
-                         ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
-                         Q_REGS: tl.constexpr = False, STORE_LSE: tl.constexpr = False, lse_ptr=None):
+                         P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2, PIN_SOFTMAX: tl.constexpr = False,
+                         STORE_LSE: tl.constexpr = False, lse_ptr=None):
     HALF: tl.constexpr = BM // GROUPS      # query rows per consumer group (64)
     dtype: tl.constexpr = tlx.dtype_of(desc_q)
 
@@ -255,8 +197,8 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
     q_full = tlx.alloc_barriers(num_barriers=GROUPS, arrive_count=1)
     k_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
     v_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
-    k_empty = _release_barriers(NUM_BUFS, GROUPS, WARP_BAR)
-    v_empty = _release_barriers(NUM_BUFS, GROUPS, WARP_BAR)
+    k_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=GROUPS)
+    v_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=GROUPS)
     kv = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty)
 
     # heavy (long causal) query blocks first, so the tail of the grid is short blocks
@@ -298,7 +240,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
 
             acc, l_i, m_i = _attend(q_tile, kv, None, 0, wg, 0, rows, m_i, l_i, qk_scale, N_CTX, n_plain, n_blocks, o_ptr,
                                HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, False,
-                               (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS))
+                               P_LATE, PIN_SOFTMAX)
             if STORE_LSE:
                 _store_lse(lse_ptr, head_row, rows, m_i, l_i, N_CTX)
 
@@ -436,7 +378,7 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
                          num_m, ZH, HEAD_DIM: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                          NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, NUM_SMS: tl.constexpr,
                          Q_BUFS: tl.constexpr, HALF: tl.constexpr, dtype: tl.constexpr, GROUPS: tl.constexpr,
-                         ZIGZAG: tl.constexpr, SOFTMAX: tl.constexpr, OVERLAP: tl.constexpr,
+                         ZIGZAG: tl.constexpr, P_LATE: tl.constexpr, PIN_SOFTMAX: tl.constexpr,
                          STORE_LSE: tl.constexpr = False, lse_ptr=None):
     """Consumer group ``wg`` of ``attention_fwd_persistent_kernel``: its 64 query rows of each tile."""
     qk_scale = sm_scale * LOG2E
@@ -459,7 +401,7 @@ def _persistent_consumer(wg, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_pt
 
         acc, l_i, m_i = _attend(q_tile, kv, q_empty, qslot, wg, ring, rows, m_i, l_i, qk_scale, N_CTX, n_plain,
                                 n_blocks, o_ptr, HEAD_DIM, HALF, CAUSAL, EVEN_M, BN, NUM_BUFS, dtype, GROUPS, True,
-                                SOFTMAX, OVERLAP)
+                                P_LATE, PIN_SOFTMAX)
         ring += n_blocks
         it += 1
         _tile_epilogue(acc, l_i, m_i, rows, head_row, start_m, wg, o_tiles, desc_o, o_ptr, lse_ptr, N_CTX,
@@ -473,11 +415,8 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
                                     NUM_BUFS: tl.constexpr, CAUSAL: tl.constexpr, EVEN_M: tl.constexpr,
                                     NUM_SMS: tl.constexpr, Q_BUFS: tl.constexpr = 1,
                                     LOADER_REGS: tl.constexpr = 24, MMA_REGS: tl.constexpr = 240,
-                                    P_EARLY: tl.constexpr = False, WARP_BAR: tl.constexpr = False,
-                                    EX2_F16: tl.constexpr = False, LAZY: tl.constexpr = False,
                                     P_LATE: tl.constexpr = False, GROUPS: tl.constexpr = 2,
-                                    ZIGZAG: tl.constexpr = False, WARP1_LOADER: tl.constexpr = False,
-                                    PIN_SOFTMAX: tl.constexpr = False, Q_REGS: tl.constexpr = False,
+                                    ZIGZAG: tl.constexpr = False, PIN_SOFTMAX: tl.constexpr = False,
                                     STORE_LSE: tl.constexpr = False, lse_ptr=None,
                                     SPLIT_TAIL: tl.constexpr = False, main_tiles=0):
     """The same computation as ``attention_fwd_kernel``, but NUM_SMS persistent CTAs walk query tiles
@@ -495,11 +434,11 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
     v_tiles = tlx.local_alloc((BN, HEAD_DIM), dtype, NUM_BUFS)
     o_tiles = tlx.local_alloc((HALF, HEAD_DIM), tlx.dtype_of(desc_o), GROUPS)
     q_full = tlx.alloc_barriers(num_barriers=GROUPS * Q_BUFS, arrive_count=1)
-    q_empty = _release_barriers(GROUPS * Q_BUFS, 1, WARP_BAR)
+    q_empty = tlx.alloc_barriers(num_barriers=GROUPS * Q_BUFS, arrive_count=1)
     k_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
     v_full = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=1)
-    k_empty = _release_barriers(NUM_BUFS, GROUPS, WARP_BAR)
-    v_empty = _release_barriers(NUM_BUFS, GROUPS, WARP_BAR)
+    k_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=GROUPS)
+    v_empty = tlx.alloc_barriers(num_barriers=NUM_BUFS, arrive_count=GROUPS)
     kv = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty)
 
     ZH = Z * H
@@ -510,36 +449,16 @@ def attention_fwd_persistent_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_
     TILE_BYTES: tl.constexpr = BN * HEAD_DIM * tlx.size_of(dtype)
     Q_BYTES: tl.constexpr = HALF * HEAD_DIM * tlx.size_of(dtype)
 
-    if WARP1_LOADER:
-        # one loader warp (its warp group's other three warps stay idle instead of spinning on the
-        # ring's barriers); the consumer groups are the default task and one 4-warp task
-        tl.static_assert(GROUPS == 2, "WARP1_LOADER is for two consumer groups")
-        with tlx.async_tasks():
-            with tlx.async_task("default", num_regs=MMA_REGS):
-                _persistent_consumer(0, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
-                                     num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
-                                     Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
-            with tlx.async_task(num_warps=4, num_regs=MMA_REGS):
-                _persistent_consumer(1, q_tiles, q_full, q_empty, kv, o_tiles, desc_o, o_ptr, sm_scale, N_CTX,
-                                     num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS, CAUSAL, EVEN_M, NUM_SMS,
-                                     Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, (P_EARLY, EX2_F16, LAZY),
-                                     (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
-            with tlx.async_task(num_warps=1, num_regs=LOADER_REGS):
-                _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
-                                   BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
-                                   ZIGZAG)
-    else:
-        with tlx.async_tasks():
-            with tlx.async_task("default", num_regs=LOADER_REGS):
-                _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
-                                   BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
-                                   ZIGZAG)
-            with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
-                _persistent_consumer(tlx.async_task_replica_id(), q_tiles, q_full, q_empty, kv, o_tiles, desc_o,
-                                     o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
-                                     CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype, GROUPS, ZIGZAG,
-                                     (P_EARLY, EX2_F16, LAZY), (P_LATE, PIN_SOFTMAX, Q_REGS), STORE_LSE, lse_ptr)
+    with tlx.async_tasks():
+        with tlx.async_task("default", num_regs=LOADER_REGS):
+            _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_CTX, num_tiles, num_m, ZH,
+                               BM, BN, NUM_BUFS, CAUSAL, NUM_SMS, Q_BUFS, HALF, TILE_BYTES, Q_BYTES, GROUPS,
+                               ZIGZAG)
+        with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
+            _persistent_consumer(tlx.async_task_replica_id(), q_tiles, q_full, q_empty, kv, o_tiles, desc_o,
+                                 o_ptr, sm_scale, N_CTX, num_tiles, num_m, ZH, HEAD_DIM, BM, BN, NUM_BUFS,
+                                 CAUSAL, EVEN_M, NUM_SMS, Q_BUFS, HALF, dtype, GROUPS, ZIGZAG, P_LATE, PIN_SOFTMAX,
+                                 STORE_LSE, lse_ptr)
 
 
 # ---- the split tail (SPLIT_TAIL): the leftover tiles of a persistent launch, split over K/V ------------
@@ -569,8 +488,7 @@ def attention_tail_split_kernel(sm_scale, q, k, v, part_o, part_ml, N_CTX, num_m
         live = cols < N_CTX
         kt = tl.load(k + (head_row + cols)[None, :] * HEAD_DIM + d[:, None], mask=live[None, :], other=0.0)
         vv = tl.load(v + (head_row + cols)[:, None] * HEAD_DIM + d[None, :], mask=live[:, None], other=0.0)
-        p, m_i, l_i, alpha = _online_softmax(tl.dot(qv, kt), m_i, l_i, qk_scale, rows, n0, N_CTX, True, False, BN,
-                                             vv.dtype, (False, False, False))
+        p, m_i, l_i, alpha = _online_softmax(tl.dot(qv, kt), m_i, l_i, qk_scale, rows, n0, N_CTX, True, False, BN)
         acc = acc * alpha[:, None] + tl.dot(p.to(vv.dtype), vv)
     slot = (t * tl.num_programs(1) + s).to(tl.int64)
     r = tl.arange(0, BM)
