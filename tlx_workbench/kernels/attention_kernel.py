@@ -6,7 +6,7 @@ per SM walking tiles) and every device function of their tasks are in this one f
 compile report maps IR/PTX/SASS lines to lines of the kernel's own file (a helper from another file
 shows as its call line), and the wgmma-overlap findings name the softmax's own lines.
 
-In order: what the tasks share (the GEMM turn, the log-sum-exp store); the consumer groups' device
+In order: what the tasks share (the GEMM turn, a K/V block's load, the log-sum-exp store); the consumer groups' device
 functions (the softmax of a block, a K/V step, one tile's pass); the plain kernel; the persistent
 kernel's tile walk, its loader task and its consumer task; the persistent kernel; SPLIT_TAIL's two Triton kernels.
 
@@ -26,7 +26,7 @@ TURN_2 = tl.constexpr(13)
 LOG2E = tl.constexpr(1.4426950408889634)
 
 
-# ---- what the tasks share: the GEMM turn, the log-sum-exp store -----------------------------------
+# ---- what the tasks share: the GEMM turn, a K/V block's load, the log-sum-exp store ---------------
 @triton.jit
 def _wait_turn(wg, GROUPS: tl.constexpr = 2):
     """Wait for this group's GEMM turn (named barrier TURN_wg: this group + the one before it)."""
@@ -47,6 +47,22 @@ def _pass_turn(wg, GROUPS: tl.constexpr = 2):
         tlx.named_barrier_arrive(TURN_1, 256)
     else:
         tlx.named_barrier_arrive(TURN_2, 256)
+
+
+@triton.jit
+def _load_kv(kv, desc_k, desc_v, slot, row, NUM_BUFS: tl.constexpr, TILE_BYTES: tl.constexpr):
+    """The loader's K/V block number ``slot`` through the ring ``kv`` (buffer ``slot % NUM_BUFS``, that buffer's
+    trip ``slot // NUM_BUFS``): wait until both buffers are handed back, then K and V by TMA from ``row`` of the
+    2-D views."""
+    k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
+    b = slot % NUM_BUFS
+    parity = (slot // NUM_BUFS) & 1
+    tlx.barrier_wait(k_empty[b], parity ^ 1)
+    tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
+    tlx.async_descriptor_load(desc_k, k_tiles[b], [row, 0], k_full[b])
+    tlx.barrier_wait(v_empty[b], parity ^ 1)
+    tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
+    tlx.async_descriptor_load(desc_v, v_tiles[b], [row, 0], v_full[b])
 
 
 @triton.jit
@@ -217,15 +233,7 @@ def attention_fwd_kernel(sm_scale, Z, H, N_CTX, desc_q, desc_k, desc_v, desc_o, 
                 tlx.barrier_expect_bytes(q_full[h], HALF * HEAD_DIM * tlx.size_of(dtype))
                 tlx.async_descriptor_load(desc_q, q_tiles[h], [head_row + start_m * BM + h * HALF, 0], q_full[h])
             for j in range(n_blocks):
-                b = j % NUM_BUFS
-                parity = (j // NUM_BUFS) & 1
-                col = j * BN
-                tlx.barrier_wait(k_empty[b], parity ^ 1)
-                tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
-                tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + col, 0], k_full[b])
-                tlx.barrier_wait(v_empty[b], parity ^ 1)
-                tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
-                tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + col, 0], v_full[b])
+                _load_kv(kv, desc_k, desc_v, j, head_row + j * BN, NUM_BUFS, TILE_BYTES)
 
         with tlx.async_task(num_warps=4, replicate=GROUPS, num_regs=MMA_REGS):
             wg = tlx.async_task_replica_id()
@@ -321,7 +329,6 @@ def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_C
                        Q_BYTES: tl.constexpr, GROUPS: tl.constexpr, ZIGZAG: tl.constexpr):
     """The loader of ``attention_fwd_persistent_kernel``: Q of each tile, then its K/V blocks
     through the ring ``kv`` = (k_tiles, v_tiles, k_full, k_empty, v_full, v_empty)."""
-    k_tiles, v_tiles, k_full, k_empty, v_full, v_empty = kv
     ring = 0
     it = 0
     k_first, k_end, k_step = _walk(tl.program_id(0), num_tiles, NUM_SMS, ZIGZAG)
@@ -338,15 +345,7 @@ def _persistent_loader(q_tiles, q_full, q_empty, kv, desc_q, desc_k, desc_v, N_C
             tlx.async_descriptor_load(desc_q, q_tiles[GROUPS * qs + h],
                                       [head_row + start_m * BM + h * HALF, 0], q_full[GROUPS * qs + h])
         for j in range(n_blocks):
-            b = ring % NUM_BUFS
-            parity = (ring // NUM_BUFS) & 1
-            col = j * BN
-            tlx.barrier_wait(k_empty[b], parity ^ 1)
-            tlx.barrier_expect_bytes(k_full[b], TILE_BYTES)
-            tlx.async_descriptor_load(desc_k, k_tiles[b], [head_row + col, 0], k_full[b])
-            tlx.barrier_wait(v_empty[b], parity ^ 1)
-            tlx.barrier_expect_bytes(v_full[b], TILE_BYTES)
-            tlx.async_descriptor_load(desc_v, v_tiles[b], [head_row + col, 0], v_full[b])
+            _load_kv(kv, desc_k, desc_v, ring, head_row + j * BN, NUM_BUFS, TILE_BYTES)
             ring += 1
         it += 1
 
