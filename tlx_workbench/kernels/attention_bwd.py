@@ -7,7 +7,7 @@ natural-log units (``attention(..., return_lse=True)`` stores it; torch SDPA's c
 Three launches (the D=128 default, SPLIT_TAIL, adds two when the last wave is short: below):
 
 1. ``attention_bwd_delta_kernel``: delta = rowsum(dO * O) per query row (fp32), the term dS needs, and
-   lse in base 2; both into (Z*H, N padded to 4) arrays, so the main kernel's TMA tiles of them start
+   lse in base 2 (and the fp32 dQ accumulator's rows zeroed: no fill launch); both into (Z*H, N padded to 4) arrays, so the main kernel's TMA tiles of them start
    16-byte aligned. The loader streams them into SMEM with Q_i and dO_i: loaded from global memory in
    the consumers, their pointers in the accumulator's column layout made ptxas spill 2.3 KB at D=128.
 2. ``attention_bwd_kernel``: one CTA per block of BN = 128 K/V rows of one (batch, head), K/V-major
@@ -159,7 +159,7 @@ def tail_split(Z, H, N, cfg, causal, num_sms):
 
 def _buffers(q, cfg, plan, dq32=None, dk=None, dv=None, stats=None):
     """The launch's fp32 row statistics (delta, lse2), dQ accumulator, dK, dV and SPLIT_TAIL's partials: the
-    caller's where given (``dq32`` zeroed here), new ones otherwise."""
+    caller's where given, new ones otherwise; ``dq32`` zeroed by the delta kernel (here when ``stats`` are given)."""
     import torch
     Z, H, N, D = q.shape
     if stats is None:
@@ -171,7 +171,10 @@ def _buffers(q, cfg, plan, dq32=None, dk=None, dv=None, stats=None):
         delta, lse2 = both[0], both[1]
     else:
         delta, lse2 = stats
-    dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32.zero_()
+    if stats is None:           # the delta kernel zeroes dQ's accumulator as it reads the rows: no fill launch here
+        dq32 = torch.empty(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32
+    else:
+        dq32 = torch.zeros(q.shape, dtype=torch.float32, device=q.device) if dq32 is None else dq32.zero_()
     dk = torch.empty(q.shape, dtype=q.dtype, device=q.device) if dk is None else dk
     dv = torch.empty(q.shape, dtype=q.dtype, device=q.device) if dv is None else dv
     part = None
@@ -189,8 +192,8 @@ def _launches(q, k, v, o, do, lse, causal, sm_scale, cfg, plan, delta, lse2, dq3
     if not stats_given:
         rows = Z * H * N
         out.append((attention_bwd_delta_kernel, (triton.cdiv(rows, DELTA_BLOCK),),
-                    (o, do, lse, delta, lse2, rows, N, _n_pad(N)), dict(HEAD_DIM=D, BLOCK=DELTA_BLOCK),
-                    [(3, 0), (4, 0), (5, 0), (6, 0), (7, 0)]))
+                    (o, do, lse, delta, lse2, dq32, rows, N, _n_pad(N)), dict(HEAD_DIM=D, BLOCK=DELTA_BLOCK),
+                    [(3, 0), (4, 0), (5, 0), (6, 0), (7, 0), (8, 0)]))
     # desc_q, desc_k, desc_v, desc_do, desc_kc (K), desc_lse (lse2), desc_delta, dq_ptr, dk_ptr, dv_ptr[, desc_dq]
     roles = [(0, 0), (1, 0), (2, 0), (4, 0), (1, 0), (7, 0), (6, 0), (8, 0), (9, 0), (10, 0)] + \
         ([(8, 0)] if cfg.get("DQ_TMA") else [])

@@ -38,11 +38,12 @@ STAGGER_BAR = tl.constexpr(9)   # DQ_STAGGER: group 1 starts once group 0's firs
 
 
 @triton.jit
-def attention_bwd_delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, ROWS, N_CTX, N_PAD,
+def attention_bwd_delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, dq_ptr, ROWS, N_CTX, N_PAD,
                                HEAD_DIM: tl.constexpr, BLOCK: tl.constexpr):
     """The row statistics the main kernel streams, for the ROWS = Z*H*N rows of the (rows, D) views:
     delta = sum_d dO * O (fp32) and lse in base 2 (lse * log2 e), both written to (Z*H, N_PAD)
-    arrays whose rows start 16-byte aligned, as the main kernel's TMA tiles of them need."""
+    arrays whose rows start 16-byte aligned, as the main kernel's TMA tiles of them need; and the same
+    rows of the fp32 dQ accumulator zeroed, so the call needs no fill of its own before the main kernel adds."""
     rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     cols = tl.arange(0, HEAD_DIM)
     offs = rows[:, None].to(tl.int64) * HEAD_DIM + cols[None, :]
@@ -53,6 +54,7 @@ def attention_bwd_delta_kernel(o_ptr, do_ptr, lse_ptr, delta_ptr, lse2_ptr, ROWS
     tl.store(delta_ptr + padded, tl.sum(o * do, 1), mask=rows < ROWS)
     lse = tl.load(lse_ptr + rows, mask=rows < ROWS, other=0.0)
     tl.store(lse2_ptr + padded, lse * LOG2E, mask=rows < ROWS)
+    tl.store(dq_ptr + offs, tl.zeros([BLOCK, HEAD_DIM], tl.float32), mask=keep)
 
 
 @triton.jit
