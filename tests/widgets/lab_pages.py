@@ -62,6 +62,9 @@ def wait_until(page, name: str, predicate: str, arg, what: str, timeout_ms: int)
     """Until ``predicate(arg)`` is true in the page. A string it returns is a state the wait cannot get out of
     (a dialog, a view that failed): the test fails at once with it. Either failure names ``what`` was awaited
     and what the notebook showed."""
+    if predicate.lstrip().startswith("async"):
+        raise ValueError(f"waiting for {what}: an async predicate's Promise counts as true at once; "
+                         "write it as a plain function")
     try:
         value = page.wait_for_function(predicate, arg=arg, polling=250, timeout=timeout_ms).json_value()
     except PlaywrightTimeout:

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 
 from deadlines import HANG_MS
-from lab_pages import open_notebook, run_all, run_cell, wait_cells_done, wait_views
+from lab_pages import open_notebook, run_all, run_cell, wait_cells_done, wait_until, wait_views
 from tlx_workbench.widgets import TimelineWidget
 from tlx_workbench.widgets.sample import sample_trace
 
@@ -123,3 +123,22 @@ def test_notebook_shows_every_view_and_a_click_reaches_the_kernel(lab, page):
     # the kernel handles the click's message before the next cell it is sent
     out = run_cell(page, "views.ipynb", 4).locator(".jp-OutputArea-output")
     assert f"CLICKED [{span.line}] {span.line}" in out.inner_text()
+
+
+def test_a_wait_that_cannot_end_says_what_it_waited_for_and_what_the_notebook_shows(lab, page):
+    open_notebook(page, lab, "views.ipynb")
+    # a state the page reports (a dialog, a widget that failed): the wait ends at once, with the notebook's state
+    with pytest.raises(AssertionError) as stuck:
+        wait_until(page, "views.ipynb", "() => 'the page says no'", None, "a sign", HANG_MS)
+    text = str(stuck.value)
+    assert "while waiting for a sign: the page says no" in text
+    assert "kernel: Python 3 (ipykernel) (idle)" in text
+    assert "cell 1 " in text and "cell 4 " in text and "BarrierPhaseWidget" not in text    # prompts, not sources
+    # an event that never comes: the deadline ends it, naming the event and the load it scaled with
+    with pytest.raises(AssertionError) as late:
+        wait_until(page, "views.ipynb", "() => false", None, "an event that never comes", 1)
+    assert "for an event that never comes; the notebook shows:\nkernel: " in str(late.value)
+    assert "(load x" in str(late.value)
+    # an async predicate would be taken as true at once: refused
+    with pytest.raises(ValueError, match="plain function"):
+        wait_until(page, "views.ipynb", "async () => false", None, "anything", HANG_MS)
