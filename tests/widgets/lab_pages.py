@@ -27,17 +27,20 @@ const panelOf = name => { const tab = [...document.querySelectorAll('.lm-DockPan
     return tab ? document.getElementById(tab.dataset.id) : null; };
 // the page's own view of the notebook's kernel (not the server's): until the page has connected to the
 // kernel it started, Run All starts another kernel or asks which one to start
-const kernelOf = p => { const n = p.querySelector('.jp-Toolbar-kernelName'), s = p.querySelector('.jp-Notebook-ExecutionIndicator');
+const kernelOf = p => {
+    const n = p.querySelector('.jp-Toolbar-kernelName'), s = p.querySelector('.jp-Notebook-ExecutionIndicator');
     return { name: n ? n.textContent.trim() : '', status: s ? s.dataset.status : '' }; };
 const kernelIdle = p => { const k = kernelOf(p); return k.status === 'idle' && k.name !== '' && k.name !== 'No Kernel'; };
-const dialog = () => { const d = document.querySelector('.jp-Dialog'); return d ? 'a dialog is open: ' + d.innerText.replace(/\\s+/g, ' ').slice(0, 200) : null; };
+const dialog = () => { const d = document.querySelector('.jp-Dialog');
+    return d ? 'a dialog is open: ' + d.innerText.replace(/\\s+/g, ' ').slice(0, 200) : null; };
 const promptOf = c => { const p = c.querySelector('.jp-InputPrompt'); return p ? p.textContent.trim() : ''; };
 const codeCells = p => [...p.querySelectorAll('.jp-Notebook .jp-CodeCell')];
 """
 
 _STATE = "(name) => {" + _JS + """
     const p = panelOf(name);
-    if (!p) return 'no notebook tab named ' + name + '; tabs: ' + [...document.querySelectorAll('.lm-TabBar-tabLabel')].map(l => l.textContent).join(', ');
+    if (!p) return 'no notebook tab named ' + name + '; tabs: '
+        + [...document.querySelectorAll('.lm-TabBar-tabLabel')].map(l => l.textContent).join(', ');
     const k = kernelOf(p), lines = ['kernel: ' + (k.name || '?') + ' (' + (k.status || '?') + ')'];
     const d = dialog(); if (d) lines.push(d);
     p.querySelectorAll('.jp-Notebook .jp-Cell').forEach((c, i) => {

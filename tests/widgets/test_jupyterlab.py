@@ -4,11 +4,13 @@ the timeline reaches the kernel's on_select callback."""
 import json
 import os
 import pathlib
-import queue
 import socket
 import subprocess
 import sys
 import threading
+import time
+import urllib.error
+import urllib.request
 
 import nbformat
 import pytest
@@ -27,6 +29,35 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _start_lab(root, env, token, log):
+    """A JupyterLab server on a free port, once it answers HTTP: (process, port), or (None, port) when it exited
+    first (its stderr in ``log``). It prints its URL before its event loop binds the port, so that line is not
+    the event: a request it answers is. ``HANG_MS`` guards a server that neither answers nor exits."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
+         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         f"--LabApp.workspaces_dir={root / '.ws'}", "--LabApp.news_url=", "--ServerApp.port_retries=0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    threading.Thread(target=lambda: [log.append(line) for line in proc.stderr], daemon=True).start()
+    deadline = time.monotonic() + HANG_MS / 1000
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=30).close()
+            return proc, port
+        except urllib.error.HTTPError:   # an answer all the same
+            return proc, port
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=0.25)      # paces the requests; returns only when the server has exited
+            return None, port
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail("JupyterLab did not answer:\n" + "".join(log[-40:]))
 
 
 @pytest.fixture(scope="module")
@@ -53,25 +84,15 @@ def lab(tmp_path_factory, browser):
     # which a machine whose cores are busy may not give it for minutes
     (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"autoStartDefaultKernel": True,
                                                                       "windowingMode": "none"}))
-    port, token = _free_port(), "tlxwb-test"
+    token = "tlxwb-test"
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(root / ".cfg"), JUPYTER_RUNTIME_DIR=str(root / ".rt"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
-         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         f"--LabApp.workspaces_dir={root / '.ws'}", "--LabApp.news_url=", "--ServerApp.port_retries=0"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in proc.stderr], daemon=True).start()
-    log = []
-    try:
-        while True:                      # the server says when it listens (an event); a hang guard only
-            line = lines.get(timeout=HANG_MS / 1000)
-            log.append(line)
-            if f"127.0.0.1:{port}/lab" in line:
-                break
-    except queue.Empty:
-        proc.kill()
-        pytest.fail("JupyterLab did not start:\n" + "".join(log[-30:]))
+    log: list = []
+    for _ in range(3):                   # a port another process took meanwhile: the server exits, try another
+        proc, port = _start_lab(root, env, token, log)
+        if proc:
+            break
+    else:
+        pytest.fail("JupyterLab did not start:\n" + "".join(log[-40:]))
     yield f"http://127.0.0.1:{port}/lab/tree/views.ipynb?token={token}"
     proc.terminate()
     try:
