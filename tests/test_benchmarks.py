@@ -4,7 +4,8 @@
 experiments called them (``suite.gemm_ws_config``, ``suite.attention_config``) and the kernels' ``CONFIGS[0]``. The raw JSON each experiment wrote on the
 H200 (``benchmarks/results/``) records what it compared (the configs, and the subjects timed in every cell); these
 tests hold the rebuilt experiments to it, so a change to a kernel's configs or defaults that would make a re-run
-measure something else fails here (pin the old config in ``suite.py`` then). CPU only, no compile.
+measure something else fails here (pin the old config in ``suite.py`` then). CPU only; the tools beside the suites
+(the PTX fingerprint, the MMA model's speed) are run small, the fingerprint on two offline compiles.
 """
 from __future__ import annotations
 
@@ -302,3 +303,25 @@ def test_sim_speed_suite_runs_tiny_and_checks_every_output(tmp_path):
     one[7, 9] += 1.0
     assert not S.check(tile, ref, S.GEMM_TOL)["ok"] and not S.check(one, ref, S.GEMM_TOL)["ok"]
     assert not S.check(torch.full_like(good, float("nan")), ref, S.GEMM_TOL)["ok"]
+
+
+def test_ptx_fingerprint_ignores_what_the_source_text_moves_and_tells_configs_apart():
+    fp = _load("ptx_fingerprint")
+    body = "\tmov.u32 %r1, %r2;\n$L__BB0_3:\n\tbra $L__BB0_3;\n"
+    one = ".version 8.4\n\t.loc 1 12 4\n// a comment\n" + body + "$L__tmp7:\n.section .debug_info {}\n"
+    two = ".version 8.4\n\t.loc 1 40 2\n" + body.replace("BB0_3", "BB0_9") + "\n\n.section .debug_abbrev {}\n"
+    assert fp.code_of(one) == fp.code_of(two)
+    assert fp.code_of(one) != fp.code_of(one.replace("%r2", "%r3"))
+    # real compiles (offline, sm_90): the same config twice gives one digest, another config another
+    rows = {label: make for label, _, make in fp.gemm_rows() if label.startswith("gemm_ws sim_")}
+    tiny, two_strips = rows["gemm_ws sim_tiny float16"], rows["gemm_ws sim_two_strips float16"]
+    assert fp._digest(tiny()) == fp._digest(tiny()) != fp._digest(two_strips())
+
+
+def test_mma_numerics_speed_checks_every_variant_bit_for_bit(monkeypatch, capsys):
+    speed = _load("mma_numerics_speed")
+    monkeypatch.setattr(speed, "CASES", {"2d": ((), 3), "cta132": ((3,), 2)})
+    monkeypatch.setattr(speed, "ROUNDS", 1)
+    speed.main()                  # asserts each variant's bits against the per-slice numpy definition
+    out = capsys.readouterr().out
+    assert "2d:" in out and "cta132:" in out and out.count("GFLOP/s") == 8
