@@ -88,7 +88,7 @@ def _put(lab_url: str, name: str, content: dict) -> str:
     req = urllib.request.Request(f"{u.scheme}://{u.netloc}/api/contents/{name}?token={token}", method="PUT",
                                  data=json.dumps({"type": "notebook", "format": "json", "content": content}).encode(),
                                  headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30).close()
+    urllib.request.urlopen(req, timeout=paint_ms() / 1000).close()      # the server, however busy
     return f"{u.scheme}://{u.netloc}/lab/tree/{name}?token={token}"
 
 
@@ -114,7 +114,7 @@ def attach_every_cell(lab_url: str) -> None:
     req = urllib.request.Request(
         f"{u.scheme}://{u.netloc}/lab/api/settings/@jupyterlab/notebook-extension:tracker?token={token}",
         method="PUT", data=json.dumps({"raw": raw}).encode(), headers={"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=30).close()
+    urllib.request.urlopen(req, timeout=paint_ms() / 1000).close()      # the server, however busy
 
 
 def notebook(page, name: str):
