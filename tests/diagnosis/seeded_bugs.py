@@ -250,7 +250,7 @@ BUGS = [
         move_after="acc = tlx.async_dot(data_a, data_b, acc)", cls=EARLY_READ,
         what="the loop's wgmma reads B before the wait on full_b"),
     Bug("op-read-early", OP, "tlx.barrier_wait(full[s], parity)", "", "", nth=1,
-        move_after="acc = tlx.async_dot(a_ring[s], b_ring[s], acc)", cls=EARLY_READ,
+        move_after="acc = tlx.async_dot(a_ring[s], b_slot(b_ring, s, B_K_MAJOR), acc)", cls=EARLY_READ,
         what="the loop's wgmma reads the ring slot before the wait on full"),
     Bug("op-named-id", OP, "tlx.named_barrier_arrive(TURN_1, 256)", "TURN_1", "TURN_0", cls=NAMED_ID,
         what="the first group hands over on TURN_0, the id it waits on itself"),

@@ -28,6 +28,17 @@ TURN_1 = tl.constexpr(15)
 
 
 @triton.jit
+def b_slot(b_ring, s, B_K_MAJOR: tl.constexpr):
+    """Ring slot ``s`` of B as the wgmma reads it: as stored, or transposed when B's slices are (BN, BK) boxes of
+    B^T (``B_K_MAJOR``)."""
+    if B_K_MAJOR:
+        b = tlx.local_trans(b_ring[s])
+    else:
+        b = b_ring[s]
+    return b
+
+
+@triton.jit
 def pingpong_mainloop(a_ring, b_ring, full, empty, wg, use, k_steps, STAGES: tl.constexpr,
                       B_K_MAJOR: tl.constexpr):
     """Consumer group ``wg``'s mainloop of one whole tile: it waits for its turn, issues the wgmma of every k-step
@@ -40,19 +51,13 @@ def pingpong_mainloop(a_ring, b_ring, full, empty, wg, use, k_steps, STAGES: tl.
         tlx.named_barrier_wait(TURN_1, 256)
     s, parity = ring_slot(use, STAGES)
     tlx.barrier_wait(full[s], parity)
-    if B_K_MAJOR:
-        acc = tlx.async_dot(a_ring[s], tlx.local_trans(b_ring[s]))
-    else:
-        acc = tlx.async_dot(a_ring[s], b_ring[s])
+    acc = tlx.async_dot(a_ring[s], b_slot(b_ring, s, B_K_MAJOR))
     prev = s
     use += 1
     for k in range(1, k_steps):
         s, parity = ring_slot(use, STAGES)
         tlx.barrier_wait(full[s], parity)
-        if B_K_MAJOR:
-            acc = tlx.async_dot(a_ring[s], tlx.local_trans(b_ring[s]), acc)
-        else:
-            acc = tlx.async_dot(a_ring[s], b_ring[s], acc)
+        acc = tlx.async_dot(a_ring[s], b_slot(b_ring, s, B_K_MAJOR), acc)
         acc = tlx.async_dot_wait(1, acc)
         tlx.barrier_arrive(empty[prev])
         prev = s
