@@ -17,6 +17,13 @@ from tlx_workbench.runtime import instrument, profiling
 from tlx_workbench.sim.api import Simulation
 from tlx_workbench.target import gpu_model
 from tlx_workbench.trace import Span, Trace
+
+
+def _kernel_line(helper: str, statement: str, nth: int = 0) -> int:
+    """The gemm_ws source line of ``statement`` (its ``nth`` occurrence) in the ``@triton.jit`` helper ``helper``."""
+    import inspect
+    lines, first = inspect.getsourcelines(getattr(gemm_ws, helper).fn)
+    return [first + i for i, t in enumerate(lines) if t.strip().startswith(statement)][nth]
 from tlx_workbench.trace_compare import ASYNC_WAITS, BARRIER_WAITS, compare, shares
 
 from sim_clocks import sim_clocks
@@ -56,8 +63,9 @@ def test_simulated_shares_are_wait_spans_by_op_over_the_lanes_extent(sim_trace):
         assert 0 < lane.wait <= 1
     loader, consumer = lanes[("default", 0)], lanes[("task1", 0)]
     # the loader waits for free slots only; every wait counts, satisfied ones at their cost too
-    assert set(loader.waits) == {"barrier_wait@103"} and loader.async_wait == 0
-    assert loader.waits["barrier_wait@103"]["count"] == 2 * STEPS
+    empty_wait = f"barrier_wait@{_kernel_line('_load_steps', 'tlx.barrier_wait(empty[s], parity ^ 1)')}"
+    assert set(loader.waits) == {empty_wait} and loader.async_wait == 0
+    assert loader.waits[empty_wait]["count"] == 2 * STEPS
     assert {w["op"] for w in consumer.waits.values()} == {"barrier_wait", "async_dot_wait",
                                                           "async_descriptor_store_wait"}
     full = [w for w in consumer.waits.values() if w["op"] == "barrier_wait"]
@@ -127,7 +135,8 @@ def test_totals_keep_each_wait_sites_count_and_time_and_compare_by_the_same_defi
     assert float((c.double() - ref).norm() / ref.norm()) < 2e-3        # the atomics leave the result alone
     lanes = {(l.task, l.replica): l for l in shares(tr)}
     assert set(lanes) == {("default", 0), ("task1", 0), ("task1", 1)}
-    assert lanes[("default", 0)].waits["barrier_wait@103"]["count"] == 2 * STEPS
+    empty_wait = f"barrier_wait@{_kernel_line('_load_steps', 'tlx.barrier_wait(empty[s], parity ^ 1)')}"
+    assert lanes[("default", 0)].waits[empty_wait]["count"] == 2 * STEPS
     for rep in (0, 1):
         lane = lanes[("task1", rep)]
         assert sorted(w["count"] for w in lane.waits.values() if w["op"] == "barrier_wait") == [2 * STEPS] * 2

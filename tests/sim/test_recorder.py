@@ -16,6 +16,13 @@ from tlx_workbench.sim.timing.cost import MEASURED_RECORD, cost_model, record_cy
 from tlx_workbench.sim.ops.mma_ops import MmaOps
 
 CFG = dict(gemm_ws.CONFIGS[0])          # the measured config: SPLIT_FULL, DOT_WAIT0, 4 strips per tile
+
+
+def _kernel_line(helper: str, statement: str, nth: int = 0) -> int:
+    """The gemm_ws source line of ``statement`` (its ``nth`` occurrence) in the ``@triton.jit`` helper ``helper``."""
+    import inspect
+    lines, first = inspect.getsourcelines(getattr(gemm_ws, helper).fn)
+    return [first + i for i, t in enumerate(lines) if t.strip().startswith(statement)][nth]
 KERNEL = gemm_ws.gemm_ws_coop_kernel
 
 
@@ -72,7 +79,8 @@ def test_records_cost_the_measured_cycles_where_the_instrumented_kernel_records(
     # the record lies between them
     for r, gap in ((plain, 0.0), (res, cycles)):
         ss = _lane_spans(r, "task1", 0)
-        pairs = [(x, y) for x, y in zip(ss, ss[1:]) if (x.line, y.line) == (68, 69)]
+        first = _kernel_line("_wait_full", "tlx.barrier_wait(full_a[2 * s + wg], parity)")
+        pairs = [(x, y) for x, y in zip(ss, ss[1:]) if (x.line, y.line) == (first, first + 1)]
         assert len(pairs) == steps * tiles
         assert all(y.start - x.end == pytest.approx(gap) for x, y in pairs)
     # the records are busy time, and the recorded kernel is slower
@@ -141,7 +149,8 @@ def test_a_group_running_ahead_does_not_starve_the_other_of_the_tensor_core(seed
     cm = cost_model("H200")
     work = cm.mma_cycles(64, CFG["BN"], CFG["BK"], 16)
     own = work - cm.wgmma_issue_cycles(64, CFG["BK"], 16) + cm.mma_latency + cm.barrier_op
-    waits = [s.duration for s in res.trace.spans if s.name == "async_dot_wait" and s.line == 139]
+    line = _kernel_line("_mma_steps", "acc = tlx.async_dot_wait(0, acc)", nth=1)      # the k-loop's drain
+    waits = [s.duration for s in res.trace.spans if s.name == "async_dot_wait" and s.line == line]
     assert len(waits) == 2 * 63
     assert min(waits) == pytest.approx(own)
     assert max(waits) <= own + 2 * work + 1e-6
