@@ -17,8 +17,8 @@ demo: install
 	$(BIN)/tlx-workbench demo
 
 # the browser tests drive Debian's Chromium (Playwright never downloads a browser here). Two runs: everything
-# else in JOBS processes (pytest-xdist, a test file per process), then the browser tests alone, whose JupyterLab
-# pages time out when the machine's other core is busy; both always run, and either failing fails the target
+# else in JOBS processes (pytest-xdist, a test file per process), then the browser tests alone (a JupyterLab page
+# each, which would only compete with the first run for the cores); both always run, and either failing fails it
 JOBS ?= 2
 test: install
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
