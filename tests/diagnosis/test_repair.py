@@ -139,3 +139,35 @@ def copy2(in_desc, out_ptr, N_TILES, BM: tl.constexpr, BK: tl.constexpr, STAGES:
     r = shell.run_cell("out = torch.zeros_like(x)\n"
                        "res2 = wb.simulate(copy2, desc, out, 6, BM=32, BK=32, STAGES=2, grid=(1,), schedules=3)")
     assert r.success and shell.user_ns["res2"].ok and torch.equal(shell.user_ns["out"], x)
+
+
+def test_a_read_in_a_branch_gets_its_wait_moved_before_the_branch(tmp_path, monkeypatch):
+    # the ping-pong mainloop with its B operand chosen by a constexpr branch, and the wait on full moved after it:
+    # the wgmma reads the ring slot before the data is there
+    from tlx_workbench.sim.diagnosis import repair
+    monkeypatch.setattr(repair, "BUDGET", 1000.0)
+    subj = sb.KERNELS["gemm_pingpong"]
+    flat = ("        tlx.barrier_wait(full[s], parity)\n"
+            "        acc = tlx.async_dot(a_ring[s], b_slot(b_ring, s, B_K_MAJOR), acc)\n")
+    branched = ("        if B_K_MAJOR:\n"
+                "            acc = tlx.async_dot(a_ring[s], tlx.local_trans(b_ring[s]), acc)\n"
+                "        else:\n"
+                "            acc = tlx.async_dot(a_ring[s], b_ring[s], acc)\n"
+                "        tlx.barrier_wait(full[s], parity)\n")
+    text = subj.path.read_text()
+    assert text.count(flat) == 1
+    path = tmp_path / "gemm_pingpong__read_in_a_branch.py"
+    path.write_text(text.replace(flat, branched))
+    res, _ = subj.run(sb._import(path, subj.package))
+    fix = res.fix
+    lines = path.read_text().splitlines()
+    read = 1 + lines.index("            acc = tlx.async_dot(a_ring[s], b_ring[s], acc)")
+    assert fix is not None and fix.verified and fix.kind == "move-read" and fix.line == read, res
+    fixed = fix.apply(path.read_text())
+    assert ("        tlx.barrier_wait(full[s], parity)\n        if B_K_MAJOR:\n" in fixed
+            and fixed.count("tlx.barrier_wait(full[s], parity)") == text.count("tlx.barrier_wait(full[s], parity)"))
+    # applied, the kernel's test passes: clean over 3 schedules and equal to torch
+    path.write_text(fixed)
+    res, pair = subj.run(sb._import(path, subj.package), schedules=3, repair=False)
+    assert res.ok and pair is not None
+    torch.testing.assert_close(pair[0].float(), pair[1], atol=0.5, rtol=2e-2)

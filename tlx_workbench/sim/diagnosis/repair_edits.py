@@ -588,18 +588,38 @@ def _arrive_edits(src, st, call):
             break
 
 
-def _move_read(src, st):
-    body, i = src.parent[st]
+def _wait_after(body, i):
+    """The first statement of ``body`` after index ``i`` (within a few, before any block) that waits on a barrier."""
     for j in range(i + 1, min(len(body), i + 7)):
         nxt = body[j]
         if isinstance(nxt, (ast.For, ast.While, ast.If, ast.With, ast.FunctionDef)):
-            break
+            return None
         if any(isinstance(c, ast.Call) and _callee(c) == "barrier_wait" for c in ast.walk(nxt)):
-            yield ("move-read", f"move the read at line {st.lineno} after the wait at line {nxt.lineno}",
-                   [Edit(st.lineno, st.end_lineno, ()),
-                    Edit(nxt.end_lineno + 1, nxt.end_lineno, tuple(src.lines[st.lineno - 1:st.end_lineno]))],
+            return nxt
+    return None
+
+
+def _move_read(src, st):
+    body, i = src.parent[st]
+    nxt = _wait_after(body, i)
+    if nxt is not None:
+        yield ("move-read", f"move the read at line {st.lineno} after the wait at line {nxt.lineno}",
+               [Edit(st.lineno, st.end_lineno, ()),
+                Edit(nxt.end_lineno + 1, nxt.end_lineno, tuple(src.lines[st.lineno - 1:st.end_lineno]))],
+               st.lineno)
+        return
+    # the read is in a branch of an ``if`` (an operand chosen by a constexpr, say) and the wait follows the ``if``:
+    # the wait moves up, before the branch, at the branch's own indentation
+    own = src.owner.get(st)
+    if isinstance(own, ast.If) and own in src.parent:
+        obody, oi = src.parent[own]
+        nxt = _wait_after(obody, oi)
+        if nxt is not None:
+            yield ("move-read", f"move the wait at line {nxt.lineno} before the branch at line {own.lineno}, whose "
+                                f"read at line {st.lineno} it guards",
+                   [Edit(own.lineno, own.lineno - 1, tuple(src.lines[nxt.lineno - 1:nxt.end_lineno])),
+                    Edit(nxt.lineno, nxt.end_lineno, ())],
                    st.lineno)
-            return
 
 
 def _bytes_edits(src, st, call, led):
