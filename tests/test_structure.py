@@ -118,19 +118,18 @@ def _imports(name: str, path: pathlib.Path, modules, facade=None) -> dict[str, i
             if t and t != name:
                 found.setdefault(t, node.lineno)
     if aliases:
+        uses = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                and n.value.id in aliases]
+        for node in uses:
+            t = facade.get(node.attr, "tlx_workbench")
+            if t != name:
+                found.setdefault(t, node.lineno)
+        # a bare ``wb`` (handed on whole, not ``wb.x``) counts as the façade itself
+        dotted = {id(n.value) for n in uses}
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
-                t = facade.get(node.attr, "tlx_workbench")
-                if t != name:
-                    found.setdefault(t, node.lineno)
-            elif isinstance(node, ast.Name) and node.id in aliases and not isinstance(node.ctx, ast.Store):
-                parent_is_attr = False          # a bare ``wb`` (handed on whole) is counted below
-                for other in ast.walk(tree):
-                    if isinstance(other, ast.Attribute) and other.value is node:
-                        parent_is_attr = True
-                        break
-                if not parent_is_attr and name != "tlx_workbench":
-                    found.setdefault("tlx_workbench", node.lineno)
+            if (isinstance(node, ast.Name) and node.id in aliases and not isinstance(node.ctx, ast.Store)
+                    and id(node) not in dotted and name != "tlx_workbench"):
+                found.setdefault("tlx_workbench", node.lineno)
     return found
 
 
