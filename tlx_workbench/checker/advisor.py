@@ -13,8 +13,9 @@ import os
 import re
 import tempfile
 
+from ..compiler.launch_options import compile_kwargs
 from ..errors import TLXWorkbenchError
-from .api import _compile_kwargs, _is_kernel, record_launch
+from .api import _is_kernel, record_launch
 from .facts import lane_label, slot_facts
 from .rules import Context, _assignments, _kernel_def, _root, live, roles
 from .source import source_file, with_kwargs
@@ -433,7 +434,7 @@ def advise_warp_barriers(fn, *args, target: str = "sm_90", reference=None, confi
         host = lambda *a, **k: fn[grid](*a, **k)  # noqa: E731
     jitfn, largs, lkwargs, sim = record_launch(host, [_on(a, "cpu") for a in args], kwargs, run=True, gpu=gpu,
                                                seed=seed, config=config)
-    report = _compile_kernel(jitfn, *largs, target=target, **_compile_kwargs(lkwargs))
+    report = _compile_kernel(jitfn, *largs, target=target, **compile_kwargs(lkwargs))
     ctx = Context(report, slot_facts(sim.trace))
     sf = ctx.sf
     kfn = _kernel_def(sf, report.kernel)
@@ -460,7 +461,7 @@ def advise_warp_barriers(fn, *args, target: str = "sm_90", reference=None, confi
     mod = _load_variant(path, text, jitfn.fn.__globals__, target)
     from .api import _jit_of
     new_jit = _jit_of(getattr(mod, jitfn.fn.__name__))
-    new_report = _compile_kernel(new_jit, *largs, target=target, **_compile_kwargs(lkwargs))
+    new_report = _compile_kernel(new_jit, *largs, target=target, **compile_kwargs(lkwargs))
     result.converted_report = new_report
     # 5. indices, phases and wait sites unchanged
     # compared by IR position, not source line: Triton's disk cache may hand back IR whose locs name

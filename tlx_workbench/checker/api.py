@@ -1,7 +1,7 @@
 """``check``: run the barrier-protocol rules on a kernel, a launch or a CompileReport."""
 from __future__ import annotations
 
-from ..compiler.launch_options import compile_kwargs as _compile_kwargs  # noqa: F401 - the advisor's too
+from ..compiler.launch_options import compile_kwargs
 from ..errors import CompileError, TLXWorkbenchError
 from .facts import slot_facts
 from .findings import CheckResult
@@ -97,7 +97,7 @@ def check(kernel_or_launch, *args, target: str = "sm_90", simulate: bool = True,
                                                                seed=seed, config=config, ctas=ctas)
                 if can_sim and sim_result is not None:
                     sim_res = sim_result
-                report = _compile(jitfn, largs, target, None, _compile_kwargs(lkwargs))
+                report = _compile(jitfn, largs, target, None, compile_kwargs(lkwargs))
         except _ShapeRejected as e:
             return CheckResult([e.finding], kernel=getattr(obj, "__name__", str(obj)),
                                notes=["the compiler rejected the kernel; fix this first"])
