@@ -43,7 +43,8 @@ import triton  # noqa: E402
 
 import tlx_workbench as wb  # noqa: E402
 from tlx_workbench.kernels import gemm_ws  # noqa: E402
-from tlx_workbench.runtime.instrument import WAIT_OPS, select_ctas  # noqa: E402
+from tlx_workbench.compiler.instrument_rewrite import WAIT_OPS  # noqa: E402
+from tlx_workbench.runtime.instrument import select_ctas  # noqa: E402
 from tlx_workbench.trace import Trace  # noqa: E402
 from tlx_workbench.trace_compare import compare, shares  # noqa: E402
 

@@ -10,6 +10,7 @@ import triton
 
 import tlx_workbench as wb
 from tlx_workbench._torch_cpu import CudaOnCpu
+from tlx_workbench.compiler import instrument_rewrite
 from tlx_workbench.errors import GPUError
 from tlx_workbench.kernels import gemm_ws
 from tlx_workbench.kernels._common import torch_alloc
@@ -111,7 +112,7 @@ def test_a_wait_one_side_does_not_time_counts_on_neither(sim_trace):
     # told outright which ops it times (a measured trace's meta), absent spans are zero-time waits, not unknowns
     told = Trace(list(old.spans), time_unit="cycles", source="gpu",
                  meta={"sm_clock_ghz": sim_trace.meta["clock_ghz"],
-                       "timed_ops": sorted(instrument.op_set("waits"))})
+                       "timed_ops": sorted(instrument_rewrite.op_set("waits"))})
     cmp = compare(sim_trace, told)
     assert cmp.notes[0].startswith("waits only the measured trace times")
     assert cmp.task("task1").async_wait_error > 0          # the store waits now count on both sides
@@ -130,7 +131,7 @@ def test_totals_keep_each_wait_sites_count_and_time_and_compare_by_the_same_defi
     r, tr = _profile_totals_on_sim(a, b, c, ops="waits", totals=True)
     assert r["totals"] and not tr.spans and tr.meta["recorder"] == "clock64 totals"
     assert "per-site totals of async_descriptor_store_wait, async_dot_wait, barrier_wait for 3 lanes" in repr(tr)
-    assert set(tr.meta["timed_ops"]) <= set(instrument.op_set("waits"))
+    assert set(tr.meta["timed_ops"]) <= set(instrument_rewrite.op_set("waits"))
     ref = a.double() @ b.double()
     assert float((c.double() - ref).norm() / ref.norm()) < 2e-3        # the atomics leave the result alone
     lanes = {(l.task, l.replica): l for l in shares(tr)}
@@ -156,6 +157,6 @@ def test_totals_keep_each_wait_sites_count_and_time_and_compare_by_the_same_defi
 
 def test_waits_only_recorder_times_nothing_else():
     inst = instrument.instrument(gemm_ws.gemm_ws_coop_kernel, ops="waits")
-    assert {s.op for s in inst.sites} <= set(instrument.WAIT_OPS) and {s.kind for s in inst.sites} == {"wait"}
+    assert {s.op for s in inst.sites} <= set(instrument_rewrite.WAIT_OPS) and {s.kind for s in inst.sites} == {"wait"}
     with pytest.raises(ValueError, match="not ops the recorder times"):
         instrument.instrument(gemm_ws.gemm_ws_coop_kernel, ops=["barrier_wiat"])

@@ -18,6 +18,7 @@ import triton.language as tl
 import triton.language.extra.tlx as tlx
 
 import tlx_workbench as wb
+from tlx_workbench.compiler import instrument_rewrite
 from tlx_workbench.kernels import attention, gemm_streamk, gemm_ws
 from tlx_workbench.runtime import instrument
 from tlx_workbench.target import offline
@@ -85,7 +86,7 @@ def _lines_of(jit_fn):
 
 
 def test_helper_calls_are_rewritten_to_instrumented_copies():
-    new, sites, tasks = instrument.instrument_source(KERNEL, first_line=1, scope=globals(), file="k.py")
+    new, sites, tasks = instrument_rewrite.instrument_source(KERNEL, first_line=1, scope=globals(), file="k.py")
     assert tasks == ["default", "task1"]
     state = "_wb_prof, _wb_base, _wb_n, _wb_lim"
     # one value, a tuple, nothing: the record count comes back next to the helper's own value
@@ -120,7 +121,7 @@ def test_helper_calls_are_rewritten_to_instrumented_copies():
 
 def test_without_scope_and_in_proton_mode_helpers_stay_untimed():
     for kw in ({}, {"scope": globals(), "mode": "proton"}):
-        new, sites, _ = instrument.instrument_source(KERNEL, **kw)
+        new, sites, _ = instrument_rewrite.instrument_source(KERNEL, **kw)
         assert "_wb__h_" not in new and sites == []
 
 
@@ -149,7 +150,7 @@ def test_library_kernels_time_their_helpers():
     for f, mod in (("_load_steps", gemm_ws), ("_mma_steps", gemm_ws), ("_store_strips", gemm_ws)):
         assert all(s.line in _lines_of(getattr(mod, f)) and s.file == mod.__file__ for s in by[f]), f
     # _store_strips comes from gemm_ws: its copy runs among gemm_ws's names
-    cp = next(c for c in instrument._rewrite(*_src(gemm_streamk.gemm_streamk_kernel), "clock",
+    cp = next(c for c in instrument_rewrite._rewrite(*_src(gemm_streamk.gemm_streamk_kernel), "clock",
                                                gemm_streamk.__dict__, gemm_streamk.__file__)[3]
               if c.helper == "_store_strips")
     assert cp.globals is gemm_ws.__dict__
@@ -349,7 +350,7 @@ def test_no_op_error_points_at_helper_calls_in_expressions():
         def only_in_expr(x_ptr, bars):
             y = _h_pair(x_ptr, 0)[0] + 1
     ''')
-    new, sites, _ = instrument.instrument_source(src, scope=ns)
+    new, sites, _ = instrument_rewrite.instrument_source(src, scope=ns)
     assert sites == [] and "_wb__h_pair" not in new
     with pytest.raises(GPUError) as ei:
         instrument.instrument(attention._online_softmax)

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import tlx_workbench as wb
+from tlx_workbench.compiler import instrument_rewrite
 from tlx_workbench.errors import NoGPUError
 from tlx_workbench.runtime import instrument
 from tlx_workbench.runtime.launch import infer_tile, poisoned_allocations
@@ -78,7 +79,7 @@ def k(x_ptr, bars, N: tl.constexpr):
         with tlx.async_task(num_warps=4, replicate=2):
             tlx.barrier_arrive(tlx.local_view(bars, 0))
 '''
-    new, sites, tasks = instrument.instrument_source(src, first_line=10)
+    new, sites, tasks = instrument_rewrite.instrument_source(src, first_line=10)
     assert tasks == ["default", "task1"]
     assert [(s.op, s.kind, s.lane_task, s.line) for s in sites] == [
         ("barrier_wait", "wait", "default", 16), ("store", "store", "default", 17),
@@ -89,15 +90,15 @@ def k(x_ptr, bars, N: tl.constexpr):
 
 def test_decode_builds_a_gpu_trace_per_cta_and_lane():
     import numpy as np
-    sites = [instrument.EventSite(0, "barrier_wait", "wait", 20, "default", "full"),
-             instrument.EventSite(1, "async_dot", "mma", 30, "task1")]
-    lay = instrument.Layout(grid=2, slots=1, lanes=2 * instrument.MAX_REPLICAS, capacity=4)
+    sites = [instrument_rewrite.EventSite(0, "barrier_wait", "wait", 20, "default", "full"),
+             instrument_rewrite.EventSite(1, "async_dot", "mma", 30, "task1")]
+    lay = instrument.Layout(grid=2, slots=1, lanes=2 * instrument_rewrite.MAX_REPLICAS, capacity=4)
     buf = instrument.make_buffer(lay, [0]).numpy()
     v = lay.lanes_view(buf)
     hdr = instrument.HEADER
     v[0, 0, hdr:hdr + 3] = (1, 1000, 1400)                     # default task waits 400 cycles
-    v[0, instrument.MAX_REPLICAS + 1, hdr:hdr + 3] = (2, 1100, 1900)   # task1 replica 1: one wgmma
-    for lane in (0, instrument.MAX_REPLICAS + 1):
+    v[0, instrument_rewrite.MAX_REPLICAS + 1, hdr:hdr + 3] = (2, 1100, 1900)   # task1 replica 1: one wgmma
+    for lane in (0, instrument_rewrite.MAX_REPLICAS + 1):
         v[0, lane, :7] = (1, 1, 3, 0, 0, 1000, 2000)          # no globaltimer readings: cycles
     tr = instrument.decode(buf, sites, ["default", "task1"])
     assert tr.source == "gpu" and tr.time_unit == "cycles"
@@ -156,7 +157,7 @@ def test_proton_mode_scopes_and_their_trace_map_back_to_ops():
     from tlx_workbench.runtime.profiling import _trace_from_proton
     src = "@triton.jit\ndef k(x_ptr, BLOCK: tl.constexpr):\n    offs = tl.arange(0, BLOCK)\n" \
           "    x = tl.load(x_ptr + offs)\n    tl.store(x_ptr + offs, x + 1)\n"
-    new, sites, tasks = instrument.instrument_source(src, first_line=1, mode="proton")
+    new, sites, tasks = instrument_rewrite.instrument_source(src, first_line=1, mode="proton")
     assert "pl.enter_scope('load@4#0')" in new and "pl.exit_scope('store@5#1')" in new
     assert "_wb_prof" not in new
     # what Proton's instrumentation writes: one process per (core, CTA), one thread per warp, µs at 1 GHz

@@ -13,6 +13,7 @@ import triton
 
 import tlx_workbench as wb
 from tlx_workbench._torch_cpu import CudaOnCpu
+from tlx_workbench.compiler import instrument_rewrite
 from tlx_workbench.kernels import gemm_ws
 from tlx_workbench.kernels._common import torch_alloc
 from tlx_workbench.runtime import instrument, profiling
@@ -77,7 +78,7 @@ def test_every_event_of_every_selected_cta_is_recorded(full_run):
             assert sum(s.name == "async_dot" for s in tr.spans_of(cta=cta, task="task1", replica=rep)) == steps
         # and what the counting launch counted per warp group is what the recording launch kept
         for lane in [l for l in tr.lanes() if l[0] == cta]:
-            idx = ["default", "task1"].index(lane[1]) * instrument.MAX_REPLICAS + lane[2]
+            idx = ["default", "task1"].index(lane[1]) * instrument_rewrite.MAX_REPLICAS + lane[2]
             assert len(list(tr.spans_of(*lane))) == counted[cta][idx]
     launch = tr.meta["counting_launch_ctas"]            # every CTA of the launch: where and when it ran
     assert [c["cta"] for c in launch] == [0, 1] and {c["sm"] for c in launch} == {100, 101}
@@ -159,16 +160,16 @@ def test_one_compiled_kernel_for_every_capacity():
 def test_decode_converts_each_ctas_cycles_at_its_own_clock():
     rng = np.random.default_rng()
     tasks = ["default", "task1"]
-    lanes = len(tasks) * instrument.MAX_REPLICAS
-    sites = [instrument.EventSite(0, "barrier_wait", "wait", 10, "default", "full"),
-             instrument.EventSite(1, "async_dot", "mma", 20, "task1")]
+    lanes = len(tasks) * instrument_rewrite.MAX_REPLICAS
+    sites = [instrument_rewrite.EventSite(0, "barrier_wait", "wait", 10, "default", "full"),
+             instrument_rewrite.EventSite(1, "async_dot", "mma", 20, "task1")]
     lay = instrument.Layout(grid=12, slots=2, lanes=lanes, capacity=4)
     buf = instrument.make_buffer(lay, [5, 9]).numpy()
     v = lay.lanes_view(buf)
     want = []
     for slot, (pid, sm, ghz, gt0) in enumerate([(5, 17, 1.5, 10**12), (9, 40, 1.7, 10**12 + 2000)]):
         clk0 = int(rng.integers(10**6, 10**9))
-        for lane, site in ((0, 0), (instrument.MAX_REPLICAS + 1, 1)):         # default[0], task1[1]
+        for lane, site in ((0, 0), (instrument_rewrite.MAX_REPLICAS + 1, 1)):         # default[0], task1[1]
             t, n = clk0 + 30, int(rng.integers(1, 5))
             for i in range(n):
                 d = int(rng.integers(10, 500))

@@ -10,7 +10,7 @@ import triton
 import tlx_workbench as wb
 from tlx_workbench.errors import SimulationError
 from tlx_workbench.kernels import gemm_ws
-from tlx_workbench.runtime.instrument import instrument_source
+from tlx_workbench.compiler.instrument_rewrite import instrument_source
 from tlx_workbench.sim.timing import recorder as rec_mod
 from tlx_workbench.sim.timing.cost import MEASURED_RECORD, cost_model, record_cycles
 from tlx_workbench.sim.ops.mma_ops import MmaOps

@@ -57,8 +57,7 @@ import hashlib
 import inspect
 import os
 
-from ..compiler.instrument_rewrite import (  # noqa: F401  (the rewrite's names, as profiling and tests read them)
-    MAX_REPLICAS, OPS, WAIT_OPS, EventSite, _rewrite, instrument_source, op_set, proton_scope_name)
+from ..compiler.instrument_rewrite import MAX_REPLICAS, EventSite, _rewrite, op_set
 from ..errors import GPUError
 
 

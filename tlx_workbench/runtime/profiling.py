@@ -367,7 +367,7 @@ def _trace_of_totals(r: dict, meta: dict):
 def _trace_from_proton(r, meta):
     """Proton's Chrome trace -> Trace; scope names map back to the op sites (kind, source line)."""
     from ..trace import Trace
-    from .instrument import proton_scope_name
+    from ..compiler.instrument_rewrite import proton_scope_name
     tr = Trace.from_chrome(r["chrome"], tasks=r.get("task_layout"))
     by_scope = {proton_scope_name(s): s for s in r["sites"]}
     for span in tr.spans:

@@ -13,7 +13,7 @@ The recorders, as ``benchmarks/shares_h200.py`` names them (each is ``wb.profile
 
 * ``"waits"``: ``profile(ops="waits")``, a (site, t0, t1) record per wait;
 * ``"totals"``: ``profile(ops="waits", totals=True)``, per wait three relaxed atomics (count, sum, max);
-* ``"all"``: ``profile()``, a record per op of ``instrument.OPS``.
+* ``"all"``: ``profile()``, a record per op of ``instrument_rewrite.OPS``.
 
 >>> res = wb.simulate(gemm_ws.launch, a, b, c, cfg, ctas=[0], recorder="waits")   # doctest: +SKIP
 >>> res.trace.meta["recorder"]["records"]                                        # doctest: +SKIP
