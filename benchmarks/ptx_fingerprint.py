@@ -41,29 +41,26 @@ def _digest(compiled) -> str:
     return hashlib.md5(code_of(compiled.asm["ptx"]).encode()).hexdigest()[:16]
 
 
-def attention_rows():
-    from tlx_workbench.kernels import attention as A
-    cfgs = dict(enumerate(A.CONFIGS))
-    for i, cfg in cfgs.items():
+def _attention_rows(mod, name, keyed):
+    """Rows of an attention kernel module: each (key, config) at D=64 and 128, causal or not, where it suits."""
+    for key, cfg in keyed:
         for causal in (False, True):
             for d in (64, 128):
-                if A.suits(cfg, d, causal):
-                    yield (f"attention cfg{i} D={d} causal={causal}", cfg,
-                           lambda cfg=cfg, d=d, causal=causal: A.compile_offline(cfg, shape=(1, 2, 1000, d),
-                                                                               causal=causal))
+                if mod.suits(cfg, d, causal):
+                    yield (f"{name}{key} D={d} causal={causal}", cfg,
+                           lambda cfg=cfg, d=d, causal=causal: mod.compile_offline(cfg, shape=(1, 2, 1000, d),
+                                                                                 causal=causal))
+
+
+def attention_rows():
+    from tlx_workbench.kernels import attention as A
+    return _attention_rows(A, "attention", [(f" cfg{i}", cfg) for i, cfg in enumerate(A.CONFIGS)])
 
 
 def attention_bwd_rows():
     from tlx_workbench.kernels import attention_bwd as B
     named = [*B.CONFIGS, *B.VARIANT_CONFIGS.values(), *B.SIM_CONFIGS.values()]
-    cfgs = [c for i, c in enumerate(named) if c not in named[:i]]
-    for cfg in cfgs:
-        for causal in (False, True):
-            for d in (64, 128):
-                if B.suits(cfg, d, causal):
-                    yield (f"attention_bwd D={d} causal={causal}", cfg,
-                           lambda cfg=cfg, d=d, causal=causal: B.compile_offline(cfg, shape=(1, 2, 1000, d),
-                                                                               causal=causal))
+    return _attention_rows(B, "attention_bwd", [("", c) for i, c in enumerate(named) if c not in named[:i]])
 
 
 def gemm_fp8_rows():
