@@ -9,8 +9,10 @@ small kernels whose control flow, data or bug differs between CTAs; several sche
 run; the one-CTA-at-a-time run gets clones of them.
 """
 import dataclasses
+import gc
 import math
 import re
+import weakref
 
 import pytest
 import torch
@@ -428,6 +430,27 @@ def test_waves_run_for_hopper_kernels(tutorial, which):
         # 5 tiles and 4 tiles: the CTAs' records differ, so they ran in two waves
         counts = _spans_per_cta(res)
         assert len(set(counts.values())) > 1, counts
+
+
+def test_a_dropped_result_frees_its_trace_at_once(tutorial):
+    # a launch's CTAs, barriers, buffers and tasks reference each other; cut from the result, its trace goes when the
+    # result does, not at a later full collection (which walked all its records, often inside a later launch)
+    _, make, _ = TUTORIAL_CASES["hopper_gemm_ws"]
+    fn, args, kw, _ = make(tutorial("hopper_gemm_ws"))
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for waves, read in [(True, False), (True, True), (False, True)]:
+            res = simulate(fn, *args, waves=waves, **kw)
+            assert len(res.ctas) > 1 and res.ok, res
+            if read:
+                assert res.trace.spans
+            trace = weakref.ref(res.trace)
+            del res
+            assert trace() is None, (waves, read)
+    finally:
+        if was:
+            gc.enable()
 
 
 # -- seeded bugs: the same diagnosis on both paths --------------------------------------------------------------------

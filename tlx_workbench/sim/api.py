@@ -48,11 +48,22 @@ class SimResult:
         #: CLC work stealing: (CTA that issued try_cancel, first CTA of the cluster it took, or None: none left)
         self.clc_steals = list(run.clc_log)
         self.value = None
-        self.launches: list[SimResult] = [self]
+        self._launches: list = [None]         # None: this result (a list holding it would be a cycle)
         #: the verified repair the diagnosis leads with (sim/diagnosis/repair.py: Repair; ``fix.diff()``, ``fix.apply()``)
         self.fix = None
         #: what the repair search tried (sim/diagnosis/repair.py: RepairSearch), None when the launch ran clean
         self.repair_search = None
+
+    @property
+    def launches(self) -> list:
+        """Every launch of the ``simulate`` call that made this result, this one last (itself alone for one)."""
+        return [self if r is None else r for r in self._launches]
+
+    @launches.setter
+    def launches(self, results):
+        # kept without itself: a result in its own list is a cycle, which kept the result's trace alive after the
+        # caller dropped it, until the cyclic collector ran (often inside a later launch, walking all its records)
+        self._launches = [None if r is self else r for r in results]
 
     @property
     def races(self):

@@ -38,6 +38,7 @@ class SimGroup:
 
     def __init__(self, run, label: int, seed: int, on_resume):
         self.run = run
+        run.groups.append(self)       # let go of at the launch's end (engine._release_groups)
         self.sched = CTAScheduler(label, seed, run.max_steps, on_resume)
         self.races = RaceTracker(run.file)
         self.arrivers: dict = {}      # barrier array id -> {(cta, task, replica): set(lines)} over the run

@@ -1375,7 +1375,10 @@ class TracePlan:
             self.source[pids[0]] = (run_index, tuple(pids))
 
     def install(self, order: dict):
-        self.trace.defer(lambda trace: self._fill(trace, order))
+        # the plan lets go of the trace: the deferred fill holds the plan, and a plan holding the trace made a
+        # cycle that kept an unread trace (and the launch's records) alive until a full collection
+        trace, self.trace = self.trace, None
+        trace.defer(lambda tr: self._fill(tr, order))
 
     def _fill(self, trace, order):
         # hundreds of thousands of new records, none in a cycle: the cyclic collector would walk the growing heap

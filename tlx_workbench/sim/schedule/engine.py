@@ -98,6 +98,7 @@ class LaunchRun:
         self.numerics = True          # False: timing only (no data moved or computed by TMA and wgmma)
         self.writes = None            # a writes.WriteLog when schedules are compared
         self.cta_end: dict = {}       # CTA id -> the cycle its last span ends
+        self.groups: list = []        # the SimGroups run, until the launch ends (_release_groups)
 
     @property
     def clc_log(self) -> list:
@@ -324,16 +325,25 @@ def run_launch(jitfn, grid, args, kwargs, *, waves=None, **kw) -> LaunchRun:
     The other keywords: :func:`_run_launch`."""
     if waves is None:
         waves = batching_default()
-    if not waves:
-        return _run_launch(jitfn, grid, args, kwargs, waves=False, **kw)
+    # a launch allocates hundreds of thousands of short-lived objects (scalars, views, spans), almost none
+    # in cycles: with the default thresholds the cyclic collector ran ~35 times a launch and a full
+    # collection every few launches (~10% of a 512^3 GEMM's time). Collect rarely while it runs, its setup
+    # and teardown included (each collection there walked every young object the launch still held).
+    gc_thresholds = gc.get_threshold()
+    gc.set_threshold(max(gc_thresholds[0], 200_000), *gc_thresholds[1:])
     try:
-        return _run_launch(jitfn, grid, args, kwargs, waves=True, **kw)
-    except _OneAtATime as e:
-        for dst, data in e.saved:
-            dst[...] = data
-        run = _run_launch(jitfn, grid, args, kwargs, waves=False, **kw)
-        run.trace.meta["waves"] = f"one CTA at a time: {e}"
-        return run
+        if not waves:
+            return _run_launch(jitfn, grid, args, kwargs, waves=False, **kw)
+        try:
+            return _run_launch(jitfn, grid, args, kwargs, waves=True, **kw)
+        except _OneAtATime as e:
+            for dst, data in e.saved:
+                dst[...] = data
+            run = _run_launch(jitfn, grid, args, kwargs, waves=False, **kw)
+            run.trace.meta["waves"] = f"one CTA at a time: {e}"
+            return run
+    finally:
+        gc.set_threshold(*gc_thresholds)
 
 
 def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_steps=2_000_000,
@@ -464,11 +474,6 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     undo_scalar = ia.install_scalar_costs(_charge_scalar)      # over the memoized ops: cache hits count
     undo_bf16 = ia.install_bf16_numerics()
     undo_threads = threads.install()
-    # a launch allocates hundreds of thousands of short-lived objects (scalars, views, spans), almost none
-    # in cycles: with the default thresholds the cyclic collector ran ~35 times a launch and a full
-    # collection every few launches (~10% of a 512^3 GEMM's time). Collect rarely while it runs.
-    gc_thresholds = gc.get_threshold()
-    gc.set_threshold(max(gc_thresholds[0], 200_000), *gc_thresholds[1:])
     undo_asm = ia.install_inline_asm(tl_extras.run)
     undo_map = tl_extras.patch_tl()
     undo_alu = ia.install_alu_costs(_charge_alu)
@@ -515,7 +520,6 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
         undo_blas()
         undo_alu()
         JITFunction.__call__ = saved_call
-        gc.set_threshold(*gc_thresholds)
         undo_threads()
         undo_bf16()
         undo_scalar()
@@ -539,7 +543,23 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
         out_check.report(run)
     if recorder is not None:
         run.trace.meta["recorder"] = run.recording.meta()
+    _release_groups(run)
     return run
+
+
+def _release_groups(run: LaunchRun):
+    """Cut the finished launch's CTAs and groups from it. A CTA, its barriers, buffers, tasks and scheduler
+    reference each other (cycles only the cyclic collector frees); through ``cta.run`` they kept the launch, and
+    with it its trace (a big launch's hundreds of thousands of records), alive after the result was dropped, until
+    a full collection, which then walked them all, often inside a later launch. Cut, the result's records go when
+    it does. A deadlocked launch keeps them: its report reads the tasks."""
+    if run.deadlock is not None:
+        return
+    for group in run.groups:
+        for cta in group.ctas:
+            cta.run = None
+        group.run = None
+    run.groups = []
 
 
 def group_seed(seed: int) -> int:
