@@ -170,6 +170,21 @@ def test_degenerate_shapes_behave_as_before(path):
         mma_accumulate(None, np.zeros((4, 16)), np.zeros((8, 4)), 16)
 
 
+@pytest.mark.parametrize("shape", [(6, 64, 48, 40), (1, 16, 17, 3), (3, 300, 260, 140)])
+def test_a_product_written_into_a_given_array_keeps_the_bits(path, shape):
+    # a wave's MMA: each core writes its share of the CTAs into one array; the large shape takes the tiled path
+    c, m, k, n = shape
+    a, b, acc = _values("fp16", (c, m, k)), _values("fp16", (c, k, n)), _values("fp32", (c, m, n))
+    want = _reference_mma_accumulate(acc, a, b, 16)
+    out = np.full((c, m, n), np.nan, np.float32)
+    for sl in (slice(0, c // 2), slice(c // 2, c)):
+        share = out[sl]
+        assert mma_accumulate(acc[sl], a[sl], b[sl], 16, out=share) is share
+    _same_bits(out, want)
+    with pytest.raises(ValueError, match="out is"):
+        mma_accumulate(acc, a, b, 16, out=np.empty((c, m, n + 1), np.float32))
+
+
 def test_the_compiled_path_is_taken():
     if mn._compiled() is None:
         pytest.skip("numba is not installed")

@@ -59,27 +59,41 @@ def k_slice(operand_bits: int) -> int:
     return max(1, SLICE_BYTES * 8 // max(1, int(operand_bits)))
 
 
-def mma_accumulate(acc, a, b, operand_bits: int) -> np.ndarray:
+def mma_accumulate(acc, a, b, operand_bits: int, out=None) -> np.ndarray:
     """``acc + a @ b`` (float32, ``acc`` may be None for zero) as the tensor cores add it: slice by slice of K,
     each slice's float64 sum rounded once into the accumulator. ``a`` (..., M, K), ``b`` (..., K, N), ``acc``
     (..., M, N): float arrays whose values are the operands' (fp16/bf16/fp8 widened exactly), leading
-    dimensions broadcast together; returns float32 (..., M, N)."""
+    dimensions broadcast together; returns float32 (..., M, N). ``out``: a C-contiguous float32 array of the
+    result's shape to write it into (and return), as a wave writes each core's share of its CTAs into one array.
+
+    >>> mma_accumulate(None, np.ones((2, 16)), np.ones((16, 3)), 16)[0, 0]
+    16.0
+    """
     step = k_slice(operand_bits)
     a = np.asarray(a)
     b = np.asarray(b)
     out0 = None if acc is None else np.asarray(acc, dtype=np.float32)
     shape = _result_shape(out0, a, b)
     if shape is None:                   # 1-D operands, K = 0, empty or mismatched shapes: the plain loop
-        return _plain(out0, a, b, step)
+        return _into(out, _plain(out0, a, b, step))
+    if out is not None and (out.shape != shape or out.dtype != np.float32 or not out.flags.c_contiguous):
+        raise ValueError(f"mma_accumulate: out is {out.dtype}{list(out.shape)}, the result float32{list(shape)}")
     kernel = _compiled()
     if kernel is not None:
         a32, b32 = _as_f32(a), _as_f32(b)
         if a32 is not None and b32 is not None:
             m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
             if max(m, n) > _TILE and m * n * k >= _BIG:
-                return _tiled(out0, a32, b32, operand_bits, shape)
-            return _fused(kernel, out0, a, b, a32, b32, step, shape)
-    return _chunked(out0, a, b, step, shape)
+                return _into(out, _tiled(out0, a32, b32, operand_bits, shape))
+            return _fused(kernel, out0, a, b, a32, b32, step, shape, out)
+    return _into(out, _chunked(out0, a, b, step, shape))
+
+
+def _into(out, res):
+    if out is None:
+        return res
+    out[...] = res
+    return out
 
 
 # a product this big (M*N*K) with M or N above a tile runs tile by tile: the kernel's operands then stay in cache
@@ -186,7 +200,7 @@ def _batch_index(x, batch, every):
     return np.broadcast_to(np.arange(math.prod(xb), dtype=np.int64).reshape(xb), batch).ravel()
 
 
-def _fused(kernel, out0, a, b, a32, b32, step, shape):
+def _fused(kernel, out0, a, b, a32, b32, step, shape, out=None):
     batch = shape[:-2]
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
     every = np.arange(math.prod(batch), dtype=np.int64)
@@ -197,7 +211,8 @@ def _fused(kernel, out0, a, b, a32, b32, step, shape):
             out0 = np.broadcast_to(out0, out0.shape[:-2] + (m, n))
         i_acc = _batch_index(out0, batch, every)
         acc = np.ascontiguousarray(out0).reshape((-1, m, n))
-    out = np.empty(shape, np.float32)
+    if out is None:
+        out = np.empty(shape, np.float32)
     ok = np.empty(every.size, np.bool_)
     a3 = np.ascontiguousarray(a32).reshape((-1, m, k))
     b3 = np.ascontiguousarray(b32).reshape((-1, k, n))

@@ -979,11 +979,21 @@ class _Replay:
             aa, a_ty = self._bview(a), a.tl_dtype
         acc = self._batched_arg(acc_spec) if acc_spec[0] != "c" else acc_spec[1]
         batched_acc = acc is not None and np.ndim(acc.data) == np.ndim(bb)
+        work = aa.shape[-2] * bb.shape[-1] * bb.shape[-2]
+        into = getattr(fn, "into", None)
+        if into is not None and batched_acc and acc.data.dtype == np.float32 and \
+                acc.data.shape == aa.shape[:-1] + bb.shape[-1:]:
+            # each core writes its share of the CTAs into one array (no concatenation after)
+            res = np.empty(acc.data.shape, np.float32)
+            on_every_core(lambda sl: into(ia.TensorHandle(aa[sl], a_ty), ia.TensorHandle(bb[sl], b_view.tl_dtype),
+                                          ia.TensorHandle(acc.data[sl], acc.dtype), res[sl]), self.C, work)
+            self._set_batched(out, ia.TensorHandle(res, acc.dtype))
+            return
 
         def part(sl):
             z = acc if not batched_acc else ia.TensorHandle(acc.data[sl], acc.dtype)
             return fn(ia.TensorHandle(aa[sl], a_ty), ia.TensorHandle(bb[sl], b_view.tl_dtype), z)
-        parts = on_every_core(part, self.C, aa.shape[-2] * bb.shape[-1] * bb.shape[-2])
+        parts = on_every_core(part, self.C, work)
         res = parts[0] if len(parts) == 1 else ia.TensorHandle(np.concatenate([np.asarray(p.data) for p in parts]),
                                                                 parts[0].dtype)
         self._set_batched(out, res)
