@@ -18,6 +18,12 @@ _ASSIGN_RE = re.compile(r"^\s*([A-Za-z_]\w*)\s*(?::[^=]*)?=")
 kernel_files: set[str] = set()
 
 
+#: (code object, instruction offset) -> its line: a frame's f_lineno decodes the code's line table from the start
+#: each time, and a rewritten kernel's code is long (most of the leader's lookups' time at 1024^3)
+_LINES: dict = {}
+_LINES_MAX = 1 << 16
+
+
 def kernel_frame_line() -> tuple[str | None, int | None]:
     """(file, line) of the innermost frame that runs kernel code (a rewritten kernel or helper); while a wave
     replays a recorded op (sim/schedule/batch.py), the op's own."""
@@ -26,9 +32,16 @@ def kernel_frame_line() -> tuple[str | None, int | None]:
     f = sys._getframe(1)
     files = kernel_files
     while f is not None:
-        fn = f.f_code.co_filename
+        code = f.f_code
+        fn = code.co_filename
         if fn in files:
-            return fn, f.f_lineno
+            key = (code, f.f_lasti)
+            line = _LINES.get(key)
+            if line is None:
+                if len(_LINES) >= _LINES_MAX:
+                    _LINES.clear()
+                line = _LINES[key] = f.f_lineno
+            return fn, line
         f = f.f_back
     return None, None
 

@@ -653,8 +653,9 @@ def _is_frontend_module(name: str) -> bool:
 
 def _tlx_modules():
     """Every loaded module of a TLX frontend, under whatever name (and in however many copies) it was imported."""
+    # str.startswith first: a process holds a thousand modules and more, a few dozen of them the frontend's
     mods = {id(m): m for name, m in list(sys.modules.items())
-            if isinstance(m, types.ModuleType) and _is_frontend_module(name)}
+            if name.startswith(_FRONTEND_NAMES) and isinstance(m, types.ModuleType) and _is_frontend_module(name)}
     return list(mods.values())
 
 
