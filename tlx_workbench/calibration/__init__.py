@@ -41,6 +41,9 @@ class Calibration:
     barrier: dict                         # see suite.derive
     smem_bytes_per_cycle: dict
     power: dict = dataclasses.field(default_factory=dict)   # what the clock model reads (suite._power_figures)
+    # a CTA's TMA loads as a queue, L2 hits (suite._tma_queue): CTAs in flight (str) -> bytes_per_cycle, latency,
+    # latency_per_load, loop_cycles; {} where not derived
+    tma_queue: dict = dataclasses.field(default_factory=dict)
     path: str = ""
 
     def mma_flops_per_cycle(self, in_bits: int) -> float:
@@ -69,6 +72,18 @@ class Calibration:
         if not tabs:
             return None
         return float(np.interp(row_bytes, [w for w, _ in tabs], [r for _, r in tabs]))
+
+    def tma_queue_at(self, ctas: int) -> dict | None:
+        """The TMA queue's figures with ``ctas`` CTAs streaming, each interpolated between the measured counts
+        (the bytes per cycle past the last count as :meth:`bandwidth` extends it); None where not derived."""
+        if not self.tma_queue:
+            return None
+        names = next(iter(self.tma_queue.values())).keys()
+        out = {}
+        for name in names:
+            table = {c: v[name] for c, v in self.tma_queue.items()}
+            out[name] = self.bandwidth(table, ctas, extend=name == "bytes_per_cycle")
+        return out
 
     def bandwidth(self, table: dict, ctas: int, extend: bool = True) -> float:
         """Bytes per cycle per CTA with ``ctas`` CTAs streaming at once (interpolated in the table); past the
@@ -100,4 +115,5 @@ def load(gpu: str) -> Calibration | None:
                        launch_us=d.get("launch_us"),
                        mma_serial_cycles=d.get("mma_serial_cycles") or {},
                        barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"],
-                       power=d.get("power") or {}, path=str(path))
+                       power=d.get("power") or {}, tma_queue=(d["tma"].get("queue") or {}).get("l2") or {},
+                       path=str(path))

@@ -604,6 +604,43 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
     return out
 
 
+def _tma_queue(tma: list, where: str) -> dict:
+    """A CTA's TMA loads as a queue, per number of CTAs streaming (str -> figures), from the ``tma`` family's loops
+    (box 64/128/256 x 64 fp16, 1-8 loads in flight):
+
+    - ``bytes_per_cycle``: a load holds the CTA's queue for its bytes at this rate (the next load starts after
+      it), the best any loop reached with that many CTAs streaming (the deep loops are not bound by latency);
+    - ``latency`` + ``latency_per_load`` x (loads in flight - 1): from the end of its bytes to landed; it grows
+      with the loads in flight (queueing in the L2 and the crossbar): a line through the latency-bound loops (1,
+      2 and 4 in flight, 8 and 16 KiB boxes, not at the loop's floor), each one's round trip (in flight x
+      cycles per load) less its bytes' time. A round trip includes the loop's own issue, expect and wake.
+
+    Not charged: the deep loops take ~308 cycles a load for 8 and 16 KiB boxes alike (``loop_cycles``, a floor
+    of the one-load-per-iteration loop): as a floor per request it would give gemm_ws's three loads a k-step
+    (two 8 KiB halves of A, 32 KiB of B) 1232 cycles, more than the ~1070 its sustained runs take.
+    The 256-row boxes with every SM streaming are left out: the loops of all 132 CTAs load the same boxes in the
+    same order (the offset ``p * LOADS % REGION`` is 0 for every CTA), so they measure 132 CTAs fighting over the
+    same lines, which no kernel's tile order does."""
+    out = {}
+    for c in sorted({t["ctas"] for t in tma if t["where"] == where}):
+        rows = [t for t in tma if t["where"] == where and t["ctas"] == c and not (c >= 132 and t["box"][0] >= 256)]
+        if not rows:
+            continue
+        rate = max(t["bytes_per_cycle_per_cta"] for t in rows)
+        floor = statistics.median([t["cycles_per_load"] for t in rows if t["stages"] == 8] or [0.0])
+        pts = [(t["stages"], t["stages"] * t["cycles_per_load"] - t["bytes"] / rate) for t in rows
+               if t["stages"] in (1, 2, 4) and t["bytes"] <= 16384
+               and t["cycles_per_load"] > 1.05 * max(floor, t["bytes"] / rate)]
+        if len({d for d, _ in pts}) < 2:
+            continue
+        xs, ys = [d - 1 for d, _ in pts], [lat for _, lat in pts]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        growth = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+        out[str(c)] = dict(bytes_per_cycle=float(rate), latency=float(my - growth * mx),
+                           latency_per_load=float(max(0.0, growth)), loop_cycles=float(floor))
+    return out
+
+
 def derive(raw: dict) -> dict:
     """The cost model's parameters from the raw readings (see ``calibration.Calibration``)."""
     mma = raw["mma"]
@@ -653,7 +690,8 @@ def derive(raw: dict) -> dict:
         mma_fp16_dense=fp16,
         tma=dict(latency=lat, latency_by_ctas=lat_by_ctas,
                  l2_bytes_per_cycle_per_sm={str(c): tma_bw("l2", c) for c in (1, 8, 33, 66, 132)},
-                 hbm_bytes_per_cycle_per_sm={str(c): tma_bw("hbm", c) for c in (1, 8, 33, 66, 132)}),
+                 hbm_bytes_per_cycle_per_sm={str(c): tma_bw("hbm", c) for c in (1, 8, 33, 66, 132)},
+                 queue={where: _tma_queue(tma, where) for where in ("l2", "hbm")}),
         cp_async=_cp_async_figures(raw.get("cp_async")),
         launch_us=(raw.get("launch") or {}).get("132") if isinstance(raw.get("launch"), dict) else None,
         mma_serial_cycles={str(r["BN"]): r["cycles_per_instruction"] for r in raw["mma_latency"]}

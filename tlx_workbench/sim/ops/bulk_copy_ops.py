@@ -105,8 +105,7 @@ class BulkCopyOps:
         start = t.clock
         t.clock += self.cost.issue
         # the TMA engine moves it (cp.async.bulk shares the TMA unit): the TMA load rate and latency
-        self.tma_free = max(t.clock, self.tma_free) + self.cost.tma_transfer(nbytes)
-        land_time = self.tma_free + self.cost.tma_latency
+        land_time = self._queue_tma_load(t.clock, nbytes)
         agent = ("tma", slot.array.id, slot.index)
         epoch = self.tma_agents.get(agent, 0) + 1
         self.tma_agents[agent] = epoch

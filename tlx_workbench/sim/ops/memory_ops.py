@@ -40,10 +40,7 @@ class MemoryOps:
             targets = [(view, slot)]
         start = t.clock
         t.clock += self.cost.tma_issue_cycles
-        issue_done = t.clock
-        xfer_start = max(issue_done, self.tma_free)
-        self.tma_free = xfer_start + self.cost.tma_transfer(nbytes)
-        land_time = self.tma_free + self.cost.tma_latency
+        land_time = self._queue_tma_load(t.clock, nbytes)
         dst0 = view.array
         if dst0.size != data.size:
             block, buf = list(np.shape(data)), list(dst0.shape)
@@ -86,6 +83,18 @@ class MemoryOps:
             extra.update(self._remote_args(targets[0][1]))
         self.span(t, "tma", start, t.clock, "async_descriptor_load", line, barrier=slot.array.name,
                   slot=slot.index, args={"bytes": nbytes, "lands": land_time, "buffer": view.slot_name, **extra})
+
+    def _queue_tma_load(self, issued: float, nbytes: int) -> float:
+        """A TMA load issued at ``issued`` enters this CTA's TMA queue: it holds the queue from when the queue is
+        free (``cost.tma_load_transfer``), then lands after the latency for the loads in flight then. Returns
+        when it lands."""
+        landing = [x for x in self.tma_landing if x > issued]
+        xfer_start = max(issued, self.tma_free)
+        self.tma_free = xfer_start + self.cost.tma_load_transfer(nbytes)
+        land_time = self.tma_free + self.cost.tma_load_latency(len(landing) + 1)
+        landing.append(land_time)
+        self.tma_landing = landing
+        return land_time
 
     def tma_store(self, view: SmemView, write, what="async_descriptor_store", nbytes=None, args=None):
         """A bulk store from ``view`` (TMA store, TMA store-reduce, ``async_store``): ``write`` runs at issue;

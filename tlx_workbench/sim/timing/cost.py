@@ -153,6 +153,13 @@ class CostModel:
     # TMA bytes per cycle of one CTA (loads, stores): None = its share of DRAM bandwidth when every SM streams
     tma_load_rate: float | None = None
     tma_store_rate: float | None = None
+    # a TMA load (async_descriptor_load, cp.async.bulk) in the CTA's TMA queue, where calibrated (for_launch;
+    # calibration.suite._tma_queue): it holds the queue for bytes / tma_queue_rate, then lands tma_queue_latency +
+    # tma_latency_per_load x (the CTA's loads in flight - 1) later. None: bytes / tma_load_rate and tma_latency,
+    # whatever is in flight (stores, cp.async and charged tl.loads keep those)
+    tma_queue_rate: float | None = None
+    tma_queue_latency: float = 0.0
+    tma_latency_per_load: float = 0.0
     # cp.async (tlx.async_load) bytes per cycle of one CTA, by the copied rows' width: None = the TMA load rate
     cp_async_rate: object = None              # callable(row_bytes) -> rate, set by for_launch where measured
     # the clock that turns cycles into time (the board's clock under load where measured)
@@ -206,6 +213,30 @@ class CostModel:
 
     def tma_transfer(self, nbytes: int) -> float:
         return nbytes / (self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
+
+    def tma_load_transfer(self, nbytes: int) -> float:
+        """Cycles a TMA load of ``nbytes`` holds its CTA's TMA queue (the next load starts after them)."""
+        if self.tma_queue_rate is None:
+            return self.tma_transfer(nbytes)
+        return nbytes / self.tma_queue_rate
+
+    def tma_load_latency(self, in_flight: int) -> float:
+        """Cycles from a TMA load's transfer to its landing, with ``in_flight`` of the CTA's loads (this one
+        included) not landed yet.
+
+        >>> cm = CostModel(gpu_model("H200"), tma_queue_rate=53.0, tma_queue_latency=800.0, tma_latency_per_load=76.0)
+        >>> cm.tma_load_latency(1), cm.tma_load_latency(4)
+        (800.0, 1028.0)
+        """
+        if self.tma_queue_rate is None:
+            return self.tma_latency
+        return self.tma_queue_latency + self.tma_latency_per_load * max(0, in_flight - 1)
+
+    @property
+    def tma_loop_cycles(self) -> float:
+        """What the simulator charges a load-wait loop per round trip besides the TMA queue: the load's issue, its
+        barrier_expect_bytes and the wake after the wait (the calibration's latencies include them)."""
+        return self.tma_issue_cycles + self.expect_cycles + self.wake
 
     def cp_async_transfer(self, nbytes: int, row_bytes: int = 128) -> float:
         rate = self.cp_async_rate(row_bytes) if self.cp_async_rate is not None else None
@@ -262,9 +293,11 @@ class CostModel:
             else self.tma_latency
         cp = (lambda row_bytes: cal.cp_async_rate(row_bytes, resident)) if cal.cp_async_bytes_per_cycle_per_sm \
             else None
+        queue = cal.tma_queue_at(resident) or {}
         return dataclasses.replace(self, resident=resident, tma_latency=latency, cp_async_rate=cp,
                                    tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, resident),
-                                   tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, resident))
+                                   tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, resident),
+                                   **_queue_fields(queue, self.tma_loop_cycles))
 
     def launch_clock(self, cycles: float, tensor_util: float, window: str = "do_bench") -> LaunchClock:
         """The clock a launch of ``cycles`` runs at (``PowerModel.clock``); the fixed clock where none is measured."""
@@ -389,6 +422,17 @@ def record_cycles(gpu: str, recorder: str) -> tuple[float, bool]:
 ASSUMED_ARRIVE = 40.0
 
 
+def _queue_fields(queue: dict, loop_cycles: float) -> dict:
+    """CostModel's TMA queue fields from a calibration's queue figures (``Calibration.tma_queue_at``); {} for
+    none (the loads then take the L2 loop's rate and latency). ``loop_cycles``: what the simulator charges the
+    calibration loop itself in a load's round trip (its issue, its expect_bytes, the wake after its wait), which
+    the measured latency includes."""
+    if not queue:
+        return {}
+    return dict(tma_queue_rate=queue["bytes_per_cycle"], tma_latency_per_load=queue["latency_per_load"],
+                tma_queue_latency=max(0.0, queue["latency"] - loop_cycles))
+
+
 def from_calibration(model: GPUModel, cal) -> CostModel:
     """The cost model of a measured GPU: every figure the calibration file has."""
     b = cal.barrier
@@ -396,7 +440,7 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
     # what the warp barrier saves per hand-over is the warp group's sync before the leader's arrive
     arrive_warp = arrive - (b["handover"] - b["handover_warp_barrier"])
     loader = {k: v for k, v in MEASURED_LOADER.get(model.name, {}).items() if k in APPLIED_LOADER}
-    return CostModel(
+    cm = CostModel(
         model,
         tma_latency=(cal.bandwidth(cal.tma_latency_by_ctas, 1, extend=False) if cal.tma_latency_by_ctas
                      else cal.tma_latency_l2),
@@ -423,6 +467,7 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
         hbm_gbps=cal.power.get("hbm_gbps"),
         calibration=cal,
     )
+    return dataclasses.replace(cm, **_queue_fields(cal.tma_queue_at(1) or {}, cm.tma_loop_cycles))
 
 
 #: the tensor core's rate while TMA streams into its SM, over the wgmma loop's peak, on the H200. Until the
