@@ -561,22 +561,15 @@ def _mma_operand(h):
     return mma_operand_values(h.data, ty), bits
 
 
-def _tensor_core_dot(a, b, d, out=None):
-    """``d + a @ b`` as the tensor cores add it (sim/ops/mma_numerics.py) for 16- and 8-bit float operands into an
-    fp32 accumulator, written into ``out`` when given; None for other operands (the interpreter's dot then)."""
+def tensor_core_operands(a, b, d):
+    """(A's values, B's values, operand bits) where the launch's dot of handles ``a``, ``b`` into ``d`` (with
+    :func:`install_bf16_numerics` on) is the tensor cores' sum, ``mma_accumulate(d.data, A, B, bits)``: 16- and
+    8-bit float operands into an fp32 accumulator; else None (the interpreter's dot). A wave widens its operands
+    once, then splits the sum over the cores."""
     wa, wb = _mma_operand(a), _mma_operand(b)
     if wa is not None and wb is not None and d is not None and np.asarray(d.data).dtype == np.float32:
-        return TensorHandle(mma_accumulate(d.data, wa[0], wb[0], max(wa[1], wb[1]), out=out), d.dtype.scalar)
+        return wa[0], wb[0], max(wa[1], wb[1])
     return None
-
-
-def dot_into(a, b, d, out, input_precision, max_num_imprecise_acc):
-    """The launch's ``create_dot(a, b, d, ...)`` (with :func:`install_bf16_numerics` on), its result written into
-    ``out`` (a C-contiguous array of the result's shape and dtype): a wave's MMA, each core writing its share of
-    the CTAs into one array. Returns ``out``."""
-    if _tensor_core_dot(a, b, d, out) is None:
-        out[...] = interpreter_builder.create_dot(a, b, d, input_precision, max_num_imprecise_acc).data
-    return out
 
 
 def _wide(h):
@@ -633,9 +626,10 @@ def install_bf16_numerics():
     bf16 = tl.bfloat16
 
     def create_dot(a, bb, d, input_precision, max_num_imprecise_acc):
-        got = _tensor_core_dot(a, bb, d)
-        if got is not None:
-            return got
+        ops = tensor_core_operands(a, bb, d)
+        if ops is not None:
+            # 16- and 8-bit float operands into an fp32 accumulator: as the tensor cores add (sim/ops/mma_numerics.py)
+            return TensorHandle(mma_accumulate(d.data, *ops), d.dtype.scalar)
         if _is_bf16(a):
             a = TensorHandle(bf16_bits_to_f32(a.data), tl.float32)
         if _is_bf16(bb):

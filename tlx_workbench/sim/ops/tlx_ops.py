@@ -315,8 +315,7 @@ class _TLXBuilder(ia.InterpreterBuilder):
 
         def dot(x, y, z):
             return ia.interpreter_builder.create_dot(x, y, z, input_precision, max_num_imprecise_acc)
-        # a wave's replay writes each core's share of its CTAs into one array (sim/schedule/batch.py)
-        dot.into = lambda x, y, z, out: ia.dot_into(x, y, z, out, input_precision, max_num_imprecise_acc)
+        dot.builder_dot = True      # the launch's own dot: a wave sums its tensor-core products itself (batch.py)
 
         def compute():
             if not self.cta.run.numerics:       # timing only: the accumulator stands for the product

@@ -38,6 +38,7 @@ import triton.language as tl
 
 from .. import interp_adapter as ia
 from .blas_threads import on_every_core
+from ..ops.mma_numerics import mma_accumulate
 from .launch_state import _state
 from ..diagnosis.source_lines import kernel_frame_line
 
@@ -980,13 +981,17 @@ class _Replay:
         acc = self._batched_arg(acc_spec) if acc_spec[0] != "c" else acc_spec[1]
         batched_acc = acc is not None and np.ndim(acc.data) == np.ndim(bb)
         work = aa.shape[-2] * bb.shape[-1] * bb.shape[-2]
-        into = getattr(fn, "into", None)
-        if into is not None and batched_acc and acc.data.dtype == np.float32 and \
-                acc.data.shape == aa.shape[:-1] + bb.shape[-1:]:
-            # each core writes its share of the CTAs into one array (no concatenation after)
-            res = np.empty(acc.data.shape, np.float32)
-            on_every_core(lambda sl: into(ia.TensorHandle(aa[sl], a_ty), ia.TensorHandle(bb[sl], b_view.tl_dtype),
-                                          ia.TensorHandle(acc.data[sl], acc.dtype), res[sl]), self.C, work)
+        ops = None
+        if getattr(fn, "builder_dot", False) and batched_acc and acc.data.shape == aa.shape[:-1] + bb.shape[-1:]:
+            ops = ia.tensor_core_operands(ia.TensorHandle(aa, a_ty), ia.TensorHandle(bb, b_view.tl_dtype), acc)
+        if ops is not None:
+            # the dot's own sum (mma_accumulate), its operands widened once here; each core writes its share of
+            # the CTAs into one array (no concatenation after; torch, which widens fp16, is not called on the
+            # pool's threads, where its own thread team fought them for the cores)
+            av, bv, bits = ops
+            accd = acc.data
+            res = np.empty(accd.shape, np.float32)
+            on_every_core(lambda sl: mma_accumulate(accd[sl], av[sl], bv[sl], bits, out=res[sl]), self.C, work)
             self._set_batched(out, ia.TensorHandle(res, acc.dtype))
             return
 
