@@ -11,6 +11,7 @@ compiled MMA kernel and numpy's ufuncs release the GIL.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 
@@ -40,11 +41,20 @@ _POOL = None
 _in_pool = threading.local()
 
 
+#: a share of on_every_core's work is at least this many multiply-adds (or elements): its per-share overhead (a
+#: kernel call, array views) stays small against it
+_MIN_SHARE = 1 << 21
+#: shares per core at most: a core that is busy elsewhere (another process) takes fewer of them
+_SHARES_PER_CORE = 4
+
+
 def on_every_core(part, n: int, work_per_item: int):
-    """``[part(slice)]`` over an axis ``0..n``, split across the machine's cores when the work is big enough to pay
-    for a thread; results in order. The calling thread does the last share itself (it would only wait: one
-    thread fewer to wake, and its share starts at once). Inside a part (a nested call) it runs inline: the other
-    cores are busy.
+    """``[part(slice), ...]`` over an axis ``0..n`` (the slices in order, covering it), split across the machine's
+    cores when the work is big enough to pay for a thread; results in order. The work is cut into a few shares per
+    core, and each thread takes the next share left when it finishes one: a core that another process also runs
+    on (a 2-core machine beside another job) does fewer, instead of the others waiting for its half. The calling
+    thread takes shares too (it would only wait). Inside a part (a nested call) it runs inline: the other cores are
+    busy.
 
     >>> on_every_core(lambda sl: sl, 4, 1)
     [slice(0, 4, None)]
@@ -56,17 +66,24 @@ def on_every_core(part, n: int, work_per_item: int):
     if _POOL is None:
         from concurrent.futures import ThreadPoolExecutor
         _POOL = ThreadPoolExecutor(max_workers=cores() - 1, thread_name_prefix="tlxwb-sim")
+    shares = max(k, min(n, k * _SHARES_PER_CORE, n * work_per_item // _MIN_SHARE))
+    bounds = [n * i // shares for i in range(shares + 1)]
+    out: list = [None] * shares
+    taken = itertools.count()       # next() on it is atomic (the GIL): each share goes to one thread
 
-    def run(sl):
+    def work():
         _in_pool.on = True
         try:
-            return part(sl)
+            for i in iter(taken.__next__, None):
+                if i >= shares:
+                    return
+                out[i] = part(slice(bounds[i], bounds[i + 1]))
         finally:
             _in_pool.on = False
-    bounds = [n * i // k for i in range(k + 1)]
-    futs = [_POOL.submit(run, slice(bounds[i], bounds[i + 1])) for i in range(k - 1)]
+    futs = [_POOL.submit(work) for _ in range(k - 1)]
     try:
-        mine = run(slice(bounds[k - 1], bounds[k]))
+        work()
     finally:
-        done = [f.result() for f in futs]      # the pool's shares finish before anything else happens
-    return done + [mine]
+        for f in futs:              # the pool's shares finish before anything else happens
+            f.result()
+    return out
