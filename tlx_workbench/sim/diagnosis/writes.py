@@ -189,6 +189,20 @@ class WriteLog:
                 return out
         return None
 
+    def span_written(self, t):
+        """Whether a byte within the span of ``t``'s bytes (its first to its last element) was stored; None when
+        ``t`` is empty or not inside one logged storage (as :meth:`codes_of`). A cheap first test: an input's span
+        holds no store, and its per-element codes need not be made."""
+        if t.numel() == 0:
+            return None
+        addr = t.data_ptr()
+        extent = (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+        for lo, hi in self.ranges:
+            if lo <= addr and addr + extent <= hi:
+                arr = self.code.get(lo)
+                return arr is not None and bool(arr[addr - lo:addr - lo + extent].any())
+        return None
+
     def codes_of(self, t):
         """Per element of ``t``: the largest write code of its bytes (0: none written); None outside the log."""
         return self._per_element(self.code, t, np.maximum)
