@@ -543,10 +543,13 @@ def mma_operand_values(arr, ty) -> np.ndarray:
 
 def _f16_to_f32(arr) -> np.ndarray:
     """fp16 -> fp32, exact, through torch's vector conversion (numpy's is ~4x slower); the one difference is that a
-    signaling NaN comes out quiet, as the tensor cores read it."""
+    signaling NaN comes out quiet, as the tensor cores read it. A strided view (a wave's buffer of every CTA's ring
+    stage) is read as it is: no contiguous copy first (~40 % of the conversion's time)."""
     import torch
-    a = np.ascontiguousarray(arr)
-    return torch.from_numpy(a).to(torch.float32).numpy().reshape(a.shape)
+    a = np.asarray(arr)
+    if a.ndim == 0 or min(a.strides) < 0 or any(s % a.itemsize for s in a.strides):
+        a = np.ascontiguousarray(a)
+    return torch.from_numpy(a).to(torch.float32).numpy()
 
 
 def _mma_operand(h):
