@@ -611,9 +611,10 @@ def _tma_queue(tma: list, where: str) -> dict:
     - ``bytes_per_cycle``: a load holds the CTA's queue for its bytes at this rate (the next load starts after
       it), the best any loop reached with that many CTAs streaming (the deep loops are not bound by latency);
     - ``latency`` + ``latency_per_load`` x (loads in flight - 1): from the end of its bytes to landed; it grows
-      with the loads in flight (queueing in the L2 and the crossbar): a line through the latency-bound loops (1,
-      2 and 4 in flight, 8 and 16 KiB boxes, not at the loop's floor), each one's round trip (in flight x
-      cycles per load) less its bytes' time. A round trip includes the loop's own issue, expect and wake.
+      with the loads in flight (queueing in the L2 and the crossbar): a line through the loops that wait on it
+      (1 and 2 in flight, 8 and 16 KiB boxes), each one's round trip (in flight x cycles per load) less its
+      bytes' time. A round trip includes the loop's own issue, expect and wake. The 4-deep loops sit near the
+      loop's floor (below) and are the check, not the fit.
 
     Not charged: the deep loops take ~308 cycles a load for 8 and 16 KiB boxes alike (``loop_cycles``, a floor
     of the one-load-per-iteration loop): as a floor per request it would give gemm_ws's three loads a k-step
@@ -629,8 +630,7 @@ def _tma_queue(tma: list, where: str) -> dict:
         rate = max(t["bytes_per_cycle_per_cta"] for t in rows)
         floor = statistics.median([t["cycles_per_load"] for t in rows if t["stages"] == 8] or [0.0])
         pts = [(t["stages"], t["stages"] * t["cycles_per_load"] - t["bytes"] / rate) for t in rows
-               if t["stages"] in (1, 2, 4) and t["bytes"] <= 16384
-               and t["cycles_per_load"] > 1.05 * max(floor, t["bytes"] / rate)]
+               if t["stages"] in (1, 2) and t["bytes"] <= 16384]
         if len({d for d, _ in pts}) < 2:
             continue
         xs, ys = [d - 1 for d, _ in pts], [lat for _, lat in pts]
