@@ -1,0 +1,93 @@
+"""What do_bench adds to a kernel beyond its CUDA-graph replay, per kind of launch: is a launcher's do_bench gap to
+its vendor op the kernel or the launch inside do_bench's window?
+
+    source .gpu/env.sh && python3 benchmarks/launch_window.py --out $OUT/launch_window.json      # on a GPU, ~1 min
+
+Times, interleaved over ``--rounds`` rounds (the timing runner's do_bench median, L2 flushed, and its CUDA-graph
+replay): an empty Triton kernel with no arguments, the same with three TMA descriptors passed by value (as the
+library's GEMM launches take A, B and C), ``torch.matmul`` and ``gemm_ws.matmul`` at 1024³ fp16. For each, do_bench
+minus graph replay is what the window adds: the launch's own latency, and the host's path wherever it outlasts
+the flush queued before it. Prints a table and writes ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+
+def _kernels():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def empty(x_ptr):
+        pass
+
+    @triton.jit
+    def empty_descs(a_desc, b_desc, c_desc, x_ptr, N: tl.constexpr):
+        pass
+    return empty, empty_descs
+
+
+def subjects(n=1024):
+    """(name, fn) of every launch timed."""
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    from tlx_workbench.kernels import gemm_ws
+    empty, empty_descs = _kernels()
+    x = torch.empty(1, device="cuda")
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    c = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    descs = [TensorDescriptor(t, list(t.shape), [n, 1], [128, 64]) for t in (a, b, c)]
+    return [
+        ("empty kernel, 132 CTAs", lambda: empty[(132,)](x)),
+        ("empty kernel + 3 TMA descriptors, 132 CTAs", lambda: empty_descs[(132,)](*descs, x, N=n)),
+        (f"torch.matmul {n}^3 fp16", lambda: torch.matmul(a, b)),
+        (f"gemm_ws.matmul {n}^3 fp16", lambda: gemm_ws.matmul(a, b)),
+    ]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True, help="a .json path")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args(argv)
+    import torch
+    import triton
+    from tlx_workbench.kernels._common import torch_alloc
+    from tlx_workbench.runtime.timing import time_call
+    triton.set_allocator(torch_alloc)
+    subs = subjects()
+    for _, fn in subs:
+        fn()
+    torch.cuda.synchronize()
+    runs = {name: [] for name, _ in subs}
+    for _ in range(args.rounds):
+        for name, fn in subs:
+            t = time_call(fn, name=name, graph=True, host=True)
+            runs[name].append(dict(bench_us=t.median_ms * 1e3, graph_us=t.graph_ms * 1e3, host_us=t.host_ms * 1e3))
+    rows = []
+    for name, rs in runs.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("bench_us", "graph_us", "host_us")}
+        rows.append(dict(call=name, **med, window_us=med["bench_us"] - med["graph_us"], rounds=rs))
+    dev = torch.cuda.get_device_properties(0)
+    data = dict(device=f"{dev.name}, torch {torch.__version__}, triton {triton.__version__}",
+                date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                command="source .gpu/env.sh && python3 benchmarks/launch_window.py --out OUT.json", rows=rows)
+    pathlib.Path(args.out).write_text(json.dumps(data, indent=1))
+    print(f"| call | do_bench µs | graph µs | do_bench - graph µs | host µs |\n|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['call']} | {r['bench_us']:.2f} | {r['graph_us']:.2f} | {r['window_us']:.2f} | {r['host_us']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
