@@ -18,22 +18,21 @@ import statistics
 import sys
 import time
 
+import triton
+import triton.language as tl
+
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 
-def _kernels():
-    import triton
-    import triton.language as tl
+@triton.jit
+def empty(x_ptr):
+    pass
 
-    @triton.jit
-    def empty(x_ptr):
-        pass
 
-    @triton.jit
-    def empty_descs(a_desc, b_desc, c_desc, x_ptr, N: tl.constexpr):
-        pass
-    return empty, empty_descs
+@triton.jit
+def empty_descs(a_desc, b_desc, c_desc, x_ptr, N: tl.constexpr):
+    pass
 
 
 def subjects(n=1024):
@@ -41,7 +40,6 @@ def subjects(n=1024):
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
     from tlx_workbench.kernels import gemm_ws
-    empty, empty_descs = _kernels()
     x = torch.empty(1, device="cuda")
     a = torch.randn(n, n, device="cuda", dtype=torch.float16)
     b = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -61,7 +59,6 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     import torch
-    import triton
     from tlx_workbench.kernels._common import torch_alloc
     from tlx_workbench.runtime.timing import time_call
     triton.set_allocator(torch_alloc)
