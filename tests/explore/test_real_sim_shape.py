@@ -120,3 +120,32 @@ def test_the_magic_forwards_sim_shape():
         kwargs_of(base + " --sim-shape reel")
     with pytest.raises(CellError, match="2 dimensions"):
         kwargs_of(base + " --sim-shape 512x512")
+
+
+def test_a_real_shape_proof_predicts_from_every_cta_as_wb_predict_does(tmp_path):
+    """At the real shape the proof simulated every CTA: the row's time is wb.predict's from them (no fit of CTA 0 at
+    the timing shapes); at the small shape it is still the fit."""
+    import warnings
+
+    import torch
+
+    import tlx_workbench as wb
+    from tlx_workbench.explore.library import gemm_launch, problem
+    from tlx_workbench.kernels import gemm_ws
+    shape = (384, 256, 192)
+    cfg = dict(gemm_ws.SIM_CONFIGS["tiny"])
+    rows = {}
+    for sim_shape in ("real", "small"):
+        ex = explore(problem("gemm_ws"), [cfg], shapes=[shape], stages=("simulated",), store=Store(":memory:"),
+                     backend="serial", progress=False, sim_shape=sim_shape)
+        (rows[sim_shape],) = ex.rows("simulated")
+    real, small = rows["real"].metrics, rows["small"].metrics
+    M, N, K = shape
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        p = wb.predict(gemm_launch("gemm_ws"), a, b, cfg, gpu="H200", compile=False)
+    assert real["predicted_from"].startswith("every CTA")
+    assert real["predicted_us"] == pytest.approx(p.us, rel=1e-9)
+    assert real["predicted_cycles"] == pytest.approx(p.cycles, rel=1e-9)
+    assert "fit" not in real and "predicted_from" not in small and "fit" in small

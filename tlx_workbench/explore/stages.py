@@ -269,6 +269,17 @@ def predict(problem: Problem, cfg: dict, shape, gpu: str, real_ctas: int | None,
                          tensor_share=share))
 
 
+def predict_whole(res, gpu: str) -> dict:
+    """The time at the shape the simulated stage proved a config at, when that is the sweep's shape: the proof ran
+    every CTA of the real launch (one launch, no spills or serialized wgmma to charge), so the prediction is
+    ``wb.predict``'s from those CTAs (``prediction.prediction_from``; numerics do not change the cycles), not a fit
+    of CTA 0 at the timing shapes."""
+    from ..sim.timing.prediction import prediction_from
+    p = prediction_from(res, gpu)
+    return dict(predicted_cycles=p.cycles, predicted_us=p.us, clock_ghz=p.clock_ghz, bound=p.bound, spills_charged=0,
+                predicted_from="every CTA of the proof at the real shape")
+
+
 def _waves(res) -> dict:
     """How the simulator ran the launches' CTAs: ``wave_leaders``, the CTAs it simulated in full (the
     others replayed a leader's data flow), and ``waves``, its sentence where a launch ran one CTA at a
@@ -326,7 +337,10 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
                                f"relative error {err:.3g}", metrics=dict(metrics, verdict="wrong result"),
                                device=gpu, seconds=time.perf_counter() - t0)
         if do_predict and problem.timing_shapes is not None:
-            metrics.update(predict(problem, cfg, shape, gpu, real_ctas, spills, serialized))
+            whole = tuple(small) == tuple(shape) and not spills and not serialized \
+                and len(getattr(res, "launches", None) or [res]) == 1
+            metrics.update(predict_whole(res, gpu) if whole else
+                           predict(problem, cfg, shape, gpu, real_ctas, spills, serialized))
         return Outcome("ok", metrics=dict(metrics, verdict="ok"), device=gpu, seconds=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001
         return _error_outcome(e, t0, "simulated")
