@@ -691,7 +691,7 @@ def derive(raw: dict) -> dict:
         tma=dict(latency=lat, latency_by_ctas=lat_by_ctas,
                  l2_bytes_per_cycle_per_sm={str(c): tma_bw("l2", c) for c in (1, 8, 33, 66, 132)},
                  hbm_bytes_per_cycle_per_sm={str(c): tma_bw("hbm", c) for c in (1, 8, 33, 66, 132)},
-                 queue={where: _tma_queue(tma, where) for where in ("l2", "hbm")}),
+                 queue=dict(l2=_tma_queue(tma, "l2"))),     # what the simulator's TMA loads read (L2 hits)
         cp_async=_cp_async_figures(raw.get("cp_async")),
         launch_us=(raw.get("launch") or {}).get("132") if isinstance(raw.get("launch"), dict) else None,
         mma_serial_cycles={str(r["BN"]): r["cycles_per_instruction"] for r in raw["mma_latency"]}
