@@ -8,6 +8,11 @@ replay): an empty Triton kernel with no arguments, the same with three TMA descr
 library's GEMM launches take A, B and C), ``torch.matmul`` and ``gemm_ws.matmul`` at 1024³ fp16. For each, do_bench
 minus graph replay is what the window adds: the launch's own latency, and the host's path wherever it outlasts
 the flush queued before it. Prints a table and writes ``--out``.
+
+Three more columns split do_bench's window by what the flush leaves cold (each the median of ``--calls`` calls
+between two events, one call per window, as do_bench times them): ``flushed`` (the L2 flushed before each call:
+do_bench's own conditions), ``data warm`` (flushed, then the GEMM's operands read back into the L2, so only the
+kernel's code, parameters and descriptors come from HBM) and ``warm`` (nothing flushed).
 """
 from __future__ import annotations
 
@@ -36,7 +41,7 @@ def empty_descs(a_desc, b_desc, c_desc, x_ptr, N: tl.constexpr):
 
 
 def subjects(n=1024):
-    """(name, fn) of every launch timed."""
+    """(name, fn, operands) of every launch timed."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
     from tlx_workbench.kernels import gemm_ws
@@ -46,43 +51,69 @@ def subjects(n=1024):
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
     descs = [TensorDescriptor(t, list(t.shape), [n, 1], [128, 64]) for t in (a, b, c)]
     return [
-        ("empty kernel, 132 CTAs", lambda: empty[(132,)](x)),
-        ("empty kernel + 3 TMA descriptors, 132 CTAs", lambda: empty_descs[(132,)](*descs, x, N=n)),
-        (f"torch.matmul {n}^3 fp16", lambda: torch.matmul(a, b)),
-        (f"gemm_ws.matmul {n}^3 fp16", lambda: gemm_ws.matmul(a, b)),
+        ("empty kernel, 132 CTAs", lambda: empty[(132,)](x), ()),
+        ("empty kernel + 3 TMA descriptors, 132 CTAs", lambda: empty_descs[(132,)](*descs, x, N=n), ()),
+        (f"torch.matmul {n}^3 fp16", lambda: torch.matmul(a, b), (a, b)),
+        (f"gemm_ws.matmul {n}^3 fp16", lambda: gemm_ws.matmul(a, b), (a, b)),
     ]
+
+
+def window_us(fn, calls: int, flush: bool, warm=()) -> float:
+    """Median microseconds of ``calls`` calls of ``fn``, each between two events; with ``flush`` the L2 is flushed
+    before each (a 256 MB write, as do_bench does), and then the tensors ``warm`` read back into it."""
+    import torch
+    cache = torch.empty(256 * 2 ** 20, dtype=torch.int8, device="cuda")
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(calls)]
+    fn()
+    for start, end in ev:
+        if flush:
+            cache.zero_()
+            for t in warm:
+                t.sum(dtype=torch.float32)
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in ev) * 1e3
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="a .json path")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=200, help="calls per window column")
     args = ap.parse_args(argv)
     import torch
     from tlx_workbench.kernels._common import torch_alloc
     from tlx_workbench.runtime.timing import time_call
     triton.set_allocator(torch_alloc)
     subs = subjects()
-    for _, fn in subs:
+    for _, fn, _ in subs:
         fn()
     torch.cuda.synchronize()
-    runs = {name: [] for name, _ in subs}
-    for _ in range(args.rounds):
-        for name, fn in subs:
+    runs = {name: [] for name, _, _ in subs}
+    keys = ("bench_us", "graph_us", "host_us", "flushed_us", "data_warm_us", "warm_us")
+    for r in range(args.rounds):
+        for name, fn, ops in (subs if r % 2 == 0 else subs[::-1]):
             t = time_call(fn, name=name, graph=True, host=True)
-            runs[name].append(dict(bench_us=t.median_ms * 1e3, graph_us=t.graph_ms * 1e3, host_us=t.host_ms * 1e3))
+            runs[name].append(dict(bench_us=t.median_ms * 1e3, graph_us=t.graph_ms * 1e3, host_us=t.host_ms * 1e3,
+                                   flushed_us=window_us(fn, args.calls, True),
+                                   data_warm_us=window_us(fn, args.calls, True, ops),
+                                   warm_us=window_us(fn, args.calls, False)))
     rows = []
     for name, rs in runs.items():
-        med = {k: statistics.median(r[k] for r in rs) for k in ("bench_us", "graph_us", "host_us")}
+        med = {k: statistics.median(r[k] for r in rs) for k in keys}
         rows.append(dict(call=name, **med, window_us=med["bench_us"] - med["graph_us"], rounds=rs))
     dev = torch.cuda.get_device_properties(0)
     data = dict(device=f"{dev.name}, torch {torch.__version__}, triton {triton.__version__}",
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 command="source .gpu/env.sh && python3 benchmarks/launch_window.py --out OUT.json", rows=rows)
     pathlib.Path(args.out).write_text(json.dumps(data, indent=1))
-    print(f"| call | do_bench µs | graph µs | do_bench - graph µs | host µs |\n|---|---|---|---|---|")
+    print("| call | do_bench µs | graph µs | do_bench - graph µs | host µs | flushed µs | data warm µs | warm µs |\n"
+          "|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['call']} | {r['bench_us']:.2f} | {r['graph_us']:.2f} | {r['window_us']:.2f} | {r['host_us']:.1f} |")
+        print(f"| {r['call']} | {r['bench_us']:.2f} | {r['graph_us']:.2f} | {r['window_us']:.2f} | {r['host_us']:.1f} "
+              f"| {r['flushed_us']:.2f} | {r['data_warm_us']:.2f} | {r['warm_us']:.2f} |")
     return 0
 
 

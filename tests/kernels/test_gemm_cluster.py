@@ -22,7 +22,8 @@ def _rel(out, ref):
 @pytest.mark.parametrize("M,num_sms", [(200, 4), (300, 2), (64, 2)])
 def test_cluster_protocol_on_simulator(name, M, num_sms):
     # M=300: 3 row tiles, so the second pair's odd CTA computes a tile past M (zeros in, nothing stored);
-    # num_sms=2: one cluster walks every pair tile, so the ring wraps and both drains run
+    # N=264 with share_a's 64-column tiles: 5 column tiles, the same past N; num_sms=2: one cluster walks every
+    # pair tile, so the ring wraps and both drains run
     torch.manual_seed(4)
     N, K = 264, 72
     a, b = torch.randn(M, K, dtype=torch.float16), torch.randn(K, N, dtype=torch.float16)
@@ -31,9 +32,10 @@ def test_cluster_protocol_on_simulator(name, M, num_sms):
         gc.launch(a, b, c, gc.SIM_CONFIGS[name], num_sms=num_sms)
     res = sim.result
     assert res.ok, res
-    assert res.cluster_dims == (2, 1, 1) and len(res.ctas) == gc.cluster_ctas(2 * 2 * (-(-M // 256)), num_sms)
+    cfg = gc.SIM_CONFIGS[name]
+    assert res.cluster_dims == (2, 1, 1) and len(res.ctas) == gc.cluster_ctas(2 * gc.pair_tiles(M, N, cfg), num_sms)
     assert _rel(c, a.double() @ b.double()) < 2e-3
-    # each CTA's half of B went to both CTAs of the pair
+    # each CTA's half of the shared operand (A with share_a, else B) went to both CTAs of the pair
     loads = [s for s in res.trace.spans if s.kind == "tma" and s.args.get("multicast")]
     assert loads
 
@@ -57,13 +59,27 @@ def test_compiles_for_sm90_with_the_cluster_instructions(cfg):
     assert "mbarrier.arrive.release.cluster" not in ptx      # cluster-scope release: -22 % on the H200
 
 
+def test_share_a_compiles_with_a_multicast_of_a_per_box():
+    from tlx_workbench.kernels._cluster_ptx import A_MAP_PARAM
+    for bk, stages in ((64, 8), (128, 4)):
+        cfg = gc._config(BN=64, BK=bk, STAGES=stages, EPI_BUFS=1, SHARE_A=True)
+        ptx = gc.compile_offline(cfg).asm["ptx"]
+        assert f".param .align 64 .b8 {A_MAP_PARAM}[128]" in ptx
+        # each CTA multicasts its half of A's k-slice as 64-column boxes; B is its own (no multicast of B)
+        assert ptx.count("multicast::cluster") == bk // 64
+        assert ptx.count(f"mov.b64 tmap, {A_MAP_PARAM}") == bk // 64 and f"mov.b64 tmap, {B_MAP_PARAM}" not in ptx
+
+
 def test_smem_offsets_are_the_allocation_map_and_do_not_move():
     offs = gc.smem_offsets(gc.CONFIGS[1])
-    assert set(offs) == {"B_OFF", "FULL_OFF", "EMPTY_OFF", "PEER_FREE_OFF"}
+    assert set(offs) == {"A_OFF", "B_OFF", "FULL_OFF", "EMPTY_OFF", "PEER_FREE_OFF"}
     # the barriers sit past the rings; every barrier is 8 bytes, STAGES of each
     stages = gc.CONFIGS[1]["STAGES"]
     assert offs["EMPTY_OFF"] - offs["FULL_OFF"] >= 8 * stages and offs["PEER_FREE_OFF"] - offs["EMPTY_OFF"] >= 8 * stages
     assert offs["B_OFF"] + stages * 64 * 256 * 2 <= offs["FULL_OFF"]
+    # the A ring (2 * STAGES half tiles of 64 x 64) does not overlap the B ring
+    a_end, b_end = offs["A_OFF"] + 2 * stages * 64 * 64 * 2, offs["B_OFF"] + stages * 64 * 256 * 2
+    assert a_end <= offs["B_OFF"] or b_end <= offs["A_OFF"]
 
 
 def test_clustered_launches_pairs_and_refuses_a_foreign_kernel():
@@ -71,7 +87,7 @@ def test_clustered_launches_pairs_and_refuses_a_foreign_kernel():
     gc.clustered(k)
     assert k.metadata.num_ctas == 2 and k.packed_metadata[1] == 2
     other = gemm_ws.compile_offline(gemm_ws.SIM_CONFIGS["tiny"])
-    with pytest.raises(TLXWorkbenchError, match=B_MAP_PARAM):
+    with pytest.raises(TLXWorkbenchError, match="gemm_cluster_kernel_param_0"):
         gc.clustered(other)
     assert other.metadata.num_ctas == 1
 

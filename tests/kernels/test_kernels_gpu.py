@@ -29,6 +29,18 @@ def test_gemm_matches_float64(mod, dtype, shape):
     assert _rel(c, a.double() @ b.double()) < TOL[dtype]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("shape", SHAPES + [(1024, 1024, 1024), (1000, 2056, 1032)], ids=str)
+def test_gemm_ws_small_problem_config_matches_float64(dtype, shape):
+    # the space's last config: 128x64 tiles, 8 stages, no setmaxnreg (what one-wave problems tune to)
+    M, N, K = shape
+    a = torch.randn(M, K, device="cuda", dtype=dtype)
+    b = torch.randn(K, N, device="cuda", dtype=dtype)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=dtype)
+    gemm_ws.launch(a, b, c, gemm_ws.CONFIGS[-1])
+    assert _rel(c, a.double() @ b.double()) < TOL[dtype]
+
+
 def test_gemm_autotuning_launcher():
     a = torch.randn(768, 520, device="cuda", dtype=torch.float16)
     b = torch.randn(520, 1024, device="cuda", dtype=torch.float16)

@@ -6,7 +6,7 @@
 | ``gemm_ws`` | gemm_ws.py | warp-specialized, TMA loader + 2 cooperative wgmma groups, persistent |
 | ``gemm_pingpong`` | gemm_pingpong.py | warp-specialized, 2 wgmma groups alternating whole tiles |
 | ``gemm_streamk`` | gemm_streamk.py | ``gemm_ws`` with its last partial wave split stream-K over every SM |
-| ``gemm_cluster`` | gemm_cluster.py | ``gemm_ws`` in 2-CTA clusters, B multicast to both (inline PTX) |
+| ``gemm_cluster`` | gemm_cluster.py | ``gemm_ws`` in 2-CTA clusters, B (or A) multicast to both (inline PTX) |
 | ``gemm_fp8`` | gemm_fp8.py | ``gemm_ws`` for fp8 (e4m3/e5m2): B read K-major, per-tensor or row-wise scales in the epilogue |
 | ``attention`` | attention.py (host), attention_configs.py, attention_kernel.py (device) | flash-attention forward, warp-specialized ping-pong |
 | ``attention_bwd`` | attention_bwd.py (host), attention_bwd_configs.py, attention_bwd_kernel.py (device) | flash-attention backward (dQ, dK, dV), warp-specialized |

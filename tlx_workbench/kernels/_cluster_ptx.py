@@ -14,10 +14,11 @@ import triton
 import triton.language as tl
 import triton.language.extra.tlx as tlx
 
-# the tensor map of gemm_cluster_kernel's b_desc: parameter 5 (a_desc's map and its 2 shapes and
-# 2 strides are parameters 0..4); checked against the PTX by gemm_cluster.clustered
+# the tensor maps of gemm_cluster_kernel's a_desc and b_desc: parameters 0 and 5 (a_desc's map and its 2 shapes
+# and 2 strides are parameters 0..4); checked against the PTX by gemm_cluster.clustered
+A_MAP_PARAM = "gemm_cluster_kernel_param_0"
 B_MAP_PARAM = "gemm_cluster_kernel_param_5"
-_MULTICAST_ASM = tl.constexpr("""
+_MULTICAST_ASM = """
         {
         .reg .pred p;
         .reg .b32 base, dst, bar;
@@ -33,7 +34,9 @@ _MULTICAST_ASM = tl.constexpr("""
         @p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [dst], [tmap, {$4, $5}], [bar], mask;
         mov.u32 $0, 0;
         }
-        """.replace("B_MAP", B_MAP_PARAM))
+        """
+_MULTICAST_A = tl.constexpr(_MULTICAST_ASM.replace("B_MAP", A_MAP_PARAM))
+_MULTICAST_B = tl.constexpr(_MULTICAST_ASM.replace("B_MAP", B_MAP_PARAM))
 
 
 @triton.jit
@@ -58,10 +61,15 @@ def cluster_sync_after_init(dummy):
 
 
 @triton.jit
-def multicast_box(pred, dst_off, bar_off, c0, c1):
-    """If ``pred``: TMA-load the box of B at coordinates (c0 = column, c1 = row) into SMEM at
+def multicast_box(pred, dst_off, bar_off, c0, c1, OF_A: tl.constexpr = False):
+    """If ``pred``: TMA-load the box of B (``OF_A``: of A) at coordinates (c0 = column, c1 = row) into SMEM at
     ``dst_off`` of *both* CTAs of the pair; each CTA's mbarrier at ``bar_off`` gets the bytes."""
-    tl.inline_asm_elementwise(_MULTICAST_ASM, "=r,r,r,r,r,r", [pred, dst_off, bar_off, c0, c1], dtype=tl.int32, is_pure=False, pack=1)
+    if OF_A:
+        tl.inline_asm_elementwise(_MULTICAST_A, "=r,r,r,r,r,r", [pred, dst_off, bar_off, c0, c1], dtype=tl.int32,
+                                  is_pure=False, pack=1)
+    else:
+        tl.inline_asm_elementwise(_MULTICAST_B, "=r,r,r,r,r,r", [pred, dst_off, bar_off, c0, c1], dtype=tl.int32,
+                                  is_pure=False, pack=1)
 
 
 _ARRIVE_ASM = """
@@ -92,3 +100,4 @@ def arrive_at_peer(pred, bar_off, peer, CLUSTER_RELEASE: tl.constexpr = False):
     else:
         tl.inline_asm_elementwise(_ARRIVE_CTA, "=r,r,r,r", [pred, bar_off, peer], dtype=tl.int32,
                                   is_pure=False, pack=1)
+

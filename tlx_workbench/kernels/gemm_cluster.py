@@ -9,10 +9,16 @@ of that half lands in both CTAs' SMEM (``multicast::cluster``). Per k-step a CTA
 ``nvjet_sm90`` kernels do, and the one lever left at 4096^3 on a power-capped H200
 (benchmarks/RESULTS.md).
 
+``SHARE_A``: the pair's tiles sit side by side instead (same rows, columns ``2p`` and ``2p + 1``)
+and share A: each CTA loads all of its B and one half of A's k-slice (one consumer group's rows),
+multicast to both. That is the form cuBLAS picks for one-wave problems (1024^3 fp16 on an H100:
+``nvjet_sm90_hsh_128x64_64x8_1x2``); ours, at 128x64 tiles, is correct and measured slower there
+than :mod:`gemm_ws` alone (benchmarks/RESULTS.md).
+
 The ring protocol, per slot ``s`` (CUTLASS's multicast pipeline):
 
-* ``full[s]`` (one arrival: the local loader's expect-bytes) counts A + all of B; half of B
-  is the peer's copy, so its bytes may land before the local expect -- the barrier's
+* ``full[s]`` (one arrival: the local loader's expect-bytes) counts A + all of B; half of the
+  shared operand is the peer's copy, so its bytes may land before the local expect -- the barrier's
   transaction count goes negative for a while and the phase still needs the arrival.
 * ``empty[s]`` waits for **four** arrivals: the two local consumer groups and the peer's
   two. A loader may overwrite slot ``s`` in *both* CTAs only when both have finished with it.
@@ -95,6 +101,39 @@ def _load_b_half(b_desc, b_ring, full, s, rank, leader, col, k_off, BK: tl.const
 
 
 @triton.jit
+def _load_a_half(a_desc, a_ring, full, s, rank, leader, row, k_off, BK: tl.constexpr, HALF_M: tl.constexpr,
+                 A_OFF: tl.constexpr, FULL_OFF: tl.constexpr, TLX_OPS: tl.constexpr):
+    """Our half of A's k-slice (rows ``row + rank * HALF_M`` on: one consumer group's operand) into slot
+    ``2 * s + rank`` of both CTAs (SHARE_A: the pair's tiles sit side by side and read the same A)."""
+    if TLX_OPS:
+        tlx.async_descriptor_load(a_desc, a_ring[2 * s + rank], [row + rank * HALF_M, k_off], full[s],
+                                  multicast_targets=[0, 1])
+    else:
+        # a 128-byte-swizzled [HALF_M, BK] buffer is a row of [HALF_M, 64] boxes; the ring's buffers are contiguous
+        BOX_BYTES: tl.constexpr = HALF_M * 64 * 2
+        for j in tl.static_range(BK // 64):
+            multicast_box(leader, A_OFF + (2 * s + rank) * (HALF_M * BK * 2) + j * BOX_BYTES, FULL_OFF + 8 * s,
+                          k_off + j * 64, row + rank * HALF_M, OF_A=True)
+
+
+@triton.jit
+def _pair_tile(pair_tile, rank, num_pid_m, num_pid_n, GROUP_M: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+               SHARE_A: tl.constexpr):
+    """(row, col) of our tile of pair tile ``pair_tile``: the pair's two tiles one above the other (they share B),
+    or side by side (SHARE_A: they share A). The odd CTA of a last half pair gets a tile past M (or N): its
+    operand there is zeros and TMA stores none of it."""
+    if SHARE_A:
+        pid_m, pair_n = grouped_tile(pair_tile, num_pid_m, tl.cdiv(num_pid_n, 2), GROUP_M)
+        row = pid_m * BM
+        col = (2 * pair_n + rank) * BN
+    else:
+        pair_m, pid_n = grouped_tile(pair_tile, tl.cdiv(num_pid_m, 2), num_pid_n, GROUP_M // 2)
+        row = (2 * pair_m + rank) * BM
+        col = pid_n * BN
+    return row, col
+
+
+@triton.jit
 def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                         BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                         GROUP_M: tl.constexpr, STAGES: tl.constexpr,
@@ -102,15 +141,20 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                         NUM_SMS: tl.constexpr, DOT_WAIT0: tl.constexpr = False,
                         LOADER_REGS: tl.constexpr = 40, MMA_REGS: tl.constexpr = 232,
                         LOADER_SYNC: tl.constexpr = False, CLUSTER_RELEASE: tl.constexpr = False,
-                        TLX_OPS: tl.constexpr = False,
+                        TLX_OPS: tl.constexpr = False, SHARE_A: tl.constexpr = False,
                         B_OFF: tl.constexpr = 0, FULL_OFF: tl.constexpr = 0, EMPTY_OFF: tl.constexpr = 0,
-                        PEER_FREE_OFF: tl.constexpr = 0):
+                        PEER_FREE_OFF: tl.constexpr = 0, A_OFF: tl.constexpr = 0):
     HALF_M: tl.constexpr = BM // 2
     STRIPS: tl.constexpr = BN // EPI_N
     dtype: tl.constexpr = tlx.dtype_of(a_desc)
     tl.static_assert(tlx.size_of(dtype) == 2, "fp16 / bf16 only")
-    tl.static_assert(BN % 128 == 0, "each CTA multicasts whole 64-column boxes: BN must be a multiple of 128")
-    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * 2      # our A, our half of B and the peer's half
+    if SHARE_A:
+        if not TLX_OPS:
+            tl.static_assert(BK % 64 == 0, "each CTA multicasts whole 64-column boxes of A: BK must be a multiple "
+                                           "of 64")
+    else:
+        tl.static_assert(BN % 128 == 0, "each CTA multicasts whole 64-column boxes: BN must be a multiple of 128")
+    STAGE_BYTES: tl.constexpr = (BM * BK + BK * BN) * 2      # the shared operand: our half and the peer's
 
     a_ring = tlx.local_alloc((HALF_M, BK), dtype, 2 * STAGES)
     b_ring = tlx.local_alloc((BK, BN), dtype, STAGES)
@@ -130,9 +174,12 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
     cluster = tl.program_id(0) // 2
     clusters: tl.constexpr = NUM_SMS // 2
     num_pid_m = tl.cdiv(M, BM)
-    num_pairs_m = tl.cdiv(num_pid_m, 2)  # a pair = our tile and the peer's, one above the other
     num_pid_n = tl.cdiv(N, BN)
-    num_pair_tiles = num_pairs_m * num_pid_n
+    # a pair = our tile and the peer's, one above the other (or side by side: SHARE_A)
+    if SHARE_A:
+        num_pair_tiles = num_pid_m * tl.cdiv(num_pid_n, 2)
+    else:
+        num_pair_tiles = tl.cdiv(num_pid_m, 2) * num_pid_n
     k_steps = tl.cdiv(K, BK)
 
     with tlx.async_tasks():
@@ -141,9 +188,7 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
             leader = one_thread(128)
             use = 0
             for pair_tile in range(cluster, num_pair_tiles, clusters):
-                pair_m, pid_n = grouped_tile(pair_tile, num_pairs_m, num_pid_n, GROUP_M // 2)
-                row = (2 * pair_m + rank) * BM       # past M for the odd CTA of a last half pair:
-                col = pid_n * BN                     # its A is zeros and TMA stores none of it
+                row, col = _pair_tile(pair_tile, rank, num_pid_m, num_pid_n, GROUP_M, BM, BN, SHARE_A)
                 for k in range(0, k_steps):
                     s, parity = ring_slot(use, STAGES)
                     tlx.barrier_wait(empty[s], parity ^ 1)
@@ -151,10 +196,15 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                         _arrive_peer(peer_free, s, PEER_FREE_OFF, leader, peer, TLX_OPS, CLUSTER_RELEASE)
                         tlx.barrier_wait(peer_free[s], parity)
                     tlx.barrier_expect_bytes(full[s], STAGE_BYTES)
-                    tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full[s])
-                    tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full[s])
-                    _load_b_half(b_desc, b_ring, full, s, rank, leader, col, k * BK, BK, BN, B_OFF, FULL_OFF,
-                                 TLX_OPS)
+                    if SHARE_A:
+                        tlx.async_descriptor_load(b_desc, b_ring[s], [k * BK, col], full[s])
+                        _load_a_half(a_desc, a_ring, full, s, rank, leader, row, k * BK, BK, HALF_M, A_OFF,
+                                     FULL_OFF, TLX_OPS)
+                    else:
+                        tlx.async_descriptor_load(a_desc, a_ring[2 * s], [row, k * BK], full[s])
+                        tlx.async_descriptor_load(a_desc, a_ring[2 * s + 1], [row + HALF_M, k * BK], full[s])
+                        _load_b_half(b_desc, b_ring, full, s, rank, leader, col, k * BK, BK, BN, B_OFF, FULL_OFF,
+                                     TLX_OPS)
                     use += 1
             # drain: every slot released by all its consumers, so no peer arrival is still on its way
             for i in range(0, STAGES):
@@ -168,8 +218,7 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
             leader = one_thread(128)
             use = 0
             for pair_tile in range(cluster, num_pair_tiles, clusters):
-                pair_m, pid_n = grouped_tile(pair_tile, num_pairs_m, num_pid_n, GROUP_M // 2)
-                row = (2 * pair_m + rank) * BM
+                row, col = _pair_tile(pair_tile, rank, num_pid_m, num_pid_n, GROUP_M, BM, BN, SHARE_A)
                 # first k-step peeled: it starts the accumulator and has no slot to free yet
                 s, parity = ring_slot(use, STAGES)
                 tlx.barrier_wait(full[s], parity)
@@ -194,16 +243,16 @@ def gemm_cluster_kernel(a_desc, b_desc, c_desc, M, N, K,
                 if not DOT_WAIT0:
                     acc = tlx.async_dot_wait(0, acc)
                     _release(empty, prev, leader, peer, EMPTY_OFF, LOADER_SYNC, TLX_OPS, CLUSTER_RELEASE)
-                _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, row + wg * HALF_M, pid_n * BN,
+                _store_strips(acc, c_desc, c_strips, wg * EPI_BUFS, row + wg * HALF_M, col,
                               STRIPS, EPI_BUFS, EPI_N)
             tlx.async_descriptor_store_wait(0)
 
 
 def _config(BM=128, BN=256, BK=64, STAGES=4, EPI_N=64, GROUP_M=8, EPI_BUFS=2, DOT_WAIT0=False,
-            MMA_REGS=232, LOADER_REGS=40, LOADER_SYNC=False, CLUSTER_RELEASE=False, TLX_OPS=False):
+            MMA_REGS=232, LOADER_REGS=40, LOADER_SYNC=False, CLUSTER_RELEASE=False, TLX_OPS=False, SHARE_A=False):
     return dict(BM=BM, BN=BN, BK=BK, STAGES=STAGES, EPI_N=EPI_N, GROUP_M=GROUP_M, EPI_BUFS=EPI_BUFS,
                 DOT_WAIT0=DOT_WAIT0, MMA_REGS=MMA_REGS, LOADER_REGS=LOADER_REGS, LOADER_SYNC=LOADER_SYNC,
-                CLUSTER_RELEASE=CLUSTER_RELEASE, TLX_OPS=TLX_OPS)
+                CLUSTER_RELEASE=CLUSTER_RELEASE, TLX_OPS=TLX_OPS, SHARE_A=SHARE_A)
 
 
 # the autotune space, best-first on the H200 (benchmarks/RESULTS.md, GEMM, levers measured): consumers
@@ -213,6 +262,8 @@ CONFIGS = (
     _config(),
     _config(LOADER_SYNC=True),
     _config(LOADER_SYNC=True, DOT_WAIT0=True),
+    # one-wave problems (1024^3: 128 tiles): 128x64 tiles in pairs side by side, A multicast
+    _config(BN=64, STAGES=8, EPI_BUFS=1, SHARE_A=True),
 )
 
 # the same protocol written with TLX's own cluster ops (multicast_targets, remote_cta_rank,
@@ -222,6 +273,9 @@ SIM_CONFIGS = {
                     TLX_OPS=True),
     "loader_sync": _config(BN=128, BK=32, STAGES=2, EPI_N=64, EPI_BUFS=1, GROUP_M=2, MMA_REGS=None,
                            LOADER_REGS=None, TLX_OPS=True, LOADER_SYNC=True, DOT_WAIT0=True),
+    # pairs side by side, A multicast (cuBLAS's one-wave form: 128x64 tiles, 1x2 clusters)
+    "share_a": _config(BN=64, BK=32, STAGES=2, EPI_N=64, EPI_BUFS=1, GROUP_M=2, MMA_REGS=None, LOADER_REGS=None,
+                       TLX_OPS=True, SHARE_A=True),
 }
 
 # small tiles for the compile tests (inline PTX, not simulated)
@@ -241,7 +295,8 @@ def _offsets(cfg_items: tuple) -> dict:
         report = compile_report(gemm_cluster_kernel, *args, target="sm_90", **options)
         offset = {alloc.name: alloc.offset for alloc in report.allocations}
         return {key: offset[name] for key, name in
-                (("B_OFF", "b_ring"), ("FULL_OFF", "full"), ("EMPTY_OFF", "empty"), ("PEER_FREE_OFF", "peer_free"))
+                (("A_OFF", "a_ring"), ("B_OFF", "b_ring"), ("FULL_OFF", "full"), ("EMPTY_OFF", "empty"),
+                 ("PEER_FREE_OFF", "peer_free"))
                 if name in offset}
 
     found = allocated(None)
@@ -254,12 +309,12 @@ def _offsets(cfg_items: tuple) -> dict:
 
 
 def smem_offsets(cfg) -> dict:
-    """Byte offsets in shared memory of ``b_ring``, ``full`` and ``empty`` for ``cfg``, as the
+    """Byte offsets in shared memory of ``a_ring``, ``b_ring``, ``full`` and ``empty`` for ``cfg``, as the
     compiler allocates them (the compile report's SMEM map; the inline PTX addresses them).
     Compiled twice: the offsets must come out the same when the kernel is compiled with them.
 
     >>> smem_offsets(CONFIGS[0])                                             # doctest: +SKIP
-    {'B_OFF': 0, 'FULL_OFF': 229504, 'EMPTY_OFF': 229536}
+    {'A_OFF': 98304, 'B_OFF': 0, 'FULL_OFF': 229504, 'EMPTY_OFF': 229536}
     """
     return dict(_offsets(tuple(sorted(cfg.items()))))
 
@@ -267,27 +322,30 @@ def smem_offsets(cfg) -> dict:
 def clustered(compiled):
     """Make Triton launch ``compiled`` (a CompiledKernel of :func:`gemm_cluster_kernel`, compiled
     as one CTA) in clusters of 2 CTAs: its launcher then starts ``2 * grid[0]`` CTAs.
-    Refuses a kernel whose PTX does not hold B's tensor map where the inline PTX reads it.
+    Refuses a kernel whose PTX does not hold A's and B's tensor maps where the inline PTX reads them.
     (How Triton is told is ``runtime/triton_launch.py``'s: the one module that edits a
     CompiledKernel.)"""
-    from ._cluster_ptx import B_MAP_PARAM
+    from ._cluster_ptx import A_MAP_PARAM, B_MAP_PARAM
     from ..errors import TLXWorkbenchError
     from ..runtime.triton_launch import cluster_size, launch_in_clusters
     if cluster_size(compiled) == 2:
         return compiled
-    if f".param .align 64 .b8 {B_MAP_PARAM}[128]" not in compiled.asm["ptx"]:
-        raise TLXWorkbenchError(
-            f"gemm_cluster: the PTX has no {B_MAP_PARAM}, the parameter the multicast copy reads B's "
-            "tensor map from (kernels/_cluster_ptx.py); Triton changed how it passes tensor descriptors",
-            hint="update B_MAP_PARAM in kernels/_cluster_ptx.py to the b_desc tensor map parameter")
+    for what, param in (("A", A_MAP_PARAM), ("B", B_MAP_PARAM)):
+        if f".param .align 64 .b8 {param}[128]" not in compiled.asm["ptx"]:
+            raise TLXWorkbenchError(
+                f"gemm_cluster: the PTX has no {param}, the parameter the multicast copy reads {what}'s "
+                "tensor map from (kernels/_cluster_ptx.py); Triton changed how it passes tensor descriptors",
+                hint=f"update {what}_MAP_PARAM in kernels/_cluster_ptx.py to the {what.lower()}_desc tensor map "
+                     "parameter")
     return launch_in_clusters(compiled, 2)
 
 
 def make_descriptors(a, b, c, cfg):
     """Host TMA descriptors: A in BM/2-row halves, B in BN/2-column halves (each CTA of a pair
-    loads one), C in BM/2 x EPI_N strips."""
+    loads one; SHARE_A: all of B, the halves of A are what the pair shares), C in BM/2 x EPI_N strips."""
     half = cfg["BM"] // 2
-    return gemm_descriptors(a, b, c, [half, cfg["BK"]], [cfg["BK"], cfg["BN"] // 2], [half, cfg["EPI_N"]])
+    b_cols = cfg["BN"] if cfg.get("SHARE_A") else cfg["BN"] // 2
+    return gemm_descriptors(a, b, c, [half, cfg["BK"]], [cfg["BK"], b_cols], [half, cfg["EPI_N"]])
 
 
 def _kernel_call(a, b, c, cfg, num_ctas=132, offsets=None):
@@ -302,12 +360,21 @@ def cluster_ctas(tiles: int, num_sms: int) -> int:
     return 2 * max(1, persistent_ctas(-(-tiles // 2), num_sms // 2))
 
 
+def pair_tiles(M: int, N: int, cfg) -> int:
+    """Pair tiles of an M x N output: pairs of tiles one above the other, or side by side (SHARE_A).
+
+    >>> pair_tiles(1024, 1024, _config(BN=64, SHARE_A=True)), pair_tiles(1024, 1024, _config())
+    (64, 16)
+    """
+    tiles_m, tiles_n = triton.cdiv(M, cfg["BM"]), triton.cdiv(N, cfg["BN"])
+    return tiles_m * triton.cdiv(tiles_n, 2) if cfg.get("SHARE_A") else triton.cdiv(tiles_m, 2) * tiles_n
+
+
 def _launch_call(a, b, c, cfg, num_sms=None):
     """The launch of one explicit config: (kernel, grid, args, options); the kernel is compiled and made to
     launch in clusters of 2 first. ``num_sms``: SMs to spread the clusters over (default: all)."""
     num_sms = num_sms or sm_count()
-    pairs = triton.cdiv(triton.cdiv(a.shape[0], cfg["BM"]), 2) * triton.cdiv(b.shape[1], cfg["BN"])
-    ctas = cluster_ctas(2 * pairs, num_sms)
+    ctas = cluster_ctas(2 * pair_tiles(a.shape[0], b.shape[1], cfg), num_sms)
     triton.set_allocator(torch_alloc)
     if cfg["TLX_OPS"]:
         # TLX's cluster ops (the simulator): TLX's launch convention, grid = every CTA
@@ -323,6 +390,6 @@ def _offline_call(a, b, c, cfg, num_sms=132):
 
 
 launch, matmul, tune, compile_offline = gemm_entry_points(
-    __name__, gemm_cluster_kernel, _launch_call, _offline_call, CONFIGS, "the 2-CTA cluster kernel (B multicast)")
+    __name__, gemm_cluster_kernel, _launch_call, _offline_call, CONFIGS, "the 2-CTA cluster kernel (multicast)")
 
 SPEC = gemm_spec("gemm_cluster", gemm_cluster_kernel, matmul, CONFIGS, SIM_CONFIGS, __doc__)
