@@ -123,8 +123,8 @@ def test_the_magic_forwards_sim_shape():
 
 
 def test_a_real_shape_proof_predicts_from_every_cta_as_wb_predict_does(tmp_path):
-    """At the real shape the proof simulated every CTA: the row's time is wb.predict's from them (no fit of CTA 0 at
-    the timing shapes); at the small shape it is still the fit."""
+    """At the real shape the proof simulated every CTA: the row's time is wb.predict's from them (not simulated
+    again); a small-shape proof's row runs wb.predict at the real shape."""
     import warnings
 
     import torch
@@ -142,10 +142,13 @@ def test_a_real_shape_proof_predicts_from_every_cta_as_wb_predict_does(tmp_path)
     real, small = rows["real"].metrics, rows["small"].metrics
     M, N, K = shape
     a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    from tlx_workbench.explore.stages import PREDICT_SAMPLES
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        p = wb.predict(gemm_launch("gemm_ws"), a, b, cfg, gpu="H200", compile=False)
+        p = wb.predict(gemm_launch("gemm_ws"), a, b, cfg, gpu="H200")
+        p8 = wb.predict(gemm_launch("gemm_ws"), a, b, cfg, gpu="H200", samples=PREDICT_SAMPLES)
     assert real["predicted_from"].startswith("every CTA")
     assert real["predicted_us"] == pytest.approx(p.us, rel=1e-9)
     assert real["predicted_cycles"] == pytest.approx(p.cycles, rel=1e-9)
-    assert "fit" not in real and "predicted_from" not in small and "fit" in small
+    assert small["predicted_from"].startswith("wb.predict at the real shape")
+    assert small["predicted_us"] == pytest.approx(p8.us, rel=1e-9)

@@ -211,30 +211,23 @@ def test_spills_that_do_not_fit_the_l1_the_smem_leaves_reload_from_l2(tutorial):
     assert cost_model("H100").spill_rate_scale(smem_bytes=196 * 1024, local_bytes=128 * 1020) == 1.0
 
 
-def test_the_explorer_times_its_cycles_as_wb_predict_does():
-    """The explorer extrapolates CTA 0's cycles from its timing shapes; the time it gives them is wb.predict's:
-    the same clock model (its tensor load and length) and launch cost."""
+def test_the_explorer_predicts_what_wb_predict_does():
+    """The explorer's simulated stage has no model of its own: its time at the real shape is wb.predict's (the same
+    CTAs simulated, the same clock model, compiled facts and launch cost), for a GEMM and a causal attention."""
     from tlx_workbench.explore import library
-    from tlx_workbench.explore.stages import predict
-    from tlx_workbench.kernels.gemm_ws import persistent_ctas
-    cfg = dict(gemm_ws.CONFIGS[0])
-    shape = (2048, 2048, 2048)
-    ctas = persistent_ctas(-(-shape[0] // cfg["BM"]) * -(-shape[1] // cfg["BN"]), 132)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        m = predict(library.problem("gemm_ws"), cfg, shape, "H200", ctas)
-    cm = cost_model("H200")
-    share = m["fit"]["tensor_share"]
-    assert 0.3 < share <= 1.0
-    waves = -(-ctas // 132)
-    # the fitted cycles at the real shape, every CTA as CTA 0 (its tensor-busy share), then finish's copy load
-    # and roof
-    cyc = m["fit"]["intercept"] + m["fit"]["cycles_per_flop"] * waves * 2.0 * shape[0] * shape[1] * shape[2] / ctas
-    tensor = share * cyc / waves * ctas
-    assert m["predicted_cycles"] == pytest.approx(max(cyc * cm.copy_load_stretch(tensor, cyc / waves * ctas),
-                                                      cm.tensor_roof_cycles(tensor)), rel=1e-6)
-    util = tensor / (132 * m["predicted_cycles"])
-    clock = cm.launch_clock(m["predicted_cycles"], util)
-    assert m["clock_ghz"] == pytest.approx(clock.ghz, rel=1e-3)
-    assert m["predicted_us"] == pytest.approx(m["predicted_cycles"] / (clock.ghz * 1e3)
-                                              + launch_cost_us(cm.calibration), rel=1e-3)
+    from tlx_workbench.explore.stages import PREDICT_SAMPLES, predict
+    from tlx_workbench.kernels import attention as att
+    cases = [("gemm_ws", dict(gemm_ws.CONFIGS[0]), (2048, 2048, 1024), dict()),
+             ("attention", dict(att.DEFAULTS[(False, True)]), (1, 4, 1024, 128), dict(causal=True))]
+    for name, cfg, shape, kw in cases:
+        problem = library.problem(name, **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = predict(problem, cfg, shape, "H200")
+            inputs = problem.make_inputs(shape, "float16", "cpu")
+            p = wb.predict(problem.call, inputs, cfg, gpu="H200", samples=PREDICT_SAMPLES)
+        assert m["predicted_from"].startswith("wb.predict at the real shape")
+        assert m["predicted_us"] == pytest.approx(p.us, rel=1e-9) and m["bound"] == p.bound
+        assert m["clock_ghz"] == pytest.approx(p.clock_ghz, rel=1e-9)
+        assert m["predicted_us"] == pytest.approx(p.cycles / (p.clock_ghz * 1e3)
+                                                  + launch_cost_us(cost_model("H200").calibration), rel=1e-9)

@@ -59,12 +59,6 @@ def _gemm_sim_shape(cfg):
     return (cfg["BM"], 2 * cfg["BN"], (2 * stages + 1) * cfg["BK"])
 
 
-def _gemm_timing_shapes(shape, cfg):
-    # one CTA, one tile, two depths of K: per-CTA cycles are affine in the k-steps of its tiles
-    stages = max(1, cfg.get("STAGES", 2))
-    return [(cfg["BM"], cfg["BN"], 2 * stages * cfg["BK"]), (cfg["BM"], cfg["BN"], 4 * stages * cfg["BK"])]
-
-
 def _gemm_bytes(shape, elem=2):
     M, N, K = shape
     return float(elem * (M * K + K * N + M * N))
@@ -107,12 +101,7 @@ def _attention_parts(causal):
         Z, H, N, D = shape
         return (1, 4, min(N, 4 * cfg["BM"] + N % cfg["BM"]), D)
 
-    def timing_shapes(shape, cfg):
-        D = shape[-1]
-        return [(1, 1, cfg["BM"] * 1, D), (1, 1, cfg["BM"] * 4, D)] if not cfg.get("PERSISTENT") else \
-            [(1, 1, cfg["BM"] * 2, D), (1, 1, cfg["BM"] * 6, D)]
-
-    return launch, reference, make_inputs, flops, nbytes, sim_shape, timing_shapes, verify_shape
+    return launch, reference, make_inputs, flops, nbytes, sim_shape, verify_shape
 
 
 # -- attention_bwd: dQ, dK, dV of attention (kernels/attention_bwd.py); the inputs carry the forward's
@@ -165,8 +154,6 @@ def _attention_bwd_problem(causal: bool, dtype: str, suffix: str, ref) -> Proble
                    bytes=nbytes,
                    # two K/V blocks of two heads (ragged by 40 rows), at the real shape's head dim
                    sim_shape=lambda cfg, shape=None: (1, 2, 2 * cfg["BN"] - 40, shape[-1] if shape else 128),
-                   # CTA 0 walks every query block: its cycles are affine in N
-                   timing_shapes=lambda shape, cfg: [(1, 1, 2 * cfg["BN"], shape[-1]), (1, 1, 6 * cfg["BN"], shape[-1])],
                    verify_shape=verify_shape, dtype=dtype, ref=ref,
                    default=dict(bwd.default_for(128, causal)))
 
@@ -219,7 +206,7 @@ def _fp8_problem(name: str, dtype: str, ref) -> Problem:
     # tensor cores' accumulation adds some at large K
     return Problem(name=name + suffix, launch=launch, make_inputs=make_inputs, reference=reference,
                    flops=_shape_flops("gemm_fp8"), bytes=nbytes, sim_shape=_gemm_sim_shape,
-                   timing_shapes=_gemm_timing_shapes, dtype=dtype, tolerance=1e-2, ref=ref,
+                   dtype=dtype, tolerance=1e-2, ref=ref,
                    default=dict(_spec("gemm_fp8").configs[0]))
 
 
@@ -256,7 +243,7 @@ def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Probl
         spec = _spec(name)
         return Problem(name=name + suffix, launch=gemm_launch(name), make_inputs=spec.make_inputs,
                        reference=spec.reference, flops=_shape_flops(name), bytes=_gemm_bytes,
-                       sim_shape=_gemm_sim_shape, timing_shapes=_gemm_timing_shapes, dtype=dtype, ref=ref,
+                       sim_shape=_gemm_sim_shape, dtype=dtype, ref=ref,
                        default=dict(spec.configs[0]))
     if name in FP8_GEMMS:
         return _fp8_problem(name, dtype, ref)
@@ -264,11 +251,10 @@ def problem(name: str, *, dtype: str = "float16", causal: bool = False) -> Probl
         return _attention_bwd_problem(bool(causal), dtype, suffix, ref)
     if name == "attention":
         from ..kernels import attention as att
-        launch, reference, make_inputs, flops, nbytes, sim_shape, timing, verify = _attention_parts(causal)
+        launch, reference, make_inputs, flops, nbytes, sim_shape, verify = _attention_parts(causal)
         return Problem(name=("attention_causal" if causal else "attention") + suffix, launch=launch,
                        make_inputs=make_inputs,
-                       reference=reference, flops=flops, bytes=nbytes, sim_shape=sim_shape, timing_shapes=timing,
-                       verify_shape=verify,
+                       reference=reference, flops=flops, bytes=nbytes, sim_shape=sim_shape, verify_shape=verify,
                        dtype=dtype, ref=ref, default=dict(att.DEFAULTS[(False, bool(causal))]))
     raise TLXWorkbenchError(f"no library problem named {name!r}", hint=f"use one of {NAMES}")
 

@@ -10,10 +10,8 @@ A :class:`Problem` names everything a stage needs, as plain callables:
 * ``flops(shape)`` / ``bytes(shape)`` the work of one call, so times become TFLOP/s, GB/s
   and a share of the roofline;
 * ``sim_shape(cfg)`` the small shape at which the CPU simulator proves a config's
-  protocol (``explore(..., sim_shape="real")`` proves it at the explored shape instead),
-  and ``timing_shapes(shape, cfg)`` the two or more shapes, each run as one CTA, from which
-  the simulated time at ``shape`` is extrapolated (per-CTA cycles are taken as affine in the
-  per-CTA work). Without ``timing_shapes`` no time is predicted.
+  protocol (``explore(..., sim_shape="real")`` proves it at the explored shape instead); the
+  simulated time at the explored shape is ``wb.predict``'s, of the launch at that shape.
 
 A problem travels to worker processes (a process pool, Ray) by reference when its
 callables live in modules, and by source when they were defined in a notebook cell (the
@@ -48,7 +46,6 @@ class Problem:
     flops: Callable | None = None
     bytes: Callable | None = None
     sim_shape: Any = None                    # a shape, or cfg -> shape
-    timing_shapes: Callable | None = None    # (shape, cfg) -> [shape, shape, ...]
     #: the shape at which the measured stage checks the output before timing (a shape, or
     #: (shape, cfg) -> shape); default the timed shape itself
     verify_shape: Any = None

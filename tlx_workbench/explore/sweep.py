@@ -104,7 +104,9 @@ class Sweep:
             return str(self.target)
         if stage == "simulated":
             from ..sim.timing.cost import model_id
-            return f"{self.gpu}; schedules={self.schedules}; seed={self.seed}; cost model {model_id(self.gpu)}"
+            from .stages import PREDICT_SAMPLES
+            return (f"{self.gpu}; schedules={self.schedules}; seed={self.seed}; cost model {model_id(self.gpu)}; "
+                    f"wb.predict from {PREDICT_SAMPLES} CTAs")
         return device or "gpu"
 
     def key(self, cfg, shape, stage, device=None) -> str:
@@ -184,12 +186,7 @@ class Sweep:
             return lambda c: dict(target=self.target)
 
         def sim(c):
-            st = self.store.get(self.key(c, shape, "static")) if "static" in self.stages else None
-            ctas = st.metrics.get("ctas") if st is not None and st.ok else None
-            spills = st.metrics.get("spill_traffic", 0) if st is not None and st.ok else 0
-            serialized = bool(st.metrics.get("wgmma_serialized")) if st is not None and st.ok else False
-            return dict(gpu=self.gpu, schedules=self.schedules, seed=self.seed, real_ctas=ctas, spills=spills,
-                        serialized=serialized, sim_shape=self.sim_shape)
+            return dict(gpu=self.gpu, schedules=self.schedules, seed=self.seed, sim_shape=self.sim_shape)
         return sim
 
     def _measurer(self):
