@@ -5,7 +5,8 @@ its vendor op the kernel or the launch inside do_bench's window?
 
 Times, interleaved over ``--rounds`` rounds (the timing runner's do_bench median, L2 flushed, and its CUDA-graph
 replay): an empty Triton kernel with no arguments, the same with three TMA descriptors passed by value (as the
-library's GEMM launches take A, B and C), ``torch.matmul`` and ``gemm_ws.matmul`` at 1024³ fp16. For each, do_bench
+library's GEMM launches take A, B and C), ``torch.matmul`` and ``gemm_ws.matmul`` at 1024³ fp16, and the cost model's
+1024³ cells that its do_bench times miss (``cost_model_cells``). For each, do_bench
 minus graph replay is what the window adds: the launch's own latency, and the host's path wherever it outlasts
 the flush queued before it. Prints a table and writes ``--out``.
 
@@ -28,6 +29,7 @@ import triton.language as tl
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
 
 
 @triton.jit
@@ -55,7 +57,24 @@ def subjects(n=1024):
         ("empty kernel + 3 TMA descriptors, 132 CTAs", lambda: empty_descs[(132,)](*descs, x, N=n), ()),
         (f"torch.matmul {n}^3 fp16", lambda: torch.matmul(a, b), (a, b)),
         (f"gemm_ws.matmul {n}^3 fp16", lambda: gemm_ws.matmul(a, b), (a, b)),
-    ]
+    ] + cost_model_cells(n)
+
+
+def cost_model_cells(n):
+    """The cost model's two validation cells at ``n``³ that its do_bench times miss most: ``gemm_pingpong`` (its
+    default config) through its launch plan and through Triton's JIT dispatch (as launches were timed before launch
+    plans), and TLX's tutorial ``hopper_gemm_ws`` (config c0) through its own launcher, unchanged."""
+    from predict_cells import make_call
+    from tlx_workbench.runtime.triton_launch import through_dispatch
+    pingpong, _ = make_call(dict(kind="gemm", kernel="gemm_pingpong", config="default", shape=[n, n, n]))
+    tutorial, _ = make_call(dict(kind="gemm", kernel="tut:hopper_gemm_ws", config="c0", shape=[n, n, n]))
+
+    def dispatched():
+        with through_dispatch():
+            return pingpong()
+    return [(f"gemm_pingpong.launch {n}^3 (CONFIGS[0]), launch plan", pingpong, ()),
+            (f"gemm_pingpong.launch {n}^3 (CONFIGS[0]), Triton's dispatch", dispatched, ()),
+            (f"tutorial hopper_gemm_ws {n}^3 (c0), its own launcher", tutorial, ())]
 
 
 def window_us(fn, calls: int, flush: bool, warm=()) -> float:
