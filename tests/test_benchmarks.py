@@ -325,3 +325,24 @@ def test_mma_numerics_speed_checks_every_variant_bit_for_bit(monkeypatch, capsys
     speed.main()                  # asserts each variant's bits against the per-slice numpy definition
     out = capsys.readouterr().out
     assert "2d:" in out and "cta132:" in out and out.count("GFLOP/s") == 8
+
+
+def test_the_cost_model_check_judges_a_cell_whose_do_bench_timed_the_host_on_its_graph_replay(tmp_path):
+    """A --gpu row whose do_bench window passes the empty launch's several times over timed the host's launch path
+    (an H100: 46.6 µs through Triton's dispatch, 8.4 in graph replay): the check takes its graph time and the empty
+    launch's graph cost; a planned launch's row keeps do_bench."""
+    cmv = _load("cost_model_validation")
+    cell = lambda k: dict(kind="gemm", kernel=k, config="default", shape=[1024, 1024, 1024])  # noqa: E731
+    measured = dict(date="d", empty_launch=dict(do_bench_us=4.6, graph_us=1.3), rows=[
+        dict(cell=cell("gemm_pingpong"), us=46.6, graph_us=8.4, rounds=[dict(sm_mhz=1980)]),
+        dict(cell=cell("gemm_ws"), us=9.8, graph_us=6.0, rounds=[]),
+        dict(cell=cell("gemm_pipelined"), us=30.0, rounds=[])])            # no graph time: do_bench stands
+    path = tmp_path / "measured.json"
+    path.write_text(json.dumps(measured))
+    cells = {c["cell"]["kernel"]: c for c in cmv.predict_cells(path)}
+    host = cells["gemm_pingpong"]
+    assert host["measured_us"] == 8.4 and host["launch_us"] == 1.3 and host["timer"].startswith("graph")
+    for k, us in (("gemm_ws", 9.8), ("gemm_pipelined", 30.0)):
+        assert cells[k]["measured_us"] == us and "launch_us" not in cells[k] and cells[k]["timer"] == "do_bench"
+    graph = {c["cell"]["kernel"]: c for c in cmv.predict_cells(path, timer="graph")}
+    assert graph["gemm_ws"]["measured_us"] == 6.0 and "gemm_pipelined" not in graph
