@@ -83,11 +83,13 @@ def mma_loop_kernel(a_ptr, b_ptr, out_ptr, rec_ptr, ITERS,
 
 @triton.jit
 def _tma_stream(desc, ring, full, LOADS, REGION, BOX_M: tl.constexpr, STAGES: tl.constexpr,
-                BOX_BYTES: tl.constexpr, TIMED: tl.constexpr):
-    """LOADS TMA box loads into ``ring``, STAGES in flight; box i of CTA p is rows ``((p * LOADS + i) % REGION) *
-    BOX_M``. Returns (clock0, ns0) of the timed stretch (after the first STAGES are issued): the record is the
+                BOX_BYTES: tl.constexpr, TIMED: tl.constexpr, SPREAD: tl.constexpr = 0):
+    """LOADS TMA box loads into ``ring``, STAGES in flight; box i of CTA p is rows ``((p * (LOADS + SPREAD) + i) %
+    REGION) * BOX_M``. SPREAD (odd, against a power-of-two REGION) starts every CTA at a box of its own where the
+    CTAs re-read one L2 region: with SPREAD=0 and LOADS a multiple of REGION every CTA reads the same boxes in the
+    same order. Returns (clock0, ns0) of the timed stretch (after the first STAGES are issued): the record is the
     caller's."""
-    first = tl.program_id(0) * LOADS
+    first = tl.program_id(0) * (LOADS + SPREAD)
     for j in tl.static_range(STAGES):
         tlx.barrier_expect_bytes(full[j], BOX_BYTES)
         tlx.async_descriptor_load(desc, ring[j], [((first + j) % REGION) * BOX_M, 0], full[j])
@@ -104,15 +106,16 @@ def _tma_stream(desc, ring, full, LOADS, REGION, BOX_M: tl.constexpr, STAGES: tl
 
 @triton.jit
 def tma_stream_kernel(desc, rec_ptr, ITERS, REGION,
-                      BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr):
+                      BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr,
+                      SPREAD: tl.constexpr = 0):
     """TMA load bandwidth and latency: each CTA keeps STAGES box loads in flight, ITERS loads in
-    all. Box i of CTA p is rows ``((p * ITERS + i) % REGION) * BOX_M``: a REGION as large as all
-    CTAs' loads streams from HBM, a small one is read again and again from L2."""
+    all. Box i of CTA p is rows ``((p * (ITERS + SPREAD) + i) % REGION) * BOX_M``: a REGION as large as all
+    CTAs' loads streams from HBM, a small one is read again and again from L2 (SPREAD: see ``_tma_stream``)."""
     dtype: tl.constexpr = tlx.dtype_of(desc)
     BOX_BYTES: tl.constexpr = BOX_M * BOX_K * tlx.size_of(dtype)
     buf = tlx.local_alloc((BOX_M, BOX_K), dtype, STAGES)
     full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
-    c0, n0 = _tma_stream(desc, buf, full, ITERS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED)
+    c0, n0 = _tma_stream(desc, buf, full, ITERS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED, SPREAD)
     _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
 
 
@@ -249,10 +252,11 @@ def empty_kernel(x_ptr):
 @triton.jit
 def mma_copy_kernel(a_ptr, b_ptr, desc, out_ptr, rec_ptr, ITERS, LOADS, REGION,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CONSUMERS: tl.constexpr,
-                    BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr):
+                    BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr,
+                    SPREAD: tl.constexpr = 0):
     """The tensor-core loop of ``mma_loop_kernel`` while the CTA's default warp group streams LOADS TMA box
-    loads into a SMEM ring of its own (STAGES in flight; box i of CTA p is rows ``((p * LOADS + i) % REGION) *
-    BOX_M``: a large REGION streams from HBM, a small one from L2): the wgmma rate, the copy rate and the clock
+    loads into a SMEM ring of its own (STAGES in flight; box i of CTA p is rows ``((p * (LOADS + SPREAD) + i) %
+    REGION) * BOX_M``: a large REGION streams from HBM, a small one from L2): the wgmma rate, the copy rate and the clock
     under the load a GEMM's pipeline puts on an SM (wgmma operand reads and TMA writes share its SMEM).
     Records: ``CONSUMERS`` wgmma groups, then the copy, per CTA."""
     dtype: tl.constexpr = a_ptr.dtype.element_ty
@@ -264,7 +268,7 @@ def mma_copy_kernel(a_ptr, b_ptr, desc, out_ptr, rec_ptr, ITERS, LOADS, REGION,
     full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
     with tlx.async_tasks():
         with tlx.async_task("default"):
-            c0, n0 = _tma_stream(desc, ring, full, LOADS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED)
+            c0, n0 = _tma_stream(desc, ring, full, LOADS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED, SPREAD)
             _record(rec_ptr, tl.program_id(0) * (CONSUMERS + 1) + CONSUMERS, c0, n0, TIMED)
         with tlx.async_task(num_warps=4, replicate=CONSUMERS):
             wg = tlx.async_task_replica_id()

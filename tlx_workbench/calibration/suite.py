@@ -62,15 +62,21 @@ def tma_descriptor(rows, box_m, box_k, device="cuda", dtype="float16"):
     return x, TensorDescriptor(x, list(x.shape), [box_k, 1], [box_m, box_k])
 
 
+#: the box stride between CTAs that re-read one L2 region (odd: every CTA starts at a box of its own in a
+#: power-of-two region); without it the L2 loops' CTAs read the same boxes in the same order
+L2_SPREAD = 97
+
+
 def launch_tma(box_m=128, box_k=64, stages=4, ctas=132, iters=256, region=None, timed=True, device="cuda",
-               tensor=None):
-    """TMA loads; ``region`` boxes (default: every load its own box, i.e. from HBM)."""
+               tensor=None, spread=0):
+    """TMA loads; ``region`` boxes (default: every load its own box, i.e. from HBM); ``spread``: the kernel's
+    SPREAD (``L2_SPREAD`` for a small region)."""
     torch = _torch()
     region = region or ctas * iters
     x, desc = tensor if tensor is not None else tma_descriptor(region, box_m, box_k, device)
     rec = torch.zeros(ctas * K.REC, dtype=torch.int64, device=device)
     K.tma_stream_kernel[(ctas,)](desc, rec, iters, region, BOX_M=box_m, BOX_K=box_k, STAGES=stages, TIMED=timed,
-                                 num_warps=4)
+                                 SPREAD=spread, num_warps=4)
     return rec, box_m * box_k * x.element_size() * iters
 
 
@@ -119,7 +125,8 @@ def launch_mma_copy(dtype="float16", BN=256, consumers=2, iters=1000, loads=None
     out = torch.empty(ctas * consumers * BM, dtype=torch.float32, device=device)
     rec = torch.zeros(ctas * (consumers + 1) * K.REC, dtype=torch.int64, device=device)
     K.mma_copy_kernel[(ctas,)](a, b, desc, out, rec, iters, loads, region, BM=BM, BN=BN, BK=BK, CONSUMERS=consumers,
-                               BOX_M=box_m, BOX_K=box_k, STAGES=stages, TIMED=timed, num_warps=4)
+                               BOX_M=box_m, BOX_K=box_k, STAGES=stages, TIMED=timed,
+                               SPREAD=L2_SPREAD if where == "l2" else 0, num_warps=4)
     return rec, 2.0 * BM * BN * BK * iters, box_bytes * loads
 
 
@@ -271,11 +278,13 @@ def measure_tma(log):
                     per_cta = 2048 if ctas == 1 else 512
                     iters = min(per_cta, hbm_rows // ctas)
                     region = None if where == "hbm" else max(1, (8 << 20) // (box_m * 64 * 2))
+                    spread = 0 if where == "hbm" else L2_SPREAD
                     (rec, nbytes), ms = event_ms(lambda: launch_tma(box_m, 64, stages, ctas, iters, region,
-                                                                    tensor=big))
+                                                                    tensor=big, spread=spread))
                     rows, by_sm = _per_cta(_records(rec, ctas))
                     cyc = _median([r["cycles"] for r in rows])
                     out.append(dict(box=[box_m, 64], bytes=box_m * 128, stages=stages, ctas=ctas, where=where,
+                                    spread=spread,
                                     iters=iters, ms=ms, cycles_per_load=cyc / iters,
                                     bytes_per_cycle_per_cta=nbytes / cyc,
                                     gbps=ctas * nbytes / (ms * 1e-3) / 1e9,
@@ -619,12 +628,14 @@ def _tma_queue(tma: list, where: str) -> dict:
     Not charged: the deep loops take ~308 cycles a load for 8 and 16 KiB boxes alike (``loop_cycles``, a floor
     of the one-load-per-iteration loop): as a floor per request it would give gemm_ws's three loads a k-step
     (two 8 KiB halves of A, 32 KiB of B) 1232 cycles, more than the ~1070 its sustained runs take.
-    The 256-row boxes with every SM streaming are left out: the loops of all 132 CTAs load the same boxes in the
-    same order (the offset ``p * LOADS % REGION`` is 0 for every CTA), so they measure 132 CTAs fighting over the
-    same lines, which no kernel's tile order does."""
+    The 256-row boxes with every SM streaming are left out where they were measured without ``spread`` (rows
+    without the key): the loops of all 132 CTAs then loaded the same boxes in the same order (the offset
+    ``p * LOADS % REGION`` was 0 for every CTA), 132 CTAs fighting over the same lines, which no kernel's tile order
+    does. Loops measured since start each CTA at a box of its own (``L2_SPREAD``)."""
     out = {}
     for c in sorted({t["ctas"] for t in tma if t["where"] == where}):
-        rows = [t for t in tma if t["where"] == where and t["ctas"] == c and not (c >= 132 and t["box"][0] >= 256)]
+        rows = [t for t in tma if t["where"] == where and t["ctas"] == c
+                and not (c >= 132 and t["box"][0] >= 256 and "spread" not in t)]
         if not rows:
             continue
         rate = max(t["bytes_per_cycle_per_cta"] for t in rows)
