@@ -63,7 +63,9 @@ def tma_descriptor(rows, box_m, box_k, device="cuda", dtype="float16"):
 
 
 #: the box stride between CTAs that re-read one L2 region (odd: every CTA starts at a box of its own in a
-#: power-of-two region); without it the L2 loops' CTAs read the same boxes in the same order
+#: power-of-two region); without it (0) the L2 loops' CTAs read the same boxes in the same order. Both are
+#: measured: an H100 gave 53 B/cycle per CTA to 132 CTAs reading the same 16 KiB boxes in step and 30 to 132 CTAs
+#: reading boxes of their own (benchmarks/tma_spread.py); a GEMM's CTAs share their A and B tiles in between
 L2_SPREAD = 97
 
 
@@ -125,8 +127,7 @@ def launch_mma_copy(dtype="float16", BN=256, consumers=2, iters=1000, loads=None
     out = torch.empty(ctas * consumers * BM, dtype=torch.float32, device=device)
     rec = torch.zeros(ctas * (consumers + 1) * K.REC, dtype=torch.int64, device=device)
     K.mma_copy_kernel[(ctas,)](a, b, desc, out, rec, iters, loads, region, BM=BM, BN=BN, BK=BK, CONSUMERS=consumers,
-                               BOX_M=box_m, BOX_K=box_k, STAGES=stages, TIMED=timed,
-                               SPREAD=L2_SPREAD if where == "l2" else 0, num_warps=4)
+                               BOX_M=box_m, BOX_K=box_k, STAGES=stages, TIMED=timed, num_warps=4)
     return rec, 2.0 * BM * BN * BK * iters, box_bytes * loads
 
 
@@ -274,11 +275,10 @@ def measure_tma(log):
                 continue
             launch_tma(box_m, 64, stages, ctas=1, iters=16, tensor=big)        # compile
             for ctas in (1, 8, 33, 66, 132):
-                for where in ("hbm", "l2"):
+                for where, spread in (("hbm", 0), ("l2", 0)) + ((("l2", L2_SPREAD),) if ctas > 1 else ()):
                     per_cta = 2048 if ctas == 1 else 512
                     iters = min(per_cta, hbm_rows // ctas)
                     region = None if where == "hbm" else max(1, (8 << 20) // (box_m * 64 * 2))
-                    spread = 0 if where == "hbm" else L2_SPREAD
                     (rec, nbytes), ms = event_ms(lambda: launch_tma(box_m, 64, stages, ctas, iters, region,
                                                                     tensor=big, spread=spread))
                     rows, by_sm = _per_cta(_records(rec, ctas))
@@ -628,14 +628,14 @@ def _tma_queue(tma: list, where: str) -> dict:
     Not charged: the deep loops take ~308 cycles a load for 8 and 16 KiB boxes alike (``loop_cycles``, a floor
     of the one-load-per-iteration loop): as a floor per request it would give gemm_ws's three loads a k-step
     (two 8 KiB halves of A, 32 KiB of B) 1232 cycles, more than the ~1070 its sustained runs take.
-    The 256-row boxes with every SM streaming are left out where they were measured without ``spread`` (rows
-    without the key): the loops of all 132 CTAs then loaded the same boxes in the same order (the offset
-    ``p * LOADS % REGION`` was 0 for every CTA), 132 CTAs fighting over the same lines, which no kernel's tile order
-    does. Loops measured since start each CTA at a box of its own (``L2_SPREAD``)."""
+    The fit takes the L2 loops whose CTAs read the same boxes in step (``spread`` 0, or no key: the loops of every
+    CTA load the same boxes in the same order, as ``p * LOADS % REGION`` is 0), the rate that has matched the GEMMs'
+    shared tiles; the loops with a box of their own per CTA (``L2_SPREAD``) are recorded beside them for a model of
+    how much of its tiles a launch's CTAs share. The 256-row boxes with every SM streaming in step are left out."""
     out = {}
     for c in sorted({t["ctas"] for t in tma if t["where"] == where}):
-        rows = [t for t in tma if t["where"] == where and t["ctas"] == c
-                and not (c >= 132 and t["box"][0] >= 256 and "spread" not in t)]
+        rows = [t for t in tma if t["where"] == where and t["ctas"] == c and not t.get("spread")
+                and not (c >= 132 and t["box"][0] >= 256)]
         if not rows:
             continue
         rate = max(t["bytes_per_cycle_per_cta"] for t in rows)
