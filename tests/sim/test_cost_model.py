@@ -309,3 +309,18 @@ def test_a_tma_loader_k_step_costs_what_the_h200_measured(monkeypatch):
     assert gaps[len(gaps) // 2] == pytest.approx(MEASURED_RECORD["H200"]["waits"] + own)
     assert gaps[len(gaps) // 2] == pytest.approx(351.0, abs=1.0)         # the waits trace's median
     assert res.stats[("default", 0)]["scalar_ops"] >= 15 * 16
+
+
+def test_l2_loops_with_a_box_of_their_own_per_cta_are_recorded_but_not_fitted():
+    """The suite measures the L2 TMA loops both ways; the queue and the rates stay the in-step loops' (what the GEMMs'
+    shared tiles match), so the own-box rows (132 CTAs: 30 B/cycle each on an H100, against 53 in step) change no
+    derived figure."""
+    import copy
+    import json
+    raw = json.loads(open(load("H200").path).read())["raw"]
+    more = copy.deepcopy(raw)
+    for t in raw["tma"]:
+        if t["where"] == "l2" and t["ctas"] > 1:
+            more["tma"].append(dict(t, spread=suite.L2_SPREAD, bytes_per_cycle_per_cta=t["bytes_per_cycle_per_cta"] / 2,
+                                    cycles_per_load=t["cycles_per_load"] * 2))
+    assert suite.derive(more) == suite.derive(raw)

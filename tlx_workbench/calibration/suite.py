@@ -541,7 +541,7 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
     mma = raw.get("mma") if isinstance(raw.get("mma"), list) else []
     peak16 = max((m["flops_per_cycle_per_sm"] for m in mma if m["dtype"] == "float16"), default=4096.0)
     tma = raw.get("tma") if isinstance(raw.get("tma"), list) else []
-    short = [t["clock_ghz"] for t in tma if t.get("clock_ghz")]
+    short = [t["clock_ghz"] for t in tma if t.get("clock_ghz") and not t.get("spread")]
     boost = statistics.median(short) if short else None
     clock = raw.get("clock") if isinstance(raw.get("clock"), dict) else {}
     capped = clock.get("sustained_ghz")
@@ -665,7 +665,7 @@ def derive(raw: dict) -> dict:
     mma_rates = {}
     for m in mma:
         mma_rates.setdefault(m["dtype"], {})[f"n{m['BN']}x{m['consumers']}"] = m["flops_per_cycle_per_sm"]
-    tma = raw["tma"]
+    tma = [t for t in raw["tma"] if not t.get("spread")]      # the in-step L2 loops (see _tma_queue)
 
     def tma_bw(where, ctas, box=128, stages=4):
         xs = [t["bytes_per_cycle_per_cta"] for t in tma if t["where"] == where and t["ctas"] == ctas
