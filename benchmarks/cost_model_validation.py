@@ -94,14 +94,15 @@ def predict_cells(measured_path, timer="do_bench", kinds=("gemm", "attention")) 
     for r in data["rows"]:
         if r["cell"]["kind"] not in kinds:
             continue
-        use = "graph" if timer == "graph" or (timer == "do_bench" and host_bound(r, empty)) else "do_bench"
+        host = timer == "do_bench" and host_bound(r, empty)
+        use = "graph" if host else timer
         us = r.get("graph_us") if use == "graph" else r["us"]
         if not us:
             continue
-        extra = {} if use == timer else dict(launch_us=empty["graph_us"])
-        out.append(dict(cell=r["cell"], measured_us=us, timer=use if use == timer else "graph (do_bench timed the host)",
+        out.append(dict(cell=r["cell"], measured_us=us, timer="graph (do_bench timed the host)" if host else timer,
                         measured_mhz=[x.get("sm_mhz") for x in r.get("rounds", [])],
-                        source=f"{pathlib.Path(measured_path).name} ({data.get('date')}, {use})", **extra))
+                        source=f"{pathlib.Path(measured_path).name} ({data.get('date')}, {use})",
+                        **(dict(launch_us=empty["graph_us"]) if host else {})))
     return out
 
 

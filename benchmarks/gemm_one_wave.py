@@ -82,7 +82,7 @@ def candidates():
 def _short(cfg) -> str:
     """``BMxBNxBKxSTAGESxEPI_N`` and the other keys that differ from the kernels' usual defaults."""
     keys = ("BM", "BN", "BK", "STAGES", "EPI_N")
-    usual = dict(GROUP_M=8, EPI_BUFS=None, MMA_REGS=232, LOADER_REGS=40)
+    usual = dict(GROUP_M=8, MMA_REGS=232, LOADER_REGS=40)
     head = "x".join(str(cfg[k]) for k in keys)
     rest = ",".join(f"{k}={v}" for k, v in cfg.items()
                     if k not in keys and v is not False and usual.get(k, "-") != v and k != "EPI_BUFS")
@@ -101,7 +101,7 @@ def cublas_kernel(a, b) -> list:
     return sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
 
 
-def shape_run(M, log, only=None) -> dict:
+def shape_run(M, log, only=None, rounds=ROUNDS) -> dict:
     import torch
     from tlx_workbench.runtime.timing import time_call
     a = torch.randn(M, M, device="cuda", dtype=torch.float16)
@@ -110,7 +110,7 @@ def shape_run(M, log, only=None) -> dict:
     subjects = {"torch.matmul": lambda: torch.matmul(a, b)}
     configs = {}
     for label, name, cfg in candidates():
-        if only is not None and label not in only and label != "gemm_ws[10]":
+        if only is not None and label not in only:
             continue
         mod = importlib.import_module(f"tlx_workbench.kernels.{name}")
         out = try_call(f"{label} {M}^3 first call", lambda: mod.matmul(a, b, cfg), log)
@@ -123,7 +123,7 @@ def shape_run(M, log, only=None) -> dict:
         subjects[label] = (lambda mod=mod, cfg=cfg: mod.matmul(a, b, cfg))
         configs[label] = cfg
     bench, graph = {k: [] for k in subjects}, {k: [] for k in subjects}
-    for r in range(ROUNDS):
+    for r in range(rounds):
         order = list(subjects) if r % 2 == 0 else list(reversed(subjects))
         for label in order:
             t = try_call(f"time {label} {M}^3", lambda: time_call(subjects[label], name=label, graph=True), log)
@@ -162,7 +162,6 @@ def tuner_picks(M, log, tunings=2) -> list:
 
 
 def main():
-    global ROUNDS
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="one_wave.json")
     p.add_argument("--sizes", default="1024,2048")
@@ -170,20 +169,20 @@ def main():
     p.add_argument("--only", default="", help="time only subjects whose label contains one of these (comma-separated)")
     p.add_argument("--top", type=int, default=8, help="subjects of the first size timed again at the others")
     args = p.parse_args()
-    ROUNDS = args.rounds
     log, t0, runs = [], time.time(), []
     sizes = [int(s) for s in args.sizes.split(",")]
+    from tlx_workbench.kernels import gemm_ws
+    small = f"gemm_ws[{len(gemm_ws.CONFIGS) - 1}]"       # the space's small-problem config: always timed
     pick = [w for w in args.only.split(",") if w]
-    only = None if not pick else {lab for lab, _, _ in candidates() if any(w in lab for w in pick)}
-    first = shape_run(sizes[0], log, only=only)
+    only = None if not pick else {lab for lab, _, _ in candidates() if any(w in lab for w in pick)} | {small}
+    first = shape_run(sizes[0], log, only=only, rounds=args.rounds)
     runs.append(first)
     _print(first)
     out = pathlib.Path(args.out)
     write_json(out.parent, out.stem, run_record(runs=runs, errors=log))
-    from tlx_workbench.kernels import gemm_ws
-    keep = {r["subject"] for r in first["rows"][:args.top]} | {"gemm_ws[0]", f"gemm_ws[{len(gemm_ws.CONFIGS) - 1}]"}
+    keep = {r["subject"] for r in first["rows"][:args.top]} | {"gemm_ws[0]", small}
     for M in sizes[1:]:
-        runs.append(shape_run(M, log, only=keep))
+        runs.append(shape_run(M, log, only=keep, rounds=args.rounds))
         _print(runs[-1])
     picks = {M: tuner_picks(M, log) for M in sizes}
     write_json(out.parent, out.stem, run_record(runs=runs, tuner_picks=picks, errors=log,

@@ -252,11 +252,10 @@ def empty_kernel(x_ptr):
 @triton.jit
 def mma_copy_kernel(a_ptr, b_ptr, desc, out_ptr, rec_ptr, ITERS, LOADS, REGION,
                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, CONSUMERS: tl.constexpr,
-                    BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr,
-                    SPREAD: tl.constexpr = 0):
+                    BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr):
     """The tensor-core loop of ``mma_loop_kernel`` while the CTA's default warp group streams LOADS TMA box
-    loads into a SMEM ring of its own (STAGES in flight; box i of CTA p is rows ``((p * (LOADS + SPREAD) + i) %
-    REGION) * BOX_M``: a large REGION streams from HBM, a small one from L2): the wgmma rate, the copy rate and the clock
+    loads into a SMEM ring of its own (STAGES in flight; box i of CTA p is rows ``((p * LOADS + i) % REGION) *
+    BOX_M``: a large REGION streams from HBM, a small one from L2): the wgmma rate, the copy rate and the clock
     under the load a GEMM's pipeline puts on an SM (wgmma operand reads and TMA writes share its SMEM).
     Records: ``CONSUMERS`` wgmma groups, then the copy, per CTA."""
     dtype: tl.constexpr = a_ptr.dtype.element_ty
@@ -268,7 +267,7 @@ def mma_copy_kernel(a_ptr, b_ptr, desc, out_ptr, rec_ptr, ITERS, LOADS, REGION,
     full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
     with tlx.async_tasks():
         with tlx.async_task("default"):
-            c0, n0 = _tma_stream(desc, ring, full, LOADS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED, SPREAD)
+            c0, n0 = _tma_stream(desc, ring, full, LOADS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED)
             _record(rec_ptr, tl.program_id(0) * (CONSUMERS + 1) + CONSUMERS, c0, n0, TIMED)
         with tlx.async_task(num_warps=4, replicate=CONSUMERS):
             wg = tlx.async_task_replica_id()

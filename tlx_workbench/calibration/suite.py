@@ -541,7 +541,7 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
     mma = raw.get("mma") if isinstance(raw.get("mma"), list) else []
     peak16 = max((m["flops_per_cycle_per_sm"] for m in mma if m["dtype"] == "float16"), default=4096.0)
     tma = raw.get("tma") if isinstance(raw.get("tma"), list) else []
-    short = [t["clock_ghz"] for t in tma if t.get("clock_ghz") and not t.get("spread")]
+    short = [t["clock_ghz"] for t in tma if t.get("clock_ghz")]
     boost = statistics.median(short) if short else None
     clock = raw.get("clock") if isinstance(raw.get("clock"), dict) else {}
     capped = clock.get("sustained_ghz")
@@ -628,14 +628,12 @@ def _tma_queue(tma: list, where: str) -> dict:
     Not charged: the deep loops take ~308 cycles a load for 8 and 16 KiB boxes alike (``loop_cycles``, a floor
     of the one-load-per-iteration loop): as a floor per request it would give gemm_ws's three loads a k-step
     (two 8 KiB halves of A, 32 KiB of B) 1232 cycles, more than the ~1070 its sustained runs take.
-    The fit takes the L2 loops whose CTAs read the same boxes in step (``spread`` 0, or no key: the loops of every
-    CTA load the same boxes in the same order, as ``p * LOADS % REGION`` is 0), the rate that has matched the GEMMs'
-    shared tiles; the loops with a box of their own per CTA (``L2_SPREAD``) are recorded beside them for a model of
-    how much of its tiles a launch's CTAs share. The 256-row boxes with every SM streaming in step are left out."""
+    ``tma`` is the in-step loops (``derive`` leaves out those with a box of their own per CTA): every CTA loads the
+    same boxes in the same order (``p * LOADS % REGION`` is 0), the rate that has matched the GEMMs' shared tiles.
+    The 256-row boxes with every SM streaming in step are left out."""
     out = {}
     for c in sorted({t["ctas"] for t in tma if t["where"] == where}):
-        rows = [t for t in tma if t["where"] == where and t["ctas"] == c and not t.get("spread")
-                and not (c >= 132 and t["box"][0] >= 256)]
+        rows = [t for t in tma if t["where"] == where and t["ctas"] == c and not (c >= 132 and t["box"][0] >= 256)]
         if not rows:
             continue
         rate = max(t["bytes_per_cycle_per_cta"] for t in rows)
@@ -653,7 +651,10 @@ def _tma_queue(tma: list, where: str) -> dict:
 
 
 def derive(raw: dict) -> dict:
-    """The cost model's parameters from the raw readings (see ``calibration.Calibration``)."""
+    """The cost model's parameters from the raw readings (see ``calibration.Calibration``). The TMA loops measured
+    with a box of their own per CTA (``spread``) are recorded for a model of how much of its tiles a launch's CTAs
+    share, and read by nothing here: every figure comes from the in-step loops."""
+    raw = dict(raw, tma=[t for t in raw["tma"] if not t.get("spread")])
     mma = raw["mma"]
 
     def rate(dtype, bn=256, cons=2):
@@ -665,7 +666,7 @@ def derive(raw: dict) -> dict:
     mma_rates = {}
     for m in mma:
         mma_rates.setdefault(m["dtype"], {})[f"n{m['BN']}x{m['consumers']}"] = m["flops_per_cycle_per_sm"]
-    tma = [t for t in raw["tma"] if not t.get("spread")]      # the in-step L2 loops (see _tma_queue)
+    tma = raw["tma"]
 
     def tma_bw(where, ctas, box=128, stages=4):
         xs = [t["bytes_per_cycle_per_cta"] for t in tma if t["where"] == where and t["ctas"] == ctas

@@ -19,7 +19,7 @@ from ..errors import NoGPUError, TLXWorkbenchError
 from .problem import Problem
 from .search import rank_score
 from .space import Space, config_id
-from .stages import sim_shape_option, sim_shape_tag
+from .stages import PREDICT_SAMPLES, sim_shape_option, sim_shape_tag
 from .store import Row, Store, row_key
 
 STAGE_ORDER = ("static", "simulated", "measured")
@@ -104,7 +104,6 @@ class Sweep:
             return str(self.target)
         if stage == "simulated":
             from ..sim.timing.cost import model_id
-            from .stages import PREDICT_SAMPLES
             return (f"{self.gpu}; schedules={self.schedules}; seed={self.seed}; cost model {model_id(self.gpu)}; "
                     f"wb.predict from {PREDICT_SAMPLES} CTAs")
         return device or "gpu"

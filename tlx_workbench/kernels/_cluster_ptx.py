@@ -100,4 +100,3 @@ def arrive_at_peer(pred, bar_off, peer, CLUSTER_RELEASE: tl.constexpr = False):
     else:
         tl.inline_asm_elementwise(_ARRIVE_CTA, "=r,r,r,r", [pred, bar_off, peer], dtype=tl.int32,
                                   is_pure=False, pack=1)
-

@@ -171,37 +171,42 @@ class WriteLog:
         """``table[storage]`` (an array per byte) per element of the CPU tensor ``t`` (its own view: shape,
         strides, offset), its bytes folded by ``combine`` (np.maximum, np.logical_or), shaped like ``t``; None when
         ``t`` is not inside one logged storage. Strided views, one pass per byte of the element: no index arrays."""
-        addr, k = t.data_ptr(), t.element_size()
-        if t.numel() == 0:
+        found = self._storage_span(t)
+        if found is None:
             return None
-        extent = (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * k
-        for lo, hi in self.ranges:
-            if lo <= addr and addr + extent <= hi:
-                arr = table.get(lo)
-                if arr is None:
-                    return np.zeros(tuple(t.shape), bool)
-                s = arr.itemsize
-                strides = tuple(x * k * s for x in t.stride())
-                out = np.array(np.lib.stride_tricks.as_strided(arr[addr - lo:], tuple(t.shape), strides))
-                for b in range(1, k):
-                    combine(out, np.lib.stride_tricks.as_strided(arr[addr - lo + b:], tuple(t.shape), strides),
-                            out=out)
-                return out
-        return None
+        lo, off, _ = found
+        arr = table.get(lo)
+        if arr is None:
+            return np.zeros(tuple(t.shape), bool)
+        k, s = t.element_size(), arr.itemsize
+        strides = tuple(x * k * s for x in t.stride())
+        out = np.array(np.lib.stride_tricks.as_strided(arr[off:], tuple(t.shape), strides))
+        for b in range(1, k):
+            combine(out, np.lib.stride_tricks.as_strided(arr[off + b:], tuple(t.shape), strides), out=out)
+        return out
 
-    def span_written(self, t):
-        """Whether a byte within the span of ``t``'s bytes (its first to its last element) was stored; None when
-        ``t`` is empty or not inside one logged storage (as :meth:`codes_of`). A cheap first test: an input's span
-        holds no store, and its per-element codes need not be made."""
+    def _storage_span(self, t):
+        """(the logged storage's first address, ``t``'s byte offset in it, the extent of ``t``'s bytes: its first
+        to its last element) of the CPU tensor ``t``; None when ``t`` is empty or not inside one logged storage."""
         if t.numel() == 0:
             return None
         addr = t.data_ptr()
         extent = (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
         for lo, hi in self.ranges:
             if lo <= addr and addr + extent <= hi:
-                arr = self.code.get(lo)
-                return arr is not None and bool(arr[addr - lo:addr - lo + extent].any())
+                return lo, addr - lo, extent
         return None
+
+    def span_written(self, t):
+        """Whether a byte within the span of ``t``'s bytes (its first to its last element) was stored; None when
+        ``t`` is empty or not inside one logged storage (as :meth:`codes_of`). A cheap first test: an input's span
+        holds no store, and its per-element codes need not be made."""
+        found = self._storage_span(t)
+        if found is None:
+            return None
+        lo, off, extent = found
+        arr = self.code.get(lo)
+        return arr is not None and bool(arr[off:off + extent].any())
 
     def codes_of(self, t):
         """Per element of ``t``: the largest write code of its bytes (0: none written); None outside the log."""
