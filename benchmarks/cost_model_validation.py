@@ -45,6 +45,22 @@ MEASURED = HERE / "results" / "predict_measured_h200_2026-12-02.json"
 FP8 = HERE / "results" / "fp8_gemm_h200_2026-12-02.json"
 #: kernels whose sustained runs set figures of the clock model (calibration ``sustained_kernels``)
 CALIBRATION_KERNELS = ("gemm_ws", "attention")
+#: the GPU model whose calibration predicts (set by main from the measured run's device, or --gpu-model)
+GPU = "H200"
+
+
+def gpu_of(measured_path) -> str:
+    """The GPU model a measured run was taken on ("H100", "H200"), from its ``device`` line.
+
+    >>> import json, tempfile
+    >>> f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    >>> _ = f.write(json.dumps(dict(device="NVIDIA H100 80GB HBM3, 132 SMs", rows=[]))); f.close()
+    >>> gpu_of(f.name)
+    'H100'
+    """
+    from tlx_workbench.target import GPU_MODELS
+    device = json.loads(pathlib.Path(measured_path).read_text()).get("device", "")
+    return next((name for name in GPU_MODELS if name in device), "H200")
 
 
 def half(cell: dict) -> str:
@@ -84,11 +100,47 @@ def host_bound(row: dict, empty: dict | None) -> bool:
     return row["us"] - row["graph_us"] > HOST_BOUND_WINDOW * (empty["do_bench_us"] - empty["graph_us"])
 
 
+def load_measured(paths) -> dict:
+    """One ``--gpu`` run's JSON, or several runs (machine starts) merged: each cell's do_bench and graph time the
+    median over the runs that timed it, its rounds pooled; the empty launch likewise.
+
+    >>> import json, tempfile
+    >>> runs = []
+    >>> for us in (10.0, 12.0, 11.0):
+    ...     f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    ...     _ = f.write(json.dumps(dict(device="NVIDIA H100", date=str(us), empty_launch=dict(do_bench_us=4, graph_us=1),
+    ...                                 rows=[dict(cell=dict(kind="gemm"), us=us, graph_us=us - 2, rounds=[{}])])))
+    ...     f.close(); runs.append(f.name)
+    >>> m = load_measured(runs)
+    >>> m["rows"][0]["us"], m["rows"][0]["graph_us"], len(m["rows"][0]["rounds"]), m["runs"]
+    (11.0, 9.0, 3, 3)
+    """
+    paths = [paths] if isinstance(paths, (str, pathlib.Path)) else list(paths)
+    runs = [json.loads(pathlib.Path(p).read_text()) for p in paths]
+    if len(runs) == 1:
+        return dict(runs[0], runs=1, files=[pathlib.Path(paths[0]).name])
+
+    def med(xs):
+        xs = [x for x in xs if x]
+        return statistics.median(xs) if xs else None
+    by_key: dict = {}
+    for run in runs:
+        for r in run["rows"]:
+            by_key.setdefault(key(r["cell"]), []).append(r)
+    rows = [dict(cell=rs[0]["cell"], us=med(r["us"] for r in rs), graph_us=med(r.get("graph_us") for r in rs),
+                 rounds=[x for r in rs for x in r.get("rounds", [])], runs=len(rs)) for rs in by_key.values()]
+    empty = [r.get("empty_launch") or {} for r in runs]
+    return dict(device=runs[0]["device"], date=" / ".join(r["date"] for r in runs), runs=len(runs),
+                empty_launch=dict(do_bench_us=med(e.get("do_bench_us") for e in empty),
+                                  graph_us=med(e.get("graph_us") for e in empty)),
+                files=[pathlib.Path(p).name for p in paths], rows=rows)
+
+
 def predict_cells(measured_path, timer="do_bench", kinds=("gemm", "attention")) -> list[dict]:
     """The measured predict cells of a ``--gpu`` run; ``timer="graph"``: its CUDA-graph times. Under do_bench a
     cell whose time is its host's (:func:`host_bound`) is taken at its graph replay, with the empty launch's graph
     time as the launch cost (``launch_us``), and says so (``timer``)."""
-    data = json.loads(pathlib.Path(measured_path).read_text())
+    data = load_measured(measured_path)
     empty = data.get("empty_launch")
     out = []
     for r in data["rows"]:
@@ -101,7 +153,8 @@ def predict_cells(measured_path, timer="do_bench", kinds=("gemm", "attention")) 
             continue
         out.append(dict(cell=r["cell"], measured_us=us, timer="graph (do_bench timed the host)" if host else timer,
                         measured_mhz=[x.get("sm_mhz") for x in r.get("rounds", [])],
-                        source=f"{pathlib.Path(measured_path).name} ({data.get('date')}, {use})",
+                        source=f"{', '.join(data['files'])} "
+                               f"({data.get('date')}, {use}{', median of %d runs' % data['runs'] if data['runs'] > 1 else ''})",
                         **(dict(launch_us=empty["graph_us"]) if host else {})))
     return out
 
@@ -217,7 +270,8 @@ def measure(out_dir, rounds=3):
     dev = torch.cuda.get_device_properties(0)
     data = dict(device=f"{dev.name}, {dev.multi_processor_count} SMs, torch {torch.__version__}, triton {triton.__version__}",
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                command="source .gpu/env.sh && python3 benchmarks/cost_model_validation.py --gpu", errors=errors,
+                command=f"source .gpu/env.sh && python3 benchmarks/cost_model_validation.py --gpu --rounds {rounds}",
+                errors=errors,
                 empty_launch=empty, rows=rows)
     path = pathlib.Path(out_dir) / "cost_model_measured.json"
     path.write_text(json.dumps(data, indent=1))
@@ -231,9 +285,9 @@ def simulate(cell: dict) -> dict:
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with wb.offline("H200"):
-            p = wb.predict(make_launch(cell), gpu="H200")
-    return dict(grid=list(p.grid), slots=p.slots, cta_cycles=p.cta_cycles, tensor=p.tensor_cycles,
+        with wb.offline(GPU):
+            p = wb.predict(make_launch(cell), gpu=GPU)
+    return dict(gpu=GPU, grid=list(p.grid), slots=p.slots, cta_cycles=p.cta_cycles, tensor=p.tensor_cycles,
                 ctas=list(p.sampled.values()), nbytes=p.kernel_bytes, occupancy=p.occupancy,
                 spill_bytes=p.spill_bytes, compiled=p.compiled, sim_seconds=time.perf_counter() - t0)
 
@@ -248,7 +302,7 @@ def timed(cell: dict, sim: dict, window: str = "do_bench", launch_us: float | No
 
 def _finish(cell, sim, window):
     from tlx_workbench.sim.timing.prediction import finish
-    return finish(kernel=cell["kernel"], gpu="H200", grid=tuple(sim["grid"]),
+    return finish(kernel=cell["kernel"], gpu=GPU, grid=tuple(sim["grid"]),
                   sampled=dict(enumerate(sim["ctas"])), slots=sim["slots"], cta_cycles=sim["cta_cycles"],
                   tensor=sim["tensor"], nbytes=sim["nbytes"], window=window, sim_seconds=sim["sim_seconds"],
                   occupancy=sim["occupancy"], spill_bytes=sim["spill_bytes"], compiled=sim["compiled"])
@@ -258,7 +312,7 @@ def roof_tflops(cell: dict, clock_ghz: float) -> float:
     """The calibrated roof of this cell: the tensor core's sustained rate under copy load on every SM, at the
     clock the launch holds (fp8 at twice fp16's rate, as the calibration measured)."""
     from tlx_workbench.sim.timing.cost import cost_model
-    cm = cost_model("H200")
+    cm = cost_model(GPU)
     per_cycle = cm.tensor_sustained_share * cm.calibration.mma_flops_per_cycle(8 if cell["kind"] == "fp8" else 16)
     return per_cycle * cm.gpu.sm_count * clock_ghz * 1e9 / 1e12
 
@@ -289,7 +343,7 @@ def fit_flush(reuse_paths):
     from tlx_workbench.sim.timing import cost
     rows = [r for path in reuse_paths for r in json.loads(pathlib.Path(path).read_text())["rows"]
             if half(r["cell"]) == "calibration"]
-    base = cost.cost_model("H200")
+    base = cost.cost_model(GPU)
     best = None
     real = cost.cost_model
     # the flush alone never holds the clock below boost (the calibration's HBM-streaming TMA loops ran at boost,
@@ -305,7 +359,7 @@ def fit_flush(reuse_paths):
                 best = (fd, med)
     finally:
         cost.cost_model = real
-    cal = load("H200")
+    cal = load(GPU)
     data = json.loads(pathlib.Path(cal.path).read_text())
     data["raw"]["fitted"] = dict(flush_demand=dict(
         value=best[0], median_abs_error=best[1], cells=len(rows),
@@ -334,8 +388,8 @@ def derive_copy_share(reuse_paths):
     N are printed as a cross-check, not used. Prints each and the median; writes nothing."""
     from tlx_workbench.calibration import load
     from tlx_workbench.target import gpu_model
-    cal = load("H200")
-    peak, sms = cal.mma_flops_per_cycle(16), gpu_model("H200").sm_count
+    cal = load(GPU)
+    peak, sms = cal.mma_flops_per_cycle(16), gpu_model(GPU).sm_count
     sustained = json.loads(pathlib.Path(cal.path).read_text())["raw"]["sustained_kernels"]["rows"]
     cells = [r for path in reuse_paths for r in json.loads(pathlib.Path(path).read_text())["rows"]
              if half(r["cell"]) == "calibration" and r["cell"]["config"] == "default" and not r["cell"].get("causal")]
@@ -365,7 +419,8 @@ def derive_copy_share(reuse_paths):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=[], help="cells whose key holds one of these substrings")
-    ap.add_argument("--measured", default=str(MEASURED), help="a --gpu run's JSON")
+    ap.add_argument("--measured", nargs="*", default=[str(MEASURED)],
+                    help="a --gpu run's JSON, or several (machine starts): each cell's median over them")
     ap.add_argument("--no-fp8", action="store_true", help="leave the FP8 configs out")
     ap.add_argument("--fp8-sizes", nargs="*", type=int, default=[4096], help="the FP8 cubes to check (4096, 8192)")
     ap.add_argument("--reuse", nargs="*", default=[],
@@ -373,6 +428,7 @@ def main(argv=None):
     ap.add_argument("--window", default="do_bench", choices=("do_bench", "sustained", "single"))
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     ap.add_argument("--gpu", action="store_true", help="on a GPU: measure the cells (cost_model_measured.json)")
+    ap.add_argument("--rounds", type=int, default=3, help="--gpu: interleaved do_bench rounds per cell")
     ap.add_argument("--fit-flush", action="store_true",
                     help="fit the L2 flush's draw on the calibration half of --reuse's cells and write it into the "
                          "calibration file (until the power family measures it)")
@@ -381,9 +437,13 @@ def main(argv=None):
                          "sustained kernels against --reuse's calibration cells; prints it, writes nothing")
     ap.add_argument("--timer", default="do_bench", choices=("do_bench", "graph"),
                     help="which measured time to check against (graph: a --gpu run's CUDA-graph replay)")
+    ap.add_argument("--gpu-model", default=None, help="whose calibration predicts (default: the GPU --measured was "
+                                                     "taken on)")
     args = ap.parse_args(argv)
+    global GPU
+    GPU = args.gpu_model or gpu_of(args.measured[0])
     if args.gpu:
-        return measure(args.out)
+        return measure(args.out, args.rounds)
     if args.fit_flush:
         return fit_flush(args.reuse)
     if args.derive_copy_share:
@@ -397,9 +457,10 @@ def main(argv=None):
         cells = [c for c in cells if any(s in key(c["cell"]) for s in args.only)]
     launch_us = None
     if args.timer == "graph":
-        launch_us = json.loads(pathlib.Path(args.measured).read_text())["empty_launch"]["graph_us"]
+        launch_us = load_measured(args.measured)["empty_launch"]["graph_us"]
+    # a stored simulation is another GPU's when its calibration differs: re-simulated
     reuse = {key(r["cell"]): r["sim"] for path in args.reuse
-             for r in json.loads(pathlib.Path(path).read_text())["rows"]}
+             for r in json.loads(pathlib.Path(path).read_text())["rows"] if r["sim"].get("gpu", "H200") == GPU}
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -427,8 +488,8 @@ def main(argv=None):
         rank[str(n)] = dict(configs=len(fp8), spearman=spearman([r["predicted_us"] for r in fp8],
                                                                 [r["measured_us"] for r in fp8]) if len(fp8) >= 3 else None)
     from tlx_workbench.sim.timing.cost import cost_model
-    cal = cost_model("H200").calibration
-    result = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=" ".join(["benchmarks/cost_model_validation.py"] + (argv or sys.argv[1:])),
+    cal = cost_model(GPU).calibration
+    result = dict(gpu=GPU, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=" ".join(["benchmarks/cost_model_validation.py"] + (argv or sys.argv[1:])),
                   window=args.window, calibration=dict(date=cal.date, power=cal.power), split=dict(
                       rule="calibration = the kernels whose sustained runs set a clock-model figure "
                            f"({', '.join(CALIBRATION_KERNELS)}); validation = every other kernel"),

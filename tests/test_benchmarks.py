@@ -13,6 +13,7 @@ import ast
 import importlib.util
 import json
 import pathlib
+import random
 import sys
 
 import pytest
@@ -346,3 +347,27 @@ def test_the_cost_model_check_judges_a_cell_whose_do_bench_timed_the_host_on_its
         assert cells[k]["measured_us"] == us and "launch_us" not in cells[k] and cells[k]["timer"] == "do_bench"
     graph = {c["cell"]["kernel"]: c for c in cmv.predict_cells(path, timer="graph")}
     assert graph["gemm_ws"]["measured_us"] == 6.0 and "gemm_pipelined" not in graph
+
+
+def test_the_cost_model_check_takes_each_cell_at_its_median_over_machine_starts(tmp_path):
+    """Several --gpu runs (one per machine start): each cell's do_bench and graph time is the median over the runs
+    that timed it, the empty launch likewise, and the model that predicts is the GPU the runs were taken on."""
+    cmv = _load("cost_model_validation")
+    cell = lambda k: dict(kind="gemm", kernel=k, config="default", shape=[2048, 2048, 2048])  # noqa: E731
+    rng = random.Random()
+    times = [rng.uniform(20, 40) for _ in range(3)]
+    paths = []
+    for i, us in enumerate(times):
+        rows = [dict(cell=cell("gemm_ws"), us=us, graph_us=us - 1, rounds=[dict(sm_mhz=1700 + i)])]
+        if i == 0:
+            rows.append(dict(cell=cell("gemm_pingpong"), us=50.0, graph_us=49.0, rounds=[]))
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps(dict(device="NVIDIA H100 80GB HBM3, 132 SMs", date=f"d{i}", rows=rows,
+                                        empty_launch=dict(do_bench_us=4.0 + i, graph_us=1.0 + i))))
+        paths.append(path)
+    cells = {c["cell"]["kernel"]: c for c in cmv.predict_cells(paths)}
+    assert cells["gemm_ws"]["measured_us"] == pytest.approx(sorted(times)[1])
+    assert cells["gemm_ws"]["measured_mhz"] == [1700, 1701, 1702] and "median of 3 runs" in cells["gemm_ws"]["source"]
+    assert cells["gemm_pingpong"]["measured_us"] == 50.0             # timed by one run: that run's time
+    assert cmv.load_measured(paths)["empty_launch"] == dict(do_bench_us=5.0, graph_us=2.0)
+    assert cmv.gpu_of(paths[0]) == "H100"

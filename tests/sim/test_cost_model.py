@@ -32,8 +32,12 @@ def test_h200_cost_model_reads_its_calibration_file():
     assert cm.mma_cycles(64, 256, 64, 16) == pytest.approx(2 * 64 * 256 * 64 / cal.mma_flops_per_cycle(16))
     assert cm.mma_cycles(64, 256, 64, 8) == pytest.approx(cm.mma_cycles(64, 256, 64, 16) / 2, rel=0.01)
     # GPUs never measured keep the documented estimates
-    assert load("H100") is None and cost_model("H100").calibration is None
-    assert cost_model("H100").tma_latency == 500.0
+    assert load("B200") is None and cost_model("B200").calibration is None
+    assert cost_model("B200").tma_latency == 500.0
+    # the H100 has a calibration of its own (its memory, clock and power), read the same way
+    h100 = load("H100")
+    assert h100.device.startswith("NVIDIA H100") and cost_model("H100").calibration is h100
+    assert cost_model("H100").for_launch(132).tma_load_rate == pytest.approx(h100.l2_bytes_per_cycle_per_sm["132"])
 
 
 @pytest.mark.parametrize("kind,warp_barrier,measured", [
@@ -221,7 +225,9 @@ def test_an_async_dot_keeps_its_warp_group_busy_issuing_what_the_h200_measured()
     cm = cost_model("H200")
     assert cm.wgmma_instructions(64, 64, 16) == 4 and cm.wgmma_instructions(128, 128, 8) == 8
     assert cm.wgmma_issue_cycles(64, 64, 16) == pytest.approx(4 * MEASURED_WGMMA_ISSUE["H200"])
-    assert cost_model("H100").wgmma_issue_cycles(64, 64, 16) == cost_model("H100").issue
+    # the H100's SM is the H200's: it charges the same; a GPU of another SM keeps the generic slot
+    assert cost_model("H100").wgmma_issue_cycles(64, 64, 16) == cm.wgmma_issue_cycles(64, 64, 16)
+    assert cost_model("B200").wgmma_issue_cycles(64, 64, 16) == cost_model("B200").issue
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = wb.simulate(launch, a, b, cfg, gpu="H200", numerics=False)
@@ -289,8 +295,10 @@ def test_a_tma_loader_k_step_costs_what_the_h200_measured(monkeypatch):
     cm, fig = cost_model("H200"), MEASURED_LOADER["H200"]
     assert (cm.tma_issue_cycles, cm.expect_cycles, cm.scalar_op) == (fig["tma_issue"], fig["expect_bytes"],
                                                                      fig["scalar_op"])
-    h100 = cost_model("H100")
-    assert (h100.tma_issue_cycles, h100.expect_cycles, h100.scalar_op) == (h100.issue, h100.barrier_op, 0.0)
+    h100, b200 = cost_model("H100"), cost_model("B200")
+    assert (h100.tma_issue_cycles, h100.expect_cycles, h100.scalar_op) == (cm.tma_issue_cycles, cm.expect_cycles,
+                                                                           cm.scalar_op)
+    assert (b200.tma_issue_cycles, b200.expect_cycles, b200.scalar_op) == (b200.issue, b200.barrier_op, 0.0)
     K = 1024                                # CTA 0: one tile of 16 k-steps
     a, b = torch.randn(128, K).half(), torch.randn(K, 256).half()
     c = torch.empty(128, 256).half()

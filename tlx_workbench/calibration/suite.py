@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import pathlib
 import statistics
 import sys
 import time
@@ -38,16 +39,22 @@ def _records(rec, n):
 
 
 # ---------------------------------------------------------------------------------------------- launches
-def launch_mma(dtype="float16", BN=256, consumers=2, iters=1000, ctas=132, in_flight=2, BM=64, timed=True,
-               device="cuda"):
-    """The tensor-core loop; returns (records, flops per timed warp group)."""
+def mma_tensors(dtype="float16", BN=256, consumers=2, ctas=132, BM=64, device="cuda"):
+    """The wgmma loop's operands, output and records (a, b, out, rec), made once for repeated launches."""
     torch = _torch()
     BK = _bk(dtype)
     dt = getattr(torch, dtype)
-    a = torch.randn(BM, BK, device=device).to(dt)
-    b = torch.randn(BN, BK, device=device).to(dt)
-    out = torch.empty(ctas * consumers * BM * BN, dtype=torch.float32, device=device)
-    rec = torch.zeros(ctas * consumers * K.REC, dtype=torch.int64, device=device)
+    return (torch.randn(BM, BK, device=device).to(dt), torch.randn(BN, BK, device=device).to(dt),
+            torch.empty(ctas * consumers * BM * BN, dtype=torch.float32, device=device),
+            torch.zeros(ctas * consumers * K.REC, dtype=torch.int64, device=device))
+
+
+def launch_mma(dtype="float16", BN=256, consumers=2, iters=1000, ctas=132, in_flight=2, BM=64, timed=True,
+               device="cuda", tensors=None):
+    """The tensor-core loop; returns (records, flops per timed warp group). ``tensors``: :func:`mma_tensors`'s, so
+    that a timed window holds the loop's launch only (each call makes its own otherwise)."""
+    BK = _bk(dtype)
+    a, b, out, rec = tensors or mma_tensors(dtype, BN, consumers, ctas, BM, device)
     K.mma_loop_kernel[(ctas,)](a, b, out, rec, iters, BM=BM, BN=BN, BK=BK, CONSUMERS=consumers,
                                IN_FLIGHT=in_flight, TIMED=timed, num_warps=4)
     return rec, out, 2.0 * BM * BN * BK * iters
@@ -426,10 +433,10 @@ def measure_power(log, idle_s=2.0, ramp_s=1.5):
             f"{rows[len(rows) // 2]['t']:.2f} s, {rows[-1]['clock_ghz']:.3f} at {rows[-1]['t']:.2f} s")
     for us in (10, 30, 100, 300, 1000, 3000):
         iters = max(16, int(us * 1e-3 * per_ms * 1.98 / 1.6))
-        holder = {}
+        holder, made = {}, mma_tensors("float16", 256, 2)
 
-        def fn():
-            holder["rec"] = launch_mma("float16", 256, 2, iters=iters)[0]
+        def fn():       # the operands made once: do_bench's window holds the launch alone
+            holder["rec"] = launch_mma("float16", 256, 2, iters=iters, tensors=made)[0]
         fn()
         torch.cuda.synchronize()
         time.sleep(1.0)
@@ -519,6 +526,82 @@ def measure_smem(log):
     return out
 
 
+def _back_to_back(fn, flop, seconds):
+    """``fn`` launched back to back for ``seconds`` while nvidia-smi samples the SM clock and board power every
+    50 ms: (TFLOP/s, median SM MHz, median W, max MHz seen), the first fifth of the samples (the ramp) left out.
+    One event pair around the whole run, not do_bench's flushed windows: the clock the board settles at."""
+    import subprocess
+    torch = _torch()
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks.max.sm",
+                            "--format=csv,noheader,nounits", "-lms", "50"], stdout=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    t0 = time.time()
+
+    def run():
+        n = 0
+        while time.time() - t0 < seconds:
+            for _ in range(10):
+                fn()
+            n += 10
+            if n % 50 == 0:
+                torch.cuda.synchronize()
+        return n
+    n, total_ms = event_ms(run)
+    smi.terminate()
+    lines = smi.communicate()[0].strip().splitlines()
+    rows = [[float(x) for x in line.split(",")] for line in lines if line.count(",") == 2]
+    rows = rows[len(rows) // 5:]
+    return (flop / (total_ms / n) / 1e9, statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows),
+            max(r[2] for r in rows))
+
+
+def measure_sustained_kernels(log, seconds=6.0):
+    """Real kernels run back to back for ``seconds`` each (cuBLAS and the library's ``gemm_ws`` CONFIGS[0] at
+    4096^3 / 8192^3, sdpa and the library's ``attention`` CONFIGS[0] at 4x32x4096x128 / 2x32x8192x128; fp16 and
+    bf16): the clock and power each settles at and its work per SM cycle. The clock model reads a kernel's draw per
+    unit of tensor work from them (``_power_figures``: ``data_factor``), and the fastest GEMM bounds the tensor
+    core's sustained rate where ``mma_copy`` has not run."""
+    torch = _torch()
+    F = torch.nn.functional
+    from ..kernels import attention as A
+    from ..kernels import gemm_ws, spec
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    subjects = []
+    for n in (4096, 8192):
+        for dname in ("float16", "bfloat16"):
+            a, b = spec("gemm_ws").make_inputs((n, n, n), getattr(torch, dname), "cuda")
+            c = torch.empty(n, n, device="cuda", dtype=a.dtype)
+            cell = f"gemm {n}^3 {dname}"
+            subjects.append((cell, "cublas", lambda a=a, b=b: torch.matmul(a, b), 2.0 * n ** 3))
+            subjects.append((cell, "gemm_ws", lambda a=a, b=b, c=c: gemm_ws.launch(a, b, c, gemm_ws.CONFIGS[0]),
+                             2.0 * n ** 3))
+    for shape in ((4, 32, 4096, 128), (2, 32, 8192, 128)):
+        for dname in ("float16", "bfloat16"):
+            q, k, v = spec("attention").make_inputs(shape, getattr(torch, dname), "cuda")
+            o, scale = torch.empty_like(q), shape[-1] ** -0.5
+            cell = f"attention {'x'.join(map(str, shape))} {dname}"
+            flop = spec("attention").flops(*shape, causal=False)
+            subjects.append((cell, "sdpa", lambda q=q, k=k, v=v, s=scale: F.scaled_dot_product_attention(
+                q, k, v, scale=s), flop))
+            subjects.append((cell, "ours", lambda q=q, k=k, v=v, o=o, s=scale: A.launch(q, k, v, o, False, s,
+                                                                                         A.CONFIGS[0]), flop))
+    rows = []
+    for cell, name, fn, flop in subjects:
+        tf, mhz, watts, maxmhz = _back_to_back(fn, flop, seconds)
+        rows.append(dict(cell=cell, subject=name, tflops=round(tf, 1), sm_mhz=round(mhz), max_mhz=round(maxmhz),
+                         watts=round(watts), flop_per_clk_sm=round(tf * 1e12 / (sms * mhz * 1e6))))
+        log(f"sustained {cell} {name}: {tf:.0f} TFLOP/s at {mhz:.0f} MHz, {watts:.0f} W, "
+            f"{rows[-1]['flop_per_clk_sm']} flop/clk/SM")
+    del subjects
+    torch.cuda.empty_cache()
+    return dict(seconds=seconds, rows=rows,
+                how=f"each subject launched back to back for {seconds:g} s, nvidia-smi sampled every 50 ms, the "
+                    f"first fifth (the ramp) left out; TFLOP/s from one event pair around the run")
+
+
 # ---------------------------------------------------------------------------------------------- derive
 def _cp_async_figures(rows):
     """cp.async per-CTA rate (L2 hits, 8 warps, 3 stages) by the box's row width in bytes, then by CTAs in
@@ -564,10 +647,20 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
     power = raw.get("power") if isinstance(raw.get("power"), dict) and "error" not in raw.get("power") else {}
     readings = clock.get("readings") or []
     ramp = (power.get("ramp") or {}).get("mma") or []
+    top = boost
     if ramp:
-        half = (boost + capped) / 2
+        # the clock of the wgmma loop's first launches after idle, before any average could reach the cap: where it
+        # is below boost, a limit on the draw itself holds a tensor-busy launch down at any length (an H100: 1.66 GHz
+        # from the first 2 ms launch, 1.66-1.68 in do_bench windows of 10-300 us)
+        burst = statistics.median(r["clock_ghz"] for r in ramp if r["t"] <= ramp[0]["t"] + 0.02)
+        if burst < 0.98 * boost:
+            top = burst
+            out["burst_ghz"], out["burst_demand"] = burst, (burst / boost) ** 3
+            out["burst_from"] = "power family: the wgmma loop's first 20 ms of launches after idle"
+        half = (top + capped) / 2
         out["boost_s"] = next((r["t"] for r in ramp if r["clock_ghz"] < half), ramp[-1]["t"])
-        out["boost_s_from"] = "power family: the wgmma loop's ramp after idle, first launch below the midpoint"
+        out["boost_s_from"] = ("power family: the wgmma loop's ramp after idle, first launch below the midpoint of "
+                               "its first clock and the capped clock")
     elif readings:
         r0 = readings[0]
         # the first 0.26 s launch's mean clock: boost for boost_s, then the capped clock
@@ -590,12 +683,19 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
         for b in bench:
             t = b["cycles"] / (b["clock_ghz"] * 1e3)
             duty = t / (t + flush) if flush else 1.0
-            if b["clock_ghz"] < 0.98 * boost and duty < 0.95:
+            # held down by the average, not the burst, with the flush a share of the window large enough to read
+            # its draw from (the error of a clock reading grows by 1 / (1 - duty) in it)
+            if b["clock_ghz"] < 0.98 * top and duty < 0.85:
                 d = cap_demand * (boost / b["clock_ghz"]) ** 3
                 draws.append(max(0.0, (d - duty * b["flops_per_cycle_per_sm"] / peak16) / (1 - duty)))
         if draws:
             out["flush_demand"] = statistics.median(draws)
-            out["flush_demand_from"] = f"power family: {len(draws)} do_bench launch lengths held below boost"
+            out["flush_demand_from"] = (f"power family: {len(draws)} do_bench launch lengths held below "
+                                        f"{'the burst clock' if top < boost else 'boost'}")
+        elif top < boost:
+            out["flush_demand"] = 0.0
+            out["flush_demand_from"] = ("power family: not readable (every do_bench length is at the burst clock or "
+                                        "the flush under 15 % of its window); the burst clock bounds short launches")
     fitted = (raw.get("fitted") or {}).get("flush_demand") if isinstance(raw.get("fitted"), dict) else None
     if "flush_demand" not in out and fitted:
         out["flush_demand"], out["flush_demand_from"] = fitted["value"], fitted["from"]
@@ -603,11 +703,15 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
     loaded = [c["flops_per_cycle_per_sm"] for c in copy if c["dtype"] == "float16" and c["BN"] == 256
               and c["consumers"] == 2 and c["where"] == "l2" and c.get("copy_covers_mma", 1) >= 0.9]
     gemms = [r["flop_per_clk_sm"] for r in rows if r.get("cell", "").startswith("gemm")]
+    # the best rate any launch sustained: the wgmma loop under a TMA stream from L2 at full rate (more copy than a
+    # GEMM's: an H100's gemm_ws 8192^3 sustained 3817 flop/cycle/SM against that loop's 3798), or a GEMM run for
+    # seconds
+    runs = [(r, "mma_copy family: fp16 wgmma loop + TMA from L2") for r in loaded[:1]]
+    runs += [(r, f"the fastest of {len(gemms)} GEMMs run for seconds (sustained_kernels)") for r in gemms]
+    if runs:
+        out["tensor_sustained"], out["tensor_sustained_from"] = max(runs, key=lambda x: x[0])
     if loaded:
-        out["tensor_sustained"], out["tensor_sustained_from"] = loaded[0], "mma_copy family: fp16 wgmma loop + TMA from L2"
-    elif gemms:
-        out["tensor_sustained"] = max(gemms)
-        out["tensor_sustained_from"] = f"the fastest of {len(gemms)} GEMMs run for seconds (sustained_kernels)"
+        out["tensor_under_copy"], out["tensor_under_copy_from"] = loaded[0], "mma_copy family: fp16 wgmma loop + TMA from L2"
     if hbm_bytes_per_cycle_132:
         out["hbm_gbps"] = 132 * hbm_bytes_per_cycle_132 * boost
     return out
@@ -744,7 +848,8 @@ def run(log=print, only=()) -> dict:
 
 FAMILIES = {"launch": measure_launch, "mma_latency": measure_mma_latency, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
             "tma_store": measure_tma_store, "cp_async": measure_cp_async, "clock": measure_clock,
-            "mma_copy": measure_mma_copy, "power": measure_power, "gemm_loads": measure_gemm_loads}
+            "mma_copy": measure_mma_copy, "power": measure_power, "gemm_loads": measure_gemm_loads,
+            "sustained_kernels": measure_sustained_kernels}
 
 
 def rederive(path):
@@ -771,7 +876,7 @@ def main(argv=None):
         print(json.dumps(rederive(args.out)["tma"], indent=1))
         return 0
     result = run(lambda m: print(m, flush=True), tuple(args.only))
-    if args.only:
+    if args.only and pathlib.Path(args.out).exists():
         old = json.loads(open(args.out).read())
         old["raw"].update(result["raw"])
         old.setdefault("added", []).append(dict(families=list(args.only), date=result["date"], device=result["device"],
@@ -779,6 +884,7 @@ def main(argv=None):
         result = old
     try:
         result["derived"] = derive(result["raw"])
+        result.pop("derived_error", None)
     except Exception as e:  # noqa: BLE001 - keep the raw readings whatever derive makes of them
         result["derived_error"] = f"{type(e).__name__}: {e}"
     result["command"] = args.command

@@ -58,7 +58,12 @@ class PowerModel:
     measured on kernels run for seconds). Under do_bench the launch alternates with the L2 flush, which the
     controller averages in: the demand is the launch's and the flush's (``flush_demand``, measured by the power
     family where it ran), each by its share of the window. A single launch from idle keeps
-    the boost clock for ``boost_s``, then drops to its capped clock.
+    its top clock for ``boost_s``, then drops to its capped clock.
+
+    A launch's top clock is boost, or lower where the board limits the draw itself at once, not its average over
+    time (``burst_demand`` = (burst / boost)^3, the wgmma loop's clock on its first launches after idle, measured by
+    the power family: an H100 holds that loop at 1.66 GHz from its first 2 ms launch on): a launch of demand d
+    above it runs at boost * (burst_demand / d)^(1/3) at any length (``regime="burst cap"``).
 
     >>> pm = PowerModel(boost_ghz=1.98, cap_demand=0.463, data_factor=1.23, flush_us=55.0, boost_s=0.017)
     >>> pm.clock(cycles=20_000, tensor_util=0.5).regime, round(pm.clock(cycles=3e6, tensor_util=0.85).ghz, 2)
@@ -70,11 +75,17 @@ class PowerModel:
     flush_us: float = 0.0
     boost_s: float = 0.0
     flush_demand: float = 0.0       # the flush's own draw, same units (0 where not measured)
+    burst_demand: float = 0.0       # the draw the board allows at once (0: not measured, no such limit)
 
-    def _capped(self, demand: float) -> float:
-        if demand <= self.cap_demand:
+    def _capped(self, demand: float, cap: float | None = None) -> float:
+        cap = self.cap_demand if cap is None else cap
+        if demand <= cap:
             return self.boost_ghz
-        return self.boost_ghz * (self.cap_demand / demand) ** (1.0 / 3.0)
+        return self.boost_ghz * (cap / demand) ** (1.0 / 3.0)
+
+    def top(self, full_demand: float) -> float:
+        """The clock a launch of this demand (its own, at the boost clock) runs at before any average counts."""
+        return self._capped(full_demand, self.burst_demand) if self.burst_demand > 0 else self.boost_ghz
 
     def clock(self, cycles: float, tensor_util: float, window: str = "do_bench") -> LaunchClock:
         """The clock of a launch of ``cycles`` SM cycles whose tensor cores are busy ``tensor_util`` of them."""
@@ -82,26 +93,26 @@ class PowerModel:
             raise ValueError(f"window {window!r}: use one of {WINDOWS}")
         u = min(1.0, max(0.0, float(tensor_util)))
         full = self.data_factor * u
-        f, duty = self.boost_ghz, 1.0
+        top = self.top(full)
+        f, duty = top, 1.0
         if window == "do_bench":
             for _ in range(30):             # the launch's length depends on the clock, its duty on its length
                 t_us = cycles / (f * 1e3)
                 duty = t_us / (t_us + self.flush_us) if t_us > 0 else 0.0
-                f_new = self._capped(full * duty + self.flush_demand * (1.0 - duty))
+                f_new = min(top, self._capped(full * duty + self.flush_demand * (1.0 - duty)))
                 if abs(f_new - f) < 1e-6:
                     break
                 f = f_new
         elif window == "sustained":
-            f = self._capped(full)
+            f = min(top, self._capped(full))
         else:
-            capped = self._capped(full)
-            t_boost = cycles / (self.boost_ghz * 1e9)
-            if t_boost > self.boost_s:       # boost for boost_s, the rest at the capped clock
-                rest = cycles - self.boost_s * self.boost_ghz * 1e9
+            capped = min(top, self._capped(full))
+            if cycles / (top * 1e9) > self.boost_s:       # its top clock for boost_s, the rest at the capped clock
+                rest = cycles - self.boost_s * top * 1e9
                 f = cycles / (self.boost_s * 1e9 + rest / capped) / 1e9
         demand = full * duty + (self.flush_demand * (1.0 - duty) if window == "do_bench" else 0.0)
-        return LaunchClock(ghz=f, regime="boost" if f >= self.boost_ghz - 1e-9 else "power cap", demand=demand,
-                           tensor_util=u, duty=duty, window=window)
+        regime = ("boost" if f >= self.boost_ghz - 1e-9 else "burst cap" if f >= top - 1e-9 else "power cap")
+        return LaunchClock(ghz=f, regime=regime, demand=demand, tensor_util=u, duty=duty, window=window)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -395,8 +406,8 @@ MEASURED_RECORD = {"H200": {"waits": 114.0, "all": 123.0, "totals": 263.0}}
 #:   beyond its records: records between every two ops serialize what ptxas otherwise overlaps, so that trace is
 #:   not used for it. Cross-check: a consumer k-step's 8 ops are 19 cycles, its measured arrive + loop back 69
 #:   against the model's 40 + 19.
-#: Spans include the recorder's two clock reads (a few cycles). Other GPUs: not applied (generic issue, arrive,
-#: free scalars), as for MEASURED_WGMMA_ISSUE
+#: Spans include the recorder's two clock reads (a few cycles). GPUs of another SM (SAME_SM): not applied (generic
+#: issue, arrive, free scalars), as for MEASURED_WGMMA_ISSUE
 MEASURED_LOADER = {"H200": {"tma_issue": 47.0, "expect_bytes": 20.0, "scalar_op": 2.4}}
 
 #: which MEASURED_LOADER figures the H200's model charges: all three. With them gemm_ws 4096^3's recorded shares are
@@ -404,6 +415,11 @@ MEASURED_LOADER = {"H200": {"tma_issue": 47.0, "expect_bytes": 20.0, "scalar_op"
 #: 10.35 % (9.95 % without; every cell 0-0.9 % slower, none past 35 %): benchmarks/RESULTS.md, "The loader's own
 #: costs". A study of the model without them sets ``cost.APPLIED_LOADER = ()`` (read when a cost model is built)
 APPLIED_LOADER: tuple = tuple(MEASURED_LOADER["H200"])
+
+#: GPUs whose SM is another's: the H100 and the H200 are one chip (GH100, 132 SMs, the same clocks) with different
+#: memory, so the SM-level instruction costs measured on the H200 (MEASURED_WGMMA_ISSUE, MEASURED_LOADER) are the
+#: H100's too; its calibration file (memory, clock and power) is its own
+SAME_SM = {"H100": "H200"}
 
 
 def record_cycles(gpu: str, recorder: str) -> tuple[float, bool]:
@@ -439,7 +455,8 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
     arrive = ASSUMED_ARRIVE
     # what the warp barrier saves per hand-over is the warp group's sync before the leader's arrive
     arrive_warp = arrive - (b["handover"] - b["handover_warp_barrier"])
-    loader = {k: v for k, v in MEASURED_LOADER.get(model.name, {}).items() if k in APPLIED_LOADER}
+    sm = SAME_SM.get(model.name, model.name)
+    loader = {k: v for k, v in MEASURED_LOADER.get(sm, {}).items() if k in APPLIED_LOADER}
     cm = CostModel(
         model,
         tma_latency=(cal.bandwidth(cal.tma_latency_by_ctas, 1, extend=False) if cal.tma_latency_by_ctas
@@ -450,7 +467,7 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
         wake=b["handover"] - arrive,
         named_barrier=b["named_handover"],
         mma_group_gap=cal.single_group_gap(),
-        wgmma_issue=MEASURED_WGMMA_ISSUE.get(model.name, 0.0),
+        wgmma_issue=MEASURED_WGMMA_ISSUE.get(sm, 0.0),
         tma_issue=loader.get("tma_issue"),
         expect_bytes=loader.get("expect_bytes"),
         scalar_op=loader.get("scalar_op", 0.0),
@@ -484,12 +501,15 @@ MEASURED_COPY_SHARE = {"H200": 0.983}
 
 
 def copy_share(gpu: str, cal) -> float:
-    """The tensor core's rate under copy load over its peak: the ``mma_copy`` family's where it ran (the calibration
-    takes it as its sustained rate then), else ``MEASURED_COPY_SHARE``, else 1."""
+    """The tensor core's rate under copy load over its peak: ``MEASURED_COPY_SHARE`` (the GPU's own GEMM run for
+    seconds against its simulation), else the ``mma_copy`` family's loop (a TMA stream at the full L2 rate beside
+    the wgmmas: more copy than a GEMM's, so a lower bound), else 1."""
+    if gpu in MEASURED_COPY_SHARE:
+        return min(1.0, MEASURED_COPY_SHARE[gpu])
     p = getattr(cal, "power", None) or {}
-    if str(p.get("tensor_sustained_from", "")).startswith("mma_copy") and p.get("tensor_sustained"):
-        return min(1.0, float(p["tensor_sustained"]) / cal.mma_flops_per_cycle(16))
-    return min(1.0, MEASURED_COPY_SHARE.get(gpu, 1.0))
+    if p.get("tensor_under_copy"):
+        return min(1.0, float(p["tensor_under_copy"]) / cal.mma_flops_per_cycle(16))
+    return 1.0
 
 
 def power_model(cal) -> PowerModel | None:
@@ -499,7 +519,8 @@ def power_model(cal) -> PowerModel | None:
         return None
     return PowerModel(boost_ghz=float(p["boost_ghz"]), cap_demand=float(p["cap_demand"]),
                       data_factor=float(p.get("data_factor", 1.0)), flush_us=float(p.get("flush_us", 0.0)),
-                      boost_s=float(p.get("boost_s", 0.0)), flush_demand=float(p.get("flush_demand", 0.0)))
+                      boost_s=float(p.get("boost_s", 0.0)), flush_demand=float(p.get("flush_demand", 0.0)),
+                      burst_demand=float(p.get("burst_demand", 0.0)))
 
 
 def cost_model(gpu) -> CostModel:
