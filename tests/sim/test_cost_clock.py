@@ -235,9 +235,10 @@ def test_the_explorer_predicts_what_wb_predict_does():
 
 def test_a_burst_limit_holds_a_tensor_heavy_launch_below_boost_at_any_length():
     """The H100's wgmma loop on every SM ran below boost from its first launch after idle (the power family's
-    ramp; its TMA stream from HBM kept boost): the board limits the draw itself, not only its average. A launch
-    whose draw passes that limit runs below boost however short; a light one keeps boost; the average cap still
-    holds a long one lower. The H200's loop was never seen below boost when short: no such limit there."""
+    ramp; its TMA stream from HBM kept boost, and the loop with a TMA copy beside it started at the loop's clock):
+    the board limits the tensor cores' draw itself, not only the average. A launch whose tensor cores are busy
+    past that limit runs below boost however short; a light one keeps boost; the average cap still holds a long
+    one lower. The H200's loop was never seen below boost when short: no such limit there."""
     cal = load("H100")
     data = json.loads(open(cal.path).read())
     assert suite.derive(data["raw"]) == data["derived"]
@@ -245,13 +246,13 @@ def test_a_burst_limit_holds_a_tensor_heavy_launch_below_boost_at_any_length():
     ramp = data["raw"]["power"]["ramp"]
     assert p["burst_ghz"] < 0.95 * p["boost_ghz"] <= ramp["copy_hbm"][0]["clock_ghz"]
     assert pm.burst_demand == pytest.approx((p["burst_ghz"] / p["boost_ghz"]) ** 3)
-    loop = 1.0 / pm.data_factor                     # the wgmma loop's own draw
-    for cycles in (2e4, 2e5):
-        c = pm.clock(cycles, loop)
-        assert c.regime == "burst cap" and c.ghz == pytest.approx(p["burst_ghz"], rel=1e-6)
-    assert pm.clock(2e4, 0.2).regime == "boost"
-    assert pm.clock(1e9, loop, window="sustained").ghz == pytest.approx(min(p["mma_capped_ghz"], p["burst_ghz"]))
-    # the heavier a launch's tensor load, the lower its clock, short or long
-    short = [pm.clock(5e4, u).ghz for u in (0.3, 0.5, 0.7, 0.9)]
-    assert short == sorted(short, reverse=True) and short[-1] < p["burst_ghz"]
+    c = pm.clock(2e4, 1.0)                      # tensor cores busy every cycle, 10 us between flushes
+    assert c.regime == "burst cap" and c.ghz == pytest.approx(p["burst_ghz"], rel=1e-6)
+    assert pm.clock(2e4, 1.0, window="single").ghz == pytest.approx(p["burst_ghz"], rel=1e-6)
+    assert pm.clock(2e4, 0.5).regime == "boost"
+    long_ = pm.clock(1e9, 1.0, window="sustained")
+    assert long_.regime == "power cap" and long_.ghz < p["burst_ghz"]
+    # the busier a launch's tensor cores, the lower its clock, short or long
+    short = [pm.clock(5e4, u).ghz for u in (0.5, 0.7, 0.8, 0.9, 1.0)]
+    assert short == sorted(short, reverse=True) and short[-1] < short[0] == p["boost_ghz"]
     assert cost_model("H200").power.burst_demand == 0.0

@@ -83,9 +83,12 @@ class PowerModel:
             return self.boost_ghz
         return self.boost_ghz * (cap / demand) ** (1.0 / 3.0)
 
-    def top(self, full_demand: float) -> float:
-        """The clock a launch of this demand (its own, at the boost clock) runs at before any average counts."""
-        return self._capped(full_demand, self.burst_demand) if self.burst_demand > 0 else self.boost_ghz
+    def top(self, tensor_util: float) -> float:
+        """The clock a launch whose tensor cores are busy ``tensor_util`` of its cycles runs at before any average
+        counts: the burst limit counts the tensor cores' activity alone (the wgmma loop with a TMA stream beside it
+        started at the loop's own clock, 1.722 against 1.714 GHz on an H100), where the power cap's average counts
+        a kernel's data movement too (``data_factor``)."""
+        return self._capped(tensor_util, self.burst_demand) if self.burst_demand > 0 else self.boost_ghz
 
     def clock(self, cycles: float, tensor_util: float, window: str = "do_bench") -> LaunchClock:
         """The clock of a launch of ``cycles`` SM cycles whose tensor cores are busy ``tensor_util`` of them."""
@@ -93,7 +96,7 @@ class PowerModel:
             raise ValueError(f"window {window!r}: use one of {WINDOWS}")
         u = min(1.0, max(0.0, float(tensor_util)))
         full = self.data_factor * u
-        top = self.top(full)
+        top = self.top(u)
         f, duty = top, 1.0
         if window == "do_bench":
             for _ in range(30):             # the launch's length depends on the clock, its duty on its length
