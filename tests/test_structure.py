@@ -38,7 +38,8 @@ LAYERS = (
     ("trace_compare", "json_schema", "calibration"),   # calibration: the measured figures the cost model reads
     ("compiler",),
     ("sim", "runtime"),                  # the CPU simulator and the GPU runtime: peers
-    ("_torch_cpu", "kernels", "calibration.suite", "calibration.kernels"),  # the suite measures on a GPU
+    ("_torch_cpu", "kernels", "calibration.kernels"),
+    ("calibration.suite",),              # measures on a GPU: its loops, and the library's kernels run for seconds
     ("checker",),                        # static + simulated checks; the advisor measures its forms on a GPU
     ("intercept", "explore"),
     ("widgets",),

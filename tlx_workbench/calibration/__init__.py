@@ -2,7 +2,7 @@
 
 ``<GPU>.json`` beside this file is written by ``python -m tlx_workbench.calibration.suite`` on
 that GPU (its ``date``, ``device`` and ``command`` say when, where and how); :func:`load` reads it.
-A GPU without a file (H100, B200 today) keeps the documented estimates in ``sim/timing/cost.py``.
+A GPU without a file (B200 today) keeps the documented estimates in ``sim/timing/cost.py``.
 
 >>> c = load("H200")
 >>> c.device, c.mma_flops_per_cycle(16)

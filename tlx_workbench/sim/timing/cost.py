@@ -1,8 +1,8 @@
 """Cycle costs of simulated ops, per GPU model.
 
 Where a GPU has been measured (``tlx_workbench/calibration/<GPU>.json``, written on that GPU by
-``python -m tlx_workbench.calibration.suite``: H200 today), every figure below comes from that file;
-elsewhere (H100, B200) they are the documented estimates written next to each field. Per-GPU
+``python -m tlx_workbench.calibration.suite``: H200 and H100 today), every figure below comes from that file;
+elsewhere (B200) they are the documented estimates written next to each field. Per-GPU
 rates that are not measured (DRAM bandwidth, tensor-core flops, TMEM) come from
 ``tlx_workbench.target.GPU_MODELS``.
 
