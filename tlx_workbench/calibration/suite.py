@@ -562,8 +562,8 @@ def measure_sustained_kernels(log, seconds=6.0):
     """Real kernels run back to back for ``seconds`` each (cuBLAS and the library's ``gemm_ws`` CONFIGS[0] at
     4096^3 / 8192^3, sdpa and the library's ``attention`` CONFIGS[0] at 4x32x4096x128 / 2x32x8192x128; fp16 and
     bf16): the clock and power each settles at and its work per SM cycle. The clock model reads a kernel's draw per
-    unit of tensor work from them (``_power_figures``: ``data_factor``), and the fastest GEMM bounds the tensor
-    core's sustained rate where ``mma_copy`` has not run."""
+    unit of tensor work from them (``_power_figures``: ``data_factor``), and the roof takes the fastest GEMM where
+    it passes the ``mma_copy`` loop."""
     torch = _torch()
     F = torch.nn.functional
     from ..kernels import attention as A
@@ -650,8 +650,8 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
     top = boost
     if ramp:
         # the clock of the wgmma loop's first launches after idle, before any average could reach the cap: where it
-        # is below boost, a limit on the draw itself holds a tensor-busy launch down at any length (an H100: 1.66 GHz
-        # from the first 2 ms launch, 1.66-1.68 in do_bench windows of 10-300 us)
+        # is below boost, a limit on the draw itself holds a tensor-busy launch down at any length (an H100: 1.65-1.71
+        # GHz from the first 2 ms launch over three machine starts, 1.63-1.71 in do_bench windows of 10-300 us)
         burst = statistics.median(r["clock_ghz"] for r in ramp if r["t"] <= ramp[0]["t"] + 0.02)
         if burst < 0.98 * boost:
             top = burst
