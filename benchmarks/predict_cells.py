@@ -15,6 +15,9 @@ import math
 
 SIZES = (1024, 2048, 4096, 8192)
 ATTN_N = (1024, 2048, 4096, 8192)
+#: GEMMs that are not cubes (M, N, K): tall, wide and a long K, for the library's warp-specialized and ping-pong
+#: GEMMs and TLX's tutorial
+NON_SQUARE = ((8192, 2048, 4096), (2048, 8192, 4096), (4096, 4096, 16384))
 
 
 def _cells():
@@ -37,6 +40,9 @@ def _cells():
     for n in ATTN_N:
         out.append(dict(kind="attention", kernel="tut:hopper_fa_ws", config="c0", shape=[1, 32, n, 128],
                         causal=False))
+    for shape in NON_SQUARE:
+        for k, config in (("gemm_ws", "default"), ("gemm_pingpong", "default"), ("tut:hopper_gemm_ws", "c0")):
+            out.append(dict(kind="gemm", kernel=k, config=config, shape=list(shape)))
     return out
 
 
