@@ -60,10 +60,11 @@ class PowerModel:
     family where it ran), each by its share of the window. A single launch from idle keeps
     its top clock for ``boost_s``, then drops to its capped clock.
 
-    A launch's top clock is boost, or lower where the board limits the draw itself at once, not its average over
-    time (``burst_demand`` = (burst / boost)^3, the wgmma loop's clock on its first launches after idle, measured by
-    the power family: an H100 holds that loop at 1.66 GHz from its first 2 ms launch on): a launch of demand d
-    above it runs at boost * (burst_demand / d)^(1/3) at any length (``regime="burst cap"``).
+    A launch's top clock is boost, or lower where the board limits the tensor cores' draw at once, not its average
+    over time (``burst_demand`` = (burst / boost)^3, the wgmma loop's clock on its first launches after idle,
+    measured by the power family: an H100 holds that loop at 1.65-1.71 GHz from its first 2 ms launch on): a launch
+    whose tensor-core utilisation u passes it runs at boost * (burst_demand / u)^(1/3) at any length
+    (``regime="burst cap"``; :meth:`top`).
 
     >>> pm = PowerModel(boost_ghz=1.98, cap_demand=0.463, data_factor=1.23, flush_us=55.0, boost_s=0.017)
     >>> pm.clock(cycles=20_000, tensor_util=0.5).regime, round(pm.clock(cycles=3e6, tensor_util=0.85).ghz, 2)
@@ -490,16 +491,16 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
     return dataclasses.replace(cm, **_queue_fields(cal.tma_queue_at(1) or {}, cm.tma_loop_cycles))
 
 
-#: the tensor core's rate while TMA streams into its SM, over the wgmma loop's peak, on the H200. Until the
-#: calibration's ``mma_copy`` family runs (the wgmma loop with TMA streaming into the same SMs, which then gives it
-#: directly), derived from the calibration half: the simulator runs wgmmas at the loop's peak, so a kernel run for
+#: the tensor core's rate while TMA streams into its SM, over the wgmma loop's peak, on the H200, derived from the
+#: calibration half (the ``mma_copy`` family's loop streams more than a GEMM does, so it is only the fallback): the simulator runs wgmmas at the loop's peak, so a kernel run for
 #: seconds (calibration ``sustained_kernels``: flop per cycle per SM at its own clock, no launch gaps to speak of)
 #: against its simulated cells (u: the CTAs' tensor-busy share; F_sim: its flop per cycle per SM) gives the share s
 #: that makes 1 - u + u / s = F_sim / F_measured. `.venv/bin/python benchmarks/cost_model_validation.py
 #: --derive-copy-share --reuse CELLS.json` (2026-12-07, on the simulated cells of 2026-12-07): the library's gemm_ws
 #: CONFIGS[0], the sustained runs' config, at 4096^3 / 8192^3, fp16 and bf16 (bf16 simulates as fp16): 0.972 / 0.973 /
 #: 1.004 / 0.992, median 0.983 (attention's sustained runs at Z=4 / Z=2 against the Z=1 cells, a cross-check only:
-#: 0.973-1.008). Other GPUs: not measured (1: no copy-load cost)
+#: 0.973-1.008). The H100: the same derivation gives 1.098-1.117 (its simulated gemm_ws is 8-11 % longer than the
+#: kernel sustained): nothing to read there, so its ``mma_copy`` loop's 0.927 stands (``copy_share``)
 MEASURED_COPY_SHARE = {"H200": 0.983}
 
 
