@@ -371,3 +371,20 @@ def test_the_cost_model_check_takes_each_cell_at_its_median_over_machine_starts(
     assert cells["gemm_pingpong"]["measured_us"] == 50.0             # timed by one run: that run's time
     assert cmv.load_measured(paths)["empty_launch"] == dict(do_bench_us=5.0, graph_us=2.0)
     assert cmv.gpu_of(paths[0]) == "H100"
+
+
+def test_the_fp8_check_says_what_the_models_pick_costs_and_a_long_kernel_keeps_do_bench():
+    """The config the model predicts fastest, measured against the fastest measured (ties in the prediction taken at
+    their slowest); a 200 µs GEMM whose do_bench and graph replay differ by more than the empty launch's window but
+    not by half is judged on do_bench (its host is not what do_bench timed)."""
+    cmv = _load("cost_model_validation")
+    rng = random.Random()
+    measured = [rng.uniform(90, 110) for _ in range(8)]
+    rows = [dict(predicted_us=m * rng.uniform(0.9, 1.1), measured_us=m) for m in measured]
+    best = min(rows, key=lambda r: r["predicted_us"])
+    assert cmv.pick_regret(rows) == pytest.approx(best["measured_us"] / min(measured) - 1)
+    rows.append(dict(predicted_us=best["predicted_us"] * 1.0005, measured_us=max(measured) + 1))
+    assert cmv.pick_regret(rows) == pytest.approx((max(measured) + 1) / min(measured) - 1)
+    empty = dict(do_bench_us=4.4, graph_us=1.2)
+    assert not cmv.host_bound(dict(us=201.9, graph_us=184.5), empty)
+    assert cmv.host_bound(dict(us=46.6, graph_us=8.4), empty)
