@@ -49,8 +49,9 @@ CALIBRATION_KERNELS = ("gemm_ws", "attention")
 GPU = "H200"
 
 
-def gpu_of(measured_path) -> str:
-    """The GPU model a measured run was taken on ("H100", "H200"), from its ``device`` line.
+def gpu_of(measured) -> str:
+    """The GPU model a measured run (its JSON's path, or :func:`load_measured`'s) was taken on ("H100", "H200"),
+    from its ``device`` line.
 
     >>> import json, tempfile
     >>> f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
@@ -59,7 +60,8 @@ def gpu_of(measured_path) -> str:
     'H100'
     """
     from tlx_workbench.target import GPU_MODELS
-    device = json.loads(pathlib.Path(measured_path).read_text()).get("device", "")
+    data = measured if isinstance(measured, dict) else json.loads(pathlib.Path(measured).read_text())
+    device = data.get("device", "")
     return next((name for name in GPU_MODELS if name in device), "H200")
 
 
@@ -143,11 +145,12 @@ def load_measured(paths) -> dict:
                 files=[pathlib.Path(p).name for p in paths], rows=rows)
 
 
-def predict_cells(measured_path, timer="do_bench", kinds=("gemm", "attention")) -> list[dict]:
-    """The measured predict cells of a ``--gpu`` run; ``timer="graph"``: its CUDA-graph times. Under do_bench a
+def predict_cells(measured, timer="do_bench", kinds=("gemm", "attention")) -> list[dict]:
+    """The measured predict cells of a ``--gpu`` run (its JSON's path or paths, or :func:`load_measured`'s);
+    ``timer="graph"``: its CUDA-graph times. Under do_bench a
     cell whose time is its host's (:func:`host_bound`) is taken at its graph replay, with the empty launch's graph
     time as the launch cost (``launch_us``), and says so (``timer``)."""
-    data = load_measured(measured_path)
+    data = measured if isinstance(measured, dict) else load_measured(measured)
     empty = data.get("empty_launch")
     out = []
     for r in data["rows"]:
@@ -166,9 +169,9 @@ def predict_cells(measured_path, timer="do_bench", kinds=("gemm", "attention")) 
     return out
 
 
-def cells_fp8_measured(measured_path, timer="do_bench") -> list[dict]:
+def cells_fp8_measured(measured, timer="do_bench") -> list[dict]:
     """The FP8 cells of a ``--gpu`` run (none in the 2026-12-02 file)."""
-    return predict_cells(measured_path, timer, kinds=("fp8",))
+    return predict_cells(measured, timer, kinds=("fp8",))
 
 
 def fp8_cells(path=FP8, sizes=(4096,)) -> list[dict]:
@@ -460,16 +463,17 @@ def main(argv=None):
     ap.add_argument("--gpu-model", default=None, help="whose calibration predicts (default: the GPU --measured was "
                                                      "taken on)")
     args = ap.parse_args(argv)
-    global GPU
-    GPU = args.gpu_model or gpu_of(args.measured[0])
     if args.gpu:
         return measure(args.out, args.rounds)
+    measured = load_measured(args.measured)
+    global GPU
+    GPU = args.gpu_model or gpu_of(measured)
     if args.fit_flush:
         return fit_flush(args.reuse)
     if args.derive_copy_share:
         return derive_copy_share(args.reuse)
-    cells = predict_cells(args.measured, args.timer)
-    cells += [c for c in cells_fp8_measured(args.measured, args.timer)] or \
+    cells = predict_cells(measured, args.timer)
+    cells += cells_fp8_measured(measured, args.timer) or \
         ([] if args.no_fp8 else fp8_cells(sizes=tuple(args.fp8_sizes)))
     if args.no_fp8:
         cells = [c for c in cells if c["cell"]["kind"] != "fp8"]
@@ -477,7 +481,7 @@ def main(argv=None):
         cells = [c for c in cells if any(s in key(c["cell"]) for s in args.only)]
     launch_us = None
     if args.timer == "graph":
-        launch_us = load_measured(args.measured)["empty_launch"]["graph_us"]
+        launch_us = measured["empty_launch"]["graph_us"]
     # a stored simulation is another GPU's when its calibration differs: re-simulated
     reuse = {key(r["cell"]): r["sim"] for path in args.reuse
              for r in json.loads(pathlib.Path(path).read_text())["rows"] if r["sim"].get("gpu", "H200") == GPU}

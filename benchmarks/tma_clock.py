@@ -51,9 +51,9 @@ def main(argv=None):
                         time.sleep(0.7)
                     rec, nbytes = suite.launch_tma(box_m, 64, stages, ctas, iters, region, tensor=big)
                     torch.cuda.synchronize()
-                    recs = suite._records(rec, ctas)
-                    cyc = statistics.median(x[1] - x[0] for x in recs)
-                    ns = statistics.median(x[3] - x[2] for x in recs)
+                    per, _ = suite._per_cta(suite._records(rec, ctas))
+                    cyc = statistics.median(r["cycles"] for r in per)
+                    ns = statistics.median(r["ns"] for r in per)
                     got[mode].append(dict(cycles_per_load=cyc / iters, ns_per_load=ns / iters, clock_ghz=cyc / ns,
                                           bytes_per_ns_per_cta=nbytes / ns))
                     hot.synchronize()
