@@ -120,3 +120,28 @@ def test_split_tail_on_simulator_matches_float64_with_its_lse(shape, ctas, name)
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
     assert torch.isfinite(lse).all()
     assert float((lse.double() - torch.logsumexp(s, -1)).abs().max()) < 1e-3
+
+
+def test_the_tuned_entry_points_run_a_config_on_the_simulator_and_keep_no_tuning():
+    """``matmul`` / ``attention`` without config= time their configs on a GPU; under the simulator nothing can be
+    timed, so they run their first config (``simulate(config=i)`` picks another), match float64, and keep nothing
+    in the tuned cache a later GPU call would reuse."""
+    torch.manual_seed(3)
+    a = torch.randn(192, 72, dtype=torch.float16)
+    b = torch.randn(72, 136, dtype=torch.float16)
+    gemm_ws.matmul.tuned.clear()
+    for pick, want in ((None, gemm_ws.CONFIGS[0]), (1, gemm_ws.CONFIGS[1])):
+        res = wb.simulate(lambda: gemm_ws.matmul(a, b), gpu="H200", config=pick)
+        assert res.ok, res
+        assert _rel(res.value, a.double() @ b.double()) < 2e-3
+        kwargs = res.launch[2]
+        assert all(kwargs[k] == v for k, v in want.items())
+    assert not gemm_ws.matmul.tuned
+    with pytest.raises(wb.SimulationError, match="gemm_ws has"):
+        wb.simulate(lambda: gemm_ws.matmul(a, b), gpu="H200", config=len(gemm_ws.CONFIGS))
+    q, k, v = (torch.randn(1, 2, 130, 64, dtype=torch.float16) for _ in range(3))
+    attention._TUNED.clear()
+    res = wb.simulate(lambda: attention.attention(q, k, v, causal=True), gpu="H200")
+    ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=True)
+    assert res.ok and _rel(res.value, ref) < 2e-3
+    assert not attention._TUNED

@@ -71,7 +71,8 @@ from .attention_kernel import (LOG2E, TURN_0, TURN_1, TURN_2, _attend, _kv_step,
                                _pass_turn, _persistent_consumer, _persistent_loader, _tile_at, _tile_coords,
                                _wait_turn, _walk, attention_fwd_kernel, attention_fwd_persistent_kernel,
                                attention_tail_merge_kernel, attention_tail_split_kernel)
-from .host import LaunchPlans, TunedConfigs, config_key, fastest_first, kernel_plan, operand_key, tuned_config
+from .host import (LaunchPlans, TunedConfigs, config_key, fastest_first, kept_key, kernel_plan, operand_key,
+                   tuned_config)
 
 
 def _descriptors(q, k, v, o, cfg):
@@ -314,7 +315,7 @@ def attention(q, k, v, causal=False, sm_scale=None, config=None, return_lse=Fals
         lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device) if return_lse else None
         launch(q, k, v, o, causal, scale, cfg, lse=lse)
         lp = _launch_plans.plans.get(_launch_key(q, k, v, o, lse, causal, scale, cfg, None))
-        _PLANS.add(key, AttentionPlan(scale, cfg, o.shape, o.dtype, o.device, lp))
+        _PLANS.add(kept_key(key, config), AttentionPlan(scale, cfg, o.shape, o.dtype, o.device, lp))
         return (o, lse) if return_lse else o
     o = torch.empty(plan.shape, dtype=plan.dtype, device=plan.device)
     lse = torch.empty(plan.shape[:3], dtype=torch.float32, device=plan.device) if return_lse else None

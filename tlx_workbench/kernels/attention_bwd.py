@@ -55,7 +55,8 @@ from .attention_bwd_configs import (CONFIGS, DEFAULTS, SIM_CONFIGS, VARIANT_CONF
                                     smem_bytes, suits)
 from .attention_bwd_kernel import attention_bwd_delta_kernel, attention_bwd_kernel, attention_bwd_tail_cast_kernel
 from .attention_configs import tail_plan
-from .host import LaunchPlans, TunedConfigs, config_key, fastest_first, kernel_plan, operand_key, tuned_config
+from .host import (LaunchPlans, TunedConfigs, config_key, fastest_first, kept_key, kernel_plan, operand_key,
+                   tuned_config)
 
 DELTA_BLOCK = 64
 
@@ -340,7 +341,7 @@ def attention_backward(q, k, v, o, do, lse, causal=False, sm_scale=None, config=
                                lambda: tune(q, k, v, o, do, lse, causal, scale, configs_for(q.shape[-1], causal)))
         out = launch(q, k, v, o, do, lse, causal, scale, cfg)
         lp = _launch_plans.plans.get(_launch_key(q, k, v, o, do, lse, causal, scale, cfg))
-        _PLANS.add(key, BackwardPlan(scale, cfg, lp))
+        _PLANS.add(kept_key(key, config), BackwardPlan(scale, cfg, lp))
         return out
     lp = plan.launch
     if lp is not None and lp.ready():          # the launch plan at once: no second key

@@ -47,7 +47,8 @@ from ._common import (SMEM_LIMIT, KernelSpec, check_aligned, check_same_device, 
                       persistent_ctas, ring_slot, sm_count, torch_alloc)
 from .gemm_pingpong import TURN_0, pingpong_mainloop
 from .gemm_ws import _store_strips
-from .host import LaunchPlans, TunedConfigs, config_key, fastest_first, kernel_plan, operand_key, tuned_config
+from .host import (LaunchPlans, TunedConfigs, config_key, fastest_first, kept_key, kernel_plan, operand_key,
+                   tuned_config)
 
 
 @triton.jit
@@ -502,7 +503,8 @@ def matmul_fp8(a, b, scale_a, scale_b, out_dtype=None, config=None):
             cfg = tuned_config(_tuned, tkey, lambda: tune(a, bt, scale_a, scale_b, c))
         launch(a, bt, c, scale_a, scale_b, cfg)
         kp = _launch_plans.plans.get((operand_key(a, bt, c, scale_a, scale_b), config_key(cfg), None))
-        _plans.add(key, Fp8Plan(cfg, c.shape, out_dtype, c.device, bt.data_ptr() == b.data_ptr(), kp))
+        _plans.add(kept_key(key, config),
+                   Fp8Plan(cfg, c.shape, out_dtype, c.device, bt.data_ptr() == b.data_ptr(), kp))
         return c
     c = torch.empty(plan.shape, dtype=plan.dtype, device=plan.device)
     kp = plan.launch

@@ -23,7 +23,7 @@ from ..errors import TLXWorkbenchError
 from ._common import KernelSpec, check_gemm_operands, gemm_flops, gemm_inputs, gemm_reference, raw_data_ptr
 
 
-def fastest_first(configs, run: Callable) -> list:
+def fastest_first(configs, run: Callable, name: str | None = None) -> list:
     """Time ``run(cfg)`` for every config with the timing runner (``runtime.timing.time_call``: do_bench median,
     25 ms warm-up, 100 ms measured, L2 flushed); returns [(config, ms), ...] fastest first.
 
@@ -31,9 +31,18 @@ def fastest_first(configs, run: Callable) -> list:
     modules' estimates are meant to rule out before this) is left out of the list with a warning naming it;
     when none runs, the error names them all.
 
+    Under :func:`tlx_workbench.simulate` nothing can be timed: the list is the one config the simulation picks
+    (``Simulation.pick_from``: its ``config=``, else the first, the launcher's default), its time NaN. ``name``:
+    the launcher, for that pick's errors (default: the module ``run`` comes from).
+
     >>> fastest_first(CONFIGS, lambda cfg: launch(a, b, c, cfg))[0]    # doctest: +SKIP
     ({'BM': 128, ...}, 0.61)
     """
+    from ..sim.api import active_simulation
+    sim = active_simulation()
+    if sim is not None:
+        name = name or (getattr(run, "__module__", "") or "").rsplit(".", 1)[-1]
+        return [(sim.pick_from(configs, name or "the launcher's tuner"), float("nan"))]
     from ..runtime.timing import time_call
     results, refused = [], []
     for cfg in configs:
@@ -47,6 +56,13 @@ def fastest_first(configs, run: Callable) -> list:
                                 "".join(f"\n  {cfg}: {e}" for cfg, e in refused),
                                 hint="pass config= with smaller blocks (BN, NUM_BUFS) or fewer buffers")
     return sorted(results, key=lambda r: r[1])
+
+
+def kept_key(key, config):
+    """The key an entry point keeps its plan under: None (nothing kept) where no config was given and a simulation
+    picked one (``tuned_config``), as another ``simulate(config=...)`` picks another."""
+    from ..sim.api import active_simulation
+    return None if config is None and active_simulation() is not None else key
 
 
 class TunedConfigs(dict):
@@ -65,11 +81,15 @@ class TunedConfigs(dict):
 
 def tuned_config(cache: dict, key, tune: Callable):
     """The fastest config of ``tune()`` (a ``fastest_first`` list) for ``key``; tunes only the
-    first time a key is seen, as a full tune costs seconds.
+    first time a key is seen, as a full tune costs seconds. Under a simulation the pick is the simulation's and
+    is not kept (a later call on the GPU tunes).
 
     >>> tuned_config({}, (4096, 4096, 4096), lambda: [({"BM": 128}, 0.6)])
     {'BM': 128}
     """
+    from ..sim.api import active_simulation
+    if active_simulation() is not None:     # a simulated launch picks without timing: nothing to keep for the GPU
+        return tune()[0][0]
     if key not in cache:
         cache[key] = tune()[0][0]
     return cache[key]
@@ -321,7 +341,8 @@ def gemm_entry_points(module: str, kernel, launch_call: Callable, kernel_call: C
             c = _gemm_output(a, b)
             launch(a, b, c, cfg)
             key_c = (operand_key(a, b, c), config_key(cfg), ())
-            plan = matmul_plans.add(key, GemmPlan(cfg, c.shape, c.dtype, c.device, launch_plans.plans.get(key_c)))
+            plan = matmul_plans.add(kept_key(key, config),
+                                    GemmPlan(cfg, c.shape, c.dtype, c.device, launch_plans.plans.get(key_c)))
             return c
         c = torch.empty(plan.shape, dtype=plan.dtype, device=plan.device)
         kp = plan.launch
@@ -335,7 +356,7 @@ def gemm_entry_points(module: str, kernel, launch_call: Callable, kernel_call: C
 
     def tune(a, b, configs=configs):
         c = _gemm_output(a, b)
-        return fastest_first(configs, lambda cfg: launch(a, b, c, cfg))
+        return fastest_first(configs, lambda cfg: launch(a, b, c, cfg), module.rsplit(".", 1)[-1])
 
     def compile_offline(cfg, target="sm_90", dtype="float16", shape=(512, 512, 512)):
         import torch

@@ -12,6 +12,11 @@ DEFAULT_MAX_STEPS = 2_000_000
 _active: list["Simulation"] = []
 
 
+def active_simulation() -> "Simulation | None":
+    """The innermost :func:`simulate` running now (a launch made inside runs on the CPU), or None."""
+    return _active[-1] if _active else None
+
+
 class SimResult:
     """What one simulated launch produced.
 
@@ -299,6 +304,28 @@ class Simulation:
         raise SimulationError(f"no autotune config of {tuner.base_fn.__name__} matches config={want!r}",
                               hint=f"pick one of the {len(tuner.configs)} configs, e.g. "
                                    f"{tuner.configs[0].all_kwargs()}")
+
+    def pick_from(self, configs, tuner: str = "autotune"):
+        """The config a library launcher's own tuner (``kernels.host.fastest_first``) runs under this simulation,
+        which cannot time configs on the CPU: ``config`` picks as it does for a Triton autotuner (an index, or the
+        values a config holds), else the first, the launcher's default."""
+        configs = list(configs)
+        want = self.config
+        if want is None:
+            return configs[0]
+        if isinstance(want, int) and not isinstance(want, bool):
+            if -len(configs) <= want < len(configs):
+                return configs[want]
+            raise SimulationError(f"simulate(config={want}): {tuner} has {len(configs)} configs",
+                                  hint=f"pass an index below {len(configs)}, or config= to the launcher itself")
+        if isinstance(want, dict):
+            for c in configs:
+                if all(dict(c).get(k) == v for k, v in want.items()):
+                    return c
+            raise SimulationError(f"no config of {tuner} matches simulate(config={want!r})",
+                                  hint=f"pick one of its {len(configs)} configs, e.g. {dict(configs[0])}, or pass "
+                                       "config= to the launcher itself")
+        return configs[0]
 
     def launch(self, jitfn, grid, args, kwargs):
         taken = self._taken.values() if self._taken is not None else []
