@@ -33,6 +33,7 @@ _LAZY = {
     "SimResult": "tlx_workbench.sim",
     "predict": "tlx_workbench.sim",
     "Prediction": "tlx_workbench.sim",
+    "CallPrediction": "tlx_workbench.sim",
     "check": "tlx_workbench.checker",
     "Finding": "tlx_workbench.checker",
     "advise_warp_barriers": "tlx_workbench.checker",

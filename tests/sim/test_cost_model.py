@@ -332,3 +332,27 @@ def test_l2_loops_with_a_box_of_their_own_per_cta_are_recorded_but_not_fitted():
             more["tma"].append(dict(t, spread=suite.L2_SPREAD, bytes_per_cycle_per_cta=t["bytes_per_cycle_per_cta"] / 2,
                                     cycles_per_load=t["cycles_per_load"] * 2))
     assert suite.derive(more) == suite.derive(raw)
+
+
+def test_a_call_that_makes_several_launches_is_predicted_launch_by_launch():
+    """``wb.predict`` of the library's attention backward (a row-statistics launch, then the main kernel): one
+    prediction per launch, each what predicting that launch alone gives, and the call's time their sum (it used
+    to be the last launch's alone)."""
+    from tlx_workbench.kernels import attention_bwd as ab
+    torch.manual_seed(4)
+    q, k, v, o, do, lse = ab.backward_inputs((1, 2, 256, 128), torch.float16, "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        call = wb.predict(lambda: ab.attention_backward(q, k, v, o, do, lse), gpu="H200", compile=False)
+        assert isinstance(call, wb.CallPrediction)
+        names = [p.kernel for p in call.parts]
+        assert names[0] == "attention_bwd_delta_kernel" and "attention_bwd_kernel" in names
+        res = wb.simulate(lambda: ab.attention_backward(q, k, v, o, do, lse), gpu="H200", numerics=False)
+        assert [r.kernel for r in res.launches] == names
+        for r, part in zip(res.launches, call.parts):
+            jit, args, kwargs = r.launch
+            alone = wb.predict(jit, *args, grid=tuple(r.grid), gpu="H200", compile=False, **kwargs)
+            assert part.us == pytest.approx(alone.us, rel=1e-9) and part.grid == tuple(r.grid)
+    assert call.us == pytest.approx(sum(p.us for p in call.parts)) and call.us > max(p.us for p in call.parts)
+    assert call.kernel == " + ".join(names)
+    assert "launches on H200" in repr(call) and "attention_bwd_kernel" in call._repr_html_()

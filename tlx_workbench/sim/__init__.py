@@ -10,6 +10,6 @@ cluster barriers) and CLC work stealing.
 """
 from .api import SimResult, Simulation, simulate
 from .diagnosis.diagnose import DeadlockReport
-from .timing.prediction import Prediction, predict
+from .timing.prediction import CallPrediction, Prediction, predict
 
-__all__ = ["simulate", "SimResult", "Simulation", "DeadlockReport", "predict", "Prediction"]
+__all__ = ["simulate", "SimResult", "Simulation", "DeadlockReport", "predict", "Prediction", "CallPrediction"]

@@ -110,6 +110,53 @@ class Prediction:
                 f"<table>{rows}</table></div>")
 
 
+@dataclasses.dataclass
+class CallPrediction:
+    """The predicted time of a call that makes several launches (a library backward pass, a split GEMM and its
+    reduction): each launch's :class:`Prediction`, in launch order, run one after another, each at its own clock
+    and with its own launch cost, as a timer around the whole call sees them. The kernels the call launches through
+    torch (a cast, a fill) are not simulated, and not counted."""
+    parts: list
+    sim_seconds: float = 0.0
+
+    @property
+    def us(self) -> float:
+        return sum(p.us for p in self.parts)
+
+    @property
+    def kernel(self) -> str:
+        return " + ".join(p.kernel for p in self.parts)
+
+    @property
+    def gpu(self) -> str:
+        return self.parts[0].gpu
+
+    @property
+    def window(self) -> str:
+        return self.parts[0].window
+
+    @property
+    def launch_us(self) -> float:
+        return sum(p.launch_us for p in self.parts)
+
+    def _lines(self):
+        head = [f"CallPrediction({len(self.parts)} launches on {self.gpu}: {self.us:.1f} us = "
+                + " + ".join(f"{p.us:.1f}" for p in self.parts) + f"; simulated in {self.sim_seconds:.1f} s)"]
+        return head + [f"  {i}: {line}" if j == 0 else f"     {line}"
+                       for i, p in enumerate(self.parts) for j, line in enumerate(p._lines())]
+
+    def __repr__(self):
+        return "\n".join(self._lines())
+
+    def _repr_html_(self):
+        rows = "".join(f"<tr><td>{i}</td><td>{html.escape(p.kernel)}</td><td>{html.escape(str(p.grid))}</td>"
+                       f"<td>{p.us:.1f} µs</td><td>{html.escape(p.bound)}</td><td>{html.escape(p._clock_text())}</td></tr>"
+                       for i, p in enumerate(self.parts))
+        return (f"<div><b>Prediction</b> of {len(self.parts)} launches on {html.escape(self.gpu)}: "
+                f"{self.us:.1f} µs<table><tr><th>#</th><th>kernel</th><th>grid</th><th>time</th><th>bound</th>"
+                f"<th>clock</th></tr>{rows}</table></div>")
+
+
 def tensor_cycles(result, scale: float = 1.0) -> float:
     """The tensor cores' busy cycles of a simulated launch, summed over its CTAs and warp groups (``scale``: the
     launch's CTAs over those simulated, when only some were)."""
@@ -276,7 +323,8 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
             spills=None, window="do_bench", **kwargs) -> Prediction:
     """Predict the time of the launch ``fn(*args, **kwargs)`` makes (a host function or a
     ``kernel[grid]``), from every CTA simulated at the real shape (``samples=k``: from k CTAs along x, the
-    others interpolated; see the module doc).
+    others interpolated; see the module doc). A call that makes several launches gives a :class:`CallPrediction`:
+    each launch predicted as above, replayed as the call made it, and their sum.
     ``compile``: ask the real compiler (offline) for the kernel's occupancy and register spills, which
     the cost model then charges; ``occupancy`` / ``spills`` given outright skip that.
     ``numerics``: by default timing only (``simulate(numerics=False)``); True also computes the data.
@@ -303,6 +351,14 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
 
     occ, sp, serial, note = occupancy or 1, spills or 0, False, "not compiled (compile=False)"
     first = sim([0], occ, sp, serial)
+    if len(first.launches) > 1:     # each launch on its own, as the call made it
+        parts = []
+        for r in first.launches:
+            jit, largs, lkwargs = r.launch
+            parts.append(predict(jit, *largs, grid=tuple(r.grid), gpu=gpu, occupancy=occupancy, samples=samples,
+                                 seed=seed, numerics=numerics, compile=compile, spills=spills, window=window,
+                                 **lkwargs))
+        return CallPrediction(parts, sim_seconds=time.perf_counter() - t0)
     if compile and (occupancy is None or spills is None):
         c_occ, c_sp, c_serial, note = compiled_facts(first, model.name)
         c_sp = c_sp * _spill_scale(first, model.name, occupancy or c_occ or 1) if c_sp else c_sp
