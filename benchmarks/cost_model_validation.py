@@ -14,7 +14,8 @@ library's ``gemm_ws`` and ``attention``), from which the clock model takes a ker
 work and the tensor core's sustained rate. So the cells of those two library kernels are the *calibration* half
 (nothing is fitted on their times, but their kernels were seen); every other cell is the *validation* half:
 TLX's tutorial kernels (``hopper_gemm_ws``, ``hopper_gemm_pipelined``, ``hopper_fa_ws``), the library's
-``gemm_pingpong`` and ``gemm_pipelined``, and the FP8 GEMM's configs. The rule is :func:`half`, fixed here.
+``gemm_pingpong`` and ``gemm_pipelined``, the library's attention backward (a call of several launches, predicted launch by launch) and
+the FP8 GEMM's configs. The rule is :func:`half`, fixed here.
 
 **Cells.** The predict cells (``benchmarks/predict_cells.py``) measured on the GPU by ``--gpu`` (do_bench median of
 three interleaved rounds, L2 flushed; nvidia-smi's SM clock in each window; the 2026-12-02 figures by the script
@@ -45,6 +46,9 @@ MEASURED = HERE / "results" / "predict_measured_h200_2026-12-02.json"
 FP8 = HERE / "results" / "fp8_gemm_h200_2026-12-02.json"
 #: kernels whose sustained runs set figures of the clock model (calibration ``sustained_kernels``)
 CALIBRATION_KERNELS = ("gemm_ws", "attention")
+#: cells predicted from k CTAs along the grid's x rather than every CTA (``wb.predict(samples=k)``; within 0.2 % of
+#: every CTA on GEMMs and attention): the backward's every-CTA simulation takes ~4 min at 4096 on two cores
+SAMPLES = {"attention_bwd": 8}
 #: the GPU model whose calibration predicts (set by main from the measured run's device, or --gpu-model)
 GPU = "H200"
 
@@ -78,6 +82,9 @@ def flops(cell: dict) -> float:
     if cell["kind"] in ("gemm", "fp8"):
         M, N, K = cell["shape"]
         return 2.0 * M * N * K
+    if cell["kind"] == "attention_bwd":
+        from predict_cells import flops as cell_flops
+        return cell_flops(cell)
     Z, H, N, D = cell["shape"]
     return 4.0 * Z * H * N * N * D * (0.5 if cell.get("causal") else 1.0)
 
@@ -145,7 +152,7 @@ def load_measured(paths) -> dict:
                 files=[pathlib.Path(p).name for p in paths], rows=rows)
 
 
-def predict_cells(measured, timer="do_bench", kinds=("gemm", "attention")) -> list[dict]:
+def predict_cells(measured, timer="do_bench", kinds=("gemm", "attention", "attention_bwd")) -> list[dict]:
     """The measured predict cells of a ``--gpu`` run (its JSON's path or paths, or :func:`load_measured`'s);
     ``timer="graph"``: its CUDA-graph times. Under do_bench a
     cell whose time is its host's (:func:`host_bound`) is taken at its graph replay, with the empty launch's graph
@@ -290,22 +297,37 @@ def measure(out_dir, rounds=3):
 
 # ------------------------------------------------------------------------------------------------ model
 def simulate(cell: dict) -> dict:
-    """The simulated facts of one cell (what ``prediction.finish`` needs), and the wall time."""
+    """The simulated facts of one cell (what ``prediction.finish`` needs), and the wall time; a cell of several
+    launches (``wb.CallPrediction``) keeps each launch's facts (``parts``)."""
     import tlx_workbench as wb
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with wb.offline(GPU):
-            p = wb.predict(make_launch(cell), gpu=GPU)
-    return dict(gpu=GPU, grid=list(p.grid), slots=p.slots, cta_cycles=p.cta_cycles, tensor=p.tensor_cycles,
+            p = wb.predict(make_launch(cell), gpu=GPU, samples=SAMPLES.get(cell["kind"]))
+    if isinstance(p, wb.CallPrediction):
+        return dict(gpu=GPU, parts=[dict(_facts(x), kernel=x.kernel) for x in p.parts],
+                    sim_seconds=time.perf_counter() - t0)
+    return dict(_facts(p), gpu=GPU, sim_seconds=time.perf_counter() - t0)
+
+
+def _facts(p) -> dict:
+    return dict(grid=list(p.grid), slots=p.slots, cta_cycles=p.cta_cycles, tensor=p.tensor_cycles,
                 ctas=list(p.sampled.values()), nbytes=p.kernel_bytes, occupancy=p.occupancy,
-                spill_bytes=p.spill_bytes, compiled=p.compiled, sim_seconds=time.perf_counter() - t0)
+                spill_bytes=p.spill_bytes, compiled=p.compiled)
 
 
 def timed(cell: dict, sim: dict, window: str = "do_bench", launch_us: float | None = None):
     """The Prediction of ``cell`` from its simulated facts under the current cost model (``launch_us``: the fixed
-    cost of a launch under another timer than do_bench, e.g. CUDA-graph replay, measured beside the cells)."""
+    cost of a launch under another timer than do_bench, e.g. CUDA-graph replay, measured beside the cells); a
+    ``CallPrediction`` of its launches for a cell of several."""
     import dataclasses
+    from tlx_workbench.sim.timing.prediction import CallPrediction
+    if "parts" in sim:
+        parts = [_finish(dict(cell, kernel=f["kernel"]), dict(f, sim_seconds=0.0), window) for f in sim["parts"]]
+        if launch_us is not None:
+            parts = [dataclasses.replace(x, launch_us=launch_us) for x in parts]
+        return CallPrediction(parts, sim_seconds=sim["sim_seconds"])
     p = _finish(cell, sim, window)
     return p if launch_us is None else dataclasses.replace(p, launch_us=launch_us)
 

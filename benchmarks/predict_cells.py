@@ -18,6 +18,9 @@ ATTN_N = (1024, 2048, 4096, 8192)
 #: GEMMs that are not cubes (M, N, K): tall, wide and a long K, for the library's warp-specialized and ping-pong
 #: GEMMs and TLX's tutorial
 NON_SQUARE = ((8192, 2048, 4096), (2048, 8192, 4096), (4096, 4096, 16384))
+#: the library's attention backward (its default config per masking): a call of several launches, predicted launch
+#: by launch (``wb.CallPrediction``)
+ATTN_BWD_N = (4096, 8192)
 
 
 def _cells():
@@ -43,6 +46,10 @@ def _cells():
     for shape in NON_SQUARE:
         for k, config in (("gemm_ws", "default"), ("gemm_pingpong", "default"), ("tut:hopper_gemm_ws", "c0")):
             out.append(dict(kind="gemm", kernel=k, config=config, shape=list(shape)))
+    for causal in (False, True):
+        for n in ATTN_BWD_N:
+            out.append(dict(kind="attention_bwd", kernel="attention_bwd", config="default", shape=[1, 32, n, 128],
+                            causal=causal))
     return out
 
 
@@ -70,6 +77,9 @@ def attention_config(shape, causal):
 
 def flops(cell) -> float:
     from tlx_workbench.kernels import spec
+    if cell["kind"] == "attention_bwd":
+        from tlx_workbench.kernels.attention_bwd import flops as bwd_flops
+        return bwd_flops(*cell["shape"], causal=bool(cell.get("causal")))
     if cell["kind"] == "gemm":
         return spec("gemm_ws").flops(*cell["shape"])
     return spec("attention").flops(*cell["shape"], causal=bool(cell.get("causal")))
@@ -100,6 +110,8 @@ def make_call(cell, device="cuda", seed=0):
         cfg = gemm_config(kernel, cell["config"])
         c = torch.empty(M, N, dtype=torch.float16, device=device)
         return (lambda: mod.launch(a, b, c, cfg)), flops(cell)
+    if cell["kind"] == "attention_bwd":
+        return _backward_call(cell, device, g), flops(cell)
     Z, H, N, D = cell["shape"]
     q, k, v = (torch.randn(Z, H, N, D, generator=g).to(torch.float16).to(device) for _ in range(3))
     scale = 1.0 / math.sqrt(D)
@@ -111,3 +123,21 @@ def make_call(cell, device="cuda", seed=0):
     cfg = attention_config(cell["shape"], cell.get("causal", False))
     o = torch.empty_like(q)
     return (lambda: att.launch(q, k, v, o, cell.get("causal", False), scale, cfg)), flops(cell)
+
+
+def _backward_call(cell, device, g):
+    """The library's attention backward with its default config: on a GPU its inputs from the library's forward; on
+    the CPU random o and lse of the right shapes (a timing-only simulation reads no values; the float64 forward at
+    these shapes would take minutes)."""
+    import torch
+    from tlx_workbench.kernels import attention_bwd as ab
+    from tlx_workbench.kernels.attention_bwd_configs import default_for
+    Z, H, N, D = cell["shape"]
+    causal = bool(cell.get("causal"))
+    if str(device).startswith("cuda"):
+        q, k, v, o, do, lse = ab.backward_inputs((Z, H, N, D), torch.float16, device, causal)
+    else:
+        q, k, v, o, do = (torch.randn(Z, H, N, D, generator=g).to(torch.float16) for _ in range(5))
+        lse = torch.randn(Z, H, N, generator=g).float() + math.log(N)
+    cfg = dict(default_for(D, causal))
+    return lambda: ab.attention_backward(q, k, v, o, do, lse, causal=causal, config=cfg)

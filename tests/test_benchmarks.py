@@ -388,3 +388,22 @@ def test_the_fp8_check_says_what_the_models_pick_costs_and_a_long_kernel_keeps_d
     empty = dict(do_bench_us=4.4, graph_us=1.2)
     assert not cmv.host_bound(dict(us=201.9, graph_us=184.5), empty)
     assert cmv.host_bound(dict(us=46.6, graph_us=8.4), empty)
+
+
+def test_the_cost_model_check_keeps_each_launch_of_a_backward_cell_and_re_times_them_to_its_prediction():
+    """The attention backward is a call of several launches: its cell's simulated facts keep every launch's, and
+    re-timed (``--reuse``) they give the call's prediction again, its time the launches' sum."""
+    import warnings
+    import tlx_workbench as wb
+    cmv = _load("cost_model_validation")
+    cmv.GPU = "H200"
+    cell = dict(kind="attention_bwd", kernel="attention_bwd", config="default", shape=[1, 2, 256, 128], causal=True)
+    sim = cmv.simulate(cell)
+    assert [p["kernel"] for p in sim["parts"]][:2] == ["attention_bwd_delta_kernel", "attention_bwd_kernel"]
+    again = cmv.timed(cell, json.loads(json.dumps(sim)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with wb.offline("H200"):
+            direct = wb.predict(cmv.make_launch(cell), gpu="H200", samples=cmv.SAMPLES["attention_bwd"])
+    assert again.us == pytest.approx(direct.us, rel=1e-9) and again.us == pytest.approx(sum(p.us for p in again.parts))
+    assert cmv.flops(cell) == pytest.approx(10.0 * 2 * 256 * 256 * 128 / 2)
