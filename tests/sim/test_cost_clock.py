@@ -190,8 +190,8 @@ def test_an_uncalibrated_gpu_keeps_its_fixed_clock():
 
 
 def test_spills_that_do_not_fit_the_l1_the_smem_leaves_reload_from_l2(tutorial):
-    """TLX's hopper_fa_ws spills 1020 B per thread beside 196 KB of SMEM: the L1 left (28 KB of the SM's 256)
-    cannot hold a warp group's spilled locals, so its reloads come from L2 at the launch's L2 rate."""
+    """TLX's hopper_fa_ws spills (1264 B stored, 1020 B loaded per thread) beside 196 KB of SMEM: the L1 left (28 KB of
+    the SM's 256) cannot hold a warp group's spilled locals, so they go through L2 at the launch's L2 rate."""
     mod = tutorial("hopper_fa_ws")
     g = torch.Generator().manual_seed(torch.seed() % 2**31)
     q, k, v = (torch.randn(1, 4, 512, 128, generator=g).half() for _ in range(3))
@@ -200,10 +200,10 @@ def test_spills_that_do_not_fit_the_l1_the_smem_leaves_reload_from_l2(tutorial):
         warnings.simplefilter("ignore")
         with wb.offline("H200"):
             p = wb.predict(lambda: mod.attention(q, k, v, 0.5, config=cfg), gpu="H200")
-            at_l1 = wb.predict(lambda: mod.attention(q, k, v, 0.5, config=cfg), gpu="H200", spills=1020)
-    assert "1020 B/thread spill loads" in p.compiled and "reloaded from L2" in p.compiled
+            at_l1 = wb.predict(lambda: mod.attention(q, k, v, 0.5, config=cfg), gpu="H200", spills=1020 + 1264)
+    assert "1020 B/thread spill loads, 1264 B/thread spill stores" in p.compiled and "through L2" in p.compiled
     cm = cost_model("H200").for_launch(min(p.grid[0] * p.grid[1] * p.grid[2], 132))
-    assert p.spill_bytes == pytest.approx(1020 * cm.l1_bytes_per_cycle / cm.tma_load_rate, rel=0.01)
+    assert p.spill_bytes == pytest.approx((1020 + 1264) * cm.l1_bytes_per_cycle / cm.tma_load_rate, rel=0.01)
     assert p.us > at_l1.us
     # what fits stays in L1; a GPU never measured keeps the L1 charge
     assert cm.spill_rate_scale(smem_bytes=64 * 1024, local_bytes=32 * 1024) == 1.0
@@ -256,3 +256,32 @@ def test_a_burst_limit_holds_a_tensor_heavy_launch_below_boost_at_any_length():
     short = [pm.clock(5e4, u).ghz for u in (0.5, 0.7, 0.8, 0.9, 1.0)]
     assert short == sorted(short, reverse=True) and short[-1] < short[0] == p["boost_ghz"]
     assert cost_model("H200").power.burst_demand == 0.0
+
+
+def test_a_loop_moves_its_spilled_registers_once_per_iteration_whatever_its_async_dots():
+    """ptxas's spill bytes are the kernel's static spill code, which a loop runs once per iteration: a warp group
+    whose loop holds several async_dots pays them once per iteration, spread over its async_dot lines, not once per
+    async_dot. The library's attention backward (six async_dots a step, 216 B loaded and 176 stored per thread)
+    simulated with its spills pays them once a step, and a little more in the first step, where each async_dot
+    meets a line not seen before."""
+    from tlx_workbench.kernels import attention_bwd as ab
+    q, k, v, o, do, lse = ab.backward_inputs((1, 2, 1024, 128), torch.float16, "cpu")
+    cfg = dict(ab.configs_for(128, False)[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        base = wb.simulate(lambda: ab.attention_backward(q, k, v, o, do, lse, config=cfg), gpu="H200",
+                           ctas=[0], numerics=False)
+        main = [r for r in base.launches if r.kernel == "attention_bwd_kernel"][0]
+        lines = {s.line for s in main.trace.spans if s.name == "async_dot"}
+        charged = wb.simulate(lambda: ab.attention_backward(q, k, v, o, do, lse, config=cfg), gpu="H200",
+                              ctas=[0], numerics=False, spills=6000)
+    main_sp = [r for r in charged.launches if r.kernel == "attention_bwd_kernel"][0]
+    spills = [s for s in main_sp.trace.spans if s.name == "register spills"]
+    dots = [s for s in main_sp.trace.spans if s.name == "async_dot"]
+    assert len(lines) >= 5 and len(spills) == len(dots)
+    per_thread = [s.args["bytes"] / 128 for s in spills]
+    steps = len(dots) / len(lines) / 2             # two consumer groups
+    # every step pays 6000 once; the first, whose async_dots each meet a line not seen before, 6000 x (1 + 1/2 + ...)
+    first = sum(6000 / j for j in range(1, len(lines) + 1))
+    assert sum(per_thread) / 2 == pytest.approx(6000 * (steps - 1) + first, rel=1e-9)
+    assert min(per_thread) == pytest.approx(6000 / len(lines))

@@ -35,10 +35,19 @@ def serializes_wgmma(advisories) -> bool:
 def spill_loads(advisories) -> int:
     """Bytes per thread of ptxas's spill loads (the reloads a warp group waits for), from a report's
     ``ptxas_advisories`` or the explorer's stored advisories (dicts with "code" and "text")."""
+    return _spilled(advisories, "loads")
+
+
+def spill_stores(advisories) -> int:
+    """Bytes per thread of ptxas's spill stores (registers written out to local memory), as :func:`spill_loads`."""
+    return _spilled(advisories, "stores")
+
+
+def _spilled(advisories, what: str) -> int:
     total = 0
     for a in advisories or ():
         code = a.get("code") if isinstance(a, dict) else getattr(a, "code", None)
         text = a.get("text") if isinstance(a, dict) else str(getattr(a, "message", "") or a)
         if code == "spills":
-            total = max([total] + [int(x) for x in re.findall(r"(\d+) bytes spill loads", text or "")])
+            total = max([total] + [int(x) for x in re.findall(rf"(\d+) bytes spill {what}", text or "")])
     return total

@@ -450,8 +450,8 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     ``in_flight`` (that number given outright: a small shape timed as part of a large launch),
     ``numerics`` (False: timing only — TMA moves no data and wgmma computes nothing, so outputs are
     not the kernel's; the barrier protocol, races and every clock are kept; what ``wb.predict`` runs),
-    ``spills`` (ptxas's spill loads in bytes per thread, from the compile report: the cost model
-    charges those reloads around each async_dot), ``serialized_wgmma`` (ptxas said it
+    ``spills`` (ptxas's spill loads and stores in bytes per thread, from the compile report: what a warp
+    group's loop stores and reloads once per iteration, charged around its async_dots), ``serialized_wgmma`` (ptxas said it
     serialized the wgmma pipeline: each instruction waits for the one before, at the calibrated cost),
     ``recorder`` (None: the plain kernel; ``"waits"``, ``"totals"`` or ``"all"``: the kernel as ``wb.profile``
     instruments it — ``profile(ops="waits")``, ``profile(ops="waits", totals=True)``, ``profile()`` — each op it

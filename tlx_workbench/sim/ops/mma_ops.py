@@ -38,12 +38,15 @@ class MmaOps:
         out = compute()
         start = t.clock
         if self.cost.spill_bytes:
-            # a spilling kernel reloads and stores its accumulator registers around the MMA, through the L1
-            # that every warp group of the CTA shares
-            lsu = max(t.clock, self.lsu_free) + self.cost.spill_bytes * t.threads / self.cost.l1_bytes_per_cycle
+            # a spilling kernel's loop stores and reloads its spilled registers once per iteration, through the L1
+            # that every warp group of the CTA shares: spread over the async_dot lines this warp group has run (a
+            # loop's first iteration pays a little more where it holds several)
+            dots = t.__dict__.setdefault("spill_dot_lines", set())
+            dots.add(line)
+            nbytes = self.cost.spill_bytes * t.threads / len(dots)
+            lsu = max(t.clock, self.lsu_free) + nbytes / self.cost.l1_bytes_per_cycle
             self.lsu_free = lsu
-            self.span(t, "spill", start, lsu, "register spills", line,
-                      args={"bytes": self.cost.spill_bytes * t.threads})
+            self.span(t, "spill", start, lsu, "register spills", line, args={"bytes": nbytes})
             start = t.clock = lsu
         # the group issues its wgmma instructions one by one (busy, not waiting: ~120 cycles for 4 on the H200);
         # the tensor core starts on the first, so the MMA runs from ``start`` and ends no earlier than the issue

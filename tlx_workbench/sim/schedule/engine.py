@@ -353,7 +353,8 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth); ``in_flight``: the
     CTAs sharing the bandwidth, when not this grid's (a small shape timed as part of a large launch);
     ``numerics=False``: timing only (TMA moves no data, wgmma computes nothing; the protocol and clocks are kept);
-    ``spills``: ptxas's spill loads, bytes per thread (the compile report's), charged around each async_dot;
+    ``spills``: ptxas's spill loads and stores, bytes per thread (the compile report's), a warp group's loop's traffic
+    once per iteration, charged around its async_dots (spread over their lines);
     ``serialized_wgmma``: ptxas serialized the wgmma pipeline (each instruction waits for the previous).
     ``recorder``: "waits", "totals" or "all": the kernel as ``wb.profile`` instruments it, each recorded op followed
     by the recorder's measured cost (sim/timing/recorder.py); None: the plain kernel.

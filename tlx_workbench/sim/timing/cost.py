@@ -175,12 +175,16 @@ class CostModel:
     tma_queue_rate: float | None = None
     tma_queue_latency: float = 0.0
     tma_latency_per_load: float = 0.0
+    # cycles a TMA store (async_descriptor_store) holds its CTA's load queue per byte, where measured
+    # (calibration.suite._store_beside); its own transfer then runs beside the loads at tma_store_rate. None: the
+    # store holds the queue for its whole transfer
+    tma_store_load_cpb: float | None = None
     # cp.async (tlx.async_load) bytes per cycle of one CTA, by the copied rows' width: None = the TMA load rate
     cp_async_rate: object = None              # callable(row_bytes) -> rate, set by for_launch where measured
     # the clock that turns cycles into time (the board's clock under load where measured)
     clock_ghz: float | None = None
-    # register spills (ptxas: bytes of spill loads per thread): the reloads each warp group waits for around
-    # every async_dot (its accumulator is what spills; the stores do not stall), through the SM's L1
+    # register spills (ptxas: bytes of spill loads and stores per thread): what a warp group's loop stores and
+    # reloads once per iteration, through the SM's L1, charged around its async_dots (spread over their lines)
     spill_bytes: float = 0.0
     # the SM's L1/SMEM data path: 128 B/cycle (Hopper tuning guide; one warp group's local_load measured 89)
     l1_bytes_per_cycle: float = 128.0
@@ -260,6 +264,10 @@ class CostModel:
     def tma_store_transfer(self, nbytes: int) -> float:
         return nbytes / (self.tma_store_rate or self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
 
+    def tma_store_queue_cycles(self, nbytes: int) -> float | None:
+        """Cycles a TMA store of ``nbytes`` holds its CTA's load queue, where measured; None: its whole transfer."""
+        return None if self.tma_store_load_cpb is None else nbytes * self.tma_store_load_cpb
+
     def mma_cycles(self, m: int, n: int, k: int, in_bits: int) -> float:
         if self.mma_rates is not None:
             rates = dict(self.mma_rates)
@@ -310,6 +318,7 @@ class CostModel:
             else None
         queue = cal.tma_queue_at(resident) or {}
         return dataclasses.replace(self, resident=resident, tma_latency=latency, cp_async_rate=cp,
+                                   tma_store_load_cpb=_store_load_cpb(cal, resident),
                                    tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, resident),
                                    tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, resident),
                                    **_queue_fields(queue, self.tma_loop_cycles))
@@ -442,6 +451,15 @@ def record_cycles(gpu: str, recorder: str) -> tuple[float, bool]:
 ASSUMED_ARRIVE = 40.0
 
 
+def _store_load_cpb(cal, resident: int) -> float | None:
+    """Cycles per stored byte a CTA's loads lose with ``resident`` CTAs in flight (interpolated between the measured
+    counts, the last one's past it); None where the calibration never measured it."""
+    pts = sorted((int(k), float(v)) for k, v in (cal.tma_store_load_cpb or {}).items())
+    if not pts:
+        return None
+    return float(np.interp(resident, [c for c, _ in pts], [v for _, v in pts]))
+
+
 def _queue_fields(queue: dict, loop_cycles: float) -> dict:
     """CostModel's TMA queue fields from a calibration's queue figures (``Calibration.tma_queue_at``); {} for
     none (the loads then take the L2 loop's rate and latency). ``loop_cycles``: what the simulator charges the
@@ -479,6 +497,7 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
         mma_rates=tuple((bits, cal.mma_flops_per_cycle(bits)) for bits in (8, 16, 32)),
         tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, 1),
         tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, 1),
+        tma_store_load_cpb=_store_load_cpb(cal, 1),
         clock_ghz=cal.clock_ghz,
         mma_serial=tuple((int(k), float(v)) for k, v in (cal.mma_serial_cycles or {}).items()),
         power=power_model(cal),

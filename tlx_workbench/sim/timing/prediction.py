@@ -139,6 +139,23 @@ class CallPrediction:
     def launch_us(self) -> float:
         return sum(p.launch_us for p in self.parts)
 
+    @property
+    def main(self) -> Prediction:
+        """The launch that takes longest: its clock and bound are the call's (``clock_ghz``, ``clock``, ``bound``)."""
+        return max(self.parts, key=lambda p: p.us)
+
+    @property
+    def clock_ghz(self) -> float:
+        return self.main.clock_ghz
+
+    @property
+    def clock(self):
+        return self.main.clock
+
+    @property
+    def bound(self) -> str:
+        return self.main.bound
+
     def _lines(self):
         head = [f"CallPrediction({len(self.parts)} launches on {self.gpu}: {self.us:.1f} us = "
                 + " + ".join(f"{p.us:.1f}" for p in self.parts) + f"; simulated in {self.sim_seconds:.1f} s)"]
@@ -249,7 +266,7 @@ def schedule_ctas(times: list, slots: int) -> float:
 
 
 def compiled_facts(result, gpu) -> tuple:
-    """(occupancy, spill loads per thread, wgmma serialized, summary) of the launch ``result`` simulated,
+    """(occupancy, spill loads and stores per thread, wgmma serialized, summary) of the launch ``result`` simulated,
     compiled offline for ``gpu`` by the real compiler (its caches make a second call cheap); (None, 0, False,
     why) if it cannot."""
     if result.launch is None:
@@ -261,25 +278,25 @@ def launch_facts(jit, args, kwargs, gpu) -> tuple:
     """:func:`compiled_facts` of the launch ``jit[grid](*args, **kwargs)`` before it is simulated."""
     from ...compiler import compile as wb_compile
     from ...compiler.launch_options import compile_kwargs
-    from ...compiler.occupancy import occupancy, serializes_wgmma, spill_loads
+    from ...compiler.occupancy import occupancy, serializes_wgmma, spill_loads, spill_stores
     from ...target import gpu_model
     try:
         report = wb_compile(jit, *args, target=gpu, sass="lazy", **compile_kwargs(kwargs))
         res = report.resources
         occ = max(1, occupancy(res, gpu_model(gpu)))
-        spills = spill_loads(report.ptxas_advisories)
+        loads, stores = spill_loads(report.ptxas_advisories), spill_stores(report.ptxas_advisories)
         serial = serializes_wgmma(report.ptxas_advisories)
-        return occ, spills, serial, (f"{res.registers} registers, {res.smem_bytes} B SMEM, {occ} CTA(s)/SM, "
-                                     f"{spills} B/thread spill loads" + (", wgmma serialized" if serial else ""))
+        return occ, loads + stores, serial, (f"{res.registers} registers, {res.smem_bytes} B SMEM, {occ} CTA(s)/SM, "
+                                             f"{loads} B/thread spill loads, {stores} B/thread spill stores"
+                                             + (", wgmma serialized" if serial else ""))
     except Exception as e:  # noqa: BLE001 - a prediction without the compiler's facts is still one
         return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
 
 
-def spill_loads_of(note: str) -> float:
-    """The spill loads per thread a compiled_facts summary states (0 if none)."""
+def spill_bytes_of(note: str) -> float:
+    """The spill loads and stores per thread a compiled_facts summary states (0 if none)."""
     import re
-    m = re.search(r"(\d+) B/thread spill loads", note)
-    return float(m.group(1)) if m else 0.0
+    return float(sum(int(x) for x in re.findall(r"(\d+) B/thread spill (?:loads|stores)", note)))
 
 
 def _spill_scale(result, gpu, ctas_per_sm, resident: int | None = None) -> float:
@@ -362,8 +379,8 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     if compile and (occupancy is None or spills is None):
         c_occ, c_sp, c_serial, note = compiled_facts(first, model.name)
         c_sp = c_sp * _spill_scale(first, model.name, occupancy or c_occ or 1) if c_sp else c_sp
-        if c_sp and c_sp != spill_loads_of(note):
-            note += f" (reloaded from L2: the locals do not fit the L1 the SMEM leaves; charged as {c_sp:.0f} B at L1 rate)"
+        if c_sp and c_sp != spill_bytes_of(note):
+            note += f" (through L2: the locals do not fit the L1 the SMEM leaves; charged as {c_sp:.0f} B at L1 rate)"
         new = (occupancy or c_occ or 1, spills if spills is not None else c_sp, c_serial)
         if new != (occ, sp, serial):
             occ, sp, serial = new
