@@ -44,6 +44,9 @@ class Calibration:
     # a CTA's TMA loads as a queue, L2 hits (suite._tma_queue): CTAs in flight (str) -> bytes_per_cycle, latency,
     # latency_per_load, loop_cycles; {} where not derived
     tma_queue: dict = dataclasses.field(default_factory=dict)
+    # cycles a CTA's TMA loads lose per byte its TMA stores write (suite._store_beside): CTAs in flight (str) ->
+    # cycles per byte; {} where not measured
+    tma_store_load_cpb: dict = dataclasses.field(default_factory=dict)
     path: str = ""
 
     def mma_flops_per_cycle(self, in_bits: int) -> float:
@@ -116,4 +119,5 @@ def load(gpu: str) -> Calibration | None:
                        mma_serial_cycles=d.get("mma_serial_cycles") or {},
                        barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"],
                        power=d.get("power") or {}, tma_queue=(d["tma"].get("queue") or {}).get("l2") or {},
+                       tma_store_load_cpb=d.get("tma_store_load_cycles_per_byte") or {},
                        path=str(path))

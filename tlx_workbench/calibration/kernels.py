@@ -138,6 +138,39 @@ def tma_store_kernel(desc, rec_ptr, ITERS, REGION,
     _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
 
 
+
+@triton.jit
+def tma_load_store_kernel(ld_desc, st_desc, rec_ptr, LOADS, REGION, STORES, ST_REGION,
+                          BOX_M: tl.constexpr, BOX_K: tl.constexpr, STAGES: tl.constexpr,
+                          ST_BOX_M: tl.constexpr, ST_BOX_N: tl.constexpr, ST_STAGES: tl.constexpr,
+                          TIMED: tl.constexpr):
+    """Whether a CTA's TMA stores hold up its TMA loads: the default warp group streams LOADS loads as
+    ``tma_stream_kernel`` does (STAGES in flight, rows ``((p * LOADS + i) % REGION) * BOX_M``) while a second warp
+    group stores STORES boxes from SMEM (ST_STAGES - 1 outstanding, an epilogue's strip rotation) to rows
+    ``((p * STORES + i) % ST_REGION) * ST_BOX_M``. STORES=0 is the loads alone, with the same SMEM and warps.
+    Records: the loads, then the stores, per CTA."""
+    dtype: tl.constexpr = tlx.dtype_of(ld_desc)
+    st_dtype: tl.constexpr = tlx.dtype_of(st_desc)
+    BOX_BYTES: tl.constexpr = BOX_M * BOX_K * tlx.size_of(dtype)
+    ring = tlx.local_alloc((BOX_M, BOX_K), dtype, STAGES)
+    full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
+    strips = tlx.local_alloc((ST_BOX_M, ST_BOX_N), st_dtype, ST_STAGES)
+    with tlx.async_tasks():
+        with tlx.async_task("default"):
+            c0, n0 = _tma_stream(ld_desc, ring, full, LOADS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED)
+            _record(rec_ptr, tl.program_id(0) * 2, c0, n0, TIMED)
+        with tlx.async_task(num_warps=4):
+            for j in tl.static_range(ST_STAGES):
+                tlx.local_store(strips[j], tl.full((ST_BOX_M, ST_BOX_N), 1.0, st_dtype))
+            tlx.fence("async_shared")
+            first = tl.program_id(0) * STORES
+            c1, n1 = _start(TIMED)
+            for i in range(STORES):
+                tlx.async_descriptor_store_wait(ST_STAGES - 1)
+                tlx.async_descriptor_store(st_desc, strips[i % ST_STAGES], [((first + i) % ST_REGION) * ST_BOX_M, 0])
+            tlx.async_descriptor_store_wait(0)
+            _record(rec_ptr, tl.program_id(0) * 2 + 1, c1, n1, TIMED)
+
 @triton.jit
 def barrier_pingpong_kernel(rec_ptr, ROUNDS, WARP_BARRIER: tl.constexpr, TIMED: tl.constexpr):
     """mbarrier round trip between two warp groups: A arrives on ping and waits on pong, B waits

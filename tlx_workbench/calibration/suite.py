@@ -112,6 +112,24 @@ def launch_tma_store(box_m=64, box_n=64, stages=2, ctas=132, iters=256, region=N
     return rec, box_m * box_n * x.element_size() * iters, x
 
 
+
+def launch_tma_load_store(loads=1024, stores=0, ctas=132, box_m=128, box_k=64, stages=4, st_box=(64, 64),
+                          st_stages=2, timed=True, device="cuda", tensors=None):
+    """TMA loads re-read from an 8 MiB L2 region in step (the ``tma`` family's L2 loop) while another warp group
+    stores ``stores`` boxes, each to a box of its own (a GEMM epilogue's C tiles) (``kernels.tma_load_store_kernel``).
+    ``tensors``: (load tensor, its descriptor, store tensor, its descriptor), made once per family. Returns
+    (records, bytes each CTA loads, bytes each CTA stores)."""
+    torch = _torch()
+    if tensors is None:
+        tensors = (*tma_descriptor(max(1, (8 << 20) // (box_m * box_k * 2)), box_m, box_k, device),
+                   *tma_descriptor(max(ctas * stores, 1), st_box[0], st_box[1], device))
+    x, ld_desc, y, st_desc = tensors
+    rec = torch.zeros(ctas * 2 * K.REC, dtype=torch.int64, device=device)
+    K.tma_load_store_kernel[(ctas,)](ld_desc, st_desc, rec, loads, x.shape[0] // box_m, stores, y.shape[0] // st_box[0],
+                                     BOX_M=box_m, BOX_K=box_k, STAGES=stages, ST_BOX_M=st_box[0], ST_BOX_N=st_box[1],
+                                     ST_STAGES=st_stages, TIMED=timed, num_warps=4)
+    return rec, box_m * box_k * x.element_size() * loads, st_box[0] * st_box[1] * y.element_size() * stores
+
 def launch_mma_copy(dtype="float16", BN=256, consumers=2, iters=1000, loads=None, where="l2", ctas=132,
                     box_m=128, box_k=64, stages=4, timed=True, device="cuda", tensor=None):
     """The tensor-core loop with a TMA copy streaming beside it (``kernels.mma_copy_kernel``); ``loads``
@@ -321,6 +339,41 @@ def measure_tma_store(log):
         log(f"tma store box 64x{box_n} done")
     return out
 
+
+
+#: stores per CTA beside the ``tma_store_beside`` family's 1024 loads of 16 KiB: none (the loads alone), a GEMM
+#: epilogue's share and more (a 4096^3 fp8 GEMM stores 1 byte per 40 it loads; these 1 per 128, 32 and 8)
+STORES_BESIDE = (0, 32, 128, 512)
+
+
+def measure_tma_store_beside(log):
+    """The ``tma`` family's in-step L2 loop (box 128 x 64 fp16, 4 in flight, 1024 loads a CTA) alone and with a
+    warp group storing 64 x 64 fp16 boxes beside it (``STORES_BESIDE``), on 1 and 132 CTAs: what a CTA's stores
+    cost its loads."""
+    torch = _torch()
+    out = []
+    x, ld_desc = tma_descriptor((8 << 20) // (128 * 64 * 2), 128, 64)
+    y, st_desc = tma_descriptor(132 * max(STORES_BESIDE), 64, 64)
+    tensors = (x, ld_desc, y, st_desc)
+    launch_tma_load_store(16, 2, ctas=1, tensors=tensors)         # compile
+    for ctas in (1, 132):
+        for stores in STORES_BESIDE:
+            (rec, ld_bytes, st_bytes), ms = event_ms(lambda: launch_tma_load_store(1024, stores, ctas,
+                                                                                   tensors=tensors))
+            recs = _records(rec, 2 * ctas)
+            loads, _ = _per_cta(recs[0::2])
+            st, _ = _per_cta(recs[1::2])
+            ld_cyc = _median([r["cycles"] for r in loads])
+            st_cyc = _median([r["cycles"] for r in st]) if stores else 0.0
+            out.append(dict(ctas=ctas, stores=stores, load_bytes=ld_bytes, store_bytes=st_bytes, ms=ms,
+                            load_cycles=ld_cyc, store_cycles=st_cyc,
+                            load_bytes_per_cycle_per_cta=ld_bytes / ld_cyc,
+                            store_bytes_per_cycle_per_cta=st_bytes / st_cyc if st_cyc else None,
+                            clock_ghz=_median([r["cycles"] / r["ns"] for r in loads if r["ns"] > 0])))
+    del x, y
+    torch.cuda.empty_cache()
+    log(f"tma store beside loads done ({len(out)} cases)")
+    return out
 
 def measure_cp_async(log):
     torch = _torch()
@@ -754,6 +807,23 @@ def _tma_queue(tma: list, where: str) -> dict:
     return out
 
 
+
+def _store_beside(rows) -> dict:
+    """What a CTA's TMA stores cost its TMA loads, per number of CTAs (str -> cycles of the load stream per stored
+    byte), from the ``tma_store_beside`` family: the load stream's cycles over its cycles alone, against the bytes
+    stored beside it (a least-squares slope through no stores, no cost), from the runs whose stores ended within
+    the load stream; 0 where the stores cost the loads nothing (never below). {} where not measured."""
+    out = {}
+    if not isinstance(rows, list):
+        return out
+    for c in sorted({r["ctas"] for r in rows}):
+        alone = [r["load_cycles"] for r in rows if r["ctas"] == c and not r["stores"]]
+        pts = [(r["store_bytes"], r["load_cycles"] - alone[0]) for r in rows if alone and r["ctas"] == c
+               and r["stores"] and r["store_cycles"] <= 1.05 * r["load_cycles"]]
+        if pts:
+            out[str(c)] = max(0.0, sum(x * y for x, y in pts) / sum(x * x for x, _ in pts))
+    return out
+
 def derive(raw: dict) -> dict:
     """The cost model's parameters from the raw readings (see ``calibration.Calibration``). The TMA loops measured
     with a box of their own per CTA (``spread``) are recorded for a model of how much of its tiles a launch's CTAs
@@ -814,6 +884,7 @@ def derive(raw: dict) -> dict:
         if isinstance(raw.get("mma_latency"), list) else None,
         tma_store_bytes_per_cycle_per_sm={str(t["ctas"]): t["bytes_per_cycle_per_cta"] for t in raw["tma_store"]
                                           if t["box"] == [64, 64] and t["stages"] == 2},
+        tma_store_load_cycles_per_byte=_store_beside(raw.get("tma_store_beside")),
         barrier=dict(arrive_and_satisfied_wait=self_round,
                      arrive_and_satisfied_wait_warp_barrier=bars["self_warp_barrier"],
                      handover=bars["pingpong"] / 2, handover_warp_barrier=bars["pingpong_warp_barrier"] / 2,
@@ -847,7 +918,7 @@ def run(log=print, only=()) -> dict:
 
 
 FAMILIES = {"launch": measure_launch, "mma_latency": measure_mma_latency, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
-            "tma_store": measure_tma_store, "cp_async": measure_cp_async, "clock": measure_clock,
+            "tma_store": measure_tma_store, "tma_store_beside": measure_tma_store_beside, "cp_async": measure_cp_async, "clock": measure_clock,
             "mma_copy": measure_mma_copy, "power": measure_power, "gemm_loads": measure_gemm_loads,
             "sustained_kernels": measure_sustained_kernels}
 

@@ -2,7 +2,8 @@
 
 :class:`MemoryOps` is mixed into :class:`~tlx_workbench.sim.hardware.cta.CTA`. Async copies write their data and land
 their bytes on a barrier through scheduled :class:`~tlx_workbench.sim.schedule.scheduler.AsyncOp` s; every copy
-shares the CTA's TMA bandwidth (``tma_free``).
+shares the CTA's TMA bandwidth (``tma_free``); a TMA store holds it for what the calibration measured its loads
+lose where that is measured, and then runs its own transfer beside them (``tma_store_free``).
 """
 from __future__ import annotations
 
@@ -112,9 +113,14 @@ class MemoryOps:
                                f"{'TMA store' if what == 'async_descriptor_store' else what} from {view.slot_name}"),
                         start)
         write(view.array.copy())
-        xfer_start = max(t.clock, self.tma_free)
-        self.tma_free = xfer_start + self.cost.tma_store_transfer(nbytes)
-        t.tma_store_groups.append((self.tma_free + self.cost.tma_latency, epoch))
+        held = self.cost.tma_store_queue_cycles(nbytes)
+        if held is None:        # the store's whole transfer holds the CTA's TMA queue
+            xfer_start = max(t.clock, self.tma_free)
+            self.tma_free = done = xfer_start + self.cost.tma_store_transfer(nbytes)
+        else:                   # measured: the loads lose ``held`` cycles, the store's transfer runs beside them
+            self.tma_free = max(t.clock, self.tma_free) + held
+            self.tma_store_free = done = max(t.clock, self.tma_store_free) + self.cost.tma_store_transfer(nbytes)
+        t.tma_store_groups.append((done + self.cost.tma_latency, epoch))
         self.span(t, "store", start, t.clock, what, line,
                   args={"bytes": nbytes, "buffer": view.slot_name, **(args or {})})
 
