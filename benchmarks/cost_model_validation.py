@@ -44,6 +44,7 @@ from _harness import Clocks, bench_ms, spearman  # noqa: E402
 
 MEASURED = HERE / "results" / "predict_measured_h200_2026-12-02.json"
 FP8 = HERE / "results" / "fp8_gemm_h200_2026-12-02.json"
+BACKWARD = HERE / "results" / "attention_bwd_vs_sdpa_h200_2026-12-04.json"
 #: kernels whose sustained runs set figures of the clock model (calibration ``sustained_kernels``)
 CALIBRATION_KERNELS = ("gemm_ws", "attention")
 #: cells predicted from k CTAs along the grid's x rather than every CTA (``wb.predict(samples=k)``; within 0.2 % of
@@ -179,6 +180,24 @@ def predict_cells(measured, timer="do_bench", kinds=("gemm", "attention", "atten
 def cells_fp8_measured(measured, timer="do_bench") -> list[dict]:
     """The FP8 cells of a ``--gpu`` run (none in the 2026-12-02 file)."""
     return predict_cells(measured, timer, kinds=("fp8",))
+
+
+def backward_cells(path=BACKWARD) -> list[dict]:
+    """The library's attention backward as ``benchmarks/attention_bwd_variants_h200.py`` timed its default config on
+    the H200 (4x32x4096 and 2x32x8192, D=128, causal and not; do_bench of the whole call, the median over three
+    runs of each run's median over rounds), with the config as timed."""
+    data = json.loads(pathlib.Path(path).read_text())
+    by_cell: dict = {}
+    for t in data["time"]:
+        if t["kernel"] == "default" and t.get("ms") and not t.get("error"):
+            by_cell.setdefault((tuple(t["shape"]), bool(t["causal"])), []).append(t)
+    out = []
+    for (shape, causal), ts in sorted(by_cell.items()):
+        out.append(dict(cell=dict(kind="attention_bwd", kernel="attention_bwd", config="default", shape=list(shape),
+                                  causal=causal, cfg=ts[0]["cfg"]),
+                        measured_us=statistics.median(t["ms"] for t in ts) * 1e3, measured_mhz=[], timer="do_bench",
+                        source=f"{pathlib.Path(path).name} ({data['date']}, median of {len(ts)} runs)"))
+    return out
 
 
 def fp8_cells(path=FP8, sizes=(4096,)) -> list[dict]:
@@ -497,6 +516,8 @@ def main(argv=None):
     cells = predict_cells(measured, args.timer)
     cells += cells_fp8_measured(measured, args.timer) or \
         ([] if args.no_fp8 else fp8_cells(sizes=tuple(args.fp8_sizes)))
+    if GPU == "H200" and args.timer == "do_bench" and not any(c["cell"]["kind"] == "attention_bwd" for c in cells):
+        cells += backward_cells()
     if args.no_fp8:
         cells = [c for c in cells if c["cell"]["kind"] != "fp8"]
     if args.only:

@@ -126,7 +126,8 @@ def make_call(cell, device="cuda", seed=0):
 
 
 def _backward_call(cell, device, g):
-    """The library's attention backward with its default config: on a GPU its inputs from the library's forward; on
+    """The library's attention backward with the cell's config (``cfg``, as an earlier run timed it), else its default
+    for the masking: on a GPU its inputs from the library's forward; on
     the CPU random o and lse of the right shapes (a timing-only simulation reads no values; the float64 forward at
     these shapes would take minutes)."""
     import torch
@@ -139,5 +140,5 @@ def _backward_call(cell, device, g):
     else:
         q, k, v, o, do = (torch.randn(Z, H, N, D, generator=g).to(torch.float16) for _ in range(5))
         lse = torch.randn(Z, H, N, generator=g).float() + math.log(N)
-    cfg = dict(default_for(D, causal))
+    cfg = dict(cell.get("cfg") or default_for(D, causal))
     return lambda: ab.attention_backward(q, k, v, o, do, lse, causal=causal, config=cfg)

@@ -407,3 +407,15 @@ def test_the_cost_model_check_keeps_each_launch_of_a_backward_cell_and_re_times_
             direct = wb.predict(cmv.make_launch(cell), gpu="H200", samples=cmv.SAMPLES["attention_bwd"])
     assert again.us == pytest.approx(direct.us, rel=1e-9) and again.us == pytest.approx(sum(p.us for p in again.parts))
     assert cmv.flops(cell) == pytest.approx(10.0 * 2 * 256 * 256 * 128 / 2)
+
+
+def test_the_backward_cells_are_the_default_configs_median_over_the_runs_that_timed_them():
+    cmv = _load("cost_model_validation")
+    data = json.loads(cmv.BACKWARD.read_text())
+    cells = cmv.backward_cells()
+    assert len(cells) == 4 and {c["cell"]["causal"] for c in cells} == {False, True}
+    for c in cells:
+        ms = sorted(t["ms"] for t in data["time"] if t["kernel"] == "default" and t["shape"] == c["cell"]["shape"]
+                    and t["causal"] == c["cell"]["causal"])
+        assert len(ms) == 3 and c["measured_us"] == pytest.approx(ms[1] * 1e3)
+        assert c["cell"]["cfg"] and cmv.half(c["cell"]) == "validation"
