@@ -270,9 +270,11 @@ class Interceptor:
         t0 = time.perf_counter()
         facts = None
         if self.predict:
-            from .sim.timing.prediction import launch_facts
+            from .sim.timing.prediction import charged_spills, launch_facts
             facts = launch_facts(jit, args, kwargs, self.gpu) if compiled is not None else \
                 (None, 0, False, f"not compiled (the installed compiler refused {name})")
+            spills, note = charged_spills((jit, args, kwargs), grid, self.gpu, facts[0] or 1, facts)
+            facts = (facts[0], spills, facts[2], note)
             sim.occupancy, sim.spills, sim.serialized_wgmma = facts[0] or 1, facts[1], facts[2]
         self.kernel_file = launch.file
         before = len(sim.results)

@@ -293,30 +293,32 @@ def launch_facts(jit, args, kwargs, gpu) -> tuple:
         return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
 
 
-def spill_bytes_of(note: str) -> float:
-    """The spill loads and stores per thread a compiled_facts summary states (0 if none)."""
-    import re
-    return float(sum(int(x) for x in re.findall(r"(\d+) B/thread spill (?:loads|stores)", note)))
-
-
-def _spill_scale(result, gpu, ctas_per_sm, resident: int | None = None) -> float:
-    """``cost.spill_rate_scale`` of the launch ``result`` simulated: its SMEM and spilled locals from the offline
-    compile (cached), the L2 rate of its resident CTAs (``resident``: those of the real launch it stands for)."""
+def charged_spills(launch, grid, gpu, ctas_per_sm, facts) -> tuple[float, str]:
+    """(spill bytes per thread the simulator charges, compiled summary) of a launch ``(jit, args, kwargs)`` whose
+    :func:`launch_facts` are ``facts``: ptxas's spill loads and stores, dearer where the spilled locals of the SM's
+    CTAs do not fit the L1 their shared memory leaves (``cost.spill_rate_scale`` at the L2 rate of the launch's
+    resident CTAs; ``grid`` a tuple, or a callable: then every slot counts)."""
+    spills, note = facts[1], facts[3]
+    if not spills or launch is None:
+        return spills, note
     from ...compiler import compile as wb_compile
     from ...compiler.launch_options import compile_kwargs
+    from ...target import gpu_model
     from .cost import cost_model
-    if result.launch is None:
-        return 1.0
-    jit, args, kwargs = result.launch
+    jit, args, kwargs = launch
     try:
         res = wb_compile(jit, *args, target=gpu, sass="lazy", **compile_kwargs(kwargs)).resources
     except Exception:  # noqa: BLE001 - the compiled facts said why already
-        return 1.0
-    from ...target import gpu_model
-    grid = tuple(result.grid) + (1,) * (3 - len(result.grid))
-    resident = resident or min(grid[0] * grid[1] * grid[2], gpu_model(gpu).sm_count * ctas_per_sm)
-    cm = cost_model(gpu).for_launch(resident)
-    return cm.spill_rate_scale(res.smem_bytes, (res.local_bytes or 0) * res.num_warps * 32, ctas_per_sm)
+        return spills, note
+    slots = gpu_model(gpu).sm_count * ctas_per_sm
+    if isinstance(grid, (tuple, list)):
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        slots = min(int(g[0]) * int(g[1]) * int(g[2]), slots)
+    cm = cost_model(gpu).for_launch(slots)
+    charged = spills * cm.spill_rate_scale(res.smem_bytes, (res.local_bytes or 0) * res.num_warps * 32, ctas_per_sm)
+    if charged != spills:
+        note += f" (through L2: the locals do not fit the L1 the SMEM leaves; charged as {charged:.0f} B at L1 rate)"
+    return charged, note
 
 
 def prediction_from(result, gpu, *, occupancy: int = 1, spills: int = 0, compiled: str = "",
@@ -377,10 +379,9 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
                                  **lkwargs))
         return CallPrediction(parts, sim_seconds=time.perf_counter() - t0)
     if compile and (occupancy is None or spills is None):
-        c_occ, c_sp, c_serial, note = compiled_facts(first, model.name)
-        c_sp = c_sp * _spill_scale(first, model.name, occupancy or c_occ or 1) if c_sp else c_sp
-        if c_sp and c_sp != spill_bytes_of(note):
-            note += f" (through L2: the locals do not fit the L1 the SMEM leaves; charged as {c_sp:.0f} B at L1 rate)"
+        facts = compiled_facts(first, model.name)
+        c_occ, _, c_serial, _ = facts
+        c_sp, note = charged_spills(first.launch, first.grid, model.name, occupancy or c_occ or 1, facts)
         new = (occupancy or c_occ or 1, spills if spills is not None else c_sp, c_serial)
         if new != (occ, sp, serial):
             occ, sp, serial = new
