@@ -741,15 +741,16 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
             if b["clock_ghz"] < 0.98 * top and duty < 0.85:
                 d = cap_demand * (boost / b["clock_ghz"]) ** 3
                 draws.append(max(0.0, (d - duty * b["flops_per_cycle_per_sm"] / peak16) / (1 - duty)))
+    fitted = (raw.get("fitted") or {}).get("flush_demand") if isinstance(raw.get("fitted"), dict) else None
+    if bench:
         if draws:
             out["flush_demand"] = statistics.median(draws)
             out["flush_demand_from"] = (f"power family: {len(draws)} do_bench launch lengths held below "
                                         f"{'the burst clock' if top < boost else 'boost'}")
-        elif top < boost:
+        elif top < boost and not fitted:
             out["flush_demand"] = 0.0
             out["flush_demand_from"] = ("power family: not readable (every do_bench length is at the burst clock or "
                                         "the flush under 15 % of its window); the burst clock bounds short launches")
-    fitted = (raw.get("fitted") or {}).get("flush_demand") if isinstance(raw.get("fitted"), dict) else None
     if "flush_demand" not in out and fitted:
         out["flush_demand"], out["flush_demand_from"] = fitted["value"], fitted["from"]
     copy = raw.get("mma_copy") if isinstance(raw.get("mma_copy"), list) else []

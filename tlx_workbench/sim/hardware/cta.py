@@ -76,6 +76,7 @@ class CTA(BarrierOps, MemoryOps, BulkCopyOps, MmaOps, ClusterOps, ClcOps):
         self.tma_free = 0.0     # when this CTA's TMA bandwidth share is next free
         self.tma_landing = []   # when its TMA loads in flight land (the latency grows with them)
         self.tma_store_free = 0.0   # when its TMA stores' own transfer is next free (where they run beside the loads)
+        self.tma_holds = []         # (issued, cycles) of stores that hold the queue's next load (issued while idle)
         self.tc_free = 0.0      # when the tensor cores are next free
         self.tma_agents: dict = {}
         self.in_async_op = False      # inside a TLX op that reads/writes global memory itself

@@ -91,6 +91,10 @@ class MemoryOps:
         when it lands."""
         landing = [x for x in self.tma_landing if x > issued]
         xfer_start = max(issued, self.tma_free)
+        if self.tma_holds:      # stores issued while the queue stood idle hold the first load that starts after them
+            due = [h for h in self.tma_holds if h[0] <= xfer_start]
+            self.tma_holds = [h for h in self.tma_holds if h[0] > xfer_start]
+            xfer_start += sum(held for _, held in due)
         self.tma_free = xfer_start + self.cost.tma_load_transfer(nbytes)
         land_time = self.tma_free + self.cost.tma_load_latency(len(landing) + 1)
         landing.append(land_time)
@@ -118,7 +122,10 @@ class MemoryOps:
             xfer_start = max(t.clock, self.tma_free)
             self.tma_free = done = xfer_start + self.cost.tma_store_transfer(nbytes)
         else:                   # measured: the loads lose ``held`` cycles, the store's transfer runs beside them
-            self.tma_free = max(t.clock, self.tma_free) + held
+            if t.clock <= self.tma_free:    # behind the loads already queued
+                self.tma_free += held
+            else:                           # the queue stands idle now: the next load to start after it pays
+                self.tma_holds.append((t.clock, held))
             self.tma_store_free = done = max(t.clock, self.tma_store_free) + self.cost.tma_store_transfer(nbytes)
         t.tma_store_groups.append((done + self.cost.tma_latency, epoch))
         self.span(t, "store", start, t.clock, what, line,
