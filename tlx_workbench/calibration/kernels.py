@@ -124,8 +124,17 @@ def tma_store_kernel(desc, rec_ptr, ITERS, REGION,
                      BOX_M: tl.constexpr, BOX_N: tl.constexpr, STAGES: tl.constexpr, TIMED: tl.constexpr):
     """The epilogue's TMA store: ITERS box stores from SMEM, at most STAGES - 1 outstanding
     while the next box is written (the library's epilogue rotation)."""
+    buf = tlx.local_alloc((BOX_M, BOX_N), tlx.dtype_of(desc), STAGES)
+    c0, n0 = _tma_store_stream(desc, buf, ITERS, REGION, BOX_M, BOX_N, STAGES, TIMED)
+    _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
+
+
+@triton.jit
+def _tma_store_stream(desc, buf, ITERS, REGION, BOX_M: tl.constexpr, BOX_N: tl.constexpr, STAGES: tl.constexpr,
+                      TIMED: tl.constexpr):
+    """ITERS TMA box stores from ``buf`` (STAGES boxes, filled with ones first), at most STAGES - 1 outstanding; box
+    i of CTA p to rows ``((p * ITERS + i) % REGION) * BOX_M``. Returns (clock0, ns0) of the timed stretch."""
     dtype: tl.constexpr = tlx.dtype_of(desc)
-    buf = tlx.local_alloc((BOX_M, BOX_N), dtype, STAGES)
     for j in tl.static_range(STAGES):
         tlx.local_store(buf[j], tl.full((BOX_M, BOX_N), 1.0, dtype))
     tlx.fence("async_shared")
@@ -135,8 +144,7 @@ def tma_store_kernel(desc, rec_ptr, ITERS, REGION,
         tlx.async_descriptor_store_wait(STAGES - 1)
         tlx.async_descriptor_store(desc, buf[i % STAGES], [((first + i) % REGION) * BOX_M, 0])
     tlx.async_descriptor_store_wait(0)
-    _record(rec_ptr, tl.program_id(0), c0, n0, TIMED)
-
+    return c0, n0
 
 
 @triton.jit
@@ -150,26 +158,18 @@ def tma_load_store_kernel(ld_desc, st_desc, rec_ptr, LOADS, REGION, STORES, ST_R
     ``((p * STORES + i) % ST_REGION) * ST_BOX_M``. STORES=0 is the loads alone, with the same SMEM and warps.
     Records: the loads, then the stores, per CTA."""
     dtype: tl.constexpr = tlx.dtype_of(ld_desc)
-    st_dtype: tl.constexpr = tlx.dtype_of(st_desc)
     BOX_BYTES: tl.constexpr = BOX_M * BOX_K * tlx.size_of(dtype)
     ring = tlx.local_alloc((BOX_M, BOX_K), dtype, STAGES)
     full = tlx.alloc_barriers(num_barriers=STAGES, arrive_count=1)
-    strips = tlx.local_alloc((ST_BOX_M, ST_BOX_N), st_dtype, ST_STAGES)
+    strips = tlx.local_alloc((ST_BOX_M, ST_BOX_N), tlx.dtype_of(st_desc), ST_STAGES)
     with tlx.async_tasks():
         with tlx.async_task("default"):
             c0, n0 = _tma_stream(ld_desc, ring, full, LOADS, REGION, BOX_M, STAGES, BOX_BYTES, TIMED)
             _record(rec_ptr, tl.program_id(0) * 2, c0, n0, TIMED)
         with tlx.async_task(num_warps=4):
-            for j in tl.static_range(ST_STAGES):
-                tlx.local_store(strips[j], tl.full((ST_BOX_M, ST_BOX_N), 1.0, st_dtype))
-            tlx.fence("async_shared")
-            first = tl.program_id(0) * STORES
-            c1, n1 = _start(TIMED)
-            for i in range(STORES):
-                tlx.async_descriptor_store_wait(ST_STAGES - 1)
-                tlx.async_descriptor_store(st_desc, strips[i % ST_STAGES], [((first + i) % ST_REGION) * ST_BOX_M, 0])
-            tlx.async_descriptor_store_wait(0)
+            c1, n1 = _tma_store_stream(st_desc, strips, STORES, ST_REGION, ST_BOX_M, ST_BOX_N, ST_STAGES, TIMED)
             _record(rec_ptr, tl.program_id(0) * 2 + 1, c1, n1, TIMED)
+
 
 @triton.jit
 def barrier_pingpong_kernel(rec_ptr, ROUNDS, WARP_BARRIER: tl.constexpr, TIMED: tl.constexpr):
