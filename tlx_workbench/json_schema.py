@@ -128,7 +128,12 @@ def sim_result(r) -> dict:
 
 
 def prediction(p) -> dict:
-    """A Prediction: the launch's time on the GPU and what it rests on."""
+    """A Prediction: the launch's time on the GPU and what it rests on. A CallPrediction (a call of several
+    launches): its longest launch's fields, the call's time (``us``, the launches' sum) and every launch
+    (``launches``)."""
+    if hasattr(p, "parts"):
+        return dict(prediction(p.main), kernel=p.kernel, us=jsonable(p.us), launch_us=jsonable(p.launch_us),
+                    sim_seconds=jsonable(p.sim_seconds), launches=[prediction(x) for x in p.parts])
     return {"kernel": p.kernel, "gpu": p.gpu, "grid": jsonable(list(p.grid)), "us": jsonable(p.us),
             "cycles": jsonable(p.cycles), "clock_ghz": jsonable(p.clock_ghz), "launch_us": jsonable(p.launch_us),
             "bound": p.bound, "cta_cycles": jsonable(p.cta_cycles), "hbm_floor_cycles": jsonable(p.hbm_floor_cycles),
@@ -254,7 +259,8 @@ _PREDICTION = {"type": ["object", "null"], "required": ["kernel", "gpu", "grid",
                               "hbm_floor_cycles": _NUM, "kernel_bytes": {"type": "integer"},
                               "slots": {"type": "integer"}, "waves": _NUM, "ctas_simulated": {"type": "integer"},
                               "occupancy": {"type": "integer"}, "spill_bytes": {"type": "integer"},
-                              "compiled": {"type": "string"}, "calibration": _STR, "sim_seconds": _NUM}}
+                              "compiled": {"type": "string"}, "calibration": _STR, "sim_seconds": _NUM,
+                              "launches": {"type": "array", "items": {"type": "object"}}}}
 VERDICTS = ("clean", "warning", "deadlock", "race", "finding", "error", "not simulated")
 _LAUNCH = {"type": "object", "required": ["kernel", "grid", "verdict", "compiled", "simulation", "prediction"],
            "properties": {"kernel": {"type": "string"}, "file": _STR, "line": _INT, "grid": _GRID,

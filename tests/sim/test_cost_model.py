@@ -384,3 +384,21 @@ def test_a_ctas_tma_stores_cost_its_loads_what_the_h200_measured(ctas):
         assert lost == pytest.approx(measured, rel=0.1)
     else:       # ~0.1 cycle per load: stores issued while the queue idles hold the next load only
         assert 0 <= lost <= 1.1 * measured
+
+
+def test_a_call_of_several_launches_serializes_to_the_json_schema():
+    """A CallPrediction as JSON (``json_schema.prediction``): the call's kernels and time, its longest launch's
+    grid and bound, and every launch on its own, valid against the schema a document's prediction has."""
+    import jsonschema
+    from tlx_workbench import json_schema as js
+    from tlx_workbench.kernels import attention_bwd as ab
+    q, k, v, o, do, lse = ab.backward_inputs((1, 2, 256, 128), torch.float16, "cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        call = wb.predict(lambda: ab.attention_backward(q, k, v, o, do, lse), gpu="H200", compile=False)
+    d = js.prediction(call)
+    jsonschema.validate(d, js._PREDICTION)
+    assert d["us"] == pytest.approx(call.us) and d["kernel"] == call.kernel and d["grid"] == list(call.main.grid)
+    assert [x["kernel"] for x in d["launches"]] == [p.kernel for p in call.parts]
+    for x in d["launches"]:
+        jsonschema.validate(x, js._PREDICTION)
