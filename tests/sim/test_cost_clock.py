@@ -310,3 +310,21 @@ def test_a_loop_moves_its_spilled_registers_once_per_iteration_whatever_its_asyn
     first = sum(6000 / j for j in range(1, len(lines) + 1))
     assert sum(per_thread) / 2 == pytest.approx(6000 * (steps - 1) + first, rel=1e-9)
     assert min(per_thread) == pytest.approx(6000 / len(lines))
+
+
+def test_the_explorer_predicts_a_config_of_several_launches_as_wb_predict_does():
+    """An attention-backward config that splits its short last wave into a second launch (and a cast): the explorer's
+    simulated stage takes wb.predict's CallPrediction, the launches' sum (it had no cycles to read and failed)."""
+    from tlx_workbench.explore import library
+    from tlx_workbench.explore.stages import PREDICT_SAMPLES, predict
+    from tlx_workbench.kernels.attention_bwd_configs import VARIANT_CONFIGS
+    problem = library.problem("attention_bwd")
+    cfg, shape = dict(VARIANT_CONFIGS["split_tail"]), (1, 20, 1024, 128)     # 160 CTAs: 28 past the first wave
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = predict(problem, cfg, shape, "H200")
+        p = wb.predict(problem.call, problem.make_inputs(shape, "float16", "cpu"), cfg, gpu="H200",
+                       samples=PREDICT_SAMPLES)
+    assert isinstance(p, wb.CallPrediction) and len(p.parts) >= 2
+    assert m["predicted_us"] == pytest.approx(p.us, rel=1e-9) and m["bound"] == p.bound
+    assert m["predicted_cycles"] == pytest.approx(sum(x.cycles for x in p.parts), rel=1e-9)

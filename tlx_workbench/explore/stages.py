@@ -245,8 +245,11 @@ def predict_whole(res, gpu: str) -> dict | None:
     """The time at the shape the simulated stage proved a config at, when that is the sweep's shape: the proof ran
     every CTA of the real launch, so the prediction is ``wb.predict``'s from those CTAs (``prediction.prediction_from``;
     numerics do not change the cycles), without simulating the launch again. None where the compiled kernel spills
-    or serializes its wgmmas: those change the cycles, and :func:`predict` simulates with them."""
+    or serializes its wgmmas (those change the cycles, and :func:`predict` simulates with them), or where the proof made
+    several launches (:func:`predict` predicts each)."""
     from ..sim.timing.prediction import compiled_facts, prediction_from
+    if len(getattr(res, "launches", [res])) > 1:     # a call of several launches: wb.predict predicts each
+        return None
     occ, spills, serial, note = compiled_facts(res, gpu)
     if spills or serial:
         return None

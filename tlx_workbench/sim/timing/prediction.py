@@ -140,6 +140,15 @@ class CallPrediction:
         return sum(p.launch_us for p in self.parts)
 
     @property
+    def cycles(self) -> float:
+        """The launches' cycles, each at its own clock, summed."""
+        return sum(p.cycles for p in self.parts)
+
+    @property
+    def spill_bytes(self) -> int:
+        return max(p.spill_bytes for p in self.parts)
+
+    @property
     def main(self) -> Prediction:
         """The launch that takes longest: its clock and bound are the call's (``clock_ghz``, ``clock``, ``bound``)."""
         return max(self.parts, key=lambda p: p.us)
