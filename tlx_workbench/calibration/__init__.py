@@ -88,6 +88,14 @@ class Calibration:
             out[name] = self.bandwidth(table, ctas, extend=name == "bytes_per_cycle")
         return out
 
+    def store_load_cpb_at(self, ctas: int) -> float | None:
+        """Cycles a CTA's TMA loads lose per byte its TMA stores write with ``ctas`` CTAs in flight, interpolated
+        between the measured counts (the last one's past it; a measured 0 counts); None where never measured."""
+        pts = sorted((int(k), float(v)) for k, v in self.tma_store_load_cpb.items())
+        if not pts:
+            return None
+        return float(np.interp(ctas, [c for c, _ in pts], [v for _, v in pts]))
+
     def bandwidth(self, table: dict, ctas: int, extend: bool = True) -> float:
         """Bytes per cycle per CTA with ``ctas`` CTAs streaming at once (interpolated in the table); past the
         table the aggregate stays that of the last point (``extend=False``: the last point's value)."""

@@ -112,23 +112,27 @@ def launch_tma_store(box_m=64, box_n=64, stages=2, ctas=132, iters=256, region=N
     return rec, box_m * box_n * x.element_size() * iters, x
 
 
+def load_store_tensors(stores, ctas=132, box_m=128, box_k=64, st_box=(64, 64), device="cuda"):
+    """The tensors of :func:`launch_tma_load_store`: an 8 MiB L2 region of load boxes and ``ctas`` x ``stores`` store
+    boxes, each with its descriptor."""
+    return (*tma_descriptor(max(1, (8 << 20) // (box_m * box_k * 2)), box_m, box_k, device),
+            *tma_descriptor(max(ctas * stores, 1), st_box[0], st_box[1], device))
+
 
 def launch_tma_load_store(loads=1024, stores=0, ctas=132, box_m=128, box_k=64, stages=4, st_box=(64, 64),
                           st_stages=2, timed=True, device="cuda", tensors=None):
     """TMA loads re-read from an 8 MiB L2 region in step (the ``tma`` family's L2 loop) while another warp group
     stores ``stores`` boxes, each to a box of its own (a GEMM epilogue's C tiles) (``kernels.tma_load_store_kernel``).
-    ``tensors``: (load tensor, its descriptor, store tensor, its descriptor), made once per family. Returns
-    (records, bytes each CTA loads, bytes each CTA stores)."""
+    ``tensors``: :func:`load_store_tensors`'s, made once per family. Returns (records, bytes each CTA loads, bytes
+    each CTA stores)."""
     torch = _torch()
-    if tensors is None:
-        tensors = (*tma_descriptor(max(1, (8 << 20) // (box_m * box_k * 2)), box_m, box_k, device),
-                   *tma_descriptor(max(ctas * stores, 1), st_box[0], st_box[1], device))
-    x, ld_desc, y, st_desc = tensors
+    x, ld_desc, y, st_desc = tensors or load_store_tensors(stores, ctas, box_m, box_k, st_box, device)
     rec = torch.zeros(ctas * 2 * K.REC, dtype=torch.int64, device=device)
     K.tma_load_store_kernel[(ctas,)](ld_desc, st_desc, rec, loads, x.shape[0] // box_m, stores, y.shape[0] // st_box[0],
                                      BOX_M=box_m, BOX_K=box_k, STAGES=stages, ST_BOX_M=st_box[0], ST_BOX_N=st_box[1],
                                      ST_STAGES=st_stages, TIMED=timed, num_warps=4)
     return rec, box_m * box_k * x.element_size() * loads, st_box[0] * st_box[1] * y.element_size() * stores
+
 
 def launch_mma_copy(dtype="float16", BN=256, consumers=2, iters=1000, loads=None, where="l2", ctas=132,
                     box_m=128, box_k=64, stages=4, timed=True, device="cuda", tensor=None):
@@ -340,7 +344,6 @@ def measure_tma_store(log):
     return out
 
 
-
 #: stores per CTA beside the ``tma_store_beside`` family's 1024 loads of 16 KiB: none (the loads alone), a GEMM
 #: epilogue's share and more (a 4096^3 fp8 GEMM stores 1 byte per 40 it loads; these 1 per 128, 32 and 8)
 STORES_BESIDE = (0, 32, 128, 512)
@@ -352,9 +355,7 @@ def measure_tma_store_beside(log):
     cost its loads."""
     torch = _torch()
     out = []
-    x, ld_desc = tma_descriptor((8 << 20) // (128 * 64 * 2), 128, 64)
-    y, st_desc = tma_descriptor(132 * max(STORES_BESIDE), 64, 64)
-    tensors = (x, ld_desc, y, st_desc)
+    tensors = load_store_tensors(max(STORES_BESIDE))
     launch_tma_load_store(16, 2, ctas=1, tensors=tensors)         # compile
     for ctas in (1, 132):
         for stores in STORES_BESIDE:
@@ -370,10 +371,11 @@ def measure_tma_store_beside(log):
                             load_bytes_per_cycle_per_cta=ld_bytes / ld_cyc,
                             store_bytes_per_cycle_per_cta=st_bytes / st_cyc if st_cyc else None,
                             clock_ghz=_median([r["cycles"] / r["ns"] for r in loads if r["ns"] > 0])))
-    del x, y
+    del tensors
     torch.cuda.empty_cache()
     log(f"tma store beside loads done ({len(out)} cases)")
     return out
+
 
 def measure_cp_async(log):
     torch = _torch()
@@ -808,7 +810,6 @@ def _tma_queue(tma: list, where: str) -> dict:
     return out
 
 
-
 def _store_beside(rows) -> dict:
     """What a CTA's TMA stores cost its TMA loads, per number of CTAs (str -> cycles of the load stream per stored
     byte), from the ``tma_store_beside`` family: the load stream's cycles over its cycles alone, against the bytes
@@ -824,6 +825,7 @@ def _store_beside(rows) -> dict:
         if pts:
             out[str(c)] = max(0.0, sum(x * y for x, y in pts) / sum(x * x for x, _ in pts))
     return out
+
 
 def derive(raw: dict) -> dict:
     """The cost model's parameters from the raw readings (see ``calibration.Calibration``). The TMA loops measured

@@ -41,9 +41,8 @@ class MmaOps:
             # a spilling kernel's loop stores and reloads its spilled registers once per iteration, through the L1
             # that every warp group of the CTA shares: spread over the async_dot lines this warp group has run (a
             # loop's first iteration pays a little more where it holds several)
-            dots = t.__dict__.setdefault("spill_dot_lines", set())
-            dots.add(line)
-            nbytes = self.cost.spill_bytes * t.threads / len(dots)
+            t.dot_lines.add(line)
+            nbytes = self.cost.spill_bytes * t.threads / len(t.dot_lines)
             lsu = max(t.clock, self.lsu_free) + nbytes / self.cost.l1_bytes_per_cycle
             self.lsu_free = lsu
             self.span(t, "spill", start, lsu, "register spills", line, args={"bytes": nbytes})

@@ -176,8 +176,8 @@ class CostModel:
     tma_queue_latency: float = 0.0
     tma_latency_per_load: float = 0.0
     # cycles a TMA store (async_descriptor_store) holds its CTA's load queue per byte, where measured
-    # (calibration.suite._store_beside); its own transfer then runs beside the loads at tma_store_rate. None: the
-    # store holds the queue for its whole transfer
+    # (calibration.suite._store_beside, Calibration.store_load_cpb_at); its own transfer then runs beside the loads at
+    # tma_store_rate. None: the store holds the queue for its whole transfer
     tma_store_load_cpb: float | None = None
     # cp.async (tlx.async_load) bytes per cycle of one CTA, by the copied rows' width: None = the TMA load rate
     cp_async_rate: object = None              # callable(row_bytes) -> rate, set by for_launch where measured
@@ -318,7 +318,7 @@ class CostModel:
             else None
         queue = cal.tma_queue_at(resident) or {}
         return dataclasses.replace(self, resident=resident, tma_latency=latency, cp_async_rate=cp,
-                                   tma_store_load_cpb=_store_load_cpb(cal, resident),
+                                   tma_store_load_cpb=cal.store_load_cpb_at(resident),
                                    tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, resident),
                                    tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, resident),
                                    **_queue_fields(queue, self.tma_loop_cycles))
@@ -451,15 +451,6 @@ def record_cycles(gpu: str, recorder: str) -> tuple[float, bool]:
 ASSUMED_ARRIVE = 40.0
 
 
-def _store_load_cpb(cal, resident: int) -> float | None:
-    """Cycles per stored byte a CTA's loads lose with ``resident`` CTAs in flight (interpolated between the measured
-    counts, the last one's past it); None where the calibration never measured it."""
-    pts = sorted((int(k), float(v)) for k, v in (cal.tma_store_load_cpb or {}).items())
-    if not pts:
-        return None
-    return float(np.interp(resident, [c for c, _ in pts], [v for _, v in pts]))
-
-
 def _queue_fields(queue: dict, loop_cycles: float) -> dict:
     """CostModel's TMA queue fields from a calibration's queue figures (``Calibration.tma_queue_at``); {} for
     none (the loads then take the L2 loop's rate and latency). ``loop_cycles``: what the simulator charges the
@@ -497,7 +488,7 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
         mma_rates=tuple((bits, cal.mma_flops_per_cycle(bits)) for bits in (8, 16, 32)),
         tma_load_rate=cal.bandwidth(cal.l2_bytes_per_cycle_per_sm, 1),
         tma_store_rate=cal.bandwidth(cal.tma_store_bytes_per_cycle_per_sm, 1),
-        tma_store_load_cpb=_store_load_cpb(cal, 1),
+        tma_store_load_cpb=cal.store_load_cpb_at(1),
         clock_ghz=cal.clock_ghz,
         mma_serial=tuple((int(k), float(v)) for k, v in (cal.mma_serial_cycles or {}).items()),
         power=power_model(cal),
