@@ -80,14 +80,12 @@ def key(cell: dict) -> str:
 
 
 def flops(cell: dict) -> float:
-    if cell["kind"] in ("gemm", "fp8"):
+    """A cell's flops: the predict cells' (``predict_cells.flops``, the kernels' specs), an FP8 GEMM's 2MNK."""
+    if cell["kind"] == "fp8":
         M, N, K = cell["shape"]
         return 2.0 * M * N * K
-    if cell["kind"] == "attention_bwd":
-        from predict_cells import flops as cell_flops
-        return cell_flops(cell)
-    Z, H, N, D = cell["shape"]
-    return 4.0 * Z * H * N * N * D * (0.5 if cell.get("causal") else 1.0)
+    from predict_cells import flops as cell_flops
+    return cell_flops(cell)
 
 
 # ------------------------------------------------------------------------------------------------ cells
