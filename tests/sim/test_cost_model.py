@@ -156,6 +156,24 @@ def test_causal_attention_timing_only_keeps_the_clocks():
     assert fast.cycles == pytest.approx(full.cycles, rel=1e-9)
 
 
+def test_time_order_times_a_launch_the_same_for_every_seed_where_seeded_interleavings_differ():
+    """A seeded interleaving claims the CTA's TMA queue, ALUs and L1 in the order its tasks happen to run, so the same
+    launch times differently per seed; ``order="time"`` runs the tasks in simulated-time order: one time, which
+    wb.predict(order="time") predicts from, and the kernel still computes its product."""
+    launch, a, b, cfg = _gemm_ws((1024, 512, 512))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        seeded = {wb.simulate(launch, a, b, cfg, gpu="H200", numerics=False, seed=s).cycles for s in range(4)}
+        timed = {wb.simulate(launch, a, b, cfg, gpu="H200", numerics=False, seed=s, order="time").cycles
+                 for s in range(4)}
+        predicted = [wb.predict(launch, a, b, cfg, gpu="H200", seed=s, order="time") for s in (0, 3)]
+        c = wb.simulate(launch, a, b, cfg, gpu="H200", order="time").value
+    assert len(seeded) > 1
+    assert len(timed) == 1
+    assert predicted[0].cta_cycles == predicted[1].cta_cycles == pytest.approx(timed.pop(), rel=1e-9)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=2e-2, atol=2e-2)
+
+
 def test_prediction_from_sampled_ctas_equals_the_full_simulation_of_one_wave():
     """Every CTA of a one-wave launch simulated, against wb.predict's few sampled CTAs."""
     launch, a, b, cfg = _gemm_ws((512, 256, 256))       # 4 x 4 = 16 tiles of 128 x 64: one wave

@@ -232,3 +232,24 @@ def test_a_load_whose_bytes_were_not_announced_lands_after_the_phase(bug):
     assert f"this barrier: {2 * BM * BK * 2}" in over[0].message
     read = line_of("x = tlx.local_load(a_buf[0])")
     assert any(r.line == read and r.other_line == b_line for r in res.races), res.findings
+
+
+@pytest.mark.parametrize("bug", ["", "arrive_count", "phase", "dropped_arrive", "expect_bytes"])
+def test_the_time_ordered_schedule_copies_and_deadlocks_as_a_seeded_one(bug):
+    """``order="time"`` (what wb.predict runs) is one of the hardware's interleavings too: the correct pipeline copies
+    its tiles, and each seeded bug stops at the same wait with the same first line as under the seed."""
+    timed, x, out = run_copy(bug, order="time", repair=False)
+    seeded, _, _ = run_copy(bug, repair=False)
+    if not bug:
+        assert timed.ok and torch.equal(out, x)
+        return
+    assert timed.deadlock is not None
+    assert timed.deadlock.line == seeded.deadlock.line
+    assert {(b.lane[1], b.barrier, b.line) for b in timed.deadlock.blocked} == \
+        {(b.lane[1], b.barrier, b.line) for b in seeded.deadlock.blocked}
+
+
+def test_an_unknown_scheduling_order_is_refused_with_the_orders_there_are():
+    with pytest.raises(wb.SimulationError) as ei:
+        run_copy("", order="earliest")
+    assert "order='earliest'" in str(ei.value) and "seeded, time" in ei.value.hint

@@ -328,7 +328,8 @@ def _ab_sim(form, host, args, kwargs, reference, gpu, seed, config):
 
     from ..sim import simulate
     cpu_args = [_on(a, "cpu") for a in args]
-    res = simulate(host, *cpu_args, gpu=gpu, seed=seed, config=config, on_deadlock="return", **kwargs)
+    # the two forms' cycles are compared: each runs in simulated-time order (a seeded interleaving times them apart)
+    res = simulate(host, *cpu_args, gpu=gpu, seed=seed, config=config, on_deadlock="return", order="time", **kwargs)
     out = res.value
     correct = res.ok
     detail = "sim ok" if res.ok else ("deadlock" if res.deadlock is not None else f"{len(res.findings)} finding(s)")

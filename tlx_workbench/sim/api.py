@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..errors import DeadlockError, SimulationError
 from ..target import offline
 from .schedule.engine import raise_deadlock, run_launch
+from .schedule.scheduler import ORDERS
 from .hardware.hostmem import AddressTaken
 from .diagnosis.races import rank_findings
 from .timing.recorder import check_name as check_recorder
@@ -182,9 +183,12 @@ class Simulation:
 
     def __init__(self, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
                  on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-                 spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None):
+                 spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None, order="seeded"):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
+        if order not in ORDERS:
+            raise SimulationError(f"order={order!r} is not a scheduling order", hint=f"use one of {', '.join(ORDERS)}")
+        self.order = order
         self.gpu = gpu
         self.seed = int(seed)
         self.schedules = max(1, int(schedules))
@@ -340,6 +344,7 @@ class Simulation:
                 for t, saved in snap:
                     t.copy_(saved)
             run = run_launch(jitfn, grid, args, kwargs, gpu=self.gpu, seed=seed, ctas=self.ctas,
+                             order=self.order if i == 0 else "seeded",
                              max_steps=self.max_steps, resident=self.resident, memory=taken,
                              occupancy=self.occupancy, in_flight=self.in_flight,
                              numerics=self.numerics, spills=self.spills,
@@ -423,7 +428,7 @@ def _same(a, b) -> bool:
 
 def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
              config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-             spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None, **kwargs):
+             spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None, order="seeded", **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -438,7 +443,11 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
         res = simulate(matmul, a, b, schedules=20)      # res.value is matmul's return value
 
     Options: ``gpu`` ("H200", the default: the calibrated Hopper model; "H100"; "B200"), ``seed``,
-    ``schedules`` (run N interleavings; outputs that differ are reported), ``ctas`` (program ids to
+    ``schedules`` (run N interleavings; outputs that differ are reported), ``order`` ("seeded", the default: the
+    seed picks which runnable task goes next, one interleaving the hardware may run; "time": the task earliest in
+    simulated time goes next, so the TMA queue, ALUs and L1 are claimed in the GPU's order and the timeline is
+    the same for every seed; with ``schedules`` > 1 the first schedule runs in time order, the others seeded),
+    ``ctas`` (program ids to
     simulate: output is then partial), ``max_steps`` (guard against endless loops), ``config`` (the autotune
     config to use: a dict of values, an index, or a triton.Config; default the first),
     ``on_deadlock`` ("raise" a DeadlockError, or "return" the result), ``resident`` (how many
@@ -473,7 +482,7 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
                      on_deadlock=on_deadlock, resident=resident, occupancy=occupancy,
                      in_flight=in_flight, numerics=numerics, spills=spills,
-                     serialized_wgmma=serialized_wgmma, recorder=recorder, waves=waves, repair=repair)
+                     serialized_wgmma=serialized_wgmma, recorder=recorder, waves=waves, repair=repair, order=order)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",

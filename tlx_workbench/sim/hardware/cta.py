@@ -39,7 +39,7 @@ class SimGroup:
     def __init__(self, run, label: int, seed: int, on_resume):
         self.run = run
         run.groups.append(self)       # let go of at the launch's end (engine._release_groups)
-        self.sched = CTAScheduler(label, seed, run.max_steps, on_resume)
+        self.sched = CTAScheduler(label, seed, run.max_steps, on_resume, run.order)
         self.races = RaceTracker(run.file)
         self.arrivers: dict = {}      # barrier array id -> {(cta, task, replica): set(lines)} over the run
         self.waiters: dict = {}       # barrier array id -> {(cta, task, replica): set(lines)}

@@ -73,7 +73,7 @@ def _jit_call(self, *args, **kwargs):
 class LaunchRun:
     """Everything one launch produced: trace, findings, deadlock, per-lane stats."""
 
-    def __init__(self, jitfn, grid, gpu, seed, ctas, max_steps, num_warps):
+    def __init__(self, jitfn, grid, gpu, seed, ctas, max_steps, num_warps, order="seeded"):
         self.jitfn = jitfn
         self.fn = jitfn.fn
         self.name = jitfn.fn.__name__
@@ -81,11 +81,12 @@ class LaunchRun:
         self.cost = cost_model(gpu)
         self.gpu = self.cost.gpu
         self.seed = seed
+        self.order = order            # the scheduler's: "seeded" or "time" (sim/schedule/scheduler.py)
         self.ctas_filter = ctas
         self.max_steps = max_steps
         self.num_warps = num_warps
         self.trace = Trace(time_unit="cycles", source="sim",
-                           meta={"kernel": self.name, "gpu": self.gpu.name, "seed": seed})
+                           meta={"kernel": self.name, "gpu": self.gpu.name, "seed": seed, "order": order})
         self.findings: list[Finding] = []
         self.deadlock = None
         self.error = None
@@ -348,7 +349,8 @@ def run_launch(jitfn, grid, args, kwargs, *, waves=None, **kw) -> LaunchRun:
 
 def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max_steps=2_000_000,
                 resident=None, memory=(), occupancy=1, in_flight=None, numerics=True,
-                spills=0, serialized_wgmma=False, track_writes=False, recorder=None, waves=False) -> LaunchRun:
+                spills=0, serialized_wgmma=False, track_writes=False, recorder=None, waves=False,
+                order="seeded") -> LaunchRun:
     """Simulate ``jitfn[grid](*args, **kwargs)`` on CPU tensors; returns the LaunchRun (raises on errors).
     ``occupancy``: CTAs of this kernel resident per SM (how many share an SM's bandwidth); ``in_flight``: the
     CTAs sharing the bandwidth, when not this grid's (a small shape timed as part of a large launch);
@@ -358,6 +360,7 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     ``serialized_wgmma``: ptxas serialized the wgmma pipeline (each instruction waits for the previous).
     ``recorder``: "waits", "totals" or "all": the kernel as ``wb.profile`` instruments it, each recorded op followed
     by the recorder's measured cost (sim/timing/recorder.py); None: the plain kernel.
+    ``order``: "seeded" (the seed picks the interleaving) or "time" (the earliest task in simulated time runs next);
     ``memory``: more CPU tensors the kernel may access through raw addresses (see hostmem.AddressTaken);
     ``track_writes``: keep a ``writes.WriteLog`` (who stored, which bytes atomics wrote) in ``run.writes``."""
     from triton.runtime.jit import JITFunction
@@ -371,7 +374,7 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
                               line=jitfn.fn.__code__.co_firstlineno,
                               hint="launch with ctas_per_cga=(n, 1, 1) (the grid then counts CTAs), or num_ctas=1")
     cga = options.cluster_dims
-    run = LaunchRun(jitfn, grid, gpu, seed, ctas, max_steps, num_warps)
+    run = LaunchRun(jitfn, grid, gpu, seed, ctas, max_steps, num_warps, order)
     run.numerics = bool(numerics)
     run.launch = (jitfn, tuple(args), dict(kwargs))      # what was launched: wb.predict compiles it
     run.trace.meta["numerics"] = run.numerics

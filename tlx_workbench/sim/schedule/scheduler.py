@@ -4,7 +4,11 @@ Kernel code is plain Python, so each task (an ``async_task`` body times its
 ``replicate``) runs in its own Python thread; a baton lets exactly one of them run
 at a time. At every TLX op the running task calls :meth:`CTAScheduler.step`; the
 scheduler then picks who runs next with a seeded RNG among the runnable tasks and
-the pending asynchronous completions (TMA bytes landing). A task that must wait
+the pending asynchronous completions (TMA bytes landing): ``order="seeded"``, one of the
+interleavings the hardware may run, which ``schedules=N`` explores. ``order="time"`` runs the
+task whose simulated time is earliest instead (completions first), so shared resources
+(the TMA queue, the ALUs, the L1) are claimed in the order the GPU claims them and the
+timeline is the same for every seed. A task that must wait
 (barrier, named barrier) registers a predicate and is skipped until it holds.
 When no task can run and nothing asynchronous is pending, that is a deadlock: the
 scheduler stops every task and hands the blocked set to the diagnosis — it never hangs.
@@ -25,6 +29,10 @@ try:        # coroutines for the tasks when available: a hand-over costs ~1 us i
     import greenlet as _greenlet
 except ImportError:     # pragma: no cover - threads do the same, slower
     _greenlet = None
+
+
+#: the scheduler's orders (CTAScheduler's ``order``): a seeded interleaving, or simulated time
+ORDERS = ("seeded", "time")
 
 
 class Abort(BaseException):
@@ -101,10 +109,11 @@ class AsyncOp:
 
 
 class CTAScheduler:
-    def __init__(self, cta, seed: int, max_steps: int, on_resume=None):
+    def __init__(self, cta, seed: int, max_steps: int, on_resume=None, order: str = "seeded"):
         self.cta = cta                  # a label: the CTA id, or the first CTA of the group
         self.on_resume = on_resume or (lambda task: None)
         self.rng = random.Random(seed)
+        self.in_time_order = order == "time"
         self.max_steps = max_steps
         self.steps = 0
         self.tasks: list[Task] = []
@@ -198,6 +207,17 @@ class CTAScheduler:
             return True
         return False
 
+    @staticmethod
+    def _resume_time(t: Task) -> float:
+        """The simulated time ``t`` goes on from: its clock, or for a wait that now holds the time its barrier
+        released it (what the wait's op then sets its clock to, less the wake-up)."""
+        info = t.wait_info if t.state == "blocked" else None
+        if info and info.get("kind") == "mbarrier":
+            return max(t.clock, info["slot"].last_flip_time)
+        if info and info.get("kind") == "named":
+            return max(t.clock, info["barrier"].release_time)
+        return t.clock
+
     def _pick(self):
         """The next task to run, or None. Completes asynchronous ops picked on the way."""
         while True:
@@ -216,6 +236,12 @@ class CTAScheduler:
                     self.aborting = True
                     continue
                 return None
+            if self.in_time_order and n > 1:
+                if ops:         # a completion carries its own time: done first, in the order issued
+                    self.pending.remove(ops[0])
+                    ops[0].complete()
+                    continue
+                return min(cands, key=self._resume_time)
             i = self.rng.randrange(n) if n > 1 else 0
             if i < len(cands):
                 return cands[i]

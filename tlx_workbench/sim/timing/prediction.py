@@ -348,7 +348,7 @@ def prediction_from(result, gpu, *, occupancy: int = 1, spills: int = 0, compile
 
 
 def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, seed=0, numerics=False, compile=True,
-            spills=None, window="do_bench", **kwargs) -> Prediction:
+            spills=None, window="do_bench", order="seeded", **kwargs) -> Prediction:
     """Predict the time of the launch ``fn(*args, **kwargs)`` makes (a host function or a
     ``kernel[grid]``), from every CTA simulated at the real shape (``samples=k``: from k CTAs along x, the
     others interpolated; see the module doc). A call that makes several launches gives a :class:`CallPrediction`:
@@ -357,7 +357,10 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     the cost model then charges; ``occupancy`` / ``spills`` given outright skip that.
     ``numerics``: by default timing only (``simulate(numerics=False)``); True also computes the data.
     ``window``: how the launch is timed, which sets the clock it runs at: "do_bench" (L2 flushed between
-    launches, the default), "sustained" (back to back) or "single" (once, after idle)."""
+    launches, the default), "sustained" (back to back) or "single" (once, after idle).
+    ``order``: the scheduler's (``simulate(order=...)``): "seeded", the interleaving ``seed`` picks (what the cost
+    model is calibrated and validated on), or "time", the tasks in simulated-time order: the same cycles for every
+    seed, for comparing two forms of a kernel without the interleaving's own spread (docs/decisions.md)."""
     from ...target import gpu_model
     from ..api import simulate
     from .cost import WINDOWS
@@ -371,7 +374,7 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     def sim(ctas, occ, sp, serial):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")         # "only k of n CTAs simulated": meant
-            r = simulate(fn, *args, gpu=gpu, ctas=ctas, on_deadlock="return", config=config, seed=seed,
+            r = simulate(fn, *args, gpu=gpu, ctas=ctas, on_deadlock="return", config=config, seed=seed, order=order,
                          occupancy=occ, numerics=numerics, spills=sp, serialized_wgmma=serial, **kwargs)
         if r.deadlock is not None:
             r.raise_for_errors()
@@ -385,7 +388,7 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
             jit, largs, lkwargs = r.launch
             parts.append(predict(jit, *largs, grid=tuple(r.grid), gpu=gpu, occupancy=occupancy, samples=samples,
                                  seed=seed, numerics=numerics, compile=compile, spills=spills, window=window,
-                                 **lkwargs))
+                                 order=order, **lkwargs))
         return CallPrediction(parts, sim_seconds=time.perf_counter() - t0)
     if compile and (occupancy is None or spills is None):
         facts = compiled_facts(first, model.name)
