@@ -70,6 +70,23 @@ def test_predict_gives_wb_predicts_time(cli):
     assert p["us"] == ref.us and p["grid"] == [20, 1, 1]
 
 
+def test_predict_in_time_order_gives_wb_predicts_time_order(cli):
+    """``--order time``: the warp-specialized launch predicted with its tasks in simulated-time order, as
+    ``wb.predict(order="time")`` predicts it; an order the simulator has not is a usage error naming the orders."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("ring_p", SCRIPTS / "ring_deadlock.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    ran = cli("predict", f"{SCRIPTS / 'ring_deadlock.py'}::scale_ring", "--order", "time")
+    assert ran.code == 0, ran
+    (p,) = valid(ran.doc, "predict")["predictions"]
+    x = torch.randn(5 * 64, 64, dtype=torch.float16)
+    ref = wb.predict(lambda: mod.scale(x, 0.5), gpu="H200", order="time")
+    assert p["us"] == ref.us
+    bad = cli("predict", f"{SCRIPTS / 'ring_deadlock.py'}::scale_ring", "--order", "earliest", json_doc=False)
+    assert bad.code == 2 and "--order 'earliest'" in bad.err and "seeded, time" in bad.err
+
+
 def test_explore_sweeps_into_the_store_and_names_it(cli, tmp_path):
     store = tmp_path / "sweep.sqlite"
     ran = cli("explore", "gemm_ws", "--shapes", "256x256x256", "--stages", "static,simulated", "--limit", "1",

@@ -9,6 +9,7 @@ handed to the Python API with the program's own arguments. ``::kernel`` keeps th
     tlx-workbench check my_gemm.py                       # wb.check of every launch: findings, exit 1 if any
     tlx-workbench compile my_gemm.py::gemm --target sm_100 --config BM=128,BN=128
     tlx-workbench predict my_gemm.py::gemm --sim H200    # wb.predict: the launch's time on that GPU
+    tlx-workbench predict my_gemm.py::gemm --order time  # the same time whatever the seed: compare two versions
 """
 from __future__ import annotations
 
@@ -39,6 +40,11 @@ def add_parsers(sub) -> None:
                        help="constexprs and options to set on every launch, e.g. BM=128,num_warps=8")
         p.add_argument("--launch", type=int, default=None, metavar="N",
                        help="only the N-th distinct launch (0-based)")
+        if verb == "predict":
+            p.add_argument("--order", default="seeded", metavar="ORDER",
+                           help="the simulator's task order: seeded (the default, what the cost model is calibrated "
+                                "on) or time (the tasks in simulated-time order: the same time whatever the seed, "
+                                "to compare two versions of a kernel)")
         p.add_argument("--json", metavar="FILE", default=None, help="write the results as JSON to FILE (- : stdout)")
         p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
         p.add_argument("args", nargs="*", help="arguments for the script, after --")
@@ -252,6 +258,10 @@ def predict_main(args) -> int:
     from ..errors import SimulationError
     from ..sim.timing.prediction import predict
     from ..target import gpu_model
+    from ..sim.schedule.scheduler import ORDERS
+    if args.order not in ORDERS:
+        raise UsageError(f"--order {args.order!r} is not an order of the simulator's tasks",
+                         hint=f"use one of {', '.join(ORDERS)}")
     path, kernel = split_target(args.file)
     gpu = gpu_model(args.sim or default_gpu()).name
     config = parse_assignments(args.config)
@@ -261,7 +271,7 @@ def predict_main(args) -> int:
         if not args.quiet:
             progress(f"[tlx-workbench] predicting {la.kernel}{_grid(la)} on {gpu} ...")
         try:
-            p = predict(_relaunch(la, config), gpu=gpu)
+            p = predict(_relaunch(la, config), gpu=gpu, order=args.order)
         except SimulationError as e:        # a deadlock: no time to predict
             sys.stderr.write(f"{e}\n")
             notes.append(f"{la.kernel}{_grid(la)}: {type(e).__name__} at {short_path(e.file)}:{e.line}: "
