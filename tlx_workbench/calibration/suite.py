@@ -743,7 +743,7 @@ def _power_figures(raw: dict, hbm_bytes_per_cycle_132: float | None) -> dict:
             if b["clock_ghz"] < 0.98 * top and duty < 0.85:
                 d = cap_demand * (boost / b["clock_ghz"]) ** 3
                 draws.append(max(0.0, (d - duty * b["flops_per_cycle_per_sm"] / peak16) / (1 - duty)))
-    fitted = (raw.get("fitted") or {}).get("flush_demand") if isinstance(raw.get("fitted"), dict) else None
+    fitted = raw["fitted"].get("flush_demand") if isinstance(raw.get("fitted"), dict) else None
     if bench:
         if draws:
             out["flush_demand"] = statistics.median(draws)

@@ -447,8 +447,8 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     seed picks which runnable task goes next, one interleaving the hardware may run; "time": the task earliest in
     simulated time goes next, so the TMA queue, ALUs and L1 are claimed in the GPU's order and the timeline is
     the same for every seed; with ``schedules`` > 1 the first schedule runs in time order, the others seeded),
-    ``ctas`` (program ids to simulate: output is then partial), ``max_steps`` (guard against endless loops), ``config`` (the autotune
-    config to use: a dict of values, an index, or a triton.Config; default the first),
+    ``ctas`` (program ids to simulate: output is then partial), ``max_steps`` (guard against endless loops),
+    ``config`` (the autotune config to use: a dict of values, an index, or a triton.Config; default the first),
     ``on_deadlock`` ("raise" a DeadlockError, or "return" the result), ``resident`` (how many
     clusters run at once under one scheduler, for CTAs that wait on each other; default 1. A kernel that
     steals work with CLC starts as many clusters as fit on the GPU, or ``resident``, and each

@@ -509,8 +509,9 @@ def from_calibration(model: GPUModel, cal) -> CostModel:
 #: --derive-copy-share --reuse CELLS.json` (2026-12-07, on the cells simulated with the calibration of 2026-12-07
 #: 13:06 UTC): the library's gemm_ws CONFIGS[0], the sustained runs' config, at 4096^3 / 8192^3, fp16 and bf16 (bf16
 #: simulates as fp16): 0.955 / 0.957 / 0.993 / 0.981, median 0.969 (attention's sustained runs at Z=4 / Z=2 against
-#: the Z=1 cells, a cross-check only: 0.931-0.971; on the earlier calibration's simulations the median was 0.983). The H100: the same derivation gives 1.098-1.117 (its simulated gemm_ws is 8-11 % longer than the
-#: kernel sustained): nothing to read there, so its ``mma_copy`` loop's 0.927 stands (``copy_share``)
+#: the Z=1 cells, a cross-check only: 0.931-0.971). The H100: the same derivation gives 1.098-1.117 (its simulated
+#: gemm_ws is 8-11 % longer than the kernel sustained): nothing to read there, so its ``mma_copy`` loop's 0.927 stands
+#: (``copy_share``). The derivation reads seeded-order simulations (docs/decisions.md, "Time order is an option").
 MEASURED_COPY_SHARE = {"H200": 0.969}
 
 
