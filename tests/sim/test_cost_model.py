@@ -355,6 +355,25 @@ def test_l2_loops_with_a_box_of_their_own_per_cta_are_recorded_but_not_fitted():
     assert suite.derive(more) == suite.derive(raw)
 
 
+def test_a_gemms_loads_are_recorded_by_tile_shape_and_leave_the_queue_alone():
+    """The ``gemm_loads`` family's streams (a GEMM's loads in its tile order) are kept by size, GROUP_M and tile
+    shape; on the H100 the 64 x 256 tile's loads get more than the in-step queue's rate with every SM streaming and
+    the 128 x 128 tile's less (docs/cost_model.md, "A GEMM's loads by tile shape"), so one rate serves neither and
+    the queue stays the in-step loops': dropping the family changes no TMA figure."""
+    import copy
+    import json
+    raw = json.loads(open(load("H100").path).read())["raw"]
+    derived = suite.derive(raw)
+    loads, queue = derived["gemm_loads"], derived["tma"]["queue"]["l2"]["132"]["bytes_per_cycle"]
+    for bm, bn, bk, _ in suite.GEMM_LOAD_TILES:
+        assert f"4096/8/{bm}x{bn}x{bk}" in loads
+    assert loads["4096/8/64x256x64"] > 1.2 * queue > loads["4096/8/128x128x64"]
+    assert loads["4096/1/128x256x64"] < loads["4096/8/128x256x64"]      # the grouped order shares more in L2
+    bare = copy.deepcopy(raw)
+    del bare["gemm_loads"]
+    assert suite.derive(bare)["tma"] == derived["tma"] and suite.derive(bare)["gemm_loads"] == {}
+
+
 def test_a_call_that_makes_several_launches_is_predicted_launch_by_launch():
     """``wb.predict`` of the library's attention backward (a row-statistics launch, then the main kernel): one
     prediction per launch, each what predicting that launch alone gives, and the call's time their sum (it used
