@@ -806,7 +806,7 @@ def _tma_queue(tma: list, where: str) -> dict:
     same boxes in the same order (``p * LOADS % REGION`` is 0), the rate that has matched the GEMMs' shared tiles.
     The 256-row boxes with every SM streaming in step are left out. With every SM streaming, the best in-step rate
     is the 8-deep 16 KiB loop at that floor (16384 / ~308 cycles = 53 B/cycle), a bound of the loop as much as of
-    the L2: the ``gemm_loads`` streams read 34-69 B/cycle by tile shape, not charged (docs/cost_model.md)."""
+    the L2: the ``gemm_loads`` streams read 34-68 B/cycle by tile shape, not charged (docs/cost_model.md)."""
     out = {}
     for c in sorted({t["ctas"] for t in tma if t["where"] == where}):
         rows = [t for t in tma if t["where"] == where and t["ctas"] == c and not (c >= 132 and t["box"][0] >= 256)]
@@ -824,12 +824,6 @@ def _tma_queue(tma: list, where: str) -> dict:
         out[str(c)] = dict(bytes_per_cycle=float(rate), latency=float(my - growth * mx),
                            latency_per_load=float(max(0.0, growth)), loop_cycles=float(floor))
     return out
-
-
-def _gemm_streams(rows) -> list:
-    """The ``gemm_loads`` family's readable rows (a failed family records an error instead of a list)."""
-    return [r for r in rows if isinstance(r, dict) and "bytes_per_cycle_per_cta" in r] if isinstance(rows, list) \
-        else []
 
 
 def _store_beside(rows) -> dict:
@@ -919,7 +913,7 @@ def derive(raw: dict) -> dict:
         # a GEMM's loads in its tile order (size^3 / GROUP_M / tile BMxBNxBK fp16 -> bytes per cycle per CTA); not
         # charged: the simulator's TMA loads take the in-step L2 loops' rate (docs/cost_model.md, "A GEMM's loads")
         gemm_loads={f"{r['M']}/{r['group_m']}/{r['BM']}x{r['BN']}x{r['BK']}": r["bytes_per_cycle_per_cta"]
-                    for r in _gemm_streams(raw.get("gemm_loads"))},
+                    for r in raw.get("gemm_loads") or [] if isinstance(r, dict) and "bytes_per_cycle_per_cta" in r},
     )
 
 
