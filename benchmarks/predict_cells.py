@@ -7,7 +7,10 @@ on fresh random inputs: timed by do_bench on the GPU, simulated on the CPU.
 The library's kernels run their default config (``CONFIGS[0]``, attention's ``configs_for`` first),
 plus the warp-barrier A/B pair of ``gemm_ws``; the TLX tutorials run unchanged through their own
 launchers (``hopper_gemm_ws`` with the config ``c0`` the ws_switches experiment used, ``hopper_gemm_pipelined``'s one config,
-``hopper_fa_ws``'s first config).
+``hopper_fa_ws``'s first config), and every other Hopper tutorial of the wheel: the persistent cooperative and
+ping-pong GEMMs (their autotuner held to its first config, ``c0``, on the GPU as in the simulator) and the pipelined
+flash attentions (``hopper_fa_ws_pipelined``'s two configs, ``c0`` one consumer group and ``c1`` two; the ping-pong
+and persistent ping-pong forms' one config).
 """
 from __future__ import annotations
 
@@ -21,6 +24,12 @@ NON_SQUARE = ((8192, 2048, 4096), (2048, 8192, 4096), (4096, 4096, 16384))
 #: the library's attention backward (its default config per masking): a call of several launches, predicted launch
 #: by launch (``wb.CallPrediction``)
 ATTN_BWD_N = (4096, 8192)
+#: the wheel's persistent GEMM tutorials: file stem -> its autotuned kernel (``make_call`` holds it to one config)
+PERSISTENT_GEMMS = {"hopper-persistent-gemm-ws-cooperative": "matmul_kernel_tlx_ws_persistent",
+                    "hopper-persistent-gemm-ws-pingpong": "matmul_kernel_tlx_ws_persistent"}
+#: the wheel's pipelined flash-attention tutorials and the configs (by index) timed
+PIPELINED_FAS = {"hopper_fa_ws_pipelined": ("c0", "c1"), "hopper_fa_ws_pipelined_pingpong": ("c0",),
+                 "hopper_fa_ws_pipelined_pingpong_persistent": ("c0",)}
 
 
 def _cells():
@@ -43,6 +52,14 @@ def _cells():
     for n in ATTN_N:
         out.append(dict(kind="attention", kernel="tut:hopper_fa_ws", config="c0", shape=[1, 32, n, 128],
                         causal=False))
+    for s in SIZES:
+        for stem in PERSISTENT_GEMMS:
+            out.append(dict(kind="gemm", kernel=f"tut:{stem}", config="c0", shape=[s, s, s]))
+    for n in ATTN_N:
+        for stem, configs in PIPELINED_FAS.items():
+            for config in configs:
+                out.append(dict(kind="attention", kernel=f"tut:{stem}", config=config, shape=[1, 32, n, 128],
+                                causal=False))
     for shape in NON_SQUARE:
         for k, config in (("gemm_ws", "default"), ("gemm_pingpong", "default"), ("tut:hopper_gemm_ws", "c0")):
             out.append(dict(kind="gemm", kernel=k, config=config, shape=list(shape)))
@@ -90,6 +107,15 @@ def _tutorial(stem):
     return load_tutorial(stem)
 
 
+def _hold_config(tuner, index):
+    """Hold a tutorial's autotuner to its config ``index`` (of the configs it declares): the GPU then times that
+    config, as the simulator runs it, rather than the one its benchmark would pick. Its cache is cleared, so a cell
+    of another config of the same kernel does not reuse this one's pick."""
+    declared = tuner.__dict__.setdefault("_declared_configs", list(tuner.configs))
+    tuner.configs = [declared[index]]
+    tuner.cache.clear()
+
+
 def make_call(cell, device="cuda", seed=0):
     """(no-argument launch on fresh random inputs, flops) of ``cell``."""
     import torch
@@ -101,6 +127,10 @@ def make_call(cell, device="cuda", seed=0):
         b = torch.randn(K, N, generator=g).to(torch.float16).to(device)
         if kernel.startswith("tut:"):
             mod = _tutorial(kernel[4:])
+            stem = kernel[4:]
+            if stem in PERSISTENT_GEMMS:
+                _hold_config(getattr(mod, PERSISTENT_GEMMS[stem]), int(cell["config"][1:]))
+                return (lambda: mod.matmul_tlx_ws_persistent(a, b)), flops(cell)
             if cell["config"] == "c0":
                 from suite import TUT_GEMM_WS_C0
                 return (lambda: mod.matmul(a, b, config=dict(TUT_GEMM_WS_C0))), flops(cell)
@@ -117,7 +147,7 @@ def make_call(cell, device="cuda", seed=0):
     scale = 1.0 / math.sqrt(D)
     if kernel.startswith("tut:"):
         mod = _tutorial(kernel[4:])
-        cfg = dict(mod.configs[0].kwargs)
+        cfg = dict(mod.configs[int(cell["config"][1:])].kwargs)
         return (lambda: mod.attention(q, k, v, scale, config=cfg)), flops(cell)
     from tlx_workbench.kernels import attention as att
     cfg = attention_config(cell["shape"], cell.get("causal", False))
