@@ -295,11 +295,26 @@ def launch_facts(jit, args, kwargs, gpu) -> tuple:
         occ = max(1, occupancy(res, gpu_model(gpu)))
         loads, stores = spill_loads(report.ptxas_advisories), spill_stores(report.ptxas_advisories)
         serial = serializes_wgmma(report.ptxas_advisories)
-        return occ, loads + stores, serial, (f"{res.registers} registers, {res.smem_bytes} B SMEM, {occ} CTA(s)/SM, "
-                                             f"{loads} B/thread spill loads, {stores} B/thread spill stores"
-                                             + (", wgmma serialized" if serial else ""))
+        spills, where = loop_spills(report, loads + stores)
+        return occ, spills, serial, (f"{res.registers} registers, {res.smem_bytes} B SMEM, {occ} CTA(s)/SM, "
+                                     f"{loads} B/thread spill loads, {stores} B/thread spill stores{where}"
+                                     + (", wgmma serialized" if serial else ""))
     except Exception as e:  # noqa: BLE001 - a prediction without the compiler's facts is still one
         return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+
+
+def loop_spills(report, total: int) -> tuple[int, str]:
+    """(spill bytes per thread a wgmma loop's iteration runs, what to say of it) of a compiled kernel whose ptxas
+    spills are ``total``: its SASS's wgmma loop's local loads and stores (``compiler.sass_loops``), the spills in
+    the prologue and epilogue left out; the whole ``total`` where no loop holds a wgmma or the SASS cannot be read."""
+    if not total:
+        return 0, ""
+    from ...compiler.sass_loops import spill_placement
+    sass = report.sass
+    placement = spill_placement(sass) if sass and not sass.startswith("// SASS unavailable") else None
+    if placement is None or not placement.loops or placement.loads + placement.stores != total:
+        return total, ""
+    return placement.per_iteration, f" ({placement})"
 
 
 def charged_spills(launch, grid, gpu, ctas_per_sm, facts) -> tuple[float, str]:

@@ -1,0 +1,117 @@
+"""compiler.sass_loops: where a kernel's register spills run, read off its SASS's loops.
+
+The cost model charges a spilling kernel's local loads and stores once per iteration of its wgmma loop; ptxas's
+spill figures count every LDL / STL of the code, the prologue's and epilogue's too. The reading must find the
+loop a consumer warp group runs per k-step or KV block, and not mistake an mbarrier wait's out-of-line retry path
+(placed at the end of the function, branching back) for a loop around the code between."""
+import re
+
+import pytest
+from tutorial_cases import case
+
+import tlx_workbench as wb
+from tlx_workbench.compiler import sass_loops
+from tlx_workbench.compiler.occupancy import spill_loads, spill_stores
+
+# a consumer's shape in SASS: a prologue that zeroes a spilled accumulator, a wait whose retry path sits at the end
+# of the function and branches back to the instruction after the wait, then the k-step loop (a reload, two wgmmas,
+# a store back, a second wait with its retry path), then an epilogue reload
+SYNTHETIC = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   STL.128 [R1], RZ ;
+        /*0020*/                   STL.64 [R1+0x10], RZ ;
+        /*0030*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R2+URZ], R3 ;
+        /*0040*/               @!P0 BRA `(.L_x_7) ;
+.L_x_8:
+        /*0050*/                   IADD3 R4, R4, 0x1, RZ ;
+.L_x_2:
+        /*0060*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [R2+URZ+0x8], R3 ;
+        /*0070*/               @!P1 BRA `(.L_x_9) ;
+.L_x_10:
+        /*0080*/                   LDL.64 R8, [R1+0x10] ;
+        /*0090*/                   WARPGROUP.ARRIVE ;
+        /*00a0*/                   HGMMA.64x128x16.F32 R24, gdesc[UR4], R24 ;
+        /*00b0*/                   HGMMA.64x128x16.F32 R24, gdesc[UR8], R24, gsb0 ;
+        /*00c0*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;
+        /*00d0*/                   STL [R1+0x18], R9 ;
+        /*00e0*/                   ISETP.NE.AND P2, PT, R4, R5, PT ;
+        /*00f0*/               @P2 BRA `(.L_x_2) ;
+        /*0100*/                   LDL.128 R12, [R1] ;
+        /*0110*/                   EXIT ;
+.L_x_7:
+        /*0120*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R2+URZ], R3 ;
+        /*0130*/               @!P0 BRA `(.L_x_7) ;
+        /*0140*/                   BRA `(.L_x_8) ;
+.L_x_9:
+        /*0150*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [R2+URZ+0x8], R3 ;
+        /*0160*/               @!P1 BRA `(.L_x_9) ;
+        /*0170*/                   BRA `(.L_x_10) ;
+"""
+
+
+def test_the_k_step_loop_is_found_and_the_retry_paths_are_loops_of_their_own():
+    instrs, labels = sass_loops._read(SYNTHETIC)
+    found = {h: body for h, body in sass_loops.loops(SYNTHETIC)}
+    sizes = sorted(len(b) for b in found.values())
+    # the two retry paths (TRYWAIT + its branch back) and the k-step loop (its wait, the wait's retry path, the
+    # reload, the wgmmas, the store, the back branch): nothing before the loop, nothing after it
+    assert sizes == [2, 2, 13], found
+    loop = max(found.values(), key=len)
+    assert labels[".L_x_2"] in loop and labels[".L_x_9"] in loop
+    assert not loop & {0, 1, 2, 3, 4, 5, labels[".L_x_8"]}
+    assert instrs.index("LDL.128 R12, [R1]") not in loop
+
+
+def test_the_placement_counts_the_loop_once_and_the_rest_not_per_iteration():
+    p = sass_loops.spill_placement(SYNTHETIC)
+    assert (p.loads, p.stores) == (8 + 16, 16 + 8 + 4)
+    assert (p.loop_loads, p.loop_stores, p.loops) == (8, 4, 1)
+    assert p.per_iteration == 12
+    assert str(p) == "8 + 4 B in the wgmma loop, per iteration"
+
+
+def test_a_kernel_without_a_wgmma_loop_keeps_its_whole_spill_count():
+    text = SYNTHETIC.replace("HGMMA.64x128x16.F32", "FFMA")
+    p = sass_loops.spill_placement(text)
+    assert p.loops == 0 and p.per_iteration == p.loads + p.stores == 52
+    assert sass_loops.spill_placement("") == sass_loops.SpillPlacement(0, 0, 0, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def fa_ws_one_group():
+    """TLX's hopper_fa_ws with its first config (one consumer warp group, 128 x 128: it spills), compiled offline."""
+    kernel, args, kw, target = case("hopper_fa_ws")
+    return wb.compile(kernel, *args, target=target, **dict(kw, config=0))
+
+
+def test_a_real_spilling_kernel_the_totals_are_ptxas_and_the_loop_is_the_kv_loop(fa_ws_one_group):
+    report = fa_ws_one_group
+    loads, stores = spill_loads(report.ptxas_advisories), spill_stores(report.ptxas_advisories)
+    assert loads > 0 and stores > 0
+    p = sass_loops.spill_placement(report.sass)
+    assert (p.loads, p.stores) == (loads, stores)
+    assert p.loops >= 1
+    # the KV loop reloads and stores back part of the spilled state, not all of it: the prologue zeroes it
+    assert 0 < p.loop_loads < loads and 0 < p.loop_stores < stores
+    # an independent count: the LDL / STL between the wgmma loop's head label and its backward branch, in address
+    # order (the retry paths out of line at the end of the function hold no local loads or stores)
+    instrs, labels = sass_loops._read(report.sass)
+    wgmma = [i for i, t in enumerate(instrs) if "HGMMA" in t]
+    backs = [(labels[m.group(1)], i) for i, t in enumerate(instrs)
+             for m in [re.search(r"BRA `\((\.L\w+)\)", t)] if m and labels.get(m.group(1), i + 1) <= i]
+    head, tail = min(((h, b) for h, b in backs if h <= wgmma[0] <= b and h <= wgmma[-1] <= b),
+                     key=lambda hb: hb[1] - hb[0])
+    span = instrs[head:tail + 1]
+    assert sass_loops._local_bytes(span, "LDL") == p.loop_loads
+    assert sass_loops._local_bytes(span, "STL") == p.loop_stores
+
+
+def test_predict_charges_the_loop_spills_per_iteration_and_says_so(fa_ws_one_group):
+    from tlx_workbench.sim.timing.prediction import loop_spills
+    report = fa_ws_one_group
+    total = spill_loads(report.ptxas_advisories) + spill_stores(report.ptxas_advisories)
+    spills, where = loop_spills(report, total)
+    p = sass_loops.spill_placement(report.sass)
+    assert spills == p.loop_loads + p.loop_stores < total
+    assert "in the wgmma loop, per iteration" in where
+    assert loop_spills(report, 0) == (0, "")
