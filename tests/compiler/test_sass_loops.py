@@ -59,7 +59,7 @@ def test_the_k_step_loop_is_found_and_the_retry_paths_are_loops_of_their_own():
     loop = max(found.values(), key=len)
     assert labels[".L_x_2"] in loop and labels[".L_x_9"] in loop
     assert not loop & {0, 1, 2, 3, 4, 5, labels[".L_x_8"]}
-    assert instrs.index("LDL.128 R12, [R1]") not in loop
+    assert next(i for i, ins in enumerate(instrs) if ins.opcode == "LDL.128") not in loop
 
 
 def test_the_placement_counts_the_loop_once_and_the_rest_not_per_iteration():
@@ -96,9 +96,9 @@ def test_a_real_spilling_kernel_the_totals_are_ptxas_and_the_loop_is_the_kv_loop
     # an independent count: the LDL / STL between the wgmma loop's head label and its backward branch, in address
     # order (the retry paths out of line at the end of the function hold no local loads or stores)
     instrs, labels = sass_loops._read(report.sass)
-    wgmma = [i for i, t in enumerate(instrs) if "HGMMA" in t]
-    backs = [(labels[m.group(1)], i) for i, t in enumerate(instrs)
-             for m in [re.search(r"BRA `\((\.L\w+)\)", t)] if m and labels.get(m.group(1), i + 1) <= i]
+    wgmma = [i for i, ins in enumerate(instrs) if ins.opcode.startswith("HGMMA")]
+    backs = [(labels[m.group(1)], i) for i, ins in enumerate(instrs) if ins.opcode.startswith("BRA")
+             for m in [re.search(r"\((\.L\w+)\)", ins.operands)] if m and labels.get(m.group(1), i + 1) <= i]
     head, tail = min(((h, b) for h, b in backs if h <= wgmma[0] <= b and h <= wgmma[-1] <= b),
                      key=lambda hb: hb[1] - hb[0])
     span = instrs[head:tail + 1]

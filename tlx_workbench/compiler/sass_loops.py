@@ -22,12 +22,9 @@ epilogue; only the loop's run once per iteration. :func:`spill_placement` reads 
 from __future__ import annotations
 
 import dataclasses
-import re
 
-_INSTR = re.compile(r"^\s*/\*([0-9a-fA-F]{4,})\*/\s+(.*?)\s*;?\s*$")
-_PRED = re.compile(r"^@!?U?P[T\d]+\s+")
-_LABEL = re.compile(r"^(\.L\w+):\s*$")
-_TARGET = re.compile(r"`\((\.L\w+)\)")
+from .wgmma_overlap import _TARGET, _read as _read_sass     # the one reader of SASS text
+
 _ENDS = ("BRA", "EXIT", "RET", "BRX", "JMP", "JMX", "CALL")
 _NO_FALL_THROUGH = ("BRA", "EXIT", "RET", "BRX", "JMP", "JMX")
 #: bytes per thread of a local load / store by its type suffix (no suffix: 32 bits)
@@ -64,44 +61,26 @@ class _Block:
     pred: set = dataclasses.field(default_factory=set)
 
 
-def _read(sass: str) -> tuple[list[str], dict[str, int]]:
-    """Each instruction's text without its predicate (in address order), and label -> instruction index."""
-    instrs, labels, pending = [], {}, []
-    for raw in sass.splitlines():
-        m = _LABEL.match(raw.strip())
-        if m:
-            pending.append(m.group(1))
-            continue
-        m = _INSTR.match(raw)
-        if not m:
-            continue
-        for lab in pending:
-            labels[lab] = len(instrs)
-        pending = []
-        instrs.append(m.group(2))
-    return instrs, labels
+def _read(sass: str) -> tuple[list, dict[str, int]]:
+    """The instructions (``wgmma_overlap``'s: opcode, operands, whether predicated; in address order) and label ->
+    instruction index."""
+    return _read_sass(sass, "")
 
 
-def _opcode(text: str) -> str:
-    return _PRED.sub("", text).split(" ", 1)[0]
-
-
-def _blocks(instrs: list[str], labels: dict[str, int]) -> list[_Block]:
+def _blocks(instrs: list, labels: dict[str, int]) -> list[_Block]:
     leaders = {0} | set(labels.values())
-    for i, text in enumerate(instrs):
-        if _opcode(text).startswith(_ENDS) and i + 1 < len(instrs):
+    for i, ins in enumerate(instrs):
+        if ins.opcode.startswith(_ENDS) and i + 1 < len(instrs):
             leaders.add(i + 1)
     starts = sorted(x for x in leaders if x < len(instrs))
     blocks = [_Block(s, starts[n + 1] if n + 1 < len(starts) else len(instrs)) for n, s in enumerate(starts)]
     at = {b.start: n for n, b in enumerate(blocks)}
     for n, b in enumerate(blocks):
         last = instrs[b.end - 1]
-        op = _opcode(last)
-        target = _TARGET.search(last)
-        if op.startswith(("BRA", "BRX", "JMP", "JMX")) and target and target.group(1) in labels:
+        target = _TARGET.search(last.operands)
+        if last.opcode.startswith(("BRA", "BRX", "JMP", "JMX")) and target and target.group(1) in labels:
             b.succ.add(at[labels[target.group(1)]])
-        conditional = bool(_PRED.match(last))
-        if (conditional or not op.startswith(_NO_FALL_THROUGH)) and n + 1 < len(blocks):
+        if (last.predicated or not last.opcode.startswith(_NO_FALL_THROUGH)) and n + 1 < len(blocks):
             b.succ.add(n + 1)
     for n, b in enumerate(blocks):
         for s in b.succ:
@@ -155,10 +134,10 @@ def loops(sass: str) -> list[tuple[int, frozenset]]:
             for h, body in bodies.items()]
 
 
-def _local_bytes(texts, kind: str) -> int:
+def _local_bytes(instrs, kind: str) -> int:
     total = 0
-    for text in texts:
-        op = _opcode(text).split(".")
+    for ins in instrs:
+        op = ins.opcode.split(".")
         if op[0] == kind:
             total += next((_WIDTH[s] for s in reversed(op[1:]) if s in _WIDTH), 4)
     return total
@@ -168,7 +147,7 @@ def spill_placement(sass: str) -> SpillPlacement:
     """The local loads and stores of ``sass`` (bytes per thread, as ptxas counts spills) and those of its
     wgmma loops, per iteration of the largest."""
     instrs, _ = _read(sass)
-    wgmma = {i for i, t in enumerate(instrs) if _opcode(t).startswith("HGMMA")}
+    wgmma = {i for i, ins in enumerate(instrs) if ins.base == "HGMMA"}
     found = [body for _, body in loops(sass) if body & wgmma]
     inner = [b for b in found if not any(o < b and o & wgmma for o in found)]
     per_loop = [(_local_bytes((instrs[i] for i in b), "LDL"), _local_bytes((instrs[i] for i in b), "STL"))
