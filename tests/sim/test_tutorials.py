@@ -71,3 +71,20 @@ def test_context_manager_and_kernel_fn_launch(tutorial):
     assert r.kernel == "matmul_kernel_tlx_ws" and r.gpu == "H100" and r.grid == (4, 1, 1)
     assert {l[1] for l in r.trace.lanes()} == {"default", "task1"}
     assert "matmul_kernel_tlx_ws" in repr(r) and "<table>" in r._repr_html_()
+
+
+def test_predict_refuses_a_launch_the_compiler_rejects(tutorial):
+    """TLX's hopper_gemm_pipelined with N=5000 (not a multiple of 16: Triton cannot assume the rows of B 16-byte
+    aligned, so its cp.async would move 2 bytes): the GPU would not compile the launch, so wb.predict gives no time
+    for it and names the line, where a multiple of 16 predicts."""
+    import tlx_workbench as wb
+    from tlx_workbench.errors import CompileError
+    mod = tutorial("hopper_gemm_pipelined")
+    g = torch.Generator().manual_seed(torch.seed() % 2**31)
+    a = torch.randn(256, 128, generator=g).half()
+    with wb.offline("H200"):
+        with pytest.raises(CompileError) as err:
+            wb.predict(lambda: mod.matmul(a, torch.randn(128, 5000, generator=g).half()), gpu="H200")
+        assert err.value.line is not None and "cp.async" in str(err.value)
+        p = wb.predict(lambda: mod.matmul(a, torch.randn(128, 5008, generator=g).half()), gpu="H200")
+    assert p.us > 0 and "registers" in p.compiled

@@ -274,17 +274,19 @@ def schedule_ctas(times: list, slots: int) -> float:
     return end
 
 
-def compiled_facts(result, gpu) -> tuple:
-    """(occupancy, spill loads and stores per thread, wgmma serialized, summary) of the launch ``result`` simulated,
-    compiled offline for ``gpu`` by the real compiler (its caches make a second call cheap); (None, 0, False,
-    why) if it cannot."""
+def compiled_facts(result, gpu, strict: bool = False) -> tuple:
+    """(occupancy, spill bytes per thread a wgmma loop's iteration runs, wgmma serialized, summary) of the launch
+    ``result`` simulated, compiled offline for ``gpu`` by the real compiler (its caches make a second call cheap);
+    (None, 0, False, why) if it cannot. ``strict``: a kernel the compiler rejects for this launch (a
+    ``CompileError``, naming the line) raises, as it would on the GPU; a compiler that cannot run here does not."""
     if result.launch is None:
         return None, 0, False, "not compiled (no launch recorded)"
-    return launch_facts(*result.launch, gpu)
+    return launch_facts(*result.launch, gpu, strict=strict)
 
 
-def launch_facts(jit, args, kwargs, gpu) -> tuple:
+def launch_facts(jit, args, kwargs, gpu, strict: bool = False) -> tuple:
     """:func:`compiled_facts` of the launch ``jit[grid](*args, **kwargs)`` before it is simulated."""
+    from ...errors import CompileError
     from ...compiler import compile as wb_compile
     from ...compiler.launch_options import compile_kwargs
     from ...compiler.occupancy import occupancy, serializes_wgmma, spill_loads, spill_stores
@@ -299,6 +301,10 @@ def launch_facts(jit, args, kwargs, gpu) -> tuple:
         return occ, spills, serial, (f"{res.registers} registers, {res.smem_bytes} B SMEM, {occ} CTA(s)/SM, "
                                      f"{loads} B/thread spill loads, {stores} B/thread spill stores{where}"
                                      + (", wgmma serialized" if serial else ""))
+    except CompileError as e:
+        if strict:
+            raise
+        return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
     except Exception as e:  # noqa: BLE001 - a prediction without the compiler's facts is still one
         return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
 
@@ -369,7 +375,8 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     others interpolated; see the module doc). A call that makes several launches gives a :class:`CallPrediction`:
     each launch predicted as above, replayed as the call made it, and their sum.
     ``compile``: ask the real compiler (offline) for the kernel's occupancy and register spills, which
-    the cost model then charges; ``occupancy`` / ``spills`` given outright skip that.
+    the cost model then charges (a launch it rejects raises its ``CompileError``, naming the line: the GPU would
+    not run it); ``occupancy`` / ``spills`` given outright skip that.
     ``numerics``: by default timing only (``simulate(numerics=False)``); True also computes the data.
     ``window``: how the launch is timed, which sets the clock it runs at: "do_bench" (L2 flushed between
     launches, the default), "sustained" (back to back) or "single" (once, after idle).
@@ -406,7 +413,7 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
                                  order=order, **lkwargs))
         return CallPrediction(parts, sim_seconds=time.perf_counter() - t0)
     if compile and (occupancy is None or spills is None):
-        facts = compiled_facts(first, model.name)
+        facts = compiled_facts(first, model.name, strict=True)      # a launch the GPU cannot compile has no time
         c_occ, _, c_serial, _ = facts
         c_sp, note = charged_spills(first.launch, first.grid, model.name, occupancy or c_occ or 1, facts)
         new = (occupancy or c_occ or 1, spills if spills is not None else c_sp, c_serial)
