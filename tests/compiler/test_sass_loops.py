@@ -115,3 +115,11 @@ def test_predict_charges_the_loop_spills_per_iteration_and_says_so(fa_ws_one_gro
     assert spills == p.loop_loads + p.loop_stores < total
     assert "in the wgmma loop, per iteration" in where
     assert loop_spills(report, 0) == (0, "")
+
+
+def test_the_report_says_where_its_spills_run(fa_ws_one_group):
+    report = fa_ws_one_group
+    p = report.spill_placement
+    said = f"spill code {p.loads} B loaded + {p.stores} B stored; {p.loop_loads} + {p.loop_stores} B in the wgmma loop"
+    assert said in str(report)
+    assert said in report._repr_html_()

@@ -285,6 +285,21 @@ class CompileReport:
         return list(self._ptxas().functions)
 
     @property
+    def spill_placement(self):
+        """Where the kernel's local loads and stores (ptxas's spills) run: their bytes per thread in the whole code
+        and in its wgmma loop, per iteration (``sass_loops.SpillPlacement``; read off the SASS); None when the SASS
+        cannot be read.
+
+        >>> str(report.spill_placement)     # doctest: +SKIP
+        '748 + 744 B in the wgmma loop, per iteration'
+        """
+        sass = self.sass
+        if not sass or sass.startswith("// SASS unavailable"):
+            return None
+        from .sass_loops import spill_placement
+        return spill_placement(sass)
+
+    @property
     def wgmma_overlap(self):
         """What ptxas runs under each in-flight wgmma (Hopper): one ``WgmmaGroup`` per
         ``tlx.async_dot`` in SASS order, with its A operand, the wait that retires it, the MUFU /

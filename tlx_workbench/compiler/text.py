@@ -52,13 +52,26 @@ def overlap_lines(r) -> list[str]:
     return out
 
 
+def spills_text(r) -> str:
+    """The report's local-memory bytes and, where ptxas spilled, its spill code and the part a loop around the
+    wgmmas runs once per iteration (``CompileReport.spill_placement``)."""
+    text = f"{r.resources.spills} B"
+    if not any(f.spill_store_bytes or f.spill_load_bytes for f in r.ptxas_functions):
+        return text
+    p = r.spill_placement
+    if p is None:
+        return text
+    return text + (f" (spill code {p.loads} B loaded + {p.stores} B stored"
+                   + (f"; {p}" if p.loops else "") + ")")
+
+
 def render_text(r) -> str:
     res = r.resources
     lines = [f"CompileReport {r.kernel} for {r.target} ({r.gpu}), {r.source.file}:{r.source.first_line}"]
     smem_pct = 100 * res.smem_bytes / res.smem_limit if res.smem_limit else 0
     lines.append(f"  SMEM {res.smem_bytes} B of {res.smem_limit} B ({smem_pct:.0f}%)"
                  + (f" | TMEM {res.tmem_columns}/{res.tmem_limit} columns" if res.tmem_limit else "")
-                 + f" | {res.registers} regs/thread | spills {res.spills} B | {res.num_warps} warps"
+                 + f" | {res.registers} regs/thread | spills {spills_text(r)} | {res.num_warps} warps"
                  + (f" | {res.num_ctas} CTAs/cluster" if res.num_ctas > 1 else ""))
     lines += advisory_lines(r.ptxas_advisories)
     lines += overlap_lines(r)

@@ -9,6 +9,7 @@ import html
 import re
 
 from .. import views
+from ..compiler.text import spills_text
 
 _CSS = """
 .tlxwb-report{font-family:system-ui,-apple-system,Segoe UI,sans-serif;font-size:13px;color:#222;max-width:1100px}
@@ -160,7 +161,7 @@ def render_html(r, excerpts: bool = True, title: str | None = None) -> str:
     if res.tmem_limit:
         rows.append(["tensor memory", f"{res.tmem_columns} of {res.tmem_limit} columns "
                                       f"({_pct(res.tmem_columns, res.tmem_limit)})"])
-    rows += [["registers / thread", _e(res.registers)], ["spills (local bytes)", _e(res.spills)],
+    rows += [["registers / thread", _e(res.registers)], ["spills (local bytes)", _e(spills_text(r))],
              ["warps (all tasks)", _e(res.num_warps)], ["CTAs per cluster", _e(res.num_ctas)],
              ["options", _e(", ".join(f"{k}={r.options.get(k)}" for k in ("num_warps", "num_stages", "num_ctas",
                                                                          "maxnreg")))],

@@ -315,9 +315,7 @@ def loop_spills(report, total: int) -> tuple[int, str]:
     the prologue and epilogue left out; the whole ``total`` where no loop holds a wgmma or the SASS cannot be read."""
     if not total:
         return 0, ""
-    from ...compiler.sass_loops import spill_placement
-    sass = report.sass
-    placement = spill_placement(sass) if sass and not sass.startswith("// SASS unavailable") else None
+    placement = report.spill_placement
     if placement is None or not placement.loops or placement.loads + placement.stores != total:
         return total, ""
     return placement.per_iteration, f" ({placement})"
