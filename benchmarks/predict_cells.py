@@ -126,8 +126,8 @@ def make_call(cell, device="cuda", seed=0):
         a = torch.randn(M, K, generator=g).to(torch.float16).to(device)
         b = torch.randn(K, N, generator=g).to(torch.float16).to(device)
         if kernel.startswith("tut:"):
-            mod = _tutorial(kernel[4:])
             stem = kernel[4:]
+            mod = _tutorial(stem)
             if stem in PERSISTENT_GEMMS:
                 _hold_config(getattr(mod, PERSISTENT_GEMMS[stem]), int(cell["config"][1:]))
                 return (lambda: mod.matmul_tlx_ws_persistent(a, b)), flops(cell)

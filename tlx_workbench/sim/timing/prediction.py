@@ -286,10 +286,10 @@ def compiled_facts(result, gpu, strict: bool = False) -> tuple:
 
 def launch_facts(jit, args, kwargs, gpu, strict: bool = False) -> tuple:
     """:func:`compiled_facts` of the launch ``jit[grid](*args, **kwargs)`` before it is simulated."""
-    from ...errors import CompileError
     from ...compiler import compile as wb_compile
     from ...compiler.launch_options import compile_kwargs
     from ...compiler.occupancy import occupancy, serializes_wgmma, spill_loads, spill_stores
+    from ...errors import CompileError
     from ...target import gpu_model
     try:
         report = wb_compile(jit, *args, target=gpu, sass="lazy", **compile_kwargs(kwargs))
@@ -301,11 +301,9 @@ def launch_facts(jit, args, kwargs, gpu, strict: bool = False) -> tuple:
         return occ, spills, serial, (f"{res.registers} registers, {res.smem_bytes} B SMEM, {occ} CTA(s)/SM, "
                                      f"{loads} B/thread spill loads, {stores} B/thread spill stores{where}"
                                      + (", wgmma serialized" if serial else ""))
-    except CompileError as e:
-        if strict:
-            raise
-        return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
     except Exception as e:  # noqa: BLE001 - a prediction without the compiler's facts is still one
+        if strict and isinstance(e, CompileError):
+            raise
         return None, 0, False, f"not compiled ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
 
 
