@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/cost_model_validation.py --only tut: fp8       # cells whose key holds a substring
     .venv/bin/python benchmarks/cost_model_validation.py --reuse OUT.json      # re-time stored simulations
     .venv/bin/python benchmarks/cost_model_validation.py --measured FILE.json  # another run of the predict cells
+    .venv/bin/python benchmarks/cost_model_validation.py --measured FILE.json --unmeasured   # predict what it lacks
     source .gpu/env.sh && python3 benchmarks/cost_model_validation.py --gpu    # on the GPU: measure the cells
 
 Writes ``--out`` (default ``$OUT`` or ``/tmp``) ``cost_model_validation.{json,md}`` and prints the table.
@@ -478,6 +479,33 @@ def derive_copy_share(reuse_paths):
     return med
 
 
+def predict_unmeasured(measured, out: pathlib.Path, window: str = "do_bench", argv=None) -> dict:
+    """Predict every predict cell (``predict_cells.CELLS``) that the ``measured`` runs have not timed: a prediction on
+    record before the GPU measures it. Writes ``cost_model_unmeasured.json`` (rows as the validation's, less the
+    measured side)."""
+    from predict_cells import CELLS
+    timed_keys = {key(r["cell"]) for r in measured["rows"]}
+    rows = []
+    for cell in CELLS:
+        if key(cell) in timed_keys:
+            continue
+        sim = simulate(cell)
+        p = timed(cell, sim, window)
+        rows.append(dict(cell=cell, half=half(cell), predicted_us=p.us, clock_ghz=p.clock_ghz, regime=p.clock.regime,
+                         tensor_util=p.clock.tensor_util, bound=p.bound, tflops=flops(cell) / (p.us * 1e-6) / 1e12,
+                         roof_tflops=roof_tflops(cell, p.clock_ghz), sim=sim))
+        print(f"{label(cell):60s} pred {p.us:9.1f} us  {p.clock_ghz:.3f} GHz {p.clock.regime:9s} {p.bound:11s} "
+              f"{rows[-1]['tflops']:5.0f}/{rows[-1]['roof_tflops']:4.0f} TF  ({sim['sim_seconds']:.0f} s)", flush=True)
+    from tlx_workbench.sim.timing.cost import cost_model
+    cal = cost_model(GPU).calibration
+    result = dict(gpu=GPU, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), window=window,
+                  command=" ".join(["benchmarks/cost_model_validation.py"] + (argv or sys.argv[1:])),
+                  calibration=dict(date=cal.date, power=cal.power), rows=rows)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cost_model_unmeasured.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=[], help="cells whose key holds one of these substrings")
@@ -501,6 +529,9 @@ def main(argv=None):
                     help="which measured time to check against (graph: a --gpu run's CUDA-graph replay)")
     ap.add_argument("--gpu-model", default=None, help="whose calibration predicts (default: the GPU --measured was "
                                                      "taken on)")
+    ap.add_argument("--unmeasured", action="store_true",
+                    help="predict the cells the --measured runs have not timed, before a GPU does: writes "
+                         "cost_model_unmeasured.json (its rows serve --reuse once they are timed)")
     args = ap.parse_args(argv)
     if args.gpu:
         return measure(args.out, args.rounds)
@@ -511,6 +542,8 @@ def main(argv=None):
         return fit_flush(args.reuse)
     if args.derive_copy_share:
         return derive_copy_share(args.reuse)
+    if args.unmeasured:
+        return predict_unmeasured(measured, pathlib.Path(args.out), args.window, argv)
     cells = predict_cells(measured, args.timer)
     cells += cells_fp8_measured(measured, args.timer) or \
         ([] if args.no_fp8 else fp8_cells(sizes=tuple(args.fp8_sizes)))

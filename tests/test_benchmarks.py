@@ -419,3 +419,30 @@ def test_the_backward_cells_are_the_default_configs_median_over_the_runs_that_ti
                     and t["causal"] == c["cell"]["causal"])
         assert len(ms) == 3 and c["measured_us"] == pytest.approx(ms[1] * 1e3)
         assert c["cell"]["cfg"] and cmv.half(c["cell"]) == "validation"
+
+
+def test_the_cost_model_check_predicts_the_cells_no_run_has_timed_and_its_rows_serve_reuse(tmp_path):
+    """``--unmeasured``: every predict cell the --gpu runs lack is predicted (a prediction on record before a GPU
+    times it), here the one cell left out of a run that timed all the others; its row keeps the simulated facts,
+    so a later check re-times it with --reuse instead of simulating again."""
+    cmv = _load("cost_model_validation")
+    from predict_cells import CELLS
+    left = next(c for c in CELLS if c["kernel"] == "tut:hopper-persistent-gemm-ws-pingpong" and c["shape"][0] == 1024)
+    device = "NVIDIA H100 80GB HBM3, 132 SMs"
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(dict(device=device, date="d", rows=[dict(cell=c, us=100.0, rounds=[])
+                                                                   for c in CELLS if c != left])))
+    out = cmv.main(["--measured", str(path), "--unmeasured", "--out", str(tmp_path)])
+    assert [r["cell"] for r in out["rows"]] == [left] and out["gpu"] == "H100"
+    row = out["rows"][0]
+    assert row["predicted_us"] > 0 and row["sim"]["cta_cycles"] > 0 and "measured_us" not in row
+    stored = json.loads((tmp_path / "cost_model_unmeasured.json").read_text())
+    assert stored["rows"][0]["predicted_us"] == pytest.approx(row["predicted_us"])
+    # once timed: --reuse re-times the stored simulation to the same prediction
+    path.write_text(json.dumps(dict(device=device, date="d", rows=[dict(cell=left, us=row["predicted_us"] * 1.1,
+                                                                        rounds=[])])))
+    again = cmv.main(["--measured", str(path), "--no-fp8", "--reuse", str(tmp_path / "cost_model_unmeasured.json"),
+                      "--out", str(tmp_path)])
+    (timed,) = again["rows"]
+    assert timed["cell"] == left and timed["sim"] == row["sim"]
+    assert timed["predicted_us"] == pytest.approx(row["predicted_us"]) and timed["error"] == pytest.approx(1 / 1.1 - 1)
