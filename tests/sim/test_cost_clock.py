@@ -330,3 +330,26 @@ def test_the_explorer_predicts_a_config_of_several_launches_as_wb_predict_does()
     assert isinstance(p, wb.CallPrediction) and len(p.parts) >= 2
     assert m["predicted_us"] == pytest.approx(p.us, rel=1e-9) and m["bound"] == p.bound
     assert m["predicted_cycles"] == pytest.approx(sum(x.cycles for x in p.parts), rel=1e-9)
+
+
+def test_a_spilling_loop_pays_its_spills_once_per_iteration_even_after_a_peeled_dot():
+    """gemm_ws runs its first k-step's async_dot at a line of its own before the loop: the loop's iterations still
+    pay the whole per-iteration spill charge at the loop's one async_dot (it was halved: spread over both lines)."""
+    from tlx_workbench.kernels import gemm_ws
+    g = torch.Generator().manual_seed(torch.seed() % 2**31)
+    a, b = (torch.randn(512, 512, generator=g).half() for _ in range(2))
+    c = torch.empty(512, 512, dtype=torch.float16)
+    cfg = dict(gemm_ws.CONFIGS[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = wb.simulate(lambda: gemm_ws.launch(a, b, c, cfg), gpu="H200", ctas=[0], spills=1000, numerics=False)
+    spans = [s for s in res.trace.spans if s.name == "register spills" and s.lane[0] == 0]
+    by_lane = {}
+    for s in sorted(spans, key=lambda s: s.start):
+        by_lane.setdefault(s.lane, []).append(s)
+    assert by_lane
+    for lane, ss in by_lane.items():
+        lines = [s.line for s in ss]
+        assert len(set(lines)) == 2, lines                 # the peeled dot, then the loop's
+        loop = [s for s in ss if s.line == lines[-1]][1:]  # every iteration after the loop's first
+        assert loop and all(s.args["bytes"] == pytest.approx(1000 * 128) for s in loop)

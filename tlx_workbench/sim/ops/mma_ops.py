@@ -19,6 +19,20 @@ from ..schedule.scheduler import AsyncOp, Task
 TMEM_LATENCY = 16.0     # tcgen05.ld/st issue-to-data, cycles (order of a shared-memory access)
 
 
+def _iteration_lines(seen: list, line) -> int:
+    """How many async_dot lines a loop's iteration holds, as seen from a warp group that runs ``line`` now after
+    ``seen`` (its earlier async_dot lines, latest last): the distinct lines since it last ran ``line``, this one
+    included; all of them where it never has (the first iteration, or a dot before the loop).
+
+    >>> _iteration_lines([133], 142), _iteration_lines([133, 142], 142), _iteration_lines([189, 211, 189], 211)
+    (2, 1, 2)
+    """
+    for back in range(len(seen) - 1, -1, -1):
+        if seen[back] == line:
+            return len(set(seen[back + 1:]) | {line})
+    return len(set(seen) | {line})
+
+
 class MmaOps:
     """The MMA methods of a CTA (wgmma and its wait, tcgen05 MMA/commit, tmem_copy)."""
 
@@ -39,10 +53,11 @@ class MmaOps:
         start = t.clock
         if self.cost.spill_bytes:
             # a spilling kernel's loop stores and reloads its spilled registers once per iteration, through the L1
-            # that every warp group of the CTA shares: spread over the async_dot lines this warp group has run (a
-            # loop's first iteration pays a little more where it holds several)
-            t.dot_lines.add(line)
-            nbytes = self.cost.spill_bytes * t.threads / len(t.dot_lines)
+            # that every warp group of the CTA shares: spread over the async_dot lines of the loop's iteration, those
+            # this warp group ran since it last ran this line (a loop's first iteration, and a dot peeled before
+            # the loop, pay a little more)
+            nbytes = self.cost.spill_bytes * t.threads / _iteration_lines(t.dot_lines, line)
+            t.dot_lines = (t.dot_lines + [line])[-64:]
             lsu = max(t.clock, self.lsu_free) + nbytes / self.cost.l1_bytes_per_cycle
             self.lsu_free = lsu
             self.span(t, "spill", start, lsu, "register spills", line, args={"bytes": nbytes})

@@ -68,7 +68,7 @@ class Task:
         self.wgmma = []                 # in-flight wgmma: [(end_time, agent epoch)]
         self.wgmma_epoch = 0
         self.tma_store_groups = []      # outstanding TMA stores: [(end_time, reads)]
-        self.dot_lines: set = set()     # the async_dot lines it has run (a spilling loop's charge is spread on them)
+        self.dot_lines: list = []       # the async_dot lines it has run, latest last (a spilling loop's iteration)
         self.cp_async_uncommitted = []
         self.cp_async_groups = []
         self.children: list[Task] = []
