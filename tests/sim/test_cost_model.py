@@ -439,3 +439,29 @@ def test_a_call_of_several_launches_serializes_to_the_json_schema():
     assert [x["kernel"] for x in d["launches"]] == [p.kernel for p in call.parts]
     for x in d["launches"]:
         jsonschema.validate(x, js._PREDICTION)
+
+
+def test_the_spill_loop_family_spills_in_its_loop_and_the_simulator_charges_it_per_iteration():
+    """The ``spill_loop`` family's wgmma loops (what it times on a GPU): with 128 rows a warp group the fp16
+    accumulator (128 x 256) does not fit, ptxas spills part of it and its SASS reloads and stores it every iteration;
+    with 64 rows nothing spills. Simulated with the loop's spill bytes charged (through L2: the H200's L2 share), a
+    spilling iteration costs its wgmma plus what the bytes take at that rate."""
+    from tlx_workbench.sim.timing.cost import cost_model
+    fits = suite.spill_loop_placement(64, 256, 2)
+    spills = suite.spill_loop_placement(128, 256, 1)
+    assert fits.loop_loads + fits.loop_stores == 0 and fits.loads + fits.stores == 0
+    assert spills.loops >= 1 and spills.loop_loads > 0 and spills.loop_stores > 0
+    assert spills.loop_loads + spills.loop_stores < spills.loads + spills.stores
+    iters = 8
+    cm = cost_model("H200").for_launch(1)
+    per_iter = {}
+    for charged in (0, spills.per_iteration * cm.l1_bytes_per_cycle / cm.tma_load_rate):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = wb.simulate(lambda: suite.launch_mma("float16", 256, 1, iters=iters, ctas=1, BM=128, timed=False,
+                                                     device="cpu"),
+                            gpu="H200", spills=charged, serialized_wgmma=True, numerics=False)
+        per_iter[charged] = r.cycles / iters
+    bare, spilled = per_iter.values()
+    expected = spills.per_iteration * 128 / cm.tma_load_rate          # 128 threads at the CTA's L2 share
+    assert spilled - bare == pytest.approx(expected, rel=0.25)

@@ -246,6 +246,50 @@ def measure_mma(log):
     return out
 
 
+#: the wgmma loops whose accumulator does not fit the registers (BM=128 rows per warp group, BN=256: 256 fp32 a
+#: thread), so ptxas spills part of it and reloads it every iteration, beside the same loop that fits (BM=64):
+#: (BM, BN, consumer warp groups, CTAs)
+SPILL_LOOPS = ((64, 256, 2, 132), (128, 256, 1, 132), (128, 256, 2, 132), (128, 256, 1, 1), (128, 256, 2, 1))
+
+
+def spill_loop_placement(BM, BN, consumers, gpu="H200"):
+    """The spill code of the fp16 wgmma loop ``(BM, BN, consumers)`` (``kernels.mma_loop_kernel``), compiled offline
+    for ``gpu``: ``compiler.sass_loops.SpillPlacement`` (bytes per thread: all of it, and per iteration of its
+    loop)."""
+    from ..compiler import compile as wb_compile
+    from ..compiler.sass_loops import spill_placement
+    a, b, out, rec = mma_tensors("float16", BN, consumers, 1, BM, "cpu")
+    report = wb_compile(K.mma_loop_kernel, a, b, out, rec, 1000, target=gpu, BM=BM, BN=BN, BK=_bk("float16"),
+                        CONSUMERS=consumers, IN_FLIGHT=2, TIMED=True, num_warps=4)
+    return spill_placement(report.sass)
+
+
+def measure_spill_loop(log):
+    """What a loop's register spills cost: the fp16 wgmma loop of ``SPILL_LOOPS`` (its accumulator spilled and
+    reloaded every iteration where BM=128), one CTA and every SM; cycles per iteration per warp group beside the
+    spill bytes per thread its SASS runs per iteration (``spill_loop_placement``). The simulator charges those
+    bytes at the L1 or L2 rate; these say at what rate they go."""
+    out = []
+    for bm, bn, cons, ctas in SPILL_LOOPS:
+        placement = spill_loop_placement(bm, bn, cons)
+        iters = 4000
+        tensors = mma_tensors("float16", bn, cons, ctas, bm)
+        launch_mma("float16", bn, cons, iters=iters, ctas=ctas, BM=bm, tensors=tensors)
+        (rec, _, flops), ms = event_ms(lambda: launch_mma("float16", bn, cons, iters=iters, ctas=ctas, BM=bm,
+                                                          tensors=tensors))
+        rows, by_sm = _per_cta(_records(rec, ctas * cons))
+        cyc = _median([r["cycles"] for r in rows])
+        out.append(dict(dtype="float16", BM=bm, BN=bn, BK=_bk("float16"), consumers=cons, ctas=ctas, iters=iters,
+                        ms=ms, cycles_per_iteration=cyc / iters,
+                        clock_ghz=_median([r["cycles"] / r["ns"] for r in rows if r["ns"] > 0]),
+                        loop_spill_loads=placement.loop_loads, loop_spill_stores=placement.loop_stores,
+                        spill_loads=placement.loads, spill_stores=placement.stores,
+                        flops_per_cycle_per_sm=cons * flops / cyc))
+        log(f"spill loop m{bm}n{bn} x{cons} on {ctas} CTA(s): {cyc / iters:.0f} cycles an iteration, "
+            f"{placement.loop_loads} + {placement.loop_stores} B/thread of spills in it")
+    return out
+
+
 def measure_mma_latency(log):
     """One wgmma instruction issued and waited for, again and again, by one warp group (BK=16: one k16
     instruction per async_dot, nothing in flight): what each instruction costs when ptxas serializes the
@@ -939,7 +983,7 @@ def run(log=print, only=()) -> dict:
 FAMILIES = {"launch": measure_launch, "mma_latency": measure_mma_latency, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
             "tma_store": measure_tma_store, "tma_store_beside": measure_tma_store_beside, "cp_async": measure_cp_async, "clock": measure_clock,
             "mma_copy": measure_mma_copy, "power": measure_power, "gemm_loads": measure_gemm_loads,
-            "sustained_kernels": measure_sustained_kernels}
+            "spill_loop": measure_spill_loop, "sustained_kernels": measure_sustained_kernels}
 
 
 def rederive(path):
