@@ -479,6 +479,23 @@ def derive_copy_share(reuse_paths):
     return med
 
 
+def predicted_row(cell: dict, sim: dict, window: str, launch_us: float | None = None) -> dict:
+    """The predicted side of a cell's row: its simulated facts re-timed in ``window``, the clock, bound and rate."""
+    p = timed(cell, sim, window, launch_us)
+    return dict(cell=cell, half=half(cell), predicted_us=p.us, clock_ghz=p.clock_ghz, regime=p.clock.regime,
+                tensor_util=p.clock.tensor_util, bound=p.bound, tflops=flops(cell) / (p.us * 1e-6) / 1e12,
+                roof_tflops=roof_tflops(cell, p.clock_ghz), sim=sim)
+
+
+def run_header(window: str, argv=None) -> dict:
+    """What an output JSON starts with: the GPU predicted, when, the command and the calibration's date and power."""
+    from tlx_workbench.sim.timing.cost import cost_model
+    cal = cost_model(GPU).calibration
+    return dict(gpu=GPU, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                command=" ".join(["benchmarks/cost_model_validation.py"] + (argv or sys.argv[1:])), window=window,
+                calibration=dict(date=cal.date, power=cal.power))
+
+
 def predict_unmeasured(measured, out: pathlib.Path, window: str = "do_bench", argv=None) -> dict:
     """Predict every predict cell (``predict_cells.CELLS``) that the ``measured`` runs have not timed: a prediction on
     record before the GPU measures it. Writes ``cost_model_unmeasured.json`` (rows as the validation's, less the
@@ -490,17 +507,11 @@ def predict_unmeasured(measured, out: pathlib.Path, window: str = "do_bench", ar
         if key(cell) in timed_keys:
             continue
         sim = simulate(cell)
-        p = timed(cell, sim, window)
-        rows.append(dict(cell=cell, half=half(cell), predicted_us=p.us, clock_ghz=p.clock_ghz, regime=p.clock.regime,
-                         tensor_util=p.clock.tensor_util, bound=p.bound, tflops=flops(cell) / (p.us * 1e-6) / 1e12,
-                         roof_tflops=roof_tflops(cell, p.clock_ghz), sim=sim))
-        print(f"{label(cell):60s} pred {p.us:9.1f} us  {p.clock_ghz:.3f} GHz {p.clock.regime:9s} {p.bound:11s} "
-              f"{rows[-1]['tflops']:5.0f}/{rows[-1]['roof_tflops']:4.0f} TF  ({sim['sim_seconds']:.0f} s)", flush=True)
-    from tlx_workbench.sim.timing.cost import cost_model
-    cal = cost_model(GPU).calibration
-    result = dict(gpu=GPU, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), window=window,
-                  command=" ".join(["benchmarks/cost_model_validation.py"] + (argv or sys.argv[1:])),
-                  calibration=dict(date=cal.date, power=cal.power), rows=rows)
+        rows.append(predicted_row(cell, sim, window))
+        r = rows[-1]
+        print(f"{label(cell):60s} pred {r['predicted_us']:9.1f} us  {r['clock_ghz']:.3f} GHz {r['regime']:9s} "
+              f"{r['bound']:11s} {r['tflops']:5.0f}/{r['roof_tflops']:4.0f} TF  ({sim['sim_seconds']:.0f} s)", flush=True)
+    result = dict(run_header(window, argv), rows=rows)
     out.mkdir(parents=True, exist_ok=True)
     (out / "cost_model_unmeasured.json").write_text(json.dumps(result, indent=1))
     return result
@@ -565,19 +576,14 @@ def main(argv=None):
     for c in cells:
         cell = c["cell"]
         sim = reuse.get(key(cell)) or simulate(cell)
-        p = timed(cell, sim, args.window, c.get("launch_us", launch_us))
-        tflops = flops(cell) / (p.us * 1e-6) / 1e12
-        row = dict(cell=cell, half=half(cell), predicted_us=p.us, measured_us=c["measured_us"],
-                   timer=c.get("timer", args.timer),
-                   error=p.us / c["measured_us"] - 1, clock_ghz=p.clock_ghz, regime=p.clock.regime,
-                   tensor_util=p.clock.tensor_util, bound=p.bound, tflops=tflops,
-                   roof_tflops=roof_tflops(cell, p.clock_ghz), measured_mhz=c["measured_mhz"], source=c["source"],
-                   sim=sim)
+        row = predicted_row(cell, sim, args.window, c.get("launch_us", launch_us))
+        row.update(measured_us=c["measured_us"], timer=c.get("timer", args.timer),
+                   error=row["predicted_us"] / c["measured_us"] - 1, measured_mhz=c["measured_mhz"], source=c["source"])
         rows.append(row)
         (out / "cost_model_validation.partial.json").write_text(json.dumps(dict(rows=rows), indent=1))
-        print(f"{row['half'][:5]} {label(cell):52s} pred {p.us:8.1f}  meas {c['measured_us']:8.1f}  "
-              f"{100 * row['error']:+6.1f} %  {p.clock_ghz:.3f} GHz {p.clock.regime:9s} {p.bound:11s} "
-              f"{tflops:5.0f}/{row['roof_tflops']:4.0f} TF  ({sim['sim_seconds']:.0f} s)", flush=True)
+        print(f"{row['half'][:5]} {label(cell):52s} pred {row['predicted_us']:8.1f}  meas {c['measured_us']:8.1f}  "
+              f"{100 * row['error']:+6.1f} %  {row['clock_ghz']:.3f} GHz {row['regime']:9s} {row['bound']:11s} "
+              f"{row['tflops']:5.0f}/{row['roof_tflops']:4.0f} TF  ({sim['sim_seconds']:.0f} s)", flush=True)
     halves = {h: summary([r for r in rows if r["half"] == h]) for h in ("calibration", "validation")}
     tut = summary([r for r in rows if r["cell"]["kernel"].startswith("tut:")])
     rank = {}
@@ -586,10 +592,7 @@ def main(argv=None):
         rank[str(n)] = dict(configs=len(fp8), spearman=spearman([r["predicted_us"] for r in fp8],
                                                                 [r["measured_us"] for r in fp8]) if len(fp8) >= 3 else None,
                             pick_regret=pick_regret(fp8))
-    from tlx_workbench.sim.timing.cost import cost_model
-    cal = cost_model(GPU).calibration
-    result = dict(gpu=GPU, date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), command=" ".join(["benchmarks/cost_model_validation.py"] + (argv or sys.argv[1:])),
-                  window=args.window, calibration=dict(date=cal.date, power=cal.power), split=dict(
+    result = dict(run_header(args.window, argv), split=dict(
                       rule="calibration = the kernels whose sustained runs set a clock-model figure "
                            f"({', '.join(CALIBRATION_KERNELS)}); validation = every other kernel"),
                   summary=dict(halves, tutorials=tut, fp8_rank=rank), rows=rows)

@@ -270,14 +270,14 @@ def measure_spill_loop(log):
     spill bytes per thread its SASS runs per iteration (``spill_loop_placement``). The simulator charges those
     bytes at the L1 or L2 rate; these say at what rate they go."""
     out = []
+    iters = 4000
     for bm, bn, cons, ctas in SPILL_LOOPS:
         placement = spill_loop_placement(bm, bn, cons)
-        iters = 4000
         tensors = mma_tensors("float16", bn, cons, ctas, bm)
         launch_mma("float16", bn, cons, iters=iters, ctas=ctas, BM=bm, tensors=tensors)
         (rec, _, flops), ms = event_ms(lambda: launch_mma("float16", bn, cons, iters=iters, ctas=ctas, BM=bm,
                                                           tensors=tensors))
-        rows, by_sm = _per_cta(_records(rec, ctas * cons))
+        rows, _ = _per_cta(_records(rec, ctas * cons))
         cyc = _median([r["cycles"] for r in rows])
         out.append(dict(dtype="float16", BM=bm, BN=bn, BK=_bk("float16"), consumers=cons, ctas=ctas, iters=iters,
                         ms=ms, cycles_per_iteration=cyc / iters,

@@ -155,6 +155,7 @@ class CompileReport:
     _ptxas_job: Any = dataclasses.field(default=None, repr=False)
     _ptxas_parsed: Any = dataclasses.field(default=None, repr=False)
     _wgmma_overlap: Any = dataclasses.field(default=None, repr=False)
+    _spill_placement: Any = dataclasses.field(default=None, repr=False)
     # finishes stages["ttgir_alloc"], allocations and barriers when one of them is first read:
     # a callable returning (ttgir_alloc text, allocations, barriers); None once done
     _analysis_job: Any = dataclasses.field(default=None, repr=False)
@@ -293,11 +294,13 @@ class CompileReport:
         >>> str(report.spill_placement)     # doctest: +SKIP
         '748 + 744 B in the wgmma loop, per iteration'
         """
-        sass = self.sass
-        if not sass or sass.startswith("// SASS unavailable"):
-            return None
-        from .sass_loops import spill_placement
-        return spill_placement(sass)
+        if self._spill_placement is None:
+            sass = self.sass
+            if not sass or sass.startswith("// SASS unavailable"):
+                return None
+            from .sass_loops import spill_placement
+            self._spill_placement = spill_placement(sass)
+        return self._spill_placement
 
     @property
     def wgmma_overlap(self):

@@ -113,7 +113,10 @@ def _dominators(blocks: list[_Block]) -> dict[int, set]:
 def loops(sass: str) -> list[tuple[int, frozenset]]:
     """The natural loops of ``sass`` (one function): (head block, its blocks' instruction indices), one per head
     (the back edges to a head joined)."""
-    instrs, labels = _read(sass)
+    return _loops(*_read(sass))
+
+
+def _loops(instrs: list, labels: dict[str, int]) -> list[tuple[int, frozenset]]:
     if not instrs:
         return []
     blocks = _blocks(instrs, labels)
@@ -146,9 +149,9 @@ def _local_bytes(instrs, kind: str) -> int:
 def spill_placement(sass: str) -> SpillPlacement:
     """The local loads and stores of ``sass`` (bytes per thread, as ptxas counts spills) and those of its
     wgmma loops, per iteration of the largest."""
-    instrs, _ = _read(sass)
+    instrs, labels = _read(sass)
     wgmma = {i for i, ins in enumerate(instrs) if ins.base == "HGMMA"}
-    found = [body for _, body in loops(sass) if body & wgmma]
+    found = [body for _, body in _loops(instrs, labels) if body & wgmma]
     inner = [b for b in found if not any(o < b and o & wgmma for o in found)]
     per_loop = [(_local_bytes((instrs[i] for i in b), "LDL"), _local_bytes((instrs[i] for i in b), "STL"))
                 for b in inner]

@@ -118,9 +118,9 @@ class _Instr:
 def _read(sass: str, file: str) -> tuple[list[_Instr], dict[str, int]]:
     """Instructions (in text order) and label -> instruction index. Each instruction's chain is
     its ``//##`` inlining block as the source map reads it (``sourcemap._sass_frames``), kept to
-    the kernel file's lines, innermost first."""
+    the kernel file's lines, innermost first (none, and the line comments not read, where ``file`` is empty)."""
     from .sourcemap import sass_frames
-    locs = sass_frames(sass)
+    locs = sass_frames(sass) if file else {}
     out: list[_Instr] = []
     labels: dict[str, int] = {}
     pending_labels: list[str] = []
