@@ -117,39 +117,62 @@ def host_bound(row: dict, empty: dict | None) -> bool:
 
 
 def load_measured(paths) -> dict:
-    """One ``--gpu`` run's JSON, or several runs (machine starts) merged: each cell's do_bench and graph time the
-    median over the runs that timed it, its rounds pooled; the empty launch likewise.
+    """One ``--gpu`` run's JSON, or several merged: each cell's do_bench and graph time the median over the machine
+    starts that timed it, a start's own time the median over its runs; its rounds pooled; the empty launch likewise.
+    An item of ``paths`` is one start: a file, or several runs on one warm machine (a list, or on the command line
+    their paths joined by commas), so three runs on one start weigh as much as one run on another.
 
     >>> import json, tempfile
-    >>> runs = []
-    >>> for us in (10.0, 12.0, 11.0):
+    >>> def run(us):
     ...     f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
     ...     _ = f.write(json.dumps(dict(device="NVIDIA H100", date=str(us), empty_launch=dict(do_bench_us=4, graph_us=1),
     ...                                 rows=[dict(cell=dict(kind="gemm"), us=us, graph_us=us - 2, rounds=[{}])])))
-    ...     f.close(); runs.append(f.name)
-    >>> m = load_measured(runs)
-    >>> m["rows"][0]["us"], m["rows"][0]["graph_us"], len(m["rows"][0]["rounds"]), m["runs"]
-    (11.0, 9.0, 3, 3)
+    ...     f.close(); return f.name
+    >>> m = load_measured([run(10.0), run(12.0), run(11.0)])
+    >>> m["rows"][0]["us"], m["rows"][0]["graph_us"], len(m["rows"][0]["rounds"]), m["runs"], m["starts"]
+    (11.0, 9.0, 3, 3, 3)
+    >>> m = load_measured([",".join([run(10.0), run(10.2), run(10.4)]), run(12.0), run(12.2)])
+    >>> m["rows"][0]["us"], m["rows"][0]["starts"], m["runs"], m["starts"]
+    (12.0, 3, 5, 3)
     """
-    paths = [paths] if isinstance(paths, (str, pathlib.Path)) else list(paths)
-    runs = [json.loads(pathlib.Path(p).read_text()) for p in paths]
-    if len(runs) == 1:
-        return dict(runs[0], runs=1, files=[pathlib.Path(paths[0]).name])
+    items = [paths] if isinstance(paths, (str, pathlib.Path)) else list(paths)
+    starts = [[pathlib.Path(f) for f in (item.split(",") if isinstance(item, str) else
+                                         [item] if isinstance(item, pathlib.Path) else item)] for item in items]
+    files = [f for group in starts for f in group]
+    runs = [[json.loads(f.read_text()) for f in group] for group in starts]
+    if len(files) == 1:
+        return dict(runs[0][0], runs=1, starts=1, files=[files[0].name])
 
     def med(xs):
         xs = [x for x in xs if x]
         return statistics.median(xs) if xs else None
+
+    def per_start(field, rows_of_start):
+        return med(r.get(field) for r in rows_of_start)
     by_key: dict = {}
-    for run in runs:
-        for r in run["rows"]:
-            by_key.setdefault(key(r["cell"]), []).append(r)
-    rows = [dict(cell=rs[0]["cell"], us=med(r["us"] for r in rs), graph_us=med(r.get("graph_us") for r in rs),
-                 rounds=[x for r in rs for x in r.get("rounds", [])], runs=len(rs)) for rs in by_key.values()]
-    empty = [r.get("empty_launch") or {} for r in runs]
-    return dict(device=runs[0]["device"], date=" / ".join(r["date"] for r in runs), runs=len(runs),
-                empty_launch=dict(do_bench_us=med(e.get("do_bench_us") for e in empty),
-                                  graph_us=med(e.get("graph_us") for e in empty)),
-                files=[pathlib.Path(p).name for p in paths], rows=rows)
+    for s, group in enumerate(runs):
+        for run in group:
+            for r in run["rows"]:
+                by_key.setdefault(key(r["cell"]), {}).setdefault(s, []).append(r)
+    rows = []
+    for by_start in by_key.values():
+        rs = [r for group in by_start.values() for r in group]
+        rows.append(dict(cell=rs[0]["cell"], us=med(per_start("us", g) for g in by_start.values()),
+                         graph_us=med(per_start("graph_us", g) for g in by_start.values()),
+                         rounds=[x for r in rs for x in r.get("rounds", [])], runs=len(rs), starts=len(by_start)))
+    empty = [[run.get("empty_launch") or {} for run in group] for group in runs]
+    return dict(device=runs[0][0]["device"], date=" / ".join(run["date"] for group in runs for run in group),
+                runs=len(files), starts=len(starts),
+                empty_launch={f: med(per_start(f, g) for g in empty) for f in ("do_bench_us", "graph_us")},
+                files=[f.name for f in files], rows=rows)
+
+
+def _runs_said(data) -> str:
+    """How many runs and machine starts a merged measurement is the median of (nothing for one run)."""
+    runs, starts = data.get("runs", 1), data.get("starts", data.get("runs", 1))
+    if runs <= 1:
+        return ""
+    return f", median of {runs} runs" if starts == runs else f", median over {starts} machine starts ({runs} runs)"
 
 
 def predict_cells(measured, timer="do_bench", kinds=("gemm", "attention", "attention_bwd")) -> list[dict]:
@@ -171,7 +194,7 @@ def predict_cells(measured, timer="do_bench", kinds=("gemm", "attention", "atten
         out.append(dict(cell=r["cell"], measured_us=us, timer="graph (do_bench timed the host)" if host else timer,
                         measured_mhz=[x.get("sm_mhz") for x in r.get("rounds", [])],
                         source=f"{', '.join(data['files'])} "
-                               f"({data.get('date')}, {use}{', median of %d runs' % data['runs'] if data['runs'] > 1 else ''})",
+                               f"({data.get('date')}, {use}{_runs_said(data)})",
                         **(dict(launch_us=empty["graph_us"]) if host else {})))
     return out
 
@@ -244,6 +267,7 @@ def measure(out_dir, rounds=3):
     """Time every predict cell and the FP8 configs on this GPU: do_bench (warmup 30 ms, rep 120 ms, median,
     L2 flushed; ``rounds`` interleaved rounds) with nvidia-smi's SM clock in each window, and once replayed from
     a CUDA graph (flushed, no host launch path). Writes ``cost_model_measured.json``."""
+    import socket
     import traceback
     import torch
     import triton
@@ -306,6 +330,7 @@ def measure(out_dir, rounds=3):
     data = dict(device=f"{dev.name}, {dev.multi_processor_count} SMs, torch {torch.__version__}, triton {triton.__version__}",
                 date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 command=f"source .gpu/env.sh && python3 benchmarks/cost_model_validation.py --gpu --rounds {rounds}",
+                machine=dict(host=socket.gethostname(), gpu_uuid=str(getattr(dev, "uuid", ""))),
                 errors=errors,
                 empty_launch=empty, rows=rows)
     path = pathlib.Path(out_dir) / "cost_model_measured.json"
@@ -521,7 +546,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=[], help="cells whose key holds one of these substrings")
     ap.add_argument("--measured", nargs="*", default=[str(MEASURED)],
-                    help="a --gpu run's JSON, or several (machine starts): each cell's median over them")
+                    help="a --gpu run's JSON, or several (machine starts): each cell's median over them; the runs of "
+                         "one start joined by commas count as one")
     ap.add_argument("--no-fp8", action="store_true", help="leave the FP8 configs out")
     ap.add_argument("--fp8-sizes", nargs="*", type=int, default=[4096], help="the FP8 cubes to check (4096, 8192)")
     ap.add_argument("--reuse", nargs="*", default=[],
