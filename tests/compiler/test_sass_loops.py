@@ -66,8 +66,8 @@ def test_the_placement_counts_the_loop_once_and_the_rest_not_per_iteration():
     p = sass_loops.spill_placement(SYNTHETIC)
     assert (p.loads, p.stores) == (8 + 16, 16 + 8 + 4)
     assert (p.loop_loads, p.loop_stores, p.loops) == (8, 4, 1)
-    assert p.per_iteration == 12
-    assert str(p) == "8 + 4 B in the wgmma loop, per iteration"
+    assert p.per_iteration == 12 and p.loop_wgmmas == 2 and p.per_wgmma == 6
+    assert str(p) == "8 + 4 B in the wgmma loop's body, 2 wgmma instructions: 6 B a wgmma"
 
 
 def test_a_kernel_without_a_wgmma_loop_keeps_its_whole_spill_count():
@@ -112,9 +112,40 @@ def test_predict_charges_the_loop_spills_per_iteration_and_says_so(fa_ws_one_gro
     total = spill_loads(report.ptxas_advisories) + spill_stores(report.ptxas_advisories)
     spills, where = loop_spills(report, total)
     p = sass_loops.spill_placement(report.sass)
-    assert spills == p.loop_loads + p.loop_stores < total
-    assert "in the wgmma loop, per iteration" in where
+    # per wgmma instruction: QK^T and PV, 2 x 8 m64n128k16 each, 32 instructions an iteration of the KV loop
+    assert p.loop_wgmmas == 32
+    assert spills == pytest.approx((p.loop_loads + p.loop_stores) / 32) and spills * 32 < total
+    assert "in the wgmma loop's body, 32 wgmma instructions" in where
     assert loop_spills(report, 0) == (0, "")
+
+
+def test_an_unrolled_loop_is_counted_per_wgmma_instruction_not_per_pass():
+    """ptxas unrolls the calibration's spilling wgmma loop (one async_dot of 128 x 256 x 64: 8 wgmma instructions
+    an iteration): a body of four iterations and a remainder loop of one. The bytes per wgmma instruction are the
+    body's over its 32 instructions, near the remainder loop's over its 8, where the body's bytes are four
+    iterations' spills."""
+    from tlx_workbench.calibration import suite
+    p = suite.spill_loop_placement(128, 256, 1)
+    sass = _spill_loop_sass()
+    instrs, labels = sass_loops._read(sass)
+    wg = {i for i, ins in enumerate(instrs) if ins.base == "HGMMA"}
+    found = [b for _, b in sass_loops.loops(sass) if b & wg]
+    inner = [b for b in found if not any(o < b for o in found)]          # loops holding no smaller wgmma loop
+    counts = sorted(len(b & wg) for b in inner)
+    assert p.loop_wgmmas == max(counts) and p.loop_wgmmas % 8 == 0 and p.loop_wgmmas > 8
+    assert min(counts) == 8                                 # the remainder loop: one iteration
+    assert p.per_iteration > 2 * p.per_wgmma * 8            # per pass: several iterations' bytes
+    rest = [b for b in inner if len(b & wg) == 8]
+    one = sum(sass_loops._local_bytes((instrs[i] for i in sorted(b)), k) for b in rest[:1] for k in ("LDL", "STL"))
+    assert p.per_wgmma * 8 == pytest.approx(one, rel=0.2)
+
+
+def _spill_loop_sass():
+    from tlx_workbench.calibration import kernels as K
+    from tlx_workbench.calibration import suite
+    a, b, out, rec = suite.mma_tensors("float16", 256, 1, 1, 128, "cpu")
+    return wb.compile(K.mma_loop_kernel, a, b, out, rec, 1000, target="H200", BM=128, BN=256, BK=64, CONSUMERS=1,
+                      IN_FLIGHT=2, TIMED=True, num_warps=4).sass
 
 
 def test_the_report_says_where_its_spills_run(fa_ws_one_group):

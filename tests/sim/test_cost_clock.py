@@ -13,7 +13,7 @@ import torch
 import tlx_workbench as wb
 from tlx_workbench.calibration import load, suite
 from tlx_workbench.kernels import gemm_ws
-from tlx_workbench.sim.timing.cost import PowerModel, cost_model
+from tlx_workbench.sim.timing.cost import PowerModel, SpillsPerWgmma, cost_model
 from tlx_workbench.sim.timing.prediction import finish, launch_cost_us
 
 
@@ -215,7 +215,8 @@ def test_an_uncalibrated_gpu_keeps_its_fixed_clock():
 def test_spills_that_do_not_fit_the_l1_the_smem_leaves_reload_from_l2(tutorial):
     """TLX's hopper_fa_ws spills (1264 B stored, 1020 B loaded per thread; 748 + 744 B of it in its KV loop) beside
     196 KB of SMEM: the L1 left (28 KB of the SM's 256) cannot hold a warp group's spilled locals, so the loop's go
-    through L2 at the launch's L2 rate, once per iteration."""
+    through L2, at the rate the calibration's ``spill_loop`` family measured (the launch's L2 rate where it never
+    ran), charged per wgmma instruction the loop runs."""
     mod = tutorial("hopper_fa_ws")
     g = torch.Generator().manual_seed(torch.seed() % 2**31)
     q, k, v = (torch.randn(1, 4, 512, 128, generator=g).half() for _ in range(3))
@@ -226,9 +227,11 @@ def test_spills_that_do_not_fit_the_l1_the_smem_leaves_reload_from_l2(tutorial):
             p = wb.predict(lambda: mod.attention(q, k, v, 0.5, config=cfg), gpu="H200")
             at_l1 = wb.predict(lambda: mod.attention(q, k, v, 0.5, config=cfg), gpu="H200", spills=1020 + 1264)
     assert "1020 B/thread spill loads, 1264 B/thread spill stores" in p.compiled and "through L2" in p.compiled
-    assert "748 + 744 B in the wgmma loop, per iteration" in p.compiled
+    assert "748 + 744 B in the wgmma loop's body, 32 wgmma instructions" in p.compiled
     cm = cost_model("H200").for_launch(min(p.grid[0] * p.grid[1] * p.grid[2], 132))
-    assert p.spill_bytes == pytest.approx((748 + 744) * cm.l1_bytes_per_cycle / cm.tma_load_rate, rel=0.01)
+    # charged per wgmma instruction (QK^T and PV: 2 x 8 m64n128k16 each an iteration)
+    assert isinstance(p.spill_bytes, SpillsPerWgmma)
+    assert p.spill_bytes == pytest.approx((748 + 744) / 32 * cm.spill_rate_scale(196684, 128 * 10 ** 4), rel=0.01)
     assert p.us > at_l1.us
     # what fits stays in L1; a GPU never measured keeps the L1 charge
     assert cm.spill_rate_scale(smem_bytes=64 * 1024, local_bytes=32 * 1024) == 1.0

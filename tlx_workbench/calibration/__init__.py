@@ -47,6 +47,9 @@ class Calibration:
     # cycles a CTA's TMA loads lose per byte its TMA stores write (suite._store_beside): CTAs in flight (str) ->
     # cycles per byte; {} where not measured
     tma_store_load_cpb: dict = dataclasses.field(default_factory=dict)
+    # bytes per cycle per SM a wgmma loop's register spills move (LDL / STL, locals beyond the L1) with CTAs
+    # (str) in flight (suite._spill_figures); {} where not measured
+    spill_bytes_per_cycle_per_sm: dict = dataclasses.field(default_factory=dict)
     path: str = ""
 
     def mma_flops_per_cycle(self, in_bits: int) -> float:
@@ -128,4 +131,5 @@ def load(gpu: str) -> Calibration | None:
                        barrier=d["barrier"], smem_bytes_per_cycle=d["smem_bytes_per_cycle"],
                        power=d.get("power") or {}, tma_queue=(d["tma"].get("queue") or {}).get("l2") or {},
                        tma_store_load_cpb=d.get("tma_store_load_cycles_per_byte") or {},
+                       spill_bytes_per_cycle_per_sm=(d.get("spill") or {}).get("bytes_per_cycle_per_sm") or {},
                        path=str(path))

@@ -283,11 +283,37 @@ def measure_spill_loop(log):
                         ms=ms, cycles_per_iteration=cyc / iters,
                         clock_ghz=_median([r["cycles"] / r["ns"] for r in rows if r["ns"] > 0]),
                         loop_spill_loads=placement.loop_loads, loop_spill_stores=placement.loop_stores,
-                        spill_loads=placement.loads, spill_stores=placement.stores,
+                        loop_wgmmas=placement.loop_wgmmas, spill_loads=placement.loads, spill_stores=placement.stores,
                         flops_per_cycle_per_sm=cons * flops / cyc))
         log(f"spill loop m{bm}n{bn} x{cons} on {ctas} CTA(s): {cyc / iters:.0f} cycles an iteration, "
-            f"{placement.loop_loads} + {placement.loop_stores} B/thread of spills in it")
+            f"{placement.loop_loads} + {placement.loop_stores} B/thread of spills in its body "
+            f"({placement.loop_wgmmas} wgmma instructions)")
     return out
+
+
+def _spill_figures(rows, serial: dict | None) -> dict | None:
+    """The rate a wgmma loop's spills move at (bytes per cycle per SM, by CTAs in flight), from the ``spill_loop``
+    family's one-group rows: its serialized wgmma loop (ptxas serializes a loop that spills; each instruction waits
+    for the one before, ``mma_serial_cycles``) runs its spills and its MMAs one after the other, so an iteration is
+    its wgmma instructions at the serial cost plus its spill bytes (the loop's per wgmma instruction, times the
+    iteration's) for 128 threads at this rate. The two-group rows overlap one group's spills with the other's MMAs:
+    a cross-check through the simulator, not derived from here. None without both families."""
+    rows = [r for r in rows or [] if isinstance(r, dict) and r.get("consumers") == 1
+            and r.get("loop_spill_loads", 0) + r.get("loop_spill_stores", 0) > 0]
+    if not rows or not serial:
+        return None
+    out = {}
+    for r in rows:
+        wgmmas = r.get("loop_wgmmas") or spill_loop_placement(r["BM"], r["BN"], r["consumers"]).loop_wgmmas
+        instr = (r["BM"] // 64) * (r["BK"] // 16)
+        per_iteration = (r["loop_spill_loads"] + r["loop_spill_stores"]) / wgmmas * instr
+        ns = sorted(serial, key=int)
+        each = serial[min(ns, key=lambda n: abs(int(n) - r["BN"]))]        # the family times BN=256, measured
+        spill_cycles = r["cycles_per_iteration"] - instr * each
+        out[str(r["ctas"])] = per_iteration * 128 / spill_cycles
+    return dict(bytes_per_cycle_per_sm=out,
+                source="spill_loop one-group rows: (per-iteration spill bytes x 128 threads) / (cycles an iteration "
+                       "- its wgmma instructions at the serial cost)")
 
 
 def measure_mma_latency(log):
@@ -956,6 +982,8 @@ def derive(raw: dict) -> dict:
         power=_power_figures(raw, tma_bw("hbm", 132)),
         # a GEMM's loads in its tile order (size^3 / GROUP_M / tile BMxBNxBK fp16 -> bytes per cycle per CTA); not
         # charged: the simulator's TMA loads take the in-step L2 loops' rate (docs/cost_model.md, "A GEMM's loads")
+        spill=_spill_figures(raw.get("spill_loop"), {str(r["BN"]): r["cycles_per_instruction"]
+                                                       for r in raw.get("mma_latency") or [] if isinstance(r, dict)}),
         gemm_loads={f"{r['M']}/{r['group_m']}/{r['BM']}x{r['BN']}x{r['BK']}": r["bytes_per_cycle_per_cta"]
                     for r in raw.get("gemm_loads") or [] if isinstance(r, dict) and "bytes_per_cycle_per_cta" in r},
     )

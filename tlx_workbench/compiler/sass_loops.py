@@ -13,7 +13,9 @@ epilogue; only the loop's run once per iteration. :func:`spill_placement` reads 
   block does not dominate the path);
 - the *wgmma loops*: loops that hold an ``HGMMA`` and hold no smaller loop that does (the k-step or KV loop of a
   consumer warp group, not the persistent kernel's tile loop around it); their ``LDL`` / ``STL`` bytes per
-  thread, the largest loop's (each consumer warp group runs its own loop once per iteration).
+  thread and their ``HGMMA`` count, of the loop of most ``HGMMA`` instructions (the most spilling of those).
+  ptxas unrolls some loops (a body of four iterations and a remainder loop of one), so a loop's bytes are counted
+  per wgmma instruction, which unrolling leaves alone, and the simulator charges them per wgmma instruction it runs.
 
 >>> placement = spill_placement(report.sass)     # doctest: +SKIP
 >>> placement.loop_loads, placement.loop_stores, placement.loads, placement.stores   # doctest: +SKIP
@@ -40,17 +42,26 @@ class SpillPlacement:
     loop_loads: int
     loop_stores: int
     loops: int
+    loop_wgmmas: int = 0        # HGMMA instructions in that loop's body (an unrolled loop holds several iterations')
 
     @property
     def per_iteration(self) -> int:
-        """Bytes per thread a wgmma loop's iteration loads and stores: where no loop holds a wgmma, the whole
-        kernel's (run once, as one iteration)."""
+        """Bytes per thread one pass through a wgmma loop's body loads and stores (a loop ptxas unrolled runs
+        several iterations of the source loop a pass): where no loop holds a wgmma, the whole kernel's (run once,
+        as one iteration)."""
         return self.loop_loads + self.loop_stores if self.loops else self.loads + self.stores
+
+    @property
+    def per_wgmma(self) -> float:
+        """Bytes per thread the wgmma loop loads and stores per wgmma instruction it runs: what its spills cost
+        whatever ptxas unrolled (0 where no loop holds a wgmma)."""
+        return (self.loop_loads + self.loop_stores) / self.loop_wgmmas if self.loops and self.loop_wgmmas else 0.0
 
     def __str__(self):
         if not self.loops:
             return "no loop holds a wgmma"
-        return f"{self.loop_loads} + {self.loop_stores} B in the wgmma loop, per iteration"
+        return (f"{self.loop_loads} + {self.loop_stores} B in the wgmma loop's body, {self.loop_wgmmas} wgmma "
+                f"instructions: {self.per_wgmma:.0f} B a wgmma")
 
 
 @dataclasses.dataclass
@@ -153,8 +164,9 @@ def spill_placement(sass: str) -> SpillPlacement:
     wgmma = {i for i, ins in enumerate(instrs) if ins.base == "HGMMA"}
     found = [body for _, body in _loops(instrs, labels) if body & wgmma]
     inner = [b for b in found if not any(o < b and o & wgmma for o in found)]
-    per_loop = [(_local_bytes((instrs[i] for i in b), "LDL"), _local_bytes((instrs[i] for i in b), "STL"))
-                for b in inner]
-    ld, st = max(per_loop, key=sum) if per_loop else (0, 0)
+    per_loop = [(_local_bytes((instrs[i] for i in b), "LDL"), _local_bytes((instrs[i] for i in b), "STL"),
+                 len(b & wgmma)) for b in inner]
+    # the loop of most wgmma instructions, the most spilling of those: an unrolled body, not its remainder loop
+    ld, st, n = max(per_loop, key=lambda x: (x[2], x[0] + x[1])) if per_loop else (0, 0, 0)
     return SpillPlacement(loads=_local_bytes(instrs, "LDL"), stores=_local_bytes(instrs, "STL"),
-                          loop_loads=ld, loop_stores=st, loops=len(inner))
+                          loop_loads=ld, loop_stores=st, loops=len(inner), loop_wgmmas=n)

@@ -56,8 +56,11 @@ class MmaOps:
             # that every warp group of the CTA shares: spread over the async_dot lines of the loop's iteration, those
             # this warp group ran since it last ran this line (a loop's first iteration, and a dot peeled before
             # the loop, pay a little more)
-            nbytes = self.cost.spill_bytes * t.threads / _iteration_lines(t.dot_lines, line)
-            t.dot_lines = (t.dot_lines + [line])[-64:]
+            if self.cost.spill_per_wgmma:       # the compiled loop's bytes per wgmma instruction, per instruction
+                nbytes = self.cost.spill_bytes * t.threads * self.cost.wgmma_instructions(m, k, in_bits)
+            else:
+                nbytes = self.cost.spill_bytes * t.threads / _iteration_lines(t.dot_lines, line)
+                t.dot_lines = (t.dot_lines + [line])[-64:]
             lsu = max(t.clock, self.lsu_free) + nbytes / self.cost.l1_bytes_per_cycle
             self.lsu_free = lsu
             self.span(t, "spill", start, lsu, "register spills", line, args={"bytes": nbytes})
@@ -73,6 +76,10 @@ class MmaOps:
         end = max(start + issue, mstart + work)
         self._tc_book(mstart, end)
         t.mma_free = end
+        if self.cost.wgmma_serialized:
+            # ptxas follows each serialized wgmma with a wait for it (WARPGROUP.DEPBAR.LE gsb0, 0x0): the group
+            # runs nothing of its own, softmax or spills, beside its MMA; other groups still do
+            t.clock = max(t.clock, end)
         t.wgmma.append((end + self.cost.mma_latency, t.wgmma_epoch))
         self.span(t, "mma", mstart, end, "async_dot", line,
                   args={"m": m, "n": n, "k": k, "reads": [v.slot_name for v in (a, b) if isinstance(v, SmemView)]})

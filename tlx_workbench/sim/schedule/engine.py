@@ -412,7 +412,9 @@ def _run_launch(jitfn, grid, args, kwargs, *, gpu="H200", seed=0, ctas=None, max
     run.resident_ctas = int(in_flight) if in_flight else min(total, run.gpu.sm_count * max(1, int(occupancy or 1)))
     run.cost = run.cost.for_launch(run.resident_ctas)
     if spills:
-        run.cost = dataclasses.replace(run.cost, spill_bytes=float(spills))
+        from ..timing.cost import SpillsPerWgmma
+        run.cost = dataclasses.replace(run.cost, spill_bytes=float(spills),
+                                       spill_per_wgmma=isinstance(spills, SpillsPerWgmma))
     if serialized_wgmma:
         run.cost = dataclasses.replace(run.cost, wgmma_serialized=True)
     run.trace.meta.update(resident_ctas=run.resident_ctas, clock_ghz=run.cost.time_clock_ghz,

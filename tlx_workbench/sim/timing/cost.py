@@ -30,6 +30,15 @@ SMEM_CARVEOUTS_KIB = (0, 8, 16, 32, 64, 100, 132, 164, 196, 228)
 WINDOWS = ("do_bench", "sustained", "single")
 
 
+class SpillsPerWgmma(float):
+    """Register spills given per wgmma instruction (bytes per thread, at the L1 rate) rather than per iteration of
+    a loop: what ``wb.predict`` reads off a compiled kernel's wgmma loop (``SpillPlacement.per_wgmma``), whatever
+    ptxas unrolled. A number wherever ``spills`` is one (``simulate(spills=SpillsPerWgmma(b))``)."""
+
+    def __repr__(self):
+        return f"SpillsPerWgmma({float(self)!r})"
+
+
 @dataclasses.dataclass(frozen=True)
 class LaunchClock:
     """The SM clock a launch runs at, and why (``PowerModel.clock``)."""
@@ -184,8 +193,10 @@ class CostModel:
     # the clock that turns cycles into time (the board's clock under load where measured)
     clock_ghz: float | None = None
     # register spills (ptxas: bytes of spill loads and stores per thread): what a warp group's loop stores and
-    # reloads once per iteration, through the SM's L1, charged around its async_dots (spread over their lines)
+    # reloads once per iteration, through the SM's L1, charged around its async_dots (spread over their lines);
+    # or, where ``spill_per_wgmma``, the bytes per wgmma instruction, charged with each async_dot's instructions
     spill_bytes: float = 0.0
+    spill_per_wgmma: bool = False
     # the SM's L1/SMEM data path: 128 B/cycle (Hopper tuning guide; one warp group's local_load measured 89)
     l1_bytes_per_cycle: float = 128.0
     # ptxas serialized the wgmma pipeline (C7510-C7515): each k-instruction of an async_dot waits for the one
@@ -356,16 +367,20 @@ class CostModel:
     def spill_rate_scale(self, smem_bytes: int, local_bytes: int, ctas_per_sm: int = 1) -> float:
         """How much dearer a register spill's reload is than through L1 (what ``spill_bytes`` is charged at): 1 when
         the spilled locals of the SM's CTAs (``local_bytes``, per CTA) fit in the L1 that their shared memory leaves
-        of the SM's unified L1/SMEM; else they come from L2, at this launch's calibrated L2 rate per CTA. Only where
-        the L2 rate is measured (the estimates' GPUs keep the L1 charge)."""
-        if self.calibration is None or not local_bytes:
+        of the SM's unified L1/SMEM; else they move at the rate the calibration's ``spill_loop`` family measured
+        with this launch's CTAs in flight (``Calibration.spill_bytes_per_cycle_per_sm``), or where it has not, at
+        the launch's L2 rate per CTA. Only where calibrated (the estimates' GPUs keep the L1 charge)."""
+        cal = self.calibration
+        if cal is None or not local_bytes:
             return 1.0
         smem = ctas_per_sm * smem_bytes
         carve = next((k * 1024 for k in SMEM_CARVEOUTS_KIB if k * 1024 >= smem), SMEM_CARVEOUTS_KIB[-1] * 1024)
         if ctas_per_sm * local_bytes <= L1_SMEM_BYTES - carve:
             return 1.0
-        l2 = self.tma_load_rate or self.dram_bytes_per_cycle_per_sm
-        return max(1.0, self.l1_bytes_per_cycle / l2)
+        table = cal.spill_bytes_per_cycle_per_sm
+        rate = (cal.bandwidth(table, self.resident, extend=False) if table and self.resident else
+                self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
+        return max(1.0, self.l1_bytes_per_cycle / rate)
 
     def hbm_floor_us(self, nbytes: float) -> float:
         """Microseconds a launch needs at least to move ``nbytes`` through DRAM at the sustained bandwidth (bytes

@@ -46,8 +46,9 @@ class Prediction:
     calibration: str | None
     result: object = None         # the SimResult of the sampled CTAs (its trace)
     occupancy: int = 1            # CTAs per SM (from the compiled kernel's resources, unless given)
-    spill_bytes: int = 0          # spill bytes per thread charged at the L1 rate around each async_dot (ptxas's spill
-    #                               loads, scaled by the L1 rate over the L2 rate when the locals reload from L2)
+    spill_bytes: float = 0        # spill bytes per thread charged at the L1 rate: per iteration around its async_dots,
+    #                               or (a cost.SpillsPerWgmma, read off the compiled loop) per wgmma instruction;
+    #                               scaled by the L1 rate over the measured spill rate when the locals miss the L1
     compiled: str = ""            # what the real compiler said (registers, SMEM, spills), or why it was not asked
     launch_us: float = 0.0        # the fixed cost of a launch as do_bench sees it (calibrated), added to the time
     tensor_cycles: float = 0.0    # the tensor cores' busy cycles at the wgmma loop's peak, summed over CTAs
@@ -316,6 +317,9 @@ def loop_spills(report, total: int) -> tuple[int, str]:
     placement = report.spill_placement
     if placement is None or not placement.loops or placement.loads + placement.stores != total:
         return total, ""
+    if placement.loop_wgmmas:
+        from .cost import SpillsPerWgmma
+        return SpillsPerWgmma(placement.per_wgmma), f" ({placement})"
     return placement.per_iteration, f" ({placement})"
 
 
@@ -341,9 +345,11 @@ def charged_spills(launch, grid, gpu, ctas_per_sm, facts) -> tuple[float, str]:
         g = tuple(grid) + (1,) * (3 - len(grid))
         slots = min(int(g[0]) * int(g[1]) * int(g[2]), slots)
     cm = cost_model(gpu).for_launch(slots)
-    charged = spills * cm.spill_rate_scale(res.smem_bytes, (res.local_bytes or 0) * res.num_warps * 32, ctas_per_sm)
-    if charged != spills:
-        note += f" (through L2: the locals do not fit the L1 the SMEM leaves; charged as {charged:.0f} B at L1 rate)"
+    scale = cm.spill_rate_scale(res.smem_bytes, (res.local_bytes or 0) * res.num_warps * 32, ctas_per_sm)
+    charged = type(spills)(spills * scale)         # per wgmma instruction or per iteration, as read
+    if scale != 1:
+        note += (f" (through L2: the locals do not fit the L1 the SMEM leaves; at {cm.l1_bytes_per_cycle / scale:.1f} "
+                 f"B/cycle, charged as {float(charged):.0f} B at L1 rate)")
     return charged, note
 
 
@@ -361,7 +367,7 @@ def prediction_from(result, gpu, *, occupancy: int = 1, spills: int = 0, compile
     return finish(kernel=result.kernel, gpu=model.name, grid=grid, sampled=sampled, slots=slots,
                   cta_cycles=schedule_ctas([sampled[c] for c in range(total)], slots), tensor=tensor_cycles(result),
                   nbytes=int(getattr(result, "kernel_bytes", 0) or 0), window=window, sim_seconds=sim_seconds,
-                  result=result, occupancy=max(1, int(occupancy)), spill_bytes=int(spills), compiled=compiled)
+                  result=result, occupancy=max(1, int(occupancy)), spill_bytes=spills, compiled=compiled)
 
 
 def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, seed=0, numerics=False, compile=True,
@@ -435,5 +441,5 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     return finish(kernel=first.kernel, gpu=model.name, grid=tuple(grid), sampled=sampled, slots=slots,
                   cta_cycles=schedule(grid, sampled, slots), tensor=tensor * total / len(sampled),
                   nbytes=int(getattr(first, "kernel_bytes", 0) or 0), window=window,
-                  sim_seconds=time.perf_counter() - t0, result=res, occupancy=int(occ), spill_bytes=int(sp),
+                  sim_seconds=time.perf_counter() - t0, result=res, occupancy=int(occ), spill_bytes=sp,
                   compiled=note)
