@@ -50,6 +50,7 @@ class Calibration:
     # bytes per cycle per SM a wgmma loop's register spills move (LDL / STL, locals beyond the L1) with CTAs
     # (str) in flight (suite._spill_figures); {} where not measured
     spill_bytes_per_cycle_per_sm: dict = dataclasses.field(default_factory=dict)
+    spill_duty: dict = dataclasses.field(default_factory=dict)      # CTAs (str) -> the share of time they spilled
     path: str = ""
 
     def mma_flops_per_cycle(self, in_bits: int) -> float:
@@ -99,6 +100,27 @@ class Calibration:
             return None
         return float(np.interp(ctas, [c for c, _ in pts], [v for _, v in pts]))
 
+    def spill_rate(self, ctas: int, duty: float) -> float | None:
+        """Bytes per cycle per SM a wgmma loop's spills move at (locals beyond the L1) with ``ctas`` CTAs in flight,
+        each spilling ``duty`` of its time: the rate one CTA alone measured, or the chip's share where the CTAs
+        ask more of the L2 than it serves; that capacity is what every SM's spill loop got together (its rate x
+        its CTAs x the share of time they spilled). None where the ``spill_loop`` family was never run.
+
+        >>> cal = load("H100")
+        >>> every_sm = cal.spill_duty["132"]         # the share of time the family's loop spilled on every SM
+        >>> round(cal.spill_rate(1, 1.0), 1), round(cal.spill_rate(132, 0.3), 1), round(cal.spill_rate(132, every_sm), 1)
+        (40.7, 40.7, 31.5)
+        """
+        pts = sorted((int(k), float(v)) for k, v in self.spill_bytes_per_cycle_per_sm.items() if v)
+        if not pts:
+            return None
+        alone = pts[0][1]
+        n, rate = pts[-1]
+        capacity = rate * n * float(self.spill_duty.get(str(n), 1.0))
+        if duty <= 0 or n == pts[0][0]:
+            return alone
+        return min(alone, capacity / (max(1, ctas) * duty))
+
     def bandwidth(self, table: dict, ctas: int, extend: bool = True) -> float:
         """Bytes per cycle per CTA with ``ctas`` CTAs streaming at once (interpolated in the table); past the
         table the aggregate stays that of the last point (``extend=False``: the last point's value)."""
@@ -132,4 +154,5 @@ def load(gpu: str) -> Calibration | None:
                        power=d.get("power") or {}, tma_queue=(d["tma"].get("queue") or {}).get("l2") or {},
                        tma_store_load_cpb=d.get("tma_store_load_cycles_per_byte") or {},
                        spill_bytes_per_cycle_per_sm=(d.get("spill") or {}).get("bytes_per_cycle_per_sm") or {},
+                       spill_duty=(d.get("spill") or {}).get("duty") or {},
                        path=str(path))

@@ -302,7 +302,7 @@ def _spill_figures(rows, serial: dict | None) -> dict | None:
             and r.get("loop_spill_loads", 0) + r.get("loop_spill_stores", 0) > 0]
     if not rows or not serial:
         return None
-    out = {}
+    out, duty = {}, {}
     for r in rows:
         wgmmas = r.get("loop_wgmmas") or spill_loop_placement(r["BM"], r["BN"], r["consumers"]).loop_wgmmas
         instr = (r["BM"] // 64) * (r["BK"] // 16)
@@ -311,9 +311,10 @@ def _spill_figures(rows, serial: dict | None) -> dict | None:
         each = serial[min(ns, key=lambda n: abs(int(n) - r["BN"]))]        # the family times BN=256, measured
         spill_cycles = r["cycles_per_iteration"] - instr * each
         out[str(r["ctas"])] = per_iteration * 128 / spill_cycles
-    return dict(bytes_per_cycle_per_sm=out,
+        duty[str(r["ctas"])] = spill_cycles / r["cycles_per_iteration"]
+    return dict(bytes_per_cycle_per_sm=out, duty=duty,
                 source="spill_loop one-group rows: (per-iteration spill bytes x 128 threads) / (cycles an iteration "
-                       "- its wgmma instructions at the serial cost)")
+                       "- its wgmma instructions at the serial cost); duty: the share of an iteration its spills take")
 
 
 def measure_mma_latency(log):

@@ -255,13 +255,15 @@ def _cluster_id(idx, cga, g):
 def _add_stats(run, sched):
     for t in sched.tasks:
         st = run.stats.setdefault((t.name, t.replica), {"ctas": 0, "ops": 0, "busy": 0.0, "waiting": 0.0,
-                                                         "mma": 0.0, "cycles": 0.0, "scalar_ops": 0})
+                                                         "mma": 0.0, "cycles": 0.0, "scalar_ops": 0,
+                                                         "spill": 0.0})
         st["ctas"] += 1
         st["ops"] += t.stats["ops"]
         st["busy"] += t.stats["busy"]
         st["waiting"] += t.stats["waiting"]
         st["mma"] += t.stats["mma"]
         st["scalar_ops"] += t.stats["scalar_ops"]
+        st["spill"] += t.stats.get("spill", 0.0)
         st["cycles"] = max(st["cycles"], t.clock)
 
 

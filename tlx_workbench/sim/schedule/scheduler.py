@@ -64,7 +64,7 @@ class Task:
         self.clock = 0.0
         self.line = line
         self.vc: dict = {("task", self.pid, name, replica): 0}
-        self.stats = {"ops": 0, "busy": 0.0, "waiting": 0.0, "mma": 0.0, "scalar_ops": 0}
+        self.stats = {"ops": 0, "busy": 0.0, "waiting": 0.0, "mma": 0.0, "scalar_ops": 0, "spill": 0.0}
         self.wgmma = []                 # in-flight wgmma: [(end_time, agent epoch)]
         self.wgmma_epoch = 0
         self.tma_store_groups = []      # outstanding TMA stores: [(end_time, reads)]

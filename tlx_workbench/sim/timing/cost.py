@@ -364,12 +364,13 @@ class CostModel:
             return 0.0
         return tensor_cycles / (self.gpu.sm_count * self.tensor_sustained_share)
 
-    def spill_rate_scale(self, smem_bytes: int, local_bytes: int, ctas_per_sm: int = 1) -> float:
+    def spill_rate_scale(self, smem_bytes: int, local_bytes: int, ctas_per_sm: int = 1, duty: float = 0.0) -> float:
         """How much dearer a register spill's reload is than through L1 (what ``spill_bytes`` is charged at): 1 when
         the spilled locals of the SM's CTAs (``local_bytes``, per CTA) fit in the L1 that their shared memory leaves
         of the SM's unified L1/SMEM; else they move at the rate the calibration's ``spill_loop`` family measured
-        with this launch's CTAs in flight (``Calibration.spill_bytes_per_cycle_per_sm``), or where it has not, at
-        the launch's L2 rate per CTA. Only where calibrated (the estimates' GPUs keep the L1 charge)."""
+        (``Calibration.spill_rate``: one CTA's rate, or the chip's share where this launch's resident CTAs, each
+        spilling ``duty`` of its time, ask more than the L2 serves; ``duty`` 0: the rate alone), or where it has not,
+        at the launch's L2 rate per CTA. Only where calibrated (the estimates' GPUs keep the L1 charge)."""
         cal = self.calibration
         if cal is None or not local_bytes:
             return 1.0
@@ -377,10 +378,31 @@ class CostModel:
         carve = next((k * 1024 for k in SMEM_CARVEOUTS_KIB if k * 1024 >= smem), SMEM_CARVEOUTS_KIB[-1] * 1024)
         if ctas_per_sm * local_bytes <= L1_SMEM_BYTES - carve:
             return 1.0
-        table = cal.spill_bytes_per_cycle_per_sm
-        rate = (cal.bandwidth(table, self.resident, extend=False) if table and self.resident else
-                self.tma_load_rate or self.dram_bytes_per_cycle_per_sm)
+        rate = cal.spill_rate(self.resident, duty) or self.tma_load_rate or self.dram_bytes_per_cycle_per_sm
         return max(1.0, self.l1_bytes_per_cycle / rate)
+
+    def spill_duty(self, busy: float, cycles: float) -> float:
+        """The share of its time a CTA spends spilling once its spills move at the rate its demand leaves them: a
+        simulation charged at the rate alone spent ``busy`` of ``cycles`` on its spills' path; at a lower rate
+        that time stretches (and the CTA with it: a spilling group waits for its spills), which raises the duty
+        the rate is read at. The fixed point of the two, where the calibration measured the ``spill_loop``
+        family; else ``busy / cycles``."""
+        cal = self.calibration
+        if busy <= 0 or cycles <= 0:
+            return 0.0
+        alone = cal.spill_rate(self.resident, 0.0) if cal is not None else None
+        duty = min(1.0, busy / cycles)
+        if not alone:
+            return duty
+        rate = alone
+        for _ in range(60):
+            stretched = busy * alone / rate
+            duty = min(1.0, stretched / (cycles + stretched - busy))
+            new = cal.spill_rate(self.resident, duty)
+            if abs(new - rate) <= 1e-6 * rate:
+                break
+            rate = 0.5 * (rate + new)
+        return duty
 
     def hbm_floor_us(self, nbytes: float) -> float:
         """Microseconds a launch needs at least to move ``nbytes`` through DRAM at the sustained bandwidth (bytes

@@ -323,11 +323,12 @@ def loop_spills(report, total: int) -> tuple[int, str]:
     return placement.per_iteration, f" ({placement})"
 
 
-def charged_spills(launch, grid, gpu, ctas_per_sm, facts) -> tuple[float, str]:
+def charged_spills(launch, grid, gpu, ctas_per_sm, facts, duty: float = 0.0) -> tuple[float, str]:
     """(spill bytes per thread the simulator charges, compiled summary) of a launch ``(jit, args, kwargs)`` whose
     :func:`launch_facts` are ``facts``: ptxas's spill loads and stores, dearer where the spilled locals of the SM's
-    CTAs do not fit the L1 their shared memory leaves (``cost.spill_rate_scale`` at the L2 rate of the launch's
-    resident CTAs; ``grid`` a tuple, or a callable: then every slot counts)."""
+    CTAs do not fit the L1 their shared memory leaves (``cost.spill_rate_scale`` with the launch's resident CTAs
+    each spilling ``duty`` of its time, 0: at the rate alone; ``grid`` a tuple, or a callable: then every slot
+    counts)."""
     spills, note = facts[1], facts[3]
     if not spills or launch is None:
         return spills, note
@@ -345,12 +346,26 @@ def charged_spills(launch, grid, gpu, ctas_per_sm, facts) -> tuple[float, str]:
         g = tuple(grid) + (1,) * (3 - len(grid))
         slots = min(int(g[0]) * int(g[1]) * int(g[2]), slots)
     cm = cost_model(gpu).for_launch(slots)
-    scale = cm.spill_rate_scale(res.smem_bytes, (res.local_bytes or 0) * res.num_warps * 32, ctas_per_sm)
+    scale = cm.spill_rate_scale(res.smem_bytes, (res.local_bytes or 0) * res.num_warps * 32, ctas_per_sm, duty)
     charged = type(spills)(spills * scale)         # per wgmma instruction or per iteration, as read
     if scale != 1:
-        note += (f" (through L2: the locals do not fit the L1 the SMEM leaves; at {cm.l1_bytes_per_cycle / scale:.1f} "
-                 f"B/cycle, charged as {float(charged):.0f} B at L1 rate)")
+        busy = f"{slots} CTAs spilling {100 * duty:.0f} % of their time: " if duty else ""
+        note += (f" (through L2: the locals do not fit the L1 the SMEM leaves; {busy}at "
+                 f"{cm.l1_bytes_per_cycle / scale:.1f} B/cycle, charged as {float(charged):.0f} B at L1 rate)")
     return charged, note
+
+
+def _spill_duty(result, model, ctas_per_sm) -> float:
+    """The share of its time CTA 0 of ``result`` (simulated with its spills at the rate alone) spills once the
+    launch's spill demand sets the rate (``cost.spill_duty``); 0 where the calibration never measured spills."""
+    from .cost import cost_model
+    grid = result.grid
+    slots = min(int(grid[0]) * int(grid[1]) * int(grid[2]), model.sm_count * max(1, int(ctas_per_sm)))
+    cm = cost_model(model.name).for_launch(slots)
+    if cm.calibration is None or not cm.calibration.spill_bytes_per_cycle_per_sm:
+        return 0.0
+    busy = sum(st.get("spill", 0.0) for st in (getattr(result, "stats", None) or {}).values())
+    return cm.spill_duty(busy, result.cycles)
 
 
 def prediction_from(result, gpu, *, occupancy: int = 1, spills: int = 0, compiled: str = "",
@@ -422,6 +437,12 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
         if new != (occ, sp, serial):
             occ, sp, serial = new
             first = sim([0], occ, sp, serial)
+        duty = _spill_duty(first, model, occ) if spills is None and sp else 0.0
+        if duty:            # the rate the launch's spill demand leaves (cost.spill_duty), then simulated again
+            c_sp, note = charged_spills(first.launch, first.grid, model.name, occ, facts, duty=duty)
+            if c_sp != sp:
+                sp = c_sp
+                first = sim([0], occ, sp, serial)
     grid = first.grid
     slots = model.sm_count * max(1, int(occ))
     total = int(grid[0]) * int(grid[1]) * int(grid[2])
