@@ -127,6 +127,11 @@ def sim_result(r) -> dict:
             "atomic_ordering": list(getattr(r, "atomic_ordering", []) or [])}
 
 
+def _spills_per(spill_bytes) -> str:
+    from .sim.timing.cost import SpillsPerWgmma
+    return "wgmma" if isinstance(spill_bytes, SpillsPerWgmma) else "iteration"
+
+
 def prediction(p) -> dict:
     """A Prediction: the launch's time on the GPU and what it rests on. A CallPrediction (a call of several
     launches): its longest launch's fields, the call's time (``us``, the launches' sum) and every launch
@@ -138,7 +143,10 @@ def prediction(p) -> dict:
             "cycles": jsonable(p.cycles), "clock_ghz": jsonable(p.clock_ghz), "launch_us": jsonable(p.launch_us),
             "bound": p.bound, "cta_cycles": jsonable(p.cta_cycles), "hbm_floor_cycles": jsonable(p.hbm_floor_cycles),
             "kernel_bytes": int(p.kernel_bytes), "slots": int(p.slots), "waves": jsonable(p.waves),
-            "ctas_simulated": len(p.sampled), "occupancy": int(p.occupancy), "spill_bytes": int(p.spill_bytes),
+            "ctas_simulated": len(p.sampled), "occupancy": int(p.occupancy),
+            # spill bytes per thread charged at the L1 rate, per wgmma instruction (read off the compiled loop) or
+            # per iteration of the loop (given as a plain number)
+            "spill_bytes": jsonable(float(p.spill_bytes)), "spills_per": _spills_per(p.spill_bytes),
             "compiled": p.compiled, "calibration": p.calibration, "sim_seconds": jsonable(p.sim_seconds)}
 
 
@@ -258,7 +266,8 @@ _PREDICTION = {"type": ["object", "null"], "required": ["kernel", "gpu", "grid",
                               "launch_us": _NUM, "bound": {"type": "string"}, "cta_cycles": _NUM,
                               "hbm_floor_cycles": _NUM, "kernel_bytes": {"type": "integer"},
                               "slots": {"type": "integer"}, "waves": _NUM, "ctas_simulated": {"type": "integer"},
-                              "occupancy": {"type": "integer"}, "spill_bytes": {"type": "integer"},
+                              "occupancy": {"type": "integer"}, "spill_bytes": {"type": "number"},
+                              "spills_per": {"enum": ["wgmma", "iteration"]},
                               "compiled": {"type": "string"}, "calibration": _STR, "sim_seconds": _NUM,
                               "launches": {"type": "array", "items": {"type": "object"}}}}
 VERDICTS = ("clean", "warning", "deadlock", "race", "finding", "error", "not simulated")

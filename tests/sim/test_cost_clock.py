@@ -231,6 +231,12 @@ def test_spills_that_do_not_fit_the_l1_the_smem_leaves_reload_from_l2(tutorial):
     cm = cost_model("H200").for_launch(min(p.grid[0] * p.grid[1] * p.grid[2], 132))
     # charged per wgmma instruction (QK^T and PV: 2 x 8 m64n128k16 each an iteration)
     assert isinstance(p.spill_bytes, SpillsPerWgmma)
+    import jsonschema
+    from tlx_workbench import json_schema as js
+    as_json = js.prediction(p)            # what scripts and agents read: the figure and its unit
+    jsonschema.validate(as_json, js._PREDICTION)
+    assert as_json["spills_per"] == "wgmma" and as_json["spill_bytes"] == pytest.approx(float(p.spill_bytes))
+    assert js.prediction(at_l1)["spills_per"] == "iteration" and js.prediction(at_l1)["spill_bytes"] == 1020 + 1264
     assert p.spill_bytes == pytest.approx((748 + 744) / 32 * cm.spill_rate_scale(196684, 128 * 10 ** 4), rel=0.01)
     assert p.us > at_l1.us
     # what fits stays in L1; a GPU never measured keeps the L1 charge
