@@ -446,3 +446,27 @@ def test_the_cost_model_check_predicts_the_cells_no_run_has_timed_and_its_rows_s
     (timed,) = again["rows"]
     assert timed["cell"] == left and timed["sim"] == row["sim"]
     assert timed["predicted_us"] == pytest.approx(row["predicted_us"]) and timed["error"] == pytest.approx(1 / 1.1 - 1)
+
+
+def test_the_wave_sweep_sets_the_model_beside_a_measured_sweep(tmp_path):
+    """``wave_sweep.py``: a measured sweep's cells predicted at their shapes (the same time ``wb.predict`` gives),
+    and each kernel's line through time against waves, from the cells of a wave or more."""
+    import warnings
+    import tlx_workbench as wb
+    ws = _load("wave_sweep")
+    cells = [c for c in ws.cells() if c["kernel"] == "attention" and c["shape"][1] in (32, 64, 128)]
+    assert [c["shape"][1] * 8 / 132 for c in cells] == pytest.approx([1.94, 3.88, 7.76], abs=0.01)
+    rows = [dict(cell=c, do_bench_us=10.0 * h, graph_flushed_us=9.0 * h, graph_warm_us=8.0 * h)
+            for c, h in zip(cells, (1, 2, 4))]
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps(dict(device="NVIDIA H100", sms=132, date="", rows=rows)))
+    res = ws.compare(path, "H100")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with wb.offline("H100"):
+            p = wb.predict(_load("cost_model_validation").make_launch(cells[0]), gpu="H100", samples=8)
+    assert res["rows"][0]["predicted_us"] == pytest.approx(p.us)
+    a, b = res["lines"]["attention"]["do_bench_us"]
+    assert b == pytest.approx(10.0 / (64 * 8 / 132 - 32 * 8 / 132), rel=1e-6) and a == pytest.approx(0.0, abs=1e-6)
+    a, b = res["lines"]["attention"]["predicted_us"]
+    assert b > 0 and a > 0                      # a wave costs time, and so does the launch once
