@@ -53,10 +53,11 @@ class MmaOps:
         start = t.clock
         if self.cost.spill_bytes:
             # a spilling kernel's loop stores and reloads its spilled registers once per iteration, through the L1
-            # that every warp group of the CTA shares: spread over the async_dot lines of the loop's iteration, those
-            # this warp group ran since it last ran this line (a loop's first iteration, and a dot peeled before
-            # the loop, pay a little more)
-            if self.cost.spill_per_wgmma:       # the compiled loop's bytes per wgmma instruction, per instruction
+            # path that every warp group of the CTA shares: read off the compiled loop, its bytes per wgmma
+            # instruction times this async_dot's instructions; given per iteration, spread over the async_dot lines
+            # of the loop's iteration, those this warp group ran since it last ran this line (a loop's first
+            # iteration, and a dot peeled before the loop, pay a little more)
+            if self.cost.spill_per_wgmma:
                 nbytes = self.cost.spill_bytes * t.threads * self.cost.wgmma_instructions(m, k, in_bits)
             else:
                 nbytes = self.cost.spill_bytes * t.threads / _iteration_lines(t.dot_lines, line)
