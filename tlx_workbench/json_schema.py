@@ -128,8 +128,8 @@ def sim_result(r) -> dict:
 
 
 def _spills_per(spill_bytes) -> str:
-    from .sim.timing.cost import SpillsPerWgmma
-    return "wgmma" if isinstance(spill_bytes, SpillsPerWgmma) else "iteration"
+    """The unit of a prediction's spill charge: a ``SpillsPerWgmma`` says "wgmma", a plain number is per iteration."""
+    return getattr(spill_bytes, "per", "iteration")
 
 
 def prediction(p) -> dict:

@@ -34,6 +34,7 @@ class SpillsPerWgmma(float):
     """Register spills given per wgmma instruction (bytes per thread, at the L1 rate) rather than per iteration of
     a loop: what ``wb.predict`` reads off a compiled kernel's wgmma loop (``SpillPlacement.per_wgmma``), whatever
     ptxas unrolled. A number wherever ``spills`` is one (``simulate(spills=SpillsPerWgmma(b))``)."""
+    per = "wgmma"       # the unit, as a prediction's JSON says it (a plain number: "iteration")
 
     def __repr__(self):
         return f"SpillsPerWgmma({float(self)!r})"
