@@ -58,17 +58,10 @@ def measure(out_dir):
     print("wrote", path)
 
 
-def _line(xs, ys):
-    """Least-squares (intercept, slope) of ys against xs."""
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    return my - slope * mx, slope
-
-
 def compare(measured_path, gpu):
     """The model's time per cell beside the measured ones, and each kernel's line (intercept, slope per wave) over
     the cells of at least one full wave."""
+    import numpy as np
     import tlx_workbench as wb
     from cost_model_validation import make_launch
     data = json.loads(pathlib.Path(measured_path).read_text())
@@ -80,9 +73,10 @@ def compare(measured_path, gpu):
             warnings.simplefilter("ignore")
             with wb.offline(gpu):
                 p = wb.predict(make_launch(cell), gpu=gpu, samples=8)
-        ctas = 8 * cell["shape"][1]
-        out.append(dict(row, predicted_us=p.us, predicted_kernel_us=p.us - p.launch_us, waves=ctas / sms))
-        print(f"{cell['kernel']:32s} H={cell['shape'][1]:4d} waves {ctas / sms:5.2f}  predicted {p.us:8.1f}  "
+        # waves of work: 128-row query tiles over the SMs (the library's kernel is persistent: its grid is the SMs)
+        waves = cell["shape"][2] // 128 * cell["shape"][1] / sms
+        out.append(dict(row, predicted_us=p.us, waves=waves))
+        print(f"{cell['kernel']:32s} H={cell['shape'][1]:4d} waves {waves:5.2f}  predicted {p.us:8.1f}  "
               f"do_bench {row['do_bench_us']:8.1f}  flushed {row['graph_flushed_us']:8.1f}  warm "
               f"{row['graph_warm_us']:8.1f} us", flush=True)
     lines = {}
@@ -91,7 +85,8 @@ def compare(measured_path, gpu):
         if len(rs) < 2:
             continue
         xs = [r["waves"] for r in rs]
-        lines[kernel] = {name: _line(xs, [r[name] for r in rs])
+        # least squares: (intercept, slope per wave)
+        lines[kernel] = {name: tuple(float(v) for v in np.polyfit(xs, [r[name] for r in rs], 1)[::-1])
                          for name in ("predicted_us", "do_bench_us", "graph_flushed_us", "graph_warm_us")}
         for name, (a, b) in lines[kernel].items():
             print(f"{kernel:32s} {name:18s} {a:7.1f} us + {b:6.2f} us a wave")

@@ -298,17 +298,15 @@ def _spill_figures(rows, serial: dict | None) -> dict | None:
     its wgmma instructions at the serial cost plus its spill bytes (the loop's per wgmma instruction, times the
     iteration's) for 128 threads at this rate. The two-group rows overlap one group's spills with the other's MMAs:
     a cross-check through the simulator, not derived from here. None without both families."""
-    rows = [r for r in rows or [] if isinstance(r, dict) and r.get("consumers") == 1
+    rows = [r for r in rows or [] if isinstance(r, dict) and r.get("consumers") == 1 and r.get("loop_wgmmas")
             and r.get("loop_spill_loads", 0) + r.get("loop_spill_stores", 0) > 0]
     if not rows or not serial:
         return None
     out, duty = {}, {}
     for r in rows:
-        wgmmas = r.get("loop_wgmmas") or spill_loop_placement(r["BM"], r["BN"], r["consumers"]).loop_wgmmas
         instr = (r["BM"] // 64) * (r["BK"] // 16)
-        per_iteration = (r["loop_spill_loads"] + r["loop_spill_stores"]) / wgmmas * instr
-        ns = sorted(serial, key=int)
-        each = serial[min(ns, key=lambda n: abs(int(n) - r["BN"]))]        # the family times BN=256, measured
+        per_iteration = (r["loop_spill_loads"] + r["loop_spill_stores"]) / r["loop_wgmmas"] * instr
+        each = serial[min(serial, key=lambda n: abs(int(n) - r["BN"]))]     # the family times BN=256, measured
         spill_cycles = r["cycles_per_iteration"] - instr * each
         out[str(r["ctas"])] = per_iteration * 128 / spill_cycles
         duty[str(r["ctas"])] = spill_cycles / r["cycles_per_iteration"]

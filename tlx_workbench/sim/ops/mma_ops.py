@@ -62,8 +62,9 @@ class MmaOps:
             else:
                 nbytes = self.cost.spill_bytes * t.threads / _iteration_lines(t.dot_lines, line)
                 t.dot_lines = (t.dot_lines + [line])[-64:]
-            t.stats["spill"] = t.stats.get("spill", 0.0) + nbytes / self.cost.l1_bytes_per_cycle     # the path's time
-            lsu = max(t.clock, self.lsu_free) + nbytes / self.cost.l1_bytes_per_cycle
+            path_cycles = nbytes / self.cost.l1_bytes_per_cycle
+            t.stats["spill"] += path_cycles
+            lsu = max(t.clock, self.lsu_free) + path_cycles
             self.lsu_free = lsu
             self.span(t, "spill", start, lsu, "register spills", line, args={"bytes": nbytes})
             start = t.clock = lsu

@@ -263,7 +263,7 @@ def _add_stats(run, sched):
         st["waiting"] += t.stats["waiting"]
         st["mma"] += t.stats["mma"]
         st["scalar_ops"] += t.stats["scalar_ops"]
-        st["spill"] += t.stats.get("spill", 0.0)
+        st["spill"] += t.stats["spill"]
         st["cycles"] = max(st["cycles"], t.clock)
 
 

@@ -317,10 +317,8 @@ def loop_spills(report, total: int) -> tuple[int, str]:
     placement = report.spill_placement
     if placement is None or not placement.loops or placement.loads + placement.stores != total:
         return total, ""
-    if placement.loop_wgmmas:
-        from .cost import SpillsPerWgmma
-        return SpillsPerWgmma(placement.per_wgmma), f" ({placement})"
-    return placement.per_iteration, f" ({placement})"
+    from .cost import SpillsPerWgmma       # a loop that holds the wgmmas: its bytes per wgmma instruction
+    return SpillsPerWgmma(placement.per_wgmma), f" ({placement})"
 
 
 def charged_spills(launch, grid, gpu, ctas_per_sm, facts, duty: float = 0.0) -> tuple[float, str]:
@@ -341,10 +339,7 @@ def charged_spills(launch, grid, gpu, ctas_per_sm, facts, duty: float = 0.0) -> 
         res = wb_compile(jit, *args, target=gpu, sass="lazy", **compile_kwargs(kwargs)).resources
     except Exception:  # noqa: BLE001 - the compiled facts said why already
         return spills, note
-    slots = gpu_model(gpu).sm_count * ctas_per_sm
-    if isinstance(grid, (tuple, list)):
-        g = tuple(grid) + (1,) * (3 - len(grid))
-        slots = min(int(g[0]) * int(g[1]) * int(g[2]), slots)
+    slots = _resident(grid, gpu_model(gpu), ctas_per_sm)
     cm = cost_model(gpu).for_launch(slots)
     scale = cm.spill_rate_scale(res.smem_bytes, (res.local_bytes or 0) * res.num_warps * 32, ctas_per_sm, duty)
     charged = type(spills)(spills * scale)         # per wgmma instruction or per iteration, as read
@@ -355,13 +350,21 @@ def charged_spills(launch, grid, gpu, ctas_per_sm, facts, duty: float = 0.0) -> 
     return charged, note
 
 
+def _resident(grid, model, ctas_per_sm) -> int:
+    """The CTAs of a launch in flight at once: its SMs' slots, or its grid where smaller (``grid`` a tuple; a
+    callable grid: every slot counts)."""
+    slots = model.sm_count * max(1, int(ctas_per_sm))
+    if isinstance(grid, (tuple, list)):
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        slots = min(int(g[0]) * int(g[1]) * int(g[2]), slots)
+    return slots
+
+
 def _spill_duty(result, model, ctas_per_sm) -> float:
     """The share of its time CTA 0 of ``result`` (simulated with its spills at the rate alone) spills once the
     launch's spill demand sets the rate (``cost.spill_duty``); 0 where the calibration never measured spills."""
     from .cost import cost_model
-    grid = result.grid
-    slots = min(int(grid[0]) * int(grid[1]) * int(grid[2]), model.sm_count * max(1, int(ctas_per_sm)))
-    cm = cost_model(model.name).for_launch(slots)
+    cm = cost_model(model.name).for_launch(_resident(result.grid, model, ctas_per_sm))
     if cm.calibration is None or not cm.calibration.spill_bytes_per_cycle_per_sm:
         return 0.0
     busy = sum(st.get("spill", 0.0) for st in (getattr(result, "stats", None) or {}).values())
