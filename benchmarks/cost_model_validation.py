@@ -29,6 +29,7 @@ a changed clock model without simulating again.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -349,9 +350,24 @@ def simulate(cell: dict) -> dict:
         with wb.offline(GPU):
             p = wb.predict(make_launch(cell), gpu=GPU, samples=SAMPLES.get(cell["kind"]))
     if isinstance(p, wb.CallPrediction):
-        return dict(gpu=GPU, parts=[dict(_facts(x), kernel=x.kernel) for x in p.parts],
-                    sim_seconds=time.perf_counter() - t0)
-    return dict(_facts(p), gpu=GPU, sim_seconds=time.perf_counter() - t0)
+        facts = dict(gpu=GPU, torch_kernels=[dataclasses.asdict(k) for k in p.torch_kernels],
+                     sim_seconds=time.perf_counter() - t0)
+        if len(p.parts) == 1:
+            return dict(_facts(p.parts[0]), **facts)
+        return dict(facts, parts=[dict(_facts(x), kernel=x.kernel) for x in p.parts])
+    return dict(_facts(p), gpu=GPU, torch_kernels=[], sim_seconds=time.perf_counter() - t0)
+
+
+def torch_kernels(cell: dict) -> list:
+    """The kernels ``cell``'s call runs through torch beside its launches (a stored simulation from before they were
+    noted has none recorded): its host code run once, CTA 0 of each launch simulated, timing only."""
+    import tlx_workbench as wb
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with wb.offline(GPU):
+            r = wb.simulate(make_launch(cell), gpu=GPU, ctas=[0], numerics=False, on_deadlock="return",
+                            torch_kernels=True)
+    return [dataclasses.asdict(k) for k in r.torch_kernels]
 
 
 def _facts(p) -> dict:
@@ -364,15 +380,21 @@ def timed(cell: dict, sim: dict, window: str = "do_bench", launch_us: float | No
     """The Prediction of ``cell`` from its simulated facts under the current cost model (``launch_us``: the fixed
     cost of a launch under another timer than do_bench, e.g. CUDA-graph replay, measured beside the cells); a
     ``CallPrediction`` of its launches for a cell of several."""
-    import dataclasses
+    from tlx_workbench.sim.timing.cost import cost_model
     from tlx_workbench.sim.timing.prediction import CallPrediction
+    from tlx_workbench.sim.torch_kernels import TorchKernel
     if "parts" in sim:
         parts = [_finish(dict(cell, kernel=f["kernel"]), dict(f, sim_seconds=0.0), window) for f in sim["parts"]]
-        if launch_us is not None:
-            parts = [dataclasses.replace(x, launch_us=launch_us) for x in parts]
-        return CallPrediction(parts, sim_seconds=sim["sim_seconds"])
-    p = _finish(cell, sim, window)
-    return p if launch_us is None else dataclasses.replace(p, launch_us=launch_us)
+    else:
+        parts = [_finish(cell, sim, window)]
+    if launch_us is not None:
+        parts = [dataclasses.replace(x, launch_us=launch_us) for x in parts]
+    host = [TorchKernel(**k) for k in sim.get("torch_kernels") or []]
+    if len(parts) == 1 and not host:
+        return parts[0]
+    cm = cost_model(GPU)
+    return CallPrediction(parts, sim_seconds=sim["sim_seconds"], torch_kernels=host,
+                          dram_gbps=float(cm.hbm_gbps or cm.gpu.dram_gbps))
 
 
 def _finish(cell, sim, window):
@@ -602,6 +624,8 @@ def main(argv=None):
     for c in cells:
         cell = c["cell"]
         sim = reuse.get(key(cell)) or simulate(cell)
+        if "torch_kernels" not in sim:
+            sim = dict(sim, torch_kernels=torch_kernels(cell))
         row = predicted_row(cell, sim, args.window, c.get("launch_us", launch_us))
         row.update(measured_us=c["measured_us"], timer=c.get("timer", args.timer),
                    error=row["predicted_us"] / c["measured_us"] - 1, measured_mhz=c["measured_mhz"], source=c["source"])

@@ -134,11 +134,16 @@ def _spills_per(spill_bytes) -> str:
 
 def prediction(p) -> dict:
     """A Prediction: the launch's time on the GPU and what it rests on. A CallPrediction (a call of several
-    launches): its longest launch's fields, the call's time (``us``, the launches' sum) and every launch
-    (``launches``)."""
+    launches, or a launch and the kernels its call runs through torch): its longest launch's fields, the call's
+    time (``us``: the launches' and the torch kernels' sum), every launch (``launches``) and every torch kernel
+    (``torch_kernels``: the aten op, bytes read and written, the caller's line, its time)."""
     if hasattr(p, "parts"):
+        torch_kernels = [{"op": k.op, "bytes_read": int(k.bytes_read), "bytes_written": int(k.bytes_written),
+                          "where": k.where, "after_launches": int(k.after_launches),
+                          "us": jsonable(p.torch_kernel_us(k))} for k in getattr(p, "torch_kernels", [])]
         return dict(prediction(p.main), kernel=p.kernel, us=jsonable(p.us), launch_us=jsonable(p.launch_us),
-                    sim_seconds=jsonable(p.sim_seconds), launches=[prediction(x) for x in p.parts])
+                    sim_seconds=jsonable(p.sim_seconds), launches=[prediction(x) for x in p.parts],
+                    torch_kernels=torch_kernels)
     return {"kernel": p.kernel, "gpu": p.gpu, "grid": jsonable(list(p.grid)), "us": jsonable(p.us),
             "cycles": jsonable(p.cycles), "clock_ghz": jsonable(p.clock_ghz), "launch_us": jsonable(p.launch_us),
             "bound": p.bound, "cta_cycles": jsonable(p.cta_cycles), "hbm_floor_cycles": jsonable(p.hbm_floor_cycles),
@@ -269,7 +274,12 @@ _PREDICTION = {"type": ["object", "null"], "required": ["kernel", "gpu", "grid",
                               "occupancy": {"type": "integer"}, "spill_bytes": {"type": "number"},
                               "spills_per": {"enum": ["wgmma", "iteration"]},
                               "compiled": {"type": "string"}, "calibration": _STR, "sim_seconds": _NUM,
-                              "launches": {"type": "array", "items": {"type": "object"}}}}
+                              "launches": {"type": "array", "items": {"type": "object"}},
+                              "torch_kernels": {"type": "array", "items": {
+                                  "type": "object", "required": ["op", "bytes_read", "bytes_written", "where", "us"],
+                                  "properties": {"op": {"type": "string"}, "bytes_read": {"type": "integer"},
+                                                 "bytes_written": {"type": "integer"}, "where": {"type": "string"},
+                                                 "after_launches": {"type": "integer"}, "us": {"type": "number"}}}}}}
 VERDICTS = ("clean", "warning", "deadlock", "race", "finding", "error", "not simulated")
 _LAUNCH = {"type": "object", "required": ["kernel", "grid", "verdict", "compiled", "simulation", "prediction"],
            "properties": {"kernel": {"type": "string"}, "file": _STR, "line": _INT, "grid": _GRID,

@@ -395,9 +395,14 @@ def test_a_call_that_makes_several_launches_is_predicted_launch_by_launch():
             jit, args, kwargs = r.launch
             alone = wb.predict(jit, *args, grid=tuple(r.grid), gpu="H200", compile=False, **kwargs)
             assert part.us == pytest.approx(alone.us, rel=1e-9) and part.grid == tuple(r.grid)
-    assert call.us == pytest.approx(sum(p.us for p in call.parts)) and call.us > max(p.us for p in call.parts)
+    # beside its launches the call casts dQ from fp32 to fp16 through torch: a kernel of its own on a GPU
+    (cast,) = call.torch_kernels
+    assert cast.op == "aten._to_copy" and cast.bytes_read == q.numel() * 4 and cast.bytes_written == q.numel() * 2
+    assert call.torch_us == pytest.approx(cast.nbytes / (call.dram_gbps * 1e3) + call.parts[0].launch_us)
+    assert call.us == pytest.approx(sum(p.us for p in call.parts) + call.torch_us)
     assert call.kernel == " + ".join(names)
-    assert "launches on H200" in repr(call) and "attention_bwd_kernel" in call._repr_html_()
+    assert "launch(es) on H200" in repr(call) and "attention_bwd_kernel" in call._repr_html_()
+    assert "aten._to_copy" in repr(call) and "aten._to_copy" in call._repr_html_()
 
 
 @pytest.mark.parametrize("ctas", [1, 132])
@@ -441,6 +446,8 @@ def test_a_call_of_several_launches_serializes_to_the_json_schema():
     assert [x["kernel"] for x in d["launches"]] == [p.kernel for p in call.parts]
     for x in d["launches"]:
         jsonschema.validate(x, js._PREDICTION)
+    assert [(x["op"], x["bytes_read"] + x["bytes_written"]) for x in d["torch_kernels"]] == \
+        [(k.op, k.nbytes) for k in call.torch_kernels]
 
 
 def test_the_spill_loop_family_spills_in_its_loop_and_its_measured_rate_times_it_again():
@@ -469,3 +476,27 @@ def test_the_spill_loop_family_spills_in_its_loop_and_its_measured_rate_times_it
         per_iteration = (cycles[24] - cycles[8]) / 16
         tolerance = 0.05 if r["consumers"] == 1 else 0.2
         assert per_iteration == pytest.approx(r["cycles_per_iteration"], rel=tolerance), r
+
+
+@pytest.mark.parametrize("per_sm", [1, 3])
+def test_the_turnover_family_reads_a_launchs_records(per_sm):
+    """``suite._turnover_read`` on records made to order (``[clock0, clock1, ns0, ns1, smid]`` a CTA): the span from
+    the first start to the last end, the first wave's start spread, and on each SM the gap from a CTA's end to the
+    start of the one that takes its slot (the earliest to end of those before it), in ns and in that SM's cycles."""
+    import random
+    r = random.Random()
+    gap_ns, own, sms, waves = r.randint(50, 900), r.randint(2000, 9000), r.randint(2, 5), r.randint(2, 4)
+    recs, spread = [], 0
+    for sm in range(sms):
+        for slot in range(per_sm):
+            t = r.randint(0, 300)              # this slot's first CTA starts here
+            spread = max(spread, t)
+            for _ in range(waves):
+                recs.append([2 * t, 2 * (t + own), t, t + own, sm])     # a 2 GHz clock
+                t += own + gap_ns
+    starts0 = sorted(c[2] for c in recs)[:sms * per_sm]
+    got = suite._turnover_read(recs, per_sm, sms * per_sm)
+    assert got["turnover_ns"] == gap_ns and got["turnover_cycles"] == 2 * gap_ns
+    assert got["cta_us"] == pytest.approx(own / 1e3) and got["cta_cycles"] == 2 * own
+    assert got["span_us"] == pytest.approx((max(c[3] for c in recs) - min(c[2] for c in recs)) / 1e3)
+    assert got["start_spread_us"] == pytest.approx((starts0[-1] - starts0[0]) / 1e3)

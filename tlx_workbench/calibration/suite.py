@@ -638,6 +638,69 @@ def measure_launch(log):
     return out
 
 
+def _turnover_read(r, per_sm: int, first_wave: int) -> dict:
+    """One launch's records (``[clock0, clock1, ns0, ns1, smid]`` per CTA): the span from the first CTA's start to
+    the last one's end, a CTA's own time, the first wave's start spread, and the CTA turnover: on each SM, the gap
+    between a CTA's start and the end of the one whose slot it took (the earliest to end of those before it)."""
+    t0 = min(c[2] for c in r)
+    starts = sorted(c[2] for c in r)[:first_wave]
+    by_sm: dict = {}
+    for c in r:
+        by_sm.setdefault(c[4], []).append(c)
+    gaps_ns, gaps_cycles = [], []
+    for cs in by_sm.values():
+        cs.sort(key=lambda c: c[2])
+        ends: list = []
+        for c in cs:
+            if len(ends) >= per_sm:
+                prev = min(ends, key=lambda e: e[1])
+                gaps_ns.append(c[2] - prev[1])
+                gaps_cycles.append(c[0] - prev[0])
+                ends.remove(prev)
+            ends.append((c[1], c[3]))
+    return dict(span_us=(max(c[3] for c in r) - t0) / 1e3, cta_us=_median([c[3] - c[2] for c in r]) / 1e3,
+                cta_cycles=_median([c[1] - c[0] for c in r]), start_spread_us=(starts[-1] - starts[0]) / 1e3,
+                turnover_ns=_median(gaps_ns) if gaps_ns else None,
+                turnover_cycles=_median(gaps_cycles) if gaps_cycles else None)
+
+
+def measure_turnover(log):
+    """Where a launch's time goes outside its CTAs' own work: a TMA loop (16 KiB boxes from HBM, a CTA's loads all in
+    flight at once) launched with the L2 flushed, 1 CTA an SM (12 stages, 192 KiB SMEM) or 3 (4 stages), over 1-8
+    waves. Per launch (the median of 7): do_bench's time, the span from the first CTA's start to the last one's end,
+    a CTA's own time, the first wave's start spread and the CTA turnover on an SM (``_turnover_read``)."""
+    torch = _torch()
+    import triton
+    driver = triton.runtime.driver.active
+    cache = driver.get_empty_cache_for_benchmark()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    out = []
+    for stages, per_sm in ((12, 1), (4, 3)):
+        for waves in (1, 2, 4, 8):
+            ctas = sms * per_sm * waves
+            _, desc = tma_descriptor(ctas * stages, 128, 64)
+            rec = torch.zeros(ctas * K.REC, dtype=torch.int64, device="cuda")
+
+            def launch():       # no allocation inside: do_bench times the launch alone
+                K.tma_stream_kernel[(ctas,)](desc, rec, stages, ctas * stages, BOX_M=128, BOX_K=64, STAGES=stages,
+                                             TIMED=True, num_warps=4)
+            launch()
+            torch.cuda.synchronize()
+            reads = []
+            for _ in range(7):
+                driver.clear_cache(cache)
+                launch()
+                torch.cuda.synchronize()
+                reads.append(_turnover_read(_records(rec, ctas), per_sm, sms * per_sm))
+            ms = time_call(launch, name=f"turnover x{ctas}", warmup=20, rep=100).median_ms
+            row = dict(stages=stages, ctas_per_sm=per_sm, waves=waves, ctas=ctas, do_bench_us=ms * 1e3,
+                       **{k: _median([d[k] for d in reads]) if reads[0][k] is not None else None for k in reads[0]})
+            out.append(row)
+            log("turnover " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}"
+                                        for k, v in row.items()))
+    return out
+
+
 def measure_barriers(log):
     out = {}
     rounds = 20000
@@ -1010,7 +1073,7 @@ def run(log=print, only=()) -> dict:
 FAMILIES = {"launch": measure_launch, "mma_latency": measure_mma_latency, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
             "tma_store": measure_tma_store, "tma_store_beside": measure_tma_store_beside, "cp_async": measure_cp_async, "clock": measure_clock,
             "mma_copy": measure_mma_copy, "power": measure_power, "gemm_loads": measure_gemm_loads,
-            "spill_loop": measure_spill_loop, "sustained_kernels": measure_sustained_kernels}
+            "spill_loop": measure_spill_loop, "turnover": measure_turnover, "sustained_kernels": measure_sustained_kernels}
 
 
 def rederive(path):

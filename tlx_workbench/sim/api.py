@@ -1,6 +1,8 @@
 """``tlx_workbench.simulate``: run TLX kernels, unchanged, on the CPU."""
 from __future__ import annotations
 
+import contextlib
+
 from ..errors import DeadlockError, SimulationError
 from ..target import offline
 from .schedule.engine import raise_deadlock, run_launch
@@ -183,7 +185,8 @@ class Simulation:
 
     def __init__(self, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS, config=None,
                  on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-                 spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None, order="seeded"):
+                 spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None, order="seeded",
+                 torch_kernels=False):
         if on_deadlock not in ("raise", "return"):
             raise SimulationError(f"on_deadlock={on_deadlock!r}", hint="use 'raise' or 'return'")
         if order not in ORDERS:
@@ -209,6 +212,10 @@ class Simulation:
         #: candidate's outputs (the launch's arguments after it ran), or the expected outputs (sim/repair.matches)
         self.repair = enabled_default() if repair is None else repair
         self.results: list[SimResult] = []
+        #: the kernels the host code runs through torch (``torch_kernels=True``; else None): sim/torch_kernels.py
+        self._want_torch = bool(torch_kernels)
+        self.torch_kernels = [] if torch_kernels else None
+        self._torch_rec = None
         self._offline = None
         self._catch = None
         self._taken = None
@@ -225,16 +232,31 @@ class Simulation:
         self._taken = AddressTaken().enable()
         # every launch inside runs here (a warmup compiles nothing); an autotuned one picks its config first
         self._catch = catch_launches(self._caught, on_autotuned=self.launch_autotuned).__enter__()
+        if self._want_torch:
+            from .torch_kernels import TorchKernelRecorder
+            self._torch_rec = TorchKernelRecorder().__enter__()
         _active.append(self)
         return self
+
+    def _host_paused(self):
+        """The torch kernel recorder steps aside while a launch (its hooks, compile and simulation) runs."""
+        return self._torch_rec.paused() if self._torch_rec is not None else contextlib.nullcontext()
 
     def _caught(self, launch):
         __tracebackhide__ = True
         if launch.warmup:
             return None
-        return self.launch(launch.jit, launch.grid, launch.args, launch.kwargs)
+        with self._host_paused():
+            out = self.launch(launch.jit, launch.grid, launch.args, launch.kwargs)
+        if self._torch_rec is not None:
+            self._torch_rec.launches += 1
+        return out
 
     def __exit__(self, *exc):
+        if self._torch_rec is not None:
+            self._torch_rec.__exit__(*exc)
+            self.torch_kernels = list(self._torch_rec.kernels)
+            self._torch_rec = None
         if self._catch is not None:
             self._catch.__exit__(*exc)
             self._catch = None
@@ -257,6 +279,11 @@ class Simulation:
         run (TLX's split-K GEMM reduces its workspace into C only in its post-hook). So a first call runs the
         user's post-hook after the launch; a later call with the same key, cached as Triton caches it, does not
         (on a GPU, neither)."""
+        __tracebackhide__ = True
+        with self._host_paused():       # its hooks' torch work (a reset_to_zero) is the tuning's, not the call's
+            return self._launch_autotuned(tuner, args, kwargs)
+
+    def _launch_autotuned(self, tuner, args, kwargs):
         __tracebackhide__ = True
         nargs = dict(zip(tuner.arg_names, args))
         tuner.nargs = nargs
@@ -428,7 +455,8 @@ def _same(a, b) -> bool:
 
 def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=None, max_steps=DEFAULT_MAX_STEPS,
              config=None, on_deadlock="raise", resident=None, occupancy=1, in_flight=None, numerics=True,
-             spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None, order="seeded", **kwargs):
+             spills=0, serialized_wgmma=False, recorder=None, waves=None, repair=None, order="seeded",
+             torch_kernels=False, **kwargs):
     """Run TLX kernels on the CPU simulator: a context manager, or a call.
 
     As a context manager, every launch inside runs simulated, on CPU tensors::
@@ -471,7 +499,9 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     try the small source edits its evidence suggests, each re-run on the same launch, and lead the diagnosis with
     the first that runs clean — ``result.fix``, its ``diff()`` and ``apply()``; sim/diagnosis/repair.py; False: not;
     a function ``ok(args, kwargs) -> bool`` of the launch's arguments after a candidate ran, or the expected
-    output tensor(s), also checks a candidate's values; ``TLXWB_SIM_REPAIR=0`` makes False the default).
+    output tensor(s), also checks a candidate's values; ``TLXWB_SIM_REPAIR=0`` makes False the default),
+    ``torch_kernels`` (True: note the kernels the host code runs through torch beside its launches, a
+    ``torch.zeros``, a cast, in ``result.torch_kernels``; sim/torch_kernels.py; what ``wb.predict`` charges).
 
     Clusters (``ctas_per_cga=(n, 1, 1)`` at launch; the grid counts CTAs): the CTAs of a
     cluster run together under one scheduler, with remote arrivals, multicast TMA, 2-CTA
@@ -481,7 +511,8 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     sim = Simulation(gpu=gpu, seed=seed, schedules=schedules, ctas=ctas, max_steps=max_steps, config=config,
                      on_deadlock=on_deadlock, resident=resident, occupancy=occupancy,
                      in_flight=in_flight, numerics=numerics, spills=spills,
-                     serialized_wgmma=serialized_wgmma, recorder=recorder, waves=waves, repair=repair, order=order)
+                     serialized_wgmma=serialized_wgmma, recorder=recorder, waves=waves, repair=repair, order=order,
+                     torch_kernels=torch_kernels)
     if fn is None:
         if args or kwargs or grid is not None:
             raise SimulationError("simulate(): arguments given without a kernel or function to run",
@@ -503,4 +534,5 @@ def simulate(fn=None, *args, grid=None, gpu="H200", seed=0, schedules=1, ctas=No
     res = sim.result
     res.value = value
     res.launches = list(sim.results)
+    res.torch_kernels = sim.torch_kernels or []
     return res

@@ -113,16 +113,29 @@ class Prediction:
 
 @dataclasses.dataclass
 class CallPrediction:
-    """The predicted time of a call that makes several launches (a library backward pass, a split GEMM and its
-    reduction): each launch's :class:`Prediction`, in launch order, run one after another, each at its own clock
-    and with its own launch cost, as a timer around the whole call sees them. The kernels the call launches through
-    torch (a cast, a fill) are not simulated, and not counted."""
+    """The predicted time of a call that makes several kernels (a library backward pass, a split GEMM and its
+    reduction, a wrapper that zeroes its output before the launch): each launch's :class:`Prediction`, in launch
+    order, run one after another, each at its own clock and with its own launch cost, as a timer around the whole
+    call sees them; and the kernels the call runs through torch (``torch_kernels``: a fill, a cast, a copy;
+    ``sim/torch_kernels.py``), each its bytes through DRAM at ``dram_gbps`` plus a launch's cost."""
     parts: list
     sim_seconds: float = 0.0
+    torch_kernels: list = dataclasses.field(default_factory=list)
+    dram_gbps: float = 0.0        # the calibrated DRAM bandwidth the torch kernels' bytes move at (GB/s)
+
+    def torch_kernel_us(self, k) -> float:
+        """One torch kernel's time: its bytes (read and written) through DRAM, plus a launch's fixed cost."""
+        move = k.nbytes / (self.dram_gbps * 1e3) if self.dram_gbps else 0.0
+        return move + (self.parts[0].launch_us if self.parts else 0.0)
+
+    @property
+    def torch_us(self) -> float:
+        """The torch kernels' time, summed."""
+        return sum(self.torch_kernel_us(k) for k in self.torch_kernels)
 
     @property
     def us(self) -> float:
-        return sum(p.us for p in self.parts)
+        return sum(p.us for p in self.parts) + self.torch_us
 
     @property
     def kernel(self) -> str:
@@ -154,6 +167,13 @@ class CallPrediction:
         """The launch that takes longest: its clock and bound are the call's (``clock_ghz``, ``clock``, ``bound``)."""
         return max(self.parts, key=lambda p: p.us)
 
+    def __getattr__(self, name):
+        """Any other field of a Prediction is the longest launch's (``compiled``, ``grid``, ``occupancy``, ...): a call of
+        one launch and a fill reads like that launch."""
+        if name.startswith("_") or name in ("parts", "torch_kernels", "dram_gbps", "sim_seconds"):
+            raise AttributeError(name)
+        return getattr(self.main, name)
+
     @property
     def clock_ghz(self) -> float:
         return self.main.clock_ghz
@@ -167,10 +187,13 @@ class CallPrediction:
         return self.main.bound
 
     def _lines(self):
-        head = [f"CallPrediction({len(self.parts)} launches on {self.gpu}: {self.us:.1f} us = "
-                + " + ".join(f"{p.us:.1f}" for p in self.parts) + f"; simulated in {self.sim_seconds:.1f} s)"]
+        torch_text = f" + torch kernels {self.torch_us:.1f}" if self.torch_kernels else ""
+        head = [f"CallPrediction({len(self.parts)} launch(es) on {self.gpu}: {self.us:.1f} us = "
+                + " + ".join(f"{p.us:.1f}" for p in self.parts) + torch_text
+                + f"; simulated in {self.sim_seconds:.1f} s)"]
+        ops = [f"  torch: {k} {self.torch_kernel_us(k):.1f} us" for k in self.torch_kernels]
         return head + [f"  {i}: {line}" if j == 0 else f"     {line}"
-                       for i, p in enumerate(self.parts) for j, line in enumerate(p._lines())]
+                       for i, p in enumerate(self.parts) for j, line in enumerate(p._lines())] + ops
 
     def __repr__(self):
         return "\n".join(self._lines())
@@ -179,9 +202,19 @@ class CallPrediction:
         rows = "".join(f"<tr><td>{i}</td><td>{html.escape(p.kernel)}</td><td>{html.escape(str(p.grid))}</td>"
                        f"<td>{p.us:.1f} µs</td><td>{html.escape(p.bound)}</td><td>{html.escape(p._clock_text())}</td></tr>"
                        for i, p in enumerate(self.parts))
-        return (f"<div><b>Prediction</b> of {len(self.parts)} launches on {html.escape(self.gpu)}: "
-                f"{self.us:.1f} µs<table><tr><th>#</th><th>kernel</th><th>grid</th><th>time</th><th>bound</th>"
-                f"<th>clock</th></tr>{rows}</table></div>")
+        rows += "".join(f"<tr><td>torch</td><td>{html.escape(k.op)}</td><td>{html.escape(k.where)}</td>"
+                        f"<td>{self.torch_kernel_us(k):.1f} µs</td><td>dram</td>"
+                        f"<td>{k.nbytes / 2**20:.2f} MiB</td></tr>" for k in self.torch_kernels)
+        return (f"<div><b>Prediction</b> of {len(self.parts)} launch(es) on {html.escape(self.gpu)}: "
+                f"{self.us:.1f} µs<table><tr><th>#</th><th>kernel</th><th>grid / line</th><th>time</th><th>bound</th>"
+                f"<th>clock / bytes</th></tr>{rows}</table></div>")
+
+
+def _call(parts, host, gpu, t0) -> "CallPrediction":
+    from .cost import cost_model
+    cm = cost_model(gpu)
+    return CallPrediction(parts, sim_seconds=time.perf_counter() - t0, torch_kernels=list(host),
+                          dram_gbps=float(cm.hbm_gbps or cm.gpu.dram_gbps))
 
 
 def tensor_cycles(result, scale: float = 1.0) -> float:
@@ -392,8 +425,10 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
             spills=None, window="do_bench", order="seeded", **kwargs) -> Prediction:
     """Predict the time of the launch ``fn(*args, **kwargs)`` makes (a host function or a
     ``kernel[grid]``), from every CTA simulated at the real shape (``samples=k``: from k CTAs along x, the
-    others interpolated; see the module doc). A call that makes several launches gives a :class:`CallPrediction`:
-    each launch predicted as above, replayed as the call made it, and their sum.
+    others interpolated; see the module doc). A call that makes several launches, or runs torch kernels beside its
+    launch (a ``torch.zeros`` of its output, a cast: ``sim/torch_kernels.py``), gives a :class:`CallPrediction`: each
+    launch predicted as above, replayed as the call made it, each torch kernel its bytes through DRAM plus a launch,
+    and their sum.
     ``compile``: ask the real compiler (offline) for the kernel's occupancy and register spills, which
     the cost model then charges (a launch it rejects raises its ``CompileError``, naming the line: the GPU would
     not run it); ``occupancy`` / ``spills`` given outright skip that.
@@ -413,17 +448,19 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     t0 = time.perf_counter()
     model = gpu_model(gpu)
 
-    def sim(ctas, occ, sp, serial):
+    def sim(ctas, occ, sp, serial, torch_kernels=False):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")         # "only k of n CTAs simulated": meant
             r = simulate(fn, *args, gpu=gpu, ctas=ctas, on_deadlock="return", config=config, seed=seed, order=order,
-                         occupancy=occ, numerics=numerics, spills=sp, serialized_wgmma=serial, **kwargs)
+                         occupancy=occ, numerics=numerics, spills=sp, serialized_wgmma=serial,
+                         torch_kernels=torch_kernels, **kwargs)
         if r.deadlock is not None:
             r.raise_for_errors()
         return r
 
     occ, sp, serial, note = occupancy or 1, spills or 0, False, "not compiled (compile=False)"
-    first = sim([0], occ, sp, serial)
+    first = sim([0], occ, sp, serial, torch_kernels=True)
+    host = list(getattr(first, "torch_kernels", None) or [])
     if len(first.launches) > 1:     # each launch on its own, as the call made it
         parts = []
         for r in first.launches:
@@ -431,7 +468,12 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
             parts.append(predict(jit, *largs, grid=tuple(r.grid), gpu=gpu, occupancy=occupancy, samples=samples,
                                  seed=seed, numerics=numerics, compile=compile, spills=spills, window=window,
                                  order=order, **lkwargs))
-        return CallPrediction(parts, sim_seconds=time.perf_counter() - t0)
+        return _call(parts, host, model.name, t0)
+    if host:        # the launch as the call made it, and beside it the kernels the call ran through torch
+        jit, largs, lkwargs = first.launch
+        p = predict(jit, *largs, grid=tuple(first.grid), gpu=gpu, occupancy=occupancy, samples=samples, seed=seed,
+                    numerics=numerics, compile=compile, spills=spills, window=window, order=order, **lkwargs)
+        return _call([p], host, model.name, t0)
     if compile and (occupancy is None or spills is None):
         facts = compiled_facts(first, model.name, strict=True)      # a launch the GPU cannot compile has no time
         c_occ, _, c_serial, _ = facts
