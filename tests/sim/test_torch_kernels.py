@@ -104,3 +104,25 @@ def test_the_recorder_pauses_and_counts_in_place_writes_once():
     (add, zero) = rec.kernels
     assert (add.op, add.bytes_read, add.bytes_written) == ("aten.add_", x.nbytes, x.nbytes)
     assert (zero.op, zero.bytes_read, zero.bytes_written) == ("aten.zero_", 0, x.nbytes)
+
+
+def test_the_explorers_proof_does_not_stand_for_a_call_with_torch_kernels():
+    """The simulated stage predicts from its proof's CTAs when the proof ran at the real shape
+    (``stages.predict_whole``); a call that also zeroes its output is left to ``wb.predict``, which charges the fill."""
+    from tlx_workbench.explore.stages import predict_whole
+    M, N, K = _shape()
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    cfg = dict(gemm_ws.SIM_CONFIGS["tiny"])
+
+    def call(zero):
+        c = (torch.zeros if zero else torch.empty)((M, N), dtype=torch.float16, device=a.device)
+        gemm_ws.launch(a, b, c, cfg)
+        return c
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = wb.simulate(lambda: call(False), gpu="H100", torch_kernels=True)
+        zeroed = wb.simulate(lambda: call(True), gpu="H100", torch_kernels=True)
+    assert plain.torch_kernels == [] and [k.op for k in zeroed.torch_kernels] == ["aten.zeros"]
+    assert predict_whole(plain, "H100")["predicted_us"] > 0
+    assert predict_whole(zeroed, "H100") is None

@@ -246,10 +246,10 @@ def predict_whole(res, gpu: str) -> dict | None:
     every CTA of the real launch, so the prediction is ``wb.predict``'s from those CTAs (``prediction.prediction_from``;
     numerics do not change the cycles), without simulating the launch again. None where the compiled kernel spills
     or serializes its wgmmas (those change the cycles, and :func:`predict` simulates with them), or where the proof made
-    several launches (:func:`predict` predicts each)."""
+    several launches or ran torch kernels beside its launch (:func:`predict` predicts each)."""
     from ..sim.timing.prediction import compiled_facts, prediction_from
-    if len(getattr(res, "launches", [res])) > 1:     # a call of several launches: wb.predict predicts each
-        return None
+    if len(getattr(res, "launches", [res])) > 1 or getattr(res, "torch_kernels", None):
+        return None     # a call of several kernels: wb.predict predicts each
     occ, spills, serial, note = compiled_facts(res, gpu)
     if spills or serial:
         return None
@@ -289,7 +289,7 @@ def simulated(travelled, cfg: dict, shape, gpu: str = "H200", schedules: int = 1
         # a sweep records verdicts: the repair search (sim/diagnosis/repair.py) is for the config a person looks into
         # (Exploration.simulate), not for every hanging config of a sweep
         res = wb.simulate(problem.call, inputs, cfg, gpu=gpu, schedules=schedules, seed=seed, on_deadlock="return",
-                          repair=False)
+                          repair=False, torch_kernels=True)
         metrics = dict(sim_shape=list(small), sim_cycles=res.cycles, schedules=len(res.schedules))
         metrics.update(_waves(res))
         if res.deadlock is not None:
