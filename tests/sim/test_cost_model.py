@@ -500,3 +500,27 @@ def test_the_turnover_family_reads_a_launchs_records(per_sm):
     assert got["cta_us"] == pytest.approx(own / 1e3) and got["cta_cycles"] == 2 * own
     assert got["span_us"] == pytest.approx((max(c[3] for c in recs) - min(c[2] for c in recs)) / 1e3)
     assert got["start_spread_us"] == pytest.approx((starts0[-1] - starts0[0]) / 1e3)
+
+
+def test_the_turnover_figures_are_the_families_medians_by_ctas_an_sm():
+    """``derive``'s ``turnover`` figures: per CTAs an SM, the turnover over the launches of two waves or more, the
+    start spread, and do_bench's time beyond the launch's span; None where the family has not run (the stored
+    calibrations: it waits for a GPU)."""
+    import random
+    r = random.Random()
+    rows = []
+    for per_sm in (1, 3):
+        for waves in (1, 2, 4, 8):
+            span = r.uniform(5, 50) * waves
+            rows.append(dict(ctas_per_sm=per_sm, waves=waves, ctas=132 * per_sm * waves, span_us=span,
+                             do_bench_us=span + 3.0 + per_sm, start_spread_us=0.1 * per_sm, cta_us=4.0,
+                             cta_cycles=8000.0, turnover_ns=None if waves == 1 else 400.0 + waves,
+                             turnover_cycles=None if waves == 1 else 800.0 + 2 * waves))
+    got = suite._turnover_figures(rows)
+    assert set(got) == {"1", "3"}
+    for per_sm in (1, 3):
+        g = got[str(per_sm)]
+        assert g["turnover_cycles"] == 808.0 and g["turnover_ns"] == 404.0      # the median of waves 2, 4, 8
+        assert g["outside_us"] == pytest.approx(3.0 + per_sm) and g["start_spread_us"] == pytest.approx(0.1 * per_sm)
+    assert suite._turnover_figures(None) is None
+    assert suite.derive(json.loads(pathlib.Path(load("H100").path).read_text())["raw"])["turnover"] is None

@@ -1048,7 +1048,34 @@ def derive(raw: dict) -> dict:
                                                        for r in raw.get("mma_latency") or [] if isinstance(r, dict)}),
         gemm_loads={f"{r['M']}/{r['group_m']}/{r['BM']}x{r['BN']}x{r['BK']}": r["bytes_per_cycle_per_cta"]
                     for r in raw.get("gemm_loads") or [] if isinstance(r, dict) and "bytes_per_cycle_per_cta" in r},
+        # where a launch's time goes outside its CTAs' work; recorded, not charged yet (docs/cost_model.md,
+        # "Short launches: what is left")
+        turnover=_turnover_figures(raw.get("turnover")),
     )
+
+
+def _turnover_figures(rows) -> dict | None:
+    """The ``turnover`` family's figures by CTAs an SM: the CTA turnover on an SM (the median over the launches of
+    two waves or more, in cycles and ns), the first wave's start spread, and what do_bench times beyond the span of
+    the launch's CTAs (the median over its launches). None where the family has not run.
+
+    >>> rows = [dict(ctas_per_sm=1, waves=w, do_bench_us=10.0 + w, span_us=6.0 + w, start_spread_us=0.2,
+    ...              turnover_cycles=900.0 if w > 1 else None, turnover_ns=470.0 if w > 1 else None) for w in (1, 2, 4)]
+    >>> _turnover_figures(rows)["1"]
+    {'turnover_cycles': 900.0, 'turnover_ns': 470.0, 'start_spread_us': 0.2, 'outside_us': 4.0}
+    """
+    rows = [r for r in rows or [] if isinstance(r, dict) and "span_us" in r]
+    if not rows:
+        return None
+    out = {}
+    for per_sm in sorted({r["ctas_per_sm"] for r in rows}):
+        rs = [r for r in rows if r["ctas_per_sm"] == per_sm]
+        turn = [r for r in rs if r["waves"] > 1 and r.get("turnover_cycles") is not None]
+        out[str(per_sm)] = dict(turnover_cycles=_median([r["turnover_cycles"] for r in turn]),
+                                turnover_ns=_median([r["turnover_ns"] for r in turn]),
+                                start_spread_us=_median([r["start_spread_us"] for r in rs]),
+                                outside_us=_median([r["do_bench_us"] - r["span_us"] for r in rs]))
+    return out
 
 
 def run(log=print, only=()) -> dict:
