@@ -1100,7 +1100,8 @@ def run(log=print, only=()) -> dict:
 FAMILIES = {"launch": measure_launch, "mma_latency": measure_mma_latency, "barriers": measure_barriers, "smem": measure_smem, "mma": measure_mma, "tma": measure_tma,
             "tma_store": measure_tma_store, "tma_store_beside": measure_tma_store_beside, "cp_async": measure_cp_async, "clock": measure_clock,
             "mma_copy": measure_mma_copy, "power": measure_power, "gemm_loads": measure_gemm_loads,
-            "spill_loop": measure_spill_loop, "turnover": measure_turnover, "sustained_kernels": measure_sustained_kernels}
+            "spill_loop": measure_spill_loop, "turnover": measure_turnover,
+            "sustained_kernels": measure_sustained_kernels}
 
 
 def rederive(path):

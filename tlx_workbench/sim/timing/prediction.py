@@ -168,8 +168,8 @@ class CallPrediction:
         return max(self.parts, key=lambda p: p.us)
 
     def __getattr__(self, name):
-        """Any other field of a Prediction is the longest launch's (``compiled``, ``grid``, ``occupancy``, ...): a call of
-        one launch and a fill reads like that launch."""
+        """Any other field of a Prediction is the longest launch's (``compiled``, ``grid``, ``occupancy``, ...): a
+        call of one launch and a fill reads like that launch."""
         if name.startswith("_") or name in ("parts", "torch_kernels", "dram_gbps", "sim_seconds"):
             raise AttributeError(name)
         return getattr(self.main, name)
