@@ -32,7 +32,7 @@ OVERWRITE = frozenset({"zero_", "fill_", "copy_", "normal_", "uniform_", "random
                        "geometric_", "cauchy_", "log_normal_"})
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_PACKAGE = os.path.dirname(_HERE)
+_PACKAGE = os.path.dirname(_HERE) + os.sep
 
 
 @dataclasses.dataclass(frozen=True)
