@@ -543,7 +543,23 @@ def run_header(window: str, argv=None) -> dict:
                 calibration=dict(date=cal.date, power=cal.power))
 
 
-def predict_unmeasured(measured, out: pathlib.Path, window: str = "do_bench", argv=None) -> dict:
+def load_reuse(paths) -> dict:
+    """The simulated facts of earlier outputs' cells, by cell key (a stored simulation is another GPU's when its
+    calibration differs: left out, so the cell is simulated again)."""
+    return {key(r["cell"]): r["sim"] for path in paths
+            for r in json.loads(pathlib.Path(path).read_text())["rows"] if r["sim"].get("gpu", "H200") == GPU}
+
+
+def simulated(cell: dict, reuse: dict) -> dict:
+    """``cell``'s simulated facts: stored ones where ``reuse`` has them (with the call's torch kernels read by one run
+    of its host code where they were stored before those were noted), else a simulation."""
+    sim = reuse.get(key(cell)) or simulate(cell)
+    if "torch_kernels" not in sim:
+        sim = dict(sim, torch_kernels=torch_kernels(cell))
+    return sim
+
+
+def predict_unmeasured(measured, out: pathlib.Path, window: str = "do_bench", argv=None, reuse=None) -> dict:
     """Predict every predict cell (``predict_cells.CELLS``) that the ``measured`` runs have not timed: a prediction on
     record before the GPU measures it. Writes ``cost_model_unmeasured.json`` (rows as the validation's, less the
     measured side)."""
@@ -553,7 +569,7 @@ def predict_unmeasured(measured, out: pathlib.Path, window: str = "do_bench", ar
     for cell in CELLS:
         if key(cell) in timed_keys:
             continue
-        sim = simulate(cell)
+        sim = simulated(cell, reuse or {})
         rows.append(predicted_row(cell, sim, window))
         r = rows[-1]
         print(f"{label(cell):60s} pred {r['predicted_us']:9.1f} us  {r['clock_ghz']:.3f} GHz {r['regime']:9s} "
@@ -602,7 +618,7 @@ def main(argv=None):
     if args.derive_copy_share:
         return derive_copy_share(args.reuse)
     if args.unmeasured:
-        return predict_unmeasured(measured, pathlib.Path(args.out), args.window, argv)
+        return predict_unmeasured(measured, pathlib.Path(args.out), args.window, argv, load_reuse(args.reuse))
     cells = predict_cells(measured, args.timer)
     cells += cells_fp8_measured(measured, args.timer) or \
         ([] if args.no_fp8 else fp8_cells(sizes=tuple(args.fp8_sizes)))
@@ -615,17 +631,13 @@ def main(argv=None):
     launch_us = None
     if args.timer == "graph":
         launch_us = measured["empty_launch"]["graph_us"]
-    # a stored simulation is another GPU's when its calibration differs: re-simulated
-    reuse = {key(r["cell"]): r["sim"] for path in args.reuse
-             for r in json.loads(pathlib.Path(path).read_text())["rows"] if r["sim"].get("gpu", "H200") == GPU}
+    reuse = load_reuse(args.reuse)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for c in cells:
         cell = c["cell"]
-        sim = reuse.get(key(cell)) or simulate(cell)
-        if "torch_kernels" not in sim:
-            sim = dict(sim, torch_kernels=torch_kernels(cell))
+        sim = simulated(cell, reuse)
         row = predicted_row(cell, sim, args.window, c.get("launch_us", launch_us))
         row.update(measured_us=c["measured_us"], timer=c.get("timer", args.timer),
                    error=row["predicted_us"] / c["measured_us"] - 1, measured_mhz=c["measured_mhz"], source=c["source"])
