@@ -126,3 +126,16 @@ def test_the_explorers_proof_does_not_stand_for_a_call_with_torch_kernels():
     assert plain.torch_kernels == [] and [k.op for k in zeroed.torch_kernels] == ["aten.zeros"]
     assert predict_whole(plain, "H100")["predicted_us"] > 0
     assert predict_whole(zeroed, "H100") is None
+
+
+def test_an_op_the_recorder_cannot_size_runs_unnoted():
+    """A sparse tensor has no ``nbytes``: its op runs as it would, and is not noted (the call goes on)."""
+    n = random.randint(8, 32)
+    dense = torch.randn(n, n)
+    with TorchKernelRecorder() as rec:
+        sparse = dense.to_sparse()
+        back = sparse.to_dense()
+        zeros = torch.zeros(n, n)
+    torch.testing.assert_close(back, dense)
+    assert zeros.abs().sum() == 0
+    assert "aten.zeros" in [k.op for k in rec.kernels]

@@ -122,7 +122,10 @@ class TorchKernelRecorder:
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 out = func(*args, **(kwargs or {}))
                 if not rec._paused:
-                    k = kernel_of(func, args, kwargs, out, rec.launches)
+                    try:
+                        k = kernel_of(func, args, kwargs, out, rec.launches)
+                    except Exception:  # noqa: BLE001 - an op it cannot size (sparse, nested) is not noted
+                        k = None
                     if k is not None:
                         rec.kernels.append(k)
                 return out
