@@ -380,7 +380,6 @@ def timed(cell: dict, sim: dict, window: str = "do_bench", launch_us: float | No
     """The Prediction of ``cell`` from its simulated facts under the current cost model (``launch_us``: the fixed
     cost of a launch under another timer than do_bench, e.g. CUDA-graph replay, measured beside the cells); a
     ``CallPrediction`` of its launches for a cell of several."""
-    from tlx_workbench.sim.timing.cost import cost_model
     from tlx_workbench.sim.timing.prediction import CallPrediction
     from tlx_workbench.sim.torch_kernels import TorchKernel
     if "parts" in sim:
@@ -392,9 +391,7 @@ def timed(cell: dict, sim: dict, window: str = "do_bench", launch_us: float | No
     host = [TorchKernel(**k) for k in sim.get("torch_kernels") or []]
     if len(parts) == 1 and not host:
         return parts[0]
-    cm = cost_model(GPU)
-    return CallPrediction(parts, sim_seconds=sim["sim_seconds"], torch_kernels=host,
-                          dram_gbps=float(cm.hbm_gbps or cm.gpu.dram_gbps))
+    return CallPrediction(parts, sim_seconds=sim["sim_seconds"], torch_kernels=host)
 
 
 def _finish(cell, sim, window):

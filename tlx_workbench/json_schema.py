@@ -140,7 +140,7 @@ def prediction(p) -> dict:
     if hasattr(p, "parts"):
         torch_kernels = [{"op": k.op, "bytes_read": int(k.bytes_read), "bytes_written": int(k.bytes_written),
                           "where": k.where, "after_launches": int(k.after_launches),
-                          "us": jsonable(p.torch_kernel_us(k))} for k in getattr(p, "torch_kernels", [])]
+                          "us": jsonable(p.torch_kernel_us(k))} for k in p.torch_kernels]
         return dict(prediction(p.main), kernel=p.kernel, us=jsonable(p.us), launch_us=jsonable(p.launch_us),
                     sim_seconds=jsonable(p.sim_seconds), launches=[prediction(x) for x in p.parts],
                     torch_kernels=torch_kernels)

@@ -213,7 +213,6 @@ class Simulation:
         self.repair = enabled_default() if repair is None else repair
         self.results: list[SimResult] = []
         #: the kernels the host code runs through torch (``torch_kernels=True``; else None): sim/torch_kernels.py
-        self._want_torch = bool(torch_kernels)
         self.torch_kernels = [] if torch_kernels else None
         self._torch_rec = None
         self._offline = None
@@ -232,7 +231,7 @@ class Simulation:
         self._taken = AddressTaken().enable()
         # every launch inside runs here (a warmup compiles nothing); an autotuned one picks its config first
         self._catch = catch_launches(self._caught, on_autotuned=self.launch_autotuned).__enter__()
-        if self._want_torch:
+        if self.torch_kernels is not None:
             from .torch_kernels import TorchKernelRecorder
             self._torch_rec = TorchKernelRecorder().__enter__()
         _active.append(self)

@@ -408,7 +408,12 @@ class CostModel:
     def hbm_floor_us(self, nbytes: float) -> float:
         """Microseconds a launch needs at least to move ``nbytes`` through DRAM at the sustained bandwidth (bytes
         per second: the DRAM's clock is not the SMs')."""
-        return nbytes / ((self.hbm_gbps or self.gpu.dram_gbps) * 1e3)
+        return nbytes / (self.dram_gbps * 1e3)
+
+    @property
+    def dram_gbps(self) -> float:
+        """The DRAM's bandwidth, GB/s: the calibration's sustained figure, else the spec sheet's."""
+        return self.hbm_gbps or self.gpu.dram_gbps
 
     def hbm_floor_cycles(self, nbytes: float) -> float:
         """Cycles the whole launch needs at least to move ``nbytes`` through DRAM (all SMs streaming)."""

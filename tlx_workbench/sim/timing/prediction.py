@@ -117,16 +117,22 @@ class CallPrediction:
     reduction, a wrapper that zeroes its output before the launch): each launch's :class:`Prediction`, in launch
     order, run one after another, each at its own clock and with its own launch cost, as a timer around the whole
     call sees them; and the kernels the call runs through torch (``torch_kernels``: a fill, a cast, a copy;
-    ``sim/torch_kernels.py``), each its bytes through DRAM at ``dram_gbps`` plus a launch's cost."""
+    ``sim/torch_kernels.py``), each its bytes through DRAM at ``dram_gbps`` plus a launch's cost. Any other field
+    of a Prediction (``clock_ghz``, ``bound``, ``compiled``, ...) is its longest launch's (``main``)."""
     parts: list
     sim_seconds: float = 0.0
     torch_kernels: list = dataclasses.field(default_factory=list)
-    dram_gbps: float = 0.0        # the calibrated DRAM bandwidth the torch kernels' bytes move at (GB/s)
+
+    @property
+    def dram_gbps(self) -> float:
+        """The DRAM bandwidth the torch kernels' bytes move at (GB/s): the calibration's, else the spec sheet's."""
+        from .cost import cost_model
+        return cost_model(self.gpu).dram_gbps
 
     def torch_kernel_us(self, k) -> float:
         """One torch kernel's time: its bytes (read and written) through DRAM, plus a launch's fixed cost."""
-        move = k.nbytes / (self.dram_gbps * 1e3) if self.dram_gbps else 0.0
-        return move + (self.parts[0].launch_us if self.parts else 0.0)
+        from .cost import cost_model
+        return cost_model(self.gpu).hbm_floor_us(k.nbytes) + self.parts[0].launch_us
 
     @property
     def torch_us(self) -> float:
@@ -168,23 +174,11 @@ class CallPrediction:
         return max(self.parts, key=lambda p: p.us)
 
     def __getattr__(self, name):
-        """Any other field of a Prediction is the longest launch's (``compiled``, ``grid``, ``occupancy``, ...): a
+        """Any other field of a Prediction is the longest launch's (``clock_ghz``, ``bound``, ``compiled``, ...): a
         call of one launch and a fill reads like that launch."""
-        if name.startswith("_") or name in ("parts", "torch_kernels", "dram_gbps", "sim_seconds"):
-            raise AttributeError(name)
+        if name.startswith("_") or name in ("parts", "torch_kernels", "sim_seconds"):
+            raise AttributeError(name)      # not set yet (a copy being made): never the launch's
         return getattr(self.main, name)
-
-    @property
-    def clock_ghz(self) -> float:
-        return self.main.clock_ghz
-
-    @property
-    def clock(self):
-        return self.main.clock
-
-    @property
-    def bound(self) -> str:
-        return self.main.bound
 
     def _lines(self):
         torch_text = f" + torch kernels {self.torch_us:.1f}" if self.torch_kernels else ""
@@ -208,13 +202,6 @@ class CallPrediction:
         return (f"<div><b>Prediction</b> of {len(self.parts)} launch(es) on {html.escape(self.gpu)}: "
                 f"{self.us:.1f} µs<table><tr><th>#</th><th>kernel</th><th>grid / line</th><th>time</th><th>bound</th>"
                 f"<th>clock / bytes</th></tr>{rows}</table></div>")
-
-
-def _call(parts, host, gpu, t0) -> "CallPrediction":
-    from .cost import cost_model
-    cm = cost_model(gpu)
-    return CallPrediction(parts, sim_seconds=time.perf_counter() - t0, torch_kernels=list(host),
-                          dram_gbps=float(cm.hbm_gbps or cm.gpu.dram_gbps))
 
 
 def tensor_cycles(result, scale: float = 1.0) -> float:
@@ -468,12 +455,10 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
             parts.append(predict(jit, *largs, grid=tuple(r.grid), gpu=gpu, occupancy=occupancy, samples=samples,
                                  seed=seed, numerics=numerics, compile=compile, spills=spills, window=window,
                                  order=order, **lkwargs))
-        return _call(parts, host, model.name, t0)
-    if host:        # the launch as the call made it, and beside it the kernels the call ran through torch
-        jit, largs, lkwargs = first.launch
-        p = predict(jit, *largs, grid=tuple(first.grid), gpu=gpu, occupancy=occupancy, samples=samples, seed=seed,
-                    numerics=numerics, compile=compile, spills=spills, window=window, order=order, **lkwargs)
-        return _call([p], host, model.name, t0)
+        return CallPrediction(parts, sim_seconds=time.perf_counter() - t0, torch_kernels=host)
+
+    def done(p):        # a call that ran torch kernels beside its launch: the launch, and those
+        return CallPrediction([p], sim_seconds=p.sim_seconds, torch_kernels=host) if host else p
     if compile and (occupancy is None or spills is None):
         facts = compiled_facts(first, model.name, strict=True)      # a launch the GPU cannot compile has no time
         c_occ, _, c_serial, _ = facts
@@ -493,8 +478,8 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
     total = int(grid[0]) * int(grid[1]) * int(grid[2])
     if samples is None:
         res = sim(None, occ, sp, serial) if total > 1 else first
-        return prediction_from(res, gpu, occupancy=occ, spills=sp, compiled=note,
-                               sim_seconds=time.perf_counter() - t0, window=window)
+        return done(prediction_from(res, gpu, occupancy=occ, spills=sp, compiled=note,
+                                    sim_seconds=time.perf_counter() - t0, window=window))
     sampled = {0: first.cycles}
     res = first
     tensor = tensor_cycles(first)
@@ -504,8 +489,8 @@ def predict(fn, *args, gpu="H200", occupancy=None, samples=None, config=None, se
         for c in rest:
             sampled[c] = res.cta_cycles.get(c, 0.0)
         tensor += tensor_cycles(res)
-    return finish(kernel=first.kernel, gpu=model.name, grid=tuple(grid), sampled=sampled, slots=slots,
-                  cta_cycles=schedule(grid, sampled, slots), tensor=tensor * total / len(sampled),
-                  nbytes=int(getattr(first, "kernel_bytes", 0) or 0), window=window,
-                  sim_seconds=time.perf_counter() - t0, result=res, occupancy=int(occ), spill_bytes=sp,
-                  compiled=note)
+    return done(finish(kernel=first.kernel, gpu=model.name, grid=tuple(grid), sampled=sampled, slots=slots,
+                       cta_cycles=schedule(grid, sampled, slots), tensor=tensor * total / len(sampled),
+                       nbytes=int(getattr(first, "kernel_bytes", 0) or 0), window=window,
+                       sim_seconds=time.perf_counter() - t0, result=res, occupancy=int(occ), spill_bytes=sp,
+                       compiled=note))
